@@ -1,0 +1,1 @@
+"""Discovery: search, items, collections, queryables and compact summaries (no MCP here)."""

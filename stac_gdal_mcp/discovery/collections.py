@@ -1,0 +1,183 @@
+"""Collections, queryables and single items of a catalog."""
+
+from __future__ import annotations
+
+import base64
+import json
+from urllib.parse import urlsplit
+
+from ..catalogs import Catalogs, LocalCatalog, RemoteCatalog
+from ..errors import InvalidArgument, InvalidCursor, NotFound
+from ..models import CollectionDetail, CollectionList, Queryable, Queryables
+from .summaries import collection_detail, collection_summary
+
+
+def _matches_text(collection: dict, q: str) -> bool:
+    words = [w.lower() for w in q.replace(",", " ").split() if w]
+    haystack = " ".join(
+        [collection.get("id", ""), collection.get("title") or "", collection.get("description") or ""]
+        + list(collection.get("keywords") or [])
+    ).lower()
+    return any(w in haystack for w in words)
+
+
+def _cursor(state: dict) -> str:
+    return base64.urlsafe_b64encode(json.dumps(state).encode()).decode().rstrip("=")
+
+
+def _uncursor(cursor: str, catalog_id: str) -> dict:
+    try:
+        state = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        assert state["catalog"] == catalog_id
+        return state
+    except Exception:
+        raise InvalidCursor(
+            "cursor is not a list_collections cursor for this catalog; pass next_cursor unchanged"
+        ) from None
+
+
+def list_collections(
+    catalogs: Catalogs, catalog: str | None = None, q: str | None = None,
+    limit: int | None = None, cursor: str | None = None,
+) -> CollectionList:
+    settings = catalogs.settings
+    cat = catalogs.get(catalog)
+    limit = limit or settings.limits.page_size
+    if limit < 1:
+        raise InvalidArgument("limit must be a positive integer")
+    limit = min(limit, settings.limits.max_items)
+    notes: list[str] = []
+    state = _uncursor(cursor, cat.id) if cursor else None
+
+    if isinstance(cat, LocalCatalog) or (not cat.features.free_text and q):
+        # Filter the whole list here: local catalogs, or APIs without free-text collection search.
+        if isinstance(cat, RemoteCatalog):
+            notes.append(f"catalog '{cat.id}' lacks free-text collection search: q applied client-side")
+        all_collections = (
+            list(cat.collections.values()) if isinstance(cat, LocalCatalog) else _all_collections(cat)
+        )
+        chosen = [c for c in all_collections if not q or _matches_text(c, q)]
+        offset = state["offset"] if state else 0
+        page = chosen[offset : offset + limit]
+        end = offset + len(page)
+        return CollectionList(
+            collections=[collection_summary(c) for c in page],
+            returned=len(page),
+            matched=len(chosen),
+            next_cursor=_cursor({"catalog": cat.id, "offset": end}) if end < len(chosen) else None,
+            notes=notes,
+        )
+
+    href = state["href"] if state else cat.link("data", "collections")
+    if urlsplit(href).netloc != urlsplit(cat.url).netloc:
+        raise InvalidCursor(f"cursor does not point into catalog '{cat.id}'")
+    params = None if state else {"limit": limit, **({"q": q} if q else {})}
+    response = cat.request(href, "GET", params)
+    collections = response.get("collections", [])
+    following = next((l["href"] for l in response.get("links", []) if l.get("rel") == "next"), None)
+    return CollectionList(
+        collections=[collection_summary(c) for c in collections],
+        returned=len(collections),
+        matched=response.get("numberMatched"),
+        next_cursor=_cursor({"catalog": cat.id, "href": following}) if following else None,
+        notes=notes,
+    )
+
+
+def _all_collections(cat: RemoteCatalog, max_pages: int = 50) -> list[dict]:
+    href, params, out = cat.link("data", "collections"), {"limit": 100}, []
+    for _ in range(max_pages):
+        response = cat.request(href, "GET", params)
+        out += response.get("collections", [])
+        href = next((l["href"] for l in response.get("links", []) if l.get("rel") == "next"), None)
+        if not href:
+            break
+        params = None
+    return out
+
+
+def all_collection_ids(cat: RemoteCatalog | LocalCatalog) -> list[str]:
+    if isinstance(cat, LocalCatalog):
+        return list(cat.collections)
+    return [c["id"] for c in _all_collections(cat)]
+
+
+def get_collection(catalogs: Catalogs, collection_id: str, catalog: str | None = None) -> CollectionDetail:
+    return collection_detail(catalogs.get(catalog).collection(collection_id))
+
+
+def get_collection_json(catalogs: Catalogs, collection_id: str, catalog: str | None = None) -> dict:
+    return catalogs.get(catalog).collection(collection_id)
+
+
+def get_item(catalogs: Catalogs, collection_id: str, item_id: str, catalog: str | None = None) -> dict:
+    """The full STAC item, asset hrefs signed where the catalog needs it."""
+    cat = catalogs.get(catalog)
+    return cat.sign(cat.item(collection_id, item_id))
+
+
+def _queryables_from_schema(schema: dict) -> list[Queryable]:
+    out = []
+    for name, spec in sorted((schema.get("properties") or {}).items()):
+        kind = spec.get("type")
+        if kind is None and "$ref" in spec:
+            kind = spec["$ref"].rsplit("/", 1)[-1]
+        if kind is None and spec.get("format"):
+            kind = spec["format"]
+        out.append(
+            Queryable(
+                name=name,
+                type=kind if isinstance(kind, str) else None,
+                title=spec.get("title"),
+                description=(spec.get("description") or None) and spec["description"][:200],
+                enum=spec.get("enum"),
+            )
+        )
+    return out
+
+
+def _infer_queryables(items: list[dict]) -> list[Queryable]:
+    kinds: dict[str, str] = {"id": "string", "collection": "string", "geometry": "geometry", "datetime": "datetime"}
+    for item in items:
+        for key, value in item.get("properties", {}).items():
+            if key in kinds or value is None:
+                continue
+            kinds[key] = (
+                "boolean" if isinstance(value, bool)
+                else "integer" if isinstance(value, int)
+                else "number" if isinstance(value, float)
+                else "string" if isinstance(value, str)
+                else "array" if isinstance(value, list)
+                else "object"
+            )
+    return [Queryable(name=k, type=v) for k, v in sorted(kinds.items())]
+
+
+def get_queryables(
+    catalogs: Catalogs, collection_id: str | None = None, catalog: str | None = None
+) -> Queryables:
+    cat = catalogs.get(catalog)
+    if isinstance(cat, LocalCatalog):
+        items = cat.items
+        if collection_id is not None:
+            cat.collection(collection_id)
+            items = [i for i in items if i.get("collection") == collection_id]
+        return Queryables(
+            collection_id=collection_id,
+            queryables=_infer_queryables(items),
+            notes=["local catalog: queryables inferred from the items' properties; filters run in-process"],
+        )
+    if collection_id is not None:
+        cat.collection(collection_id)
+        href = f"{cat.url}/collections/{collection_id}/queryables"
+    else:
+        href = cat.link("http://www.opengis.net/def/rel/ogc/1.0/queryables", "queryables")
+    try:
+        schema = cat.request(href)
+    except NotFound:
+        return Queryables(
+            collection_id=collection_id,
+            queryables=[],
+            notes=[f"catalog '{cat.id}' publishes no queryables; it may not support the filter extension"],
+        )
+    return Queryables(collection_id=collection_id, queryables=_queryables_from_schema(schema))

@@ -1,0 +1,87 @@
+"""The search arguments applied in-process to the items of a local catalog (cql2 + shapely)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from . import params as p
+
+if TYPE_CHECKING:
+    from .search import Search
+
+
+def _item_interval(item: dict) -> tuple[datetime | None, datetime | None]:
+    props = item.get("properties", {})
+    if props.get("datetime"):
+        dt = p.datetime_interval(props["datetime"])[0]
+        return dt, dt
+    start = props.get("start_datetime")
+    end = props.get("end_datetime")
+    return (
+        p.datetime_interval(start)[0] if start else None,
+        p.datetime_interval(end)[0] if end else None,
+    )
+
+
+def _sort_value(item: dict, field: str):
+    if field in ("id", "collection"):
+        return item.get(field)
+    if field.startswith("properties."):
+        field = field[len("properties."):]
+    return item.get("properties", {}).get(field)
+
+
+def sort_items(items: list[dict], sortby: list[dict] | None) -> list[dict]:
+    """Stable multi-key sort; missing values sort last in both directions.
+
+    The default order is newest first, then by id, as STAC APIs commonly do.
+    """
+    keys = sortby or [{"field": "datetime", "direction": "desc"}, {"field": "id", "direction": "asc"}]
+    out = list(items)
+    for key in reversed(keys):
+        present = [i for i in out if _sort_value(i, key["field"]) is not None]
+        missing = [i for i in out if _sort_value(i, key["field"]) is None]
+        present.sort(key=lambda i: _sort_value(i, key["field"]), reverse=key["direction"] == "desc")
+        out = present + missing
+    return out
+
+
+def local_search(items: list[dict], search: "Search") -> list[dict]:
+    """All items matching `search`, in its sort order."""
+    from shapely.geometry import box, shape
+
+    area = None
+    if search.bbox is not None:
+        b = search.bbox
+        area = box(b[0], b[1], b[3], b[4]) if len(b) == 6 else box(*b)
+    elif search.intersects is not None:
+        area = shape(search.intersects)
+    interval = p.datetime_interval(search.datetime) if search.datetime else None
+    condition = None
+    conditions = search.cql2_conditions()
+    if conditions:
+        import cql2
+
+        from .search import and_all
+
+        condition = cql2.Expr(and_all(conditions))
+
+    out = []
+    for item in items:
+        if search.collections and item.get("collection") not in search.collections:
+            continue
+        if search.ids and item["id"] not in search.ids:
+            continue
+        if area is not None:
+            geom = shape(item["geometry"]) if item.get("geometry") else box(*item["bbox"][:4])
+            if not geom.intersects(area):
+                continue
+        if interval is not None:
+            start, end = _item_interval(item)
+            if (interval[1] and start and start > interval[1]) or (interval[0] and end and end < interval[0]):
+                continue
+        if condition is not None and not condition.matches(item):
+            continue
+        out.append(item)
+    return sort_items(out, search.sortby)

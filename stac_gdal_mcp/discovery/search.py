@@ -1,0 +1,397 @@
+"""Item search across remote STAC APIs and local catalogs, with opaque cursors.
+
+One request is planned from the caller's arguments and the catalog's conformance classes:
+each condition goes to the API when it can take it, is translated when an equivalent exists
+(e.g. `max_cloud_cover` as CQL2 or as a query), and is otherwise applied here with `cql2`.
+Every translation or client-side step is reported in `notes`; nothing is dropped silently.
+
+A cursor is base64url JSON holding where the next page starts: for an API, the page request
+(its `next` link, or the same page with a number of features to skip); for a local catalog,
+the checked search and an offset. Passing it back continues the same search with no gaps and
+no duplicates.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from ..catalogs import Catalogs, LocalCatalog, RemoteCatalog
+from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, NotSupported
+from ..models import SearchResult
+from . import params as p
+from .local import local_search
+from .summaries import item_summary
+
+# How many pages may be read to fill one answer when conditions are applied client-side.
+MAX_SCAN_PAGES = 50
+
+
+@dataclass
+class Search:
+    """The checked search: every argument in one normal form."""
+
+    collections: list[str] | None = None
+    bbox: list[float] | None = None
+    intersects: dict | None = None
+    datetime: str | None = None
+    ids: list[str] | None = None
+    query: dict | None = None
+    filter: dict | None = None  # CQL2-JSON
+    sortby: list[dict] | None = None
+    max_cloud_cover: float | None = None
+
+    def cql2_conditions(self) -> list[dict]:
+        """query, filter and max_cloud_cover as CQL2-JSON conditions."""
+        out = []
+        if self.query:
+            out.append(p.query_as_cql2(self.query))
+        if self.filter:
+            out.append(self.filter)
+        if self.max_cloud_cover is not None:
+            out.append(cloud_cover_condition(self.max_cloud_cover))
+        return out
+
+
+def cloud_cover_condition(value: float) -> dict:
+    return {"op": "<=", "args": [{"property": "eo:cloud_cover"}, value]}
+
+
+def and_all(conditions: list[dict]) -> dict | None:
+    if not conditions:
+        return None
+    return conditions[0] if len(conditions) == 1 else {"op": "and", "args": conditions}
+
+
+def check_search(
+    collections=None, bbox=None, intersects=None, datetime=None, ids=None, query=None,
+    filter=None, filter_lang=None, sortby=None, max_cloud_cover=None,
+) -> Search:
+    if bbox is not None and intersects is not None:
+        raise InvalidArgument("give either bbox or intersects, not both")
+    expr = p.cql2_filter(filter, filter_lang)
+    return Search(
+        collections=p.as_list(collections, "collections"),
+        bbox=p.bbox(bbox),
+        intersects=p.intersects(intersects),
+        datetime=p.datetime_param(datetime),
+        ids=p.as_list(ids, "ids"),
+        query=p.query(query),
+        filter=None if expr is None else expr.to_json(),
+        sortby=p.sortby(sortby),
+        max_cloud_cover=p.max_cloud_cover(max_cloud_cover),
+    )
+
+
+@dataclass
+class Page:
+    """Where a page of an API search is requested, and how many of its features were used."""
+
+    href: str
+    method: str = "GET"
+    body: dict | None = None
+    skip: int = 0
+
+
+@dataclass
+class Plan:
+    body: dict
+    client_filter: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_api_search(catalog: RemoteCatalog, search: Search, page_size: int) -> Plan:
+    """Decide what the API is sent and what is applied here, from its conformance classes."""
+    feats = catalog.features
+    if not feats.item_search:
+        raise NotSupported(
+            f"catalog '{catalog.id}' does not declare STAC API item search; "
+            "use list_collections/get_collection to browse it"
+        )
+    body: dict[str, Any] = {"limit": page_size}
+    for key in ("collections", "bbox", "intersects", "datetime", "ids"):
+        value = getattr(search, key)
+        if value is not None:
+            body[key] = value
+    notes: list[str] = []
+    server_side: list[dict] = []
+    client_side: list[dict] = []
+    has_filter = feats.filter_cql2_json or feats.filter_cql2_text
+
+    if search.query:
+        if feats.query:
+            body["query"] = dict(search.query)
+        elif has_filter:
+            server_side.append(p.query_as_cql2(search.query))
+            notes.append(f"catalog '{catalog.id}' lacks the query extension: query sent as a CQL2 filter")
+        else:
+            client_side.append(p.query_as_cql2(search.query))
+            notes.append(f"catalog '{catalog.id}' supports neither query nor filter: query applied client-side")
+    if search.filter:
+        if has_filter:
+            server_side.append(search.filter)
+        else:
+            client_side.append(search.filter)
+            notes.append(f"catalog '{catalog.id}' lacks the filter extension: filter applied client-side with cql2")
+    if search.max_cloud_cover is not None:
+        if has_filter:
+            server_side.append(cloud_cover_condition(search.max_cloud_cover))
+        elif feats.query:
+            ops = body.setdefault("query", {}).setdefault("eo:cloud_cover", {})
+            ops["lte"] = min(ops.get("lte", 100.0), search.max_cloud_cover)
+            notes.append(f"max_cloud_cover sent as a query (catalog '{catalog.id}' lacks the filter extension)")
+        else:
+            client_side.append(cloud_cover_condition(search.max_cloud_cover))
+            notes.append(f"max_cloud_cover applied client-side (catalog '{catalog.id}' has neither filter nor query)")
+    condition = and_all(server_side)
+    if condition is not None:
+        if feats.filter_cql2_json:
+            body["filter"], body["filter-lang"] = condition, "cql2-json"
+        else:
+            import cql2
+
+            body["filter"], body["filter-lang"] = cql2.Expr(condition).to_text(), "cql2-text"
+    if search.sortby:
+        if feats.sort:
+            body["sortby"] = search.sortby
+        else:
+            notes.append(
+                f"catalog '{catalog.id}' cannot sort (no sort extension): sortby was not applied, "
+                "results are in the API's own order"
+            )
+    return Plan(body=body, client_filter=and_all(client_side), notes=notes)
+
+
+def first_page(catalog: RemoteCatalog, body: dict) -> Page:
+    href = catalog.link("search", "search")
+    post = any(
+        l.get("rel") == "search" and str(l.get("method", "GET")).upper() == "POST"
+        for l in catalog.root.get("links", [])
+    )
+    if post:
+        return Page(href=href, method="POST", body=body)
+    return Page(href=href, method="GET", body=_as_get_params(body))
+
+
+def _as_get_params(body: dict) -> dict:
+    out = {}
+    for key, value in body.items():
+        if key in ("collections", "ids"):
+            out[key] = ",".join(value)
+        elif key == "bbox":
+            out[key] = ",".join(str(v) for v in value)
+        elif key == "sortby":
+            out[key] = ",".join(("-" if s["direction"] == "desc" else "+") + s["field"] for s in value)
+        elif key == "filter" and isinstance(value, dict):
+            out[key] = json.dumps(value)
+        elif isinstance(value, (dict, list)):
+            out[key] = json.dumps(value)
+        else:
+            out[key] = value
+    return out
+
+
+def next_page(page: Page, response: dict) -> Page | None:
+    for link in response.get("links", []):
+        if link.get("rel") == "next" and link.get("href"):
+            method = str(link.get("method", "GET")).upper()
+            body = link.get("body")
+            if method == "POST" and link.get("merge") and page.body:
+                body = {**page.body, **(body or {})}
+            return Page(href=link["href"], method=method, body=body if method == "POST" else None)
+    return None
+
+
+def _matched(response: dict) -> int | None:
+    if response.get("numberMatched") is not None:
+        return int(response["numberMatched"])
+    context = response.get("context") or {}
+    return context.get("matched")
+
+
+def api_pages(
+    catalog: RemoteCatalog, page: Page, limit: int, client_filter: dict | None
+) -> tuple[list[dict], int | None, Page | None, bool]:
+    """Read pages from `page` until `limit` features are collected.
+
+    Returns (features, matched on the first page read, where the next call starts, whether the
+    scan stopped early because of the client-side page budget).
+    """
+    expr = None
+    if client_filter is not None:
+        import cql2
+
+        expr = cql2.Expr(client_filter)
+    collected: list[dict] = []
+    matched = None
+    for scanned in range(MAX_SCAN_PAGES if expr is not None else 10**9):
+        response = catalog.request(page.href, page.method, page.body)
+        if scanned == 0:
+            matched = _matched(response)
+        features = response.get("features", [])
+        following = next_page(page, response)
+        for index in range(page.skip, len(features)):
+            feature = features[index]
+            if expr is not None and not expr.matches(feature):
+                continue
+            collected.append(feature)
+            if len(collected) == limit:
+                if index + 1 < len(features):
+                    return collected, matched, Page(page.href, page.method, page.body, index + 1), False
+                return collected, matched, following, False
+        if following is None or not features:
+            return collected, matched, None, False
+        page = following
+    return collected, matched, page, True
+
+
+def encode_cursor(state: dict) -> str:
+    raw = json.dumps(state, separators=(",", ":"), sort_keys=True).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, catalog_id: str) -> dict:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        state = json.loads(raw)
+        assert isinstance(state, dict) and state.get("v") == 1
+    except Exception:
+        raise InvalidCursor(
+            "cursor is not one this server produced; pass next_cursor from a previous search_items "
+            "result unchanged, or search again without cursor"
+        ) from None
+    if state.get("catalog") != catalog_id:
+        raise InvalidCursor(
+            f"cursor belongs to catalog '{state.get('catalog')}', not '{catalog_id}'; pass the same catalog"
+        )
+    return state
+
+
+def _same_origin(href: str, base: str) -> bool:
+    a, b = urlsplit(href), urlsplit(base)
+    return (a.scheme, a.netloc) == (b.scheme, b.netloc)
+
+
+def search_items(
+    catalogs: Catalogs,
+    *,
+    catalog: str | None = None,
+    collections=None,
+    bbox=None,
+    intersects=None,
+    datetime=None,
+    ids=None,
+    query=None,
+    filter=None,
+    filter_lang=None,
+    sortby=None,
+    max_cloud_cover=None,
+    limit: int | None = None,
+    cursor: str | None = None,
+    detail: Literal["summary", "full"] = "summary",
+) -> SearchResult:
+    """Search a catalog; see the module docstring for how conditions and cursors work."""
+    if detail not in ("summary", "full"):
+        raise InvalidArgument("detail must be 'summary' or 'full'")
+    settings = catalogs.settings
+    cat = catalogs.get(catalog)
+    notes: list[str] = []
+    if limit is None:
+        limit = settings.limits.page_size
+    if not isinstance(limit, int) or limit < 1:
+        raise InvalidArgument(f"limit must be a positive integer (got {limit!r})")
+    if limit > settings.limits.max_items:
+        notes.append(
+            f"limit {limit} capped at limits.max_items={settings.limits.max_items}; "
+            "use next_cursor for the rest"
+        )
+        limit = settings.limits.max_items
+
+    state = decode_cursor(cursor, cat.id) if cursor else None
+    if state is not None:
+        notes.append("continuing from cursor: search arguments other than catalog, limit and detail are taken from it")
+        notes += state.get("notes", [])
+
+    if isinstance(cat, LocalCatalog):
+        if state is None:
+            search = check_search(collections, bbox, intersects, datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover)
+            offset = 0
+        else:
+            search, offset = Search(**state["search"]), int(state["offset"])
+        _check_local_collections(cat, search)
+        matches = local_search(cat.items, search)
+        features = matches[offset : offset + limit]
+        matched = len(matches)
+        end = offset + len(features)
+        next_state = (
+            {"v": 1, "catalog": cat.id, "search": search.__dict__, "offset": end} if end < matched else None
+        )
+    else:
+        if state is None:
+            search = check_search(collections, bbox, intersects, datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover)
+            plan = plan_api_search(cat, search, page_size=limit)
+            page, client_filter, plan_notes = first_page(cat, plan.body), plan.client_filter, plan.notes
+            notes += plan_notes
+        else:
+            page = Page(**state["page"])
+            if not _same_origin(page.href, cat.url):
+                raise InvalidCursor(f"cursor does not point into catalog '{cat.id}'")
+            client_filter, plan_notes, search = state.get("client_filter"), state.get("notes", []), None
+        features, matched, following, stopped = api_pages(cat, page, limit, client_filter)
+        if client_filter is not None:
+            matched = None  # the API's count does not include the client-side conditions
+        if stopped:
+            notes.append(
+                f"stopped after reading {MAX_SCAN_PAGES} pages while filtering client-side; "
+                "use next_cursor to keep scanning, or narrow the search"
+            )
+        next_state = (
+            {"v": 1, "catalog": cat.id, "page": following.__dict__, "client_filter": client_filter, "notes": plan_notes}
+            if following is not None
+            else None
+        )
+        if not features and search is not None and search.collections:
+            _check_api_collections(cat, search.collections)
+
+    if not features:
+        notes.append("no items matched; widen bbox/datetime, raise max_cloud_cover, or check the collection ids")
+    items = (
+        [cat.sign(f) for f in features] if detail == "full" else [item_summary(f) for f in features]
+    )
+    return SearchResult(
+        items=items,
+        returned=len(items),
+        matched=matched,
+        next_cursor=encode_cursor(next_state) if next_state else None,
+        notes=notes,
+    )
+
+
+def _did_you_mean(name: str, choices: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, choices, n=3)
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _check_local_collections(cat: LocalCatalog, search: Search) -> None:
+    for cid in search.collections or []:
+        if cid not in cat.collections:
+            raise CollectionNotFound(
+                f"collection '{cid}' not found in catalog '{cat.id}'{_did_you_mean(cid, list(cat.collections))}"
+            )
+
+
+def _check_api_collections(cat: RemoteCatalog, collection_ids: list[str]) -> None:
+    """An empty answer for an unknown collection must say so, not look like 'no items'."""
+    from .collections import all_collection_ids
+
+    known = all_collection_ids(cat)
+    for cid in collection_ids:
+        if cid not in known:
+            raise CollectionNotFound(
+                f"collection '{cid}' not found in catalog '{cat.id}'{_did_you_mean(cid, known)}"
+            )

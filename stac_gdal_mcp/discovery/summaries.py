@@ -1,0 +1,125 @@
+"""Compact summaries of STAC items and collections: what an agent needs to choose, nothing more."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..models import (
+    AssetDefinition,
+    AssetSummary,
+    CollectionDetail,
+    CollectionSummary,
+    ItemSummary,
+)
+
+
+def band_common_names(asset: dict) -> list[str]:
+    """Band common names of an asset, from STAC 1.0 `eo:bands` or STAC 1.1 `bands`."""
+    names = []
+    for band in asset.get("eo:bands") or []:
+        if band.get("common_name"):
+            names.append(band["common_name"])
+    for band in asset.get("bands") or []:
+        name = band.get("eo:common_name") or band.get("common_name")
+        if name:
+            names.append(name)
+    return names
+
+
+def proj_code(properties: dict) -> str | None:
+    if properties.get("proj:code"):
+        return properties["proj:code"]
+    if properties.get("proj:epsg") is not None:
+        return f"EPSG:{properties['proj:epsg']}"
+    return None
+
+
+def thumbnail_href(item: dict) -> str | None:
+    assets = item.get("assets", {})
+    for key, asset in assets.items():
+        if "thumbnail" in (asset.get("roles") or []) or key == "thumbnail":
+            return asset.get("href")
+    return None
+
+
+def item_summary(item: dict) -> ItemSummary:
+    props = item.get("properties", {})
+    assets = item.get("assets", {})
+    gsd = props.get("gsd")
+    if gsd is None:
+        gsd = next((a["gsd"] for a in assets.values() if a.get("gsd") is not None), None)
+    cloud = props.get("eo:cloud_cover")
+    return ItemSummary(
+        id=item["id"],
+        collection=item.get("collection"),
+        datetime=props.get("datetime") or props.get("start_datetime"),
+        cloud_cover=None if cloud is None else round(float(cloud), 2),
+        bbox=[round(v, 5) for v in item["bbox"]] if item.get("bbox") else None,
+        platform=props.get("platform"),
+        gsd=gsd,
+        proj_code=proj_code(props),
+        assets={
+            key: AssetSummary(roles=asset.get("roles") or [], bands=band_common_names(asset))
+            for key, asset in assets.items()
+            if "thumbnail" not in (asset.get("roles") or []) and key != "thumbnail"
+        },
+        thumbnail=thumbnail_href(item),
+    )
+
+
+def _short(text: str | None, n: int = 240) -> str | None:
+    if not text:
+        return text
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 3].rsplit(" ", 1)[0] + "..."
+
+
+def collection_summary(collection: dict) -> CollectionSummary:
+    extent = collection.get("extent") or {}
+    spatial = ((extent.get("spatial") or {}).get("bbox") or [None])[0]
+    temporal = ((extent.get("temporal") or {}).get("interval") or [None])[0]
+    return CollectionSummary(
+        id=collection["id"],
+        title=collection.get("title"),
+        description=_short(collection.get("description")),
+        spatial_extent=spatial,
+        temporal_extent=temporal,
+        license=collection.get("license"),
+        asset_keys=sorted((collection.get("item_assets") or {}).keys()),
+    )
+
+
+_USEFUL_LINKS = {"license", "about", "cite-as", "describedby", "documentation", "items", "queryables"}
+
+
+def collection_detail(collection: dict) -> CollectionDetail:
+    extent = collection.get("extent") or {}
+    item_assets = {
+        key: AssetDefinition(
+            title=a.get("title"),
+            type=a.get("type"),
+            roles=a.get("roles") or [],
+            bands=band_common_names(a),
+            gsd=a.get("gsd"),
+        )
+        for key, a in (collection.get("item_assets") or {}).items()
+    }
+    links = [
+        {k: v for k, v in link.items() if k in ("rel", "href", "title", "type")}
+        for link in collection.get("links", [])
+        if link.get("rel") in _USEFUL_LINKS
+    ]
+    summaries: dict[str, Any] = collection.get("summaries") or {}
+    return CollectionDetail(
+        id=collection["id"],
+        title=collection.get("title"),
+        description=collection.get("description"),
+        license=collection.get("license"),
+        spatial_extent=(extent.get("spatial") or {}).get("bbox"),
+        temporal_extent=(extent.get("temporal") or {}).get("interval"),
+        summaries=summaries,
+        item_assets=item_assets,
+        providers=collection.get("providers") or [],
+        links=links,
+        keywords=collection.get("keywords") or [],
+    )

@@ -1,0 +1,117 @@
+"""Result shapes shared by the core and the MCP tools. JSON only: no arrays in here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchFeatures(_Model):
+    """What a catalog can do, read from its conformance classes (or known for local catalogs)."""
+
+    item_search: bool = False
+    filter_cql2_text: bool = False
+    filter_cql2_json: bool = False
+    query: bool = False
+    sort: bool = False
+    fields: bool = False
+    collection_search: bool = False
+    free_text: bool = False
+    aggregation: bool = False
+
+
+class CatalogInfo(_Model):
+    id: str
+    title: str | None = None
+    url: str | None = None
+    path: str | None = None
+    kind: str = Field(description="'api' for a STAC API, 'local' for a static catalog/ItemCollection/NDJSON")
+    signing: str | None = None
+    reachable: bool | None = Field(None, description="checked only when asked (check_reachable=true)")
+    error: str | None = None
+    features: SearchFeatures | None = None
+
+
+class AssetSummary(_Model):
+    roles: list[str] = []
+    bands: list[str] = Field(default=[], description="band common names (e.g. red, nir)")
+
+
+class ItemSummary(_Model):
+    id: str
+    collection: str | None = None
+    datetime: str | None = None
+    cloud_cover: float | None = None
+    bbox: list[float] | None = None
+    platform: str | None = None
+    gsd: float | None = None
+    proj_code: str | None = None
+    assets: dict[str, AssetSummary] = {}
+    thumbnail: str | None = None
+
+
+class SearchResult(_Model):
+    items: list[ItemSummary | dict[str, Any]]
+    returned: int
+    matched: int | None = None
+    next_cursor: str | None = Field(None, description="pass back as `cursor` to get the next page")
+    notes: list[str] = []
+
+
+class CollectionSummary(_Model):
+    id: str
+    title: str | None = None
+    description: str | None = None
+    spatial_extent: list[float] | None = None
+    temporal_extent: list[str | None] | None = None
+    license: str | None = None
+    asset_keys: list[str] = []
+
+
+class CollectionList(_Model):
+    collections: list[CollectionSummary]
+    returned: int
+    matched: int | None = None
+    next_cursor: str | None = None
+    notes: list[str] = []
+
+
+class AssetDefinition(_Model):
+    title: str | None = None
+    type: str | None = None
+    roles: list[str] = []
+    bands: list[str] = []
+    gsd: float | None = None
+
+
+class CollectionDetail(_Model):
+    id: str
+    title: str | None = None
+    description: str | None = None
+    license: str | None = None
+    spatial_extent: list[list[float]] | None = None
+    temporal_extent: list[list[str | None]] | None = None
+    summaries: dict[str, Any] = {}
+    item_assets: dict[str, AssetDefinition] = {}
+    providers: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
+    keywords: list[str] = []
+
+
+class Queryable(_Model):
+    name: str
+    type: str | None = None
+    title: str | None = None
+    description: str | None = None
+    enum: list[Any] | None = None
+
+
+class Queryables(_Model):
+    collection_id: str | None
+    queryables: list[Queryable]
+    notes: list[str] = []

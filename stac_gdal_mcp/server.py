@@ -1,0 +1,53 @@
+"""build_server(settings) -> FastMCP: registers tools, resources and prompts; maps core errors once."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+from .core import Core
+from .errors import StacGdalMcpError
+from .settings import Settings
+
+log = logging.getLogger("stac_gdal_mcp")
+
+INSTRUCTIONS = """\
+Find satellite imagery in STAC catalogs and process its Cloud-Optimized GeoTIFF assets.
+Start with list_catalogs and list_collections, search with search_items (bbox in WGS84
+[west, south, east, north], datetime as an RFC 3339 interval, max_cloud_cover in percent),
+then get_item for a full item. Search results are compact summaries; page with next_cursor.
+"""
+
+
+def _token_auth(token: str):
+    from fastmcp.server.auth import AccessToken, TokenVerifier
+
+    class BearerToken(TokenVerifier):
+        """Every HTTP request must carry `Authorization: Bearer <token>`."""
+
+        async def verify_token(self, candidate: str) -> AccessToken | None:
+            if hmac.compare_digest(candidate.encode(), token.encode()):
+                return AccessToken(token=candidate, client_id="stac-gdal-mcp", scopes=[])
+            return None
+
+    return BearerToken()
+
+
+def build_server(settings: Settings | None = None, *, core: Core | None = None, http_token: str | None = None):
+    """The MCP server over a `Core`; `http_token` protects the HTTP transport."""
+    from fastmcp import FastMCP
+
+    from . import __version__
+    from .tools import discovery
+
+    core = core or Core(settings)
+    mcp = FastMCP(
+        "stac-gdal-mcp",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        mask_error_details=True,
+        auth=_token_auth(http_token) if http_token else None,
+    )
+    discovery.register(mcp, core)
+    mcp.core = core  # for in-process users (tests, notebooks, extensions)
+    return mcp

@@ -1,0 +1,137 @@
+"""Discovery tools, resources and prompts: catalogs, collections, queryables, search, items."""
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from ..core import Core
+from ..discovery import collections as coll
+from ..discovery.search import search_items as _search_items
+from ..models import CatalogInfo, CollectionDetail, CollectionList, Queryables, SearchResult
+from . import READ_ONLY, resource, tool
+
+CatalogArg = Annotated[
+    str | None, Field(description="catalog id from list_catalogs; default: the configured default catalog")
+]
+
+
+def register(mcp, core: Core) -> None:
+    catalogs = core.catalogs
+
+    @tool(mcp, READ_ONLY)
+    def list_catalogs(
+        check_reachable: Annotated[
+            bool, Field(description="contact each remote catalog to report reachability and search features")
+        ] = False,
+    ) -> list[CatalogInfo]:
+        """List the configured STAC catalogs (remote APIs and local/offline ones).
+
+        For each: id, title, url or path, and - for local catalogs, or for all when
+        check_reachable=true - whether it answers and which search features it supports
+        (item search, CQL2 filter, query, sort, fields, free-text collection search,
+        aggregation). Use the id as `catalog` in the other tools.
+        """
+        return catalogs.info(check_reachable=check_reachable)
+
+    @tool(mcp, READ_ONLY)
+    def list_collections(
+        catalog: CatalogArg = None,
+        q: Annotated[str | None, Field(description="free-text words matched against id, title, description, keywords")] = None,
+        limit: Annotated[int | None, Field(ge=1, description="collections per page")] = None,
+        cursor: Annotated[str | None, Field(description="next_cursor from a previous call")] = None,
+    ) -> CollectionList:
+        """List a catalog's collections compactly: id, title, short description, extent, license, asset keys.
+
+        Example: list_collections(catalog="earth-search", q="sentinel-2 l2a").
+        Then get_collection(collection_id) for details, search_items(collections=[...]) for items.
+        """
+        return coll.list_collections(catalogs, catalog, q, limit, cursor)
+
+    @tool(mcp, READ_ONLY)
+    def get_collection(collection_id: str, catalog: CatalogArg = None) -> CollectionDetail:
+        """One collection: extent, summaries, item_assets (keys, roles, band common names, gsd), providers, license, links."""
+        return coll.get_collection(catalogs, collection_id, catalog)
+
+    @tool(mcp, READ_ONLY)
+    def get_queryables(
+        collection_id: Annotated[str | None, Field(description="a collection id, or none for the whole catalog")] = None,
+        catalog: CatalogArg = None,
+    ) -> Queryables:
+        """Properties that can be used in `filter` (CQL2) or `query` of search_items, with their types."""
+        return coll.get_queryables(catalogs, collection_id, catalog)
+
+    @tool(mcp, READ_ONLY)
+    def search_items(
+        catalog: CatalogArg = None,
+        collections: Annotated[list[str] | str | None, Field(description="collection ids, e.g. [\"sentinel-2-l2a\"]")] = None,
+        bbox: Annotated[list[float] | None, Field(description="[west, south, east, north] in WGS84 degrees")] = None,
+        intersects: Annotated[dict[str, Any] | None, Field(description="a GeoJSON geometry (WGS84) instead of bbox")] = None,
+        datetime: Annotated[str | None, Field(description="RFC 3339 instant or interval: 2024-06-01/2024-06-30, ../2024-06-30")] = None,
+        ids: Annotated[list[str] | None, Field(description="item ids")] = None,
+        query: Annotated[dict[str, Any] | None, Field(description="query extension, e.g. {\"platform\": {\"eq\": \"sentinel-2a\"}}")] = None,
+        filter: Annotated[str | dict[str, Any] | None, Field(description="CQL2 text or JSON, e.g. \"eo:cloud_cover < 10\"")] = None,
+        filter_lang: Annotated[Literal["cql2-text", "cql2-json"] | None, Field(description="default: guessed from filter")] = None,
+        sortby: Annotated[str | list[str] | None, Field(description="e.g. \"eo:cloud_cover\" (ascending) or \"-datetime\" (newest first)")] = None,
+        max_cloud_cover: Annotated[float | None, Field(ge=0, le=100, description="scene cloud cover at most this percentage")] = None,
+        limit: Annotated[int | None, Field(ge=1, description="items to return (capped by limits.max_items)")] = None,
+        cursor: Annotated[str | None, Field(description="next_cursor from a previous call: continues that search")] = None,
+        detail: Annotated[Literal["summary", "full"], Field(description="summary (compact) or full STAC items")] = "summary",
+    ) -> SearchResult:
+        """Search a catalog for items (scenes). Returns compact summaries, `matched` when the API
+        says, `next_cursor` for the next page, and `notes` on anything translated or applied
+        client-side.
+
+        Example: search_items(collections=["sentinel-2-l2a"], bbox=[13.3, 45.7, 13.9, 46.1],
+        datetime="2024-06-01/2024-08-31", max_cloud_cover=20, sortby="eo:cloud_cover", limit=10).
+        Use get_item(collection_id, item_id) for one full item (asset hrefs signed when needed).
+        """
+        return _search_items(
+            catalogs, catalog=catalog, collections=collections, bbox=bbox, intersects=intersects,
+            datetime=datetime, ids=ids, query=query, filter=filter, filter_lang=filter_lang,
+            sortby=sortby, max_cloud_cover=max_cloud_cover, limit=limit, cursor=cursor, detail=detail,
+        )
+
+    @tool(mcp, READ_ONLY)
+    def get_item(collection_id: str, item_id: str, catalog: CatalogArg = None) -> dict[str, Any]:
+        """The full STAC item (GeoJSON Feature) with all assets; hrefs are signed where the catalog needs it."""
+        return coll.get_item(catalogs, collection_id, item_id, catalog)
+
+    @resource(mcp, "stac://catalogs", mime_type="application/json")
+    def catalogs_resource() -> str:
+        """The configured catalogs."""
+        return json.dumps([c.model_dump(exclude_none=True) for c in catalogs.info()])
+
+    @resource(mcp, "stac://{catalog}/collections/{collection_id}", mime_type="application/json")
+    def collection_resource(catalog: str, collection_id: str) -> str:
+        """A collection's full STAC JSON."""
+        return json.dumps(coll.get_collection_json(catalogs, collection_id, catalog))
+
+    @resource(mcp, "stac://{catalog}/collections/{collection_id}/items/{item_id}", mime_type="application/json")
+    def item_resource(catalog: str, collection_id: str, item_id: str) -> str:
+        """An item's full STAC JSON (asset hrefs signed where needed)."""
+        return json.dumps(coll.get_item(catalogs, collection_id, item_id, catalog))
+
+    @mcp.prompt
+    def find_clear_imagery(place: str, start: str, end: str, max_cloud_cover: int = 20) -> str:
+        """Find the clearest recent imagery over a place."""
+        return (
+            f"Find satellite imagery of {place} between {start} and {end}.\n"
+            "1. Work out a WGS84 bbox [west, south, east, north] for the place.\n"
+            "2. list_catalogs, then list_collections(q='sentinel-2') to pick a collection "
+            "(sentinel-2-l2a for 10 m optical, landsat-c2-l2 for a longer record).\n"
+            f"3. search_items(collections=[...], bbox=..., datetime='{start}/{end}', "
+            f"max_cloud_cover={max_cloud_cover}, sortby='eo:cloud_cover', limit=10).\n"
+            "4. Report the best few items (id, date, cloud cover) and their thumbnails; "
+            "get_item for the chosen one. Mention any `notes` the search returned."
+        )
+
+    @mcp.prompt
+    def explore_catalog(catalog: str) -> str:
+        """Get to know a STAC catalog."""
+        return (
+            f"Explore the STAC catalog '{catalog}': call list_catalogs(check_reachable=true) to see "
+            f"what '{catalog}' supports, list_collections(catalog='{catalog}') for its collections, "
+            "get_collection on the most relevant ones (assets, bands, resolution, time range) and "
+            "get_queryables to see what can be filtered. Summarise what the catalog is good for."
+        )
