@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Install what the test suite needs that pip cannot: PostgreSQL 15 with PostGIS 3
+# (the tests start their own throw-away cluster for stac-fastapi-pgstac).
+#
+# Idempotent: does nothing when the packages are already there. Runs as root in CI;
+# a developer can run it with sudo. Debian 12 ships postgresql-15; elsewhere (e.g.
+# Ubuntu 24.04) the PostgreSQL project's apt repository is added first with the
+# script from postgresql-common.
+set -euo pipefail
+
+PG_MAJOR="${PG_MAJOR:-15}"
+PACKAGE="postgresql-${PG_MAJOR}-postgis-3"
+CONTROL="/usr/share/postgresql/${PG_MAJOR}/extension/postgis.control"
+BINDIR="/usr/lib/postgresql/${PG_MAJOR}/bin"
+
+say() { echo "install-test-deps: $*"; }
+die() { echo "install-test-deps: ERROR: $*" >&2; exit 1; }
+
+installed() {
+    dpkg -s "$PACKAGE" >/dev/null 2>&1 || return 1
+    [ -f "$CONTROL" ] && [ -x "$BINDIR/initdb" ] && [ -x "$BINDIR/pg_ctl" ]
+}
+
+if installed; then
+    say "$PACKAGE already installed ($BINDIR, $CONTROL); nothing to do"
+    exit 0
+fi
+
+command -v apt-get >/dev/null 2>&1 || die "apt-get not found: install PostgreSQL ${PG_MAJOR} + PostGIS 3 by hand ($BINDIR/initdb and $CONTROL must exist)"
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || die "not root and sudo not found"
+    SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+
+say "apt-get update"
+$SUDO apt-get update -q || die "apt-get update failed"
+
+if ! apt-cache show "$PACKAGE" >/dev/null 2>&1; then
+    say "$PACKAGE not in the configured apt sources; adding apt.postgresql.org (PGDG)"
+    $SUDO apt-get install -y --no-install-recommends postgresql-common ca-certificates \
+        || die "could not install postgresql-common"
+    PGDG=/usr/share/postgresql-common/pgdg/apt.postgresql.org.sh
+    [ -x "$PGDG" ] || die "$PGDG missing; cannot add the PGDG repository"
+    $SUDO "$PGDG" -y || die "adding the PGDG repository failed"
+fi
+
+say "apt-get install $PACKAGE"
+$SUDO apt-get install -y --no-install-recommends "$PACKAGE" || die "apt-get install $PACKAGE failed"
+
+installed || die "$PACKAGE installed but $BINDIR/initdb or $CONTROL is missing"
+say "done: $($BINDIR/postgres --version), PostGIS control at $CONTROL"
