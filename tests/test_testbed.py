@@ -267,6 +267,15 @@ def test_teardown_removes_everything():
         httpx.get(f"{url}/collections", timeout=2)
 
 
+def test_missing_postgres_raises_testbed_unavailable(monkeypatch):
+    import tests.testbed.pgstac as pgstac
+
+    monkeypatch.setattr(pgstac, "PG_MAJOR", "99")
+    with pytest.raises(TestbedUnavailable, match="PostgreSQL 99 .*install-test-deps.sh"):
+        with start_pgstac():
+            pass
+
+
 # --- Range server ------------------------------------------------------------------------
 
 
@@ -373,3 +382,4 @@ def test_gdal_window_read_over_http_equals_local_read(cog):
     # The window touches 2 of 16 full-resolution tiles: GDAL must not fetch the whole file.
     assert 0 < stats["bytes"] < size / 2, (stats, size)
     assert stats["paths"]["/scene.tif"]["ranges"] >= 1
+
