@@ -71,3 +71,7 @@ class AccessDenied(StacGdalMcpError, PermissionError):
 
 class LimitExceeded(StacGdalMcpError):
     """A request would exceed a configured limit (pixels, bytes, items)."""
+
+
+class MaskNotFound(AssetNotFound):
+    """The item has no asset that can be read as a cloud mask (no classification, no known mask key)."""
