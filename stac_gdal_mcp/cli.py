@@ -1,0 +1,79 @@
+"""Command line: `stac-gdal-mcp serve` and `stac-gdal-mcp demo`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .errors import StacGdalMcpError
+    from .server import build_server
+    from .settings import load_settings
+
+    try:
+        settings = load_settings(args.config, workspace=args.workspace)
+    except StacGdalMcpError as exc:
+        print(f"stac-gdal-mcp: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    token = args.token or settings.token
+    if args.transport == "http" and not token and args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"stac-gdal-mcp: refusing to serve HTTP on {args.host} without a token; "
+            "set --token or STAC_GDAL_MCP_TOKEN (or bind to 127.0.0.1)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        mcp = build_server(settings, http_token=token if args.transport == "http" else None)
+    except StacGdalMcpError as exc:
+        print(f"stac-gdal-mcp: {exc}", file=sys.stderr)
+        return 2
+    if args.transport == "stdio":
+        mcp.run(transport="stdio", show_banner=False)
+    else:
+        mcp.run(transport="http", host=args.host, port=args.port, show_banner=False)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .demo import run_demo
+
+    return asyncio.run(run_demo(workspace=args.workspace))
+
+
+def main(argv: list[str] | None = None) -> int:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="stac-gdal-mcp",
+        description="MCP server: find imagery in STAC catalogs and process its COG assets with GDAL.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--config", help="TOML settings file (or STAC_GDAL_MCP_CONFIG)")
+    serve.add_argument("--workspace", help="folder for outputs (or STAC_GDAL_MCP_WORKSPACE)")
+    serve.add_argument("--token", help="bearer token every HTTP request must carry (or STAC_GDAL_MCP_TOKEN)")
+    serve.set_defaults(func=_serve)
+
+    demo = sub.add_parser("demo", help="offline tour: the server on the bundled sample catalog, driven as a client")
+    demo.add_argument("--workspace", help="folder for the demo's outputs (default: a temporary folder)")
+    demo.set_defaults(func=_demo)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

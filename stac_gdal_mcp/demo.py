@@ -1,0 +1,105 @@
+"""`stac-gdal-mcp demo`: start the server over stdio on the bundled sample catalog and drive it
+as an MCP client through a realistic session, printing what an agent would see.
+
+Each step is `async def step(client, say)`; processing and analysis steps are appended to
+STEPS as those tools exist. Any failed step makes the demo exit non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+AOI = [13.55, 45.85, 13.75, 45.98]  # inside the sample catalog's area
+
+
+def _show(value: Any, limit: int = 1200) -> str:
+    text = json.dumps(value, indent=1, default=str)
+    return text if len(text) <= limit else text[:limit] + f"\n ... ({len(text) - limit} more characters)"
+
+
+async def call(client, tool: str, **arguments) -> Any:
+    result = await client.call_tool(tool, arguments)
+    return result.structured_content if result.structured_content is not None else result.data
+
+
+async def step_catalogs(client, say):
+    tools = await client.list_tools()
+    say("tools/list", [t.name for t in tools])
+    catalogs = (await call(client, "list_catalogs"))["result"]
+    say("list_catalogs()", [{k: c.get(k) for k in ("id", "kind", "url", "path")} for c in catalogs])
+
+
+async def step_collections(client, say):
+    result = await call(client, "list_collections", catalog="sample")
+    say('list_collections(catalog="sample")', [
+        {k: c[k] for k in ("id", "title", "temporal_extent", "asset_keys")} for c in result["collections"]
+    ])
+    detail = await call(client, "get_collection", collection_id="sentinel-2-l2a", catalog="sample")
+    say('get_collection("sentinel-2-l2a") item_assets', {
+        k: {"roles": v["roles"], "bands": v["bands"], "gsd": v.get("gsd")} for k, v in detail["item_assets"].items()
+    })
+
+
+async def step_search(client, say):
+    args = dict(
+        catalog="sample", collections=["sentinel-2-l2a", "landsat-c2-l2"], bbox=AOI,
+        datetime="2024-06-01/2024-09-30", max_cloud_cover=60, sortby="eo:cloud_cover", limit=2,
+    )
+    page = await call(client, "search_items", **args)
+    say(f"search_items({', '.join(f'{k}={v!r}' for k, v in args.items())})", {
+        "matched": page["matched"], "returned": page["returned"], "notes": page["notes"],
+        "items": [{k: i[k] for k in ("id", "collection", "datetime", "cloud_cover")} for i in page["items"]],
+        "next_cursor": (page["next_cursor"] or "")[:24] + "...",
+    })
+    seen = [i["id"] for i in page["items"]]
+    while page["next_cursor"]:
+        page = await call(client, "search_items", catalog="sample", cursor=page["next_cursor"], limit=2)
+        seen += [i["id"] for i in page["items"]]
+    say("paging with next_cursor until it is null: ids seen", seen)
+    if len(seen) != len(set(seen)):
+        raise RuntimeError("paging returned duplicates")
+    first = page["items"][0] if page["items"] else None
+    if first:
+        item = await call(client, "get_item", collection_id=first["collection"], item_id=first["id"], catalog="sample")
+        say(f'get_item("{first["collection"]}", "{first["id"]}")', {
+            "properties": {k: item["properties"].get(k) for k in ("datetime", "eo:cloud_cover", "proj:code", "platform")},
+            "assets": {k: a.get("roles") for k, a in item["assets"].items()},
+        })
+        uri = f"stac://sample/collections/{first['collection']}/items/{first['id']}"
+        contents = await client.read_resource(uri)
+        say(f"resources/read {uri}", f"{len(contents[0].text)} characters of STAC JSON")
+
+
+STEPS = [step_catalogs, step_collections, step_search]
+
+
+async def run_demo(workspace: str | None = None) -> int:
+    from fastmcp import Client
+    from fastmcp.client.transports import StdioTransport
+
+    with tempfile.TemporaryDirectory(prefix="stac-gdal-mcp-demo-") as tmp:
+        env = {
+            **os.environ,
+            "STAC_GDAL_MCP_DEFAULT_CATALOG": "sample",
+            "STAC_GDAL_MCP_WORKSPACE": workspace or tmp,
+            "STAC_GDAL_MCP_LOG_LEVEL": "WARNING",
+        }
+        transport = StdioTransport(sys.executable, ["-m", "stac_gdal_mcp", "serve"], env=env)
+
+        def say(title: str, value: Any) -> None:
+            print(f"\n>>> {title}\n{_show(value)}", flush=True)
+
+        print("stac-gdal-mcp demo: the server runs over stdio on the bundled offline `sample` catalog.")
+        async with Client(transport) as client:
+            for step in STEPS:
+                try:
+                    await step(client, say)
+                except Exception as exc:
+                    print(f"\n!!! demo step {step.__name__} failed: {exc}", file=sys.stderr)
+                    return 1
+        print("\ndemo finished: every step succeeded.")
+        return 0

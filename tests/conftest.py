@@ -1,0 +1,58 @@
+"""Shared fixtures: the real services the suite starts on 127.0.0.1, and settings for tests.
+
+- `pgstac_api` (session): PostgreSQL/PostGIS + pgstac + stac-fastapi-pgstac. Each test module
+  loads its own collections (unique ids) with `pgstac_api.load(collections, items)`.
+  Locally, a test bed that cannot start skips the tests that need it; under CI=true it fails.
+- `cog_server` (session): a Range-capable HTTP server over `cog_server.root`, counting bytes.
+  GDAL caches /vsicurl/ reads per process: write fresh file names, never rewrite one.
+- `make_settings(**overrides)`: settings with a fresh workspace and private hosts allowed
+  (the test services are on loopback).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from testbed import TestbedUnavailable, serve_directory, start_pgstac  # noqa: E402
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture(scope="session")
+def pgstac_api():
+    # As root, PostgreSQL runs as `postgres`, which must be able to enter the directory.
+    try:
+        with start_pgstac(tempfile.gettempdir()) as api:
+            yield api
+    except TestbedUnavailable as exc:
+        if IN_CI:
+            pytest.fail(f"pgstac test bed did not start (CI=true makes this a failure): {exc}")
+        pytest.skip(f"pgstac test bed unavailable: {exc}")
+
+
+@pytest.fixture(scope="session")
+def cog_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cogs")
+    with serve_directory(root) as server:
+        server.root = root
+        yield server
+
+
+@pytest.fixture
+def make_settings(tmp_path):
+    from stac_gdal_mcp.settings import load_settings
+
+    def make(**overrides):
+        overrides.setdefault("workspace", tmp_path / "workspace")
+        network = {"allow_private_hosts": True, "timeout_s": 10, "max_retries": 2}
+        network.update(overrides.pop("network", {}))
+        return load_settings(network=network, **overrides)
+
+    return make

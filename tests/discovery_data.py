@@ -1,0 +1,64 @@
+"""Deterministic Sentinel-2-like and Landsat-like items for the discovery tests, and the
+independent computations the tests compare against (shapely + plain Python, not our code)."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta, timezone
+
+from stac_gdal_mcp import synthetic
+
+S2 = "disc-s2"
+LS = "disc-ls"
+
+
+def build(seed: int = 7) -> tuple[list[dict], list[dict]]:
+    rng = random.Random(seed)
+    items = []
+    start = datetime(2024, 5, 1, 10, 0, tzinfo=timezone.utc)
+    for tile in range(4):  # 4 tiles side by side, ~11 km wide each, 10 dates
+        for day in range(10):
+            when = start + timedelta(days=5 * day, minutes=tile)
+            items.append(
+                synthetic.item(
+                    "sentinel-2-l2a", f"S2{'AB'[day % 2]}_T33T{tile}_{when:%Y%m%d}", when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    collection_id=S2, transform=(10.0, 0.0, 400000.0 + tile * 11000, 0.0, -10.0, 5100000.0),
+                    shape=(1098, 1098), cloud_cover=round(rng.uniform(0, 100), 2),
+                    platform=f"sentinel-2{'ab'[day % 2]}",
+                )
+            )
+    for path in range(3):  # 3 Landsat frames, 8 dates
+        for day in range(8):
+            when = start + timedelta(days=8 * day, hours=path)
+            items.append(
+                synthetic.item(
+                    "landsat-c2-l2", f"LC09_L2SP_19{path}028_{when:%Y%m%d}", when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    collection_id=LS, transform=(30.0, 0.0, 380000.0 + path * 20000, 0.0, -30.0, 5120000.0),
+                    shape=(1000, 1000), cloud_cover=round(rng.uniform(0, 100), 2),
+                    platform="landsat-9" if day % 2 else "landsat-8",
+                )
+            )
+    collections = [synthetic.collection("sentinel-2-l2a", S2), synthetic.collection("landsat-c2-l2", LS)]
+    return collections, items
+
+
+def expected(items, *, collections=None, bbox=None, start=None, end=None, max_cloud=None, where=None):
+    """Ids matching, computed independently of the code under test."""
+    from shapely.geometry import box, shape
+
+    out = []
+    for item in items:
+        props = item["properties"]
+        when = datetime.fromisoformat(props["datetime"].replace("Z", "+00:00"))
+        if collections and item["collection"] not in collections:
+            continue
+        if bbox and not shape(item["geometry"]).intersects(box(*bbox)):
+            continue
+        if start and when < start or end and when > end:
+            continue
+        if max_cloud is not None and props["eo:cloud_cover"] > max_cloud:
+            continue
+        if where and not where(item):
+            continue
+        out.append(item["id"])
+    return out
