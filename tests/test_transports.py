@@ -1,0 +1,102 @@
+"""The real `stac-gdal-mcp serve` process over stdio and over streamable HTTP with a token."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+
+import discovery_data as data
+
+
+@pytest.fixture
+def server_env(tmp_path):
+    _, items = data.build(seed=3)
+    path = tmp_path / "items.ndjson"
+    path.write_text("\n".join(json.dumps(i) for i in items))
+    config = tmp_path / "config.toml"
+    config.write_text(f'default_catalog = "mine"\n[[catalogs]]\nid = "mine"\npath = "{path}"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAC_GDAL_MCP_")}
+    env.update(STAC_GDAL_MCP_CONFIG=str(config), STAC_GDAL_MCP_WORKSPACE=str(tmp_path / "ws"))
+    return env, items
+
+
+async def test_stdio_subprocess(server_env):
+    env, items = server_env
+    transport = StdioTransport(sys.executable, ["-m", "stac_gdal_mcp", "serve"], env=env)
+    async with Client(transport) as client:
+        names = {t.name for t in await client.list_tools()}
+        assert {"search_items", "get_item", "list_catalogs"} <= names
+        result = await client.call_tool("search_items", {"collections": [data.LS], "limit": 100})
+        assert sorted(i["id"] for i in result.structured_content["items"]) == sorted(
+            data.expected(items, collections=[data.LS])
+        )
+        bad = await client.call_tool("search_items", {"bbox": [0, 0, 1]}, raise_on_error=False)
+        assert bad.is_error and "4 numbers" in bad.content[0].text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_http_requires_the_token(server_env):
+    env, items = server_env
+    port = _free_port()
+    env = {**env, "STAC_GDAL_MCP_TOKEN": "s3cret-token"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stac_gdal_mcp", "serve", "--transport", "http", "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert process.poll() is None, process.stderr.read().decode()
+                time.sleep(0.2)
+        plain = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert plain.status_code == 401
+        wrong = httpx.post(url, json={}, headers={"Authorization": "Bearer wrong"})
+        assert wrong.status_code == 401
+        transport = StreamableHttpTransport(url, headers={"Authorization": "Bearer s3cret-token"})
+        async with Client(transport) as client:
+            result = await client.call_tool("search_items", {"collections": [data.S2], "limit": 3})
+            assert result.structured_content["returned"] == 3
+            assert result.structured_content["matched"] == len(data.expected(items, collections=[data.S2]))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_http_on_a_public_address_needs_a_token(server_env):
+    env, _ = server_env
+    result = subprocess.run(
+        [sys.executable, "-m", "stac_gdal_mcp", "serve", "--transport", "http", "--host", "0.0.0.0"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2 and "without a token" in result.stderr
+    assert result.stdout == ""
+
+
+def test_bad_config_exits_with_a_message(tmp_path):
+    config = tmp_path / "bad.toml"
+    config.write_text('default_catalog = "nope"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "stac_gdal_mcp", "serve", "--config", str(config)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "default_catalog 'nope'" in result.stderr and result.stdout == ""
