@@ -18,80 +18,55 @@ from pystac_client import Client
 from rasterio.windows import Window
 from shapely.geometry import box, shape
 
-from tests.testbed import TestbedUnavailable, serve_directory, start_pgstac
+from stac_gdal_mcp import synthetic
+from testbed import TestbedUnavailable, serve_directory, start_pgstac  # tests/ is on sys.path
 
-IN_CI = os.environ.get("CI") == "true"
+IN_CI = os.environ.get("CI", "").lower() == "true"
 
 S2_COUNT, LANDSAT_COUNT = 40, 20
 START = dt.datetime(2024, 1, 1, 10, 30, tzinfo=dt.timezone.utc)
-# Two footprints far enough apart that a bbox inside one never touches the other.
-WEST = (14.0, 50.0, 15.0, 51.0)
-EAST = (15.5, 50.0, 16.5, 51.0)
-
-
-def _item(collection_id: str, item_id: str, when: dt.datetime, bbox, cloud_cover: float,
-          platform: str) -> dict:  # fmt: skip
-    footprint = box(*bbox)
-    return {
-        "type": "Feature",
-        "stac_version": "1.0.0",
-        "stac_extensions": [],
-        "id": item_id,
-        "collection": collection_id,
-        "bbox": list(bbox),
-        "geometry": footprint.__geo_interface__,
-        "properties": {
-            "datetime": when.isoformat().replace("+00:00", "Z"),
-            "eo:cloud_cover": cloud_cover,
-            "platform": platform,
-        },
-        "assets": {
-            "red": {
-                "href": f"http://127.0.0.1:1/{item_id}/red.tif",
-                "type": "image/tiff; application=geotiff; profile=cloud-optimized",
-                "roles": ["data"],
-            }
-        },
-        "links": [],
-    }
-
-
-def _collection(collection_id: str, title: str) -> dict:
-    return {
-        "type": "Collection",
-        "stac_version": "1.0.0",
-        "id": collection_id,
-        "title": title,
-        "description": f"{title} (test data)",
-        "license": "proprietary",
-        "extent": {
-            "spatial": {"bbox": [[14.0, 50.0, 16.5, 51.0]]},
-            "temporal": {"interval": [["2024-01-01T00:00:00Z", None]]},
-        },
-        "links": [],
-    }
+# Two 10 km x 10 km footprints in UTM 33N, 50 km apart (a bbox inside one misses the other).
+WEST = (100.0, 0.0, 400000.0, 0.0, -100.0, 5650000.0)
+EAST = (100.0, 0.0, 460000.0, 0.0, -100.0, 5650000.0)
+SHAPE = (100, 100)
 
 
 def make_catalog() -> tuple[list[dict], list[dict]]:
-    """2 collections, 60 items: every 3rd day, alternating footprints, distinct cloud covers."""
-    collections = [
-        _collection("sentinel-2-l2a", "Sentinel-2 Level-2A"),
-        _collection("landsat-c2-l2", "Landsat Collection 2 Level-2"),
-    ]
+    """2 collections, 60 items: every few days, alternating footprints, distinct cloud covers."""
+    collections = [synthetic.collection("sentinel-2-l2a"), synthetic.collection("landsat-c2-l2")]
     items = []
     for i in range(S2_COUNT):
-        items.append(_item(
+        items.append(synthetic.item(
             "sentinel-2-l2a", f"S2_{i:03d}", START + dt.timedelta(days=3 * i),
-            WEST if i % 2 == 0 else EAST, cloud_cover=round((i * 37) % 100 + 0.25, 2),
+            transform=WEST if i % 2 == 0 else EAST, shape=SHAPE,
+            cloud_cover=round((i * 37) % 100 + 0.25, 2),
             platform="sentinel-2a" if i % 3 else "sentinel-2b",
         ))  # fmt: skip
     for i in range(LANDSAT_COUNT):
-        items.append(_item(
+        items.append(synthetic.item(
             "landsat-c2-l2", f"LC09_{i:03d}", START + dt.timedelta(days=5 * i, hours=1),
-            WEST if i % 3 == 0 else EAST, cloud_cover=round((i * 53) % 100 + 0.5, 2),
-            platform="landsat-9",
+            transform=WEST if i % 3 == 0 else EAST, shape=SHAPE,
+            cloud_cover=round((i * 53) % 100 + 0.5, 2), platform="landsat-9",
         ))  # fmt: skip
     return collections, items
+
+
+def query_bbox(case: str | None, items: list[dict]) -> tuple[float, ...] | None:
+    """A search bbox placed relative to the two footprints (read from the item dicts)."""
+    if case is None:
+        return None
+    west = next(i["bbox"] for i in items if i["properties"]["proj:transform"][2] == WEST[2])
+    east = next(i["bbox"] for i in items if i["properties"]["proj:transform"][2] == EAST[2])
+    mid_y = (west[1] + west[3]) / 2
+    return {
+        "inside-west": (
+            west[0] + (west[2] - west[0]) / 4, west[1] + (west[3] - west[1]) / 4,
+            west[2] - (west[2] - west[0]) / 4, west[3] - (west[3] - west[1]) / 4,
+        ),
+        "gap": (west[2] + 0.05, mid_y - 0.01, east[0] - 0.05, mid_y + 0.01),
+        "both": ((west[0] + west[2]) / 2, mid_y - 0.01, (east[0] + east[2]) / 2, mid_y + 0.01),
+        "east-corner": (east[0] - 0.01, east[1] - 0.01, east[0] + 0.02, east[1] + 0.02),
+    }[case]  # fmt: skip
 
 
 def _when(item: dict) -> dt.datetime:
@@ -145,17 +120,18 @@ def test_all_items_loaded_per_collection(client, catalog):
 
 
 @pytest.mark.parametrize(
-    "bbox, datetime",
+    "bbox_case, datetime",
     [
-        ((14.2, 50.2, 14.8, 50.8), None),  # inside WEST only
-        ((15.1, 50.2, 15.3, 50.8), None),  # in the gap: nothing
-        ((14.8, 50.5, 15.7, 50.6), None),  # crosses both
+        ("inside-west", None),
+        ("gap", None),  # nothing there
+        ("both", None),
         (None, "2024-02-01T00:00:00Z/2024-03-31T23:59:59Z"),
-        ((15.6, 50.1, 16.0, 50.4), "2024-01-15T00:00:00Z/2024-04-15T00:00:00Z"),
+        ("east-corner", "2024-01-15T00:00:00Z/2024-04-15T00:00:00Z"),
     ],
 )
-def test_search_counts_match_item_dicts(client, catalog, bbox, datetime):
+def test_search_counts_match_item_dicts(client, catalog, bbox_case, datetime):
     _, items = catalog
+    bbox = query_bbox(bbox_case, items)
     expected = set()
     for item in items:
         if bbox and not shape(item["geometry"]).intersects(box(*bbox)):
@@ -166,6 +142,7 @@ def test_search_counts_match_item_dicts(client, catalog, bbox, datetime):
             if not start <= _when(item) <= end:
                 continue
         expected.add(item["id"])
+    assert (len(expected) == 0) == (bbox_case == "gap"), "test case does not test anything"
     search = client.search(bbox=bbox, datetime=datetime, limit=100)
     got = _ids(search)
     assert len(got) == len(set(got)) == len(expected)
@@ -268,7 +245,7 @@ def test_teardown_removes_everything():
 
 
 def test_missing_postgres_raises_testbed_unavailable(monkeypatch):
-    import tests.testbed.pgstac as pgstac
+    import testbed.pgstac as pgstac
 
     monkeypatch.setattr(pgstac, "PG_MAJOR", "99")
     with pytest.raises(TestbedUnavailable, match="PostgreSQL 99 .*install-test-deps.sh"):
@@ -287,7 +264,7 @@ def cog(tmp_path_factory) -> tuple:
     data = np.random.default_rng(42).integers(0, 10000, (1024, 1024), dtype=np.uint16)
     profile = {
         "driver": "COG", "width": 1024, "height": 1024, "count": 1, "dtype": "uint16",
-        "crs": "EPSG:32633", "transform": rasterio.transform.from_origin(500000, 5600000, 10, 10),
+        "crs": "EPSG:32633", "transform": rasterio.transform.Affine(10, 0, 500000, 0, -10, 5600000),
         "blocksize": 256, "compress": "deflate", "overview_resampling": "average",
     }  # fmt: skip
     with rasterio.open(path, "w", **profile) as dst:
