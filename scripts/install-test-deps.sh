@@ -3,9 +3,7 @@
 # (the tests start their own throw-away cluster for stac-fastapi-pgstac).
 #
 # Idempotent: does nothing when the packages are already there. Runs as root in CI;
-# a developer can run it with sudo. Debian 12 ships postgresql-15; elsewhere (e.g.
-# Ubuntu 24.04) the PostgreSQL project's apt repository is added first with the
-# script from postgresql-common.
+# a developer can run it with sudo. Debian 12 ships postgresql-15-postgis-3.
 set -euo pipefail
 
 PG_MAJOR="${PG_MAJOR:-15}"
@@ -38,14 +36,8 @@ export DEBIAN_FRONTEND=noninteractive
 say "apt-get update"
 $SUDO apt-get update -q || die "apt-get update failed"
 
-if ! apt-cache show "$PACKAGE" >/dev/null 2>&1; then
-    say "$PACKAGE not in the configured apt sources; adding apt.postgresql.org (PGDG)"
-    $SUDO apt-get install -y --no-install-recommends postgresql-common ca-certificates \
-        || die "could not install postgresql-common"
-    PGDG=/usr/share/postgresql-common/pgdg/apt.postgresql.org.sh
-    [ -x "$PGDG" ] || die "$PGDG missing; cannot add the PGDG repository"
-    $SUDO "$PGDG" -y || die "adding the PGDG repository failed"
-fi
+apt-cache show "$PACKAGE" >/dev/null 2>&1 \
+    || die "$PACKAGE is not in the configured apt sources (Debian 12 has it); add a source that ships PostgreSQL ${PG_MAJOR} + PostGIS 3"
 
 say "apt-get install $PACKAGE"
 $SUDO apt-get install -y --no-install-recommends "$PACKAGE" || die "apt-get install $PACKAGE failed"
