@@ -7,9 +7,13 @@ MCP tools do.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from .catalogs import Catalogs
 from .settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from .outputs import OutputStore
 
 
 class Core:
@@ -19,3 +23,9 @@ class Core:
     @cached_property
     def catalogs(self) -> Catalogs:
         return Catalogs(self.settings)
+
+    @cached_property
+    def outputs(self) -> "OutputStore":
+        from .outputs import OutputStore
+
+        return OutputStore(self.settings)

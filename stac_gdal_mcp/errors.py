@@ -75,3 +75,19 @@ class LimitExceeded(StacGdalMcpError):
 
 class MaskNotFound(AssetNotFound):
     """The item has no asset that can be read as a cloud mask (no classification, no known mask key)."""
+
+
+class AssetUnreadable(StacGdalMcpError):
+    """GDAL could not open or read an asset (not a supported raster, missing, or an HTTP failure)."""
+
+
+class ProcessingFailed(StacGdalMcpError):
+    """GDAL failed while computing or writing an output; nothing was kept."""
+
+
+class OperationCancelled(StacGdalMcpError):
+    """The caller cancelled a long operation; no file and no record were kept."""
+
+
+class OutputExists(InvalidArgument):
+    """An output with that name already exists in the workspace."""

@@ -1,0 +1,12 @@
+"""Processing of STAC assets with GDAL through rasterio (and odc-stac for stacks of items).
+
+- `access`: naming an input (href or collection/item/asset), href policy, signing, GDAL
+  environment for cloud reads, opening with errors translated.
+- `jobs`: progress reporting and cancellation for long operations.
+- `grids`: pure geometry: bbox -> window, output grids, overview choice, size limits.
+- `inspect`, `warp`, `convert`, `preview`: the operations; `formats`: writing each output format.
+- `records`: the raster part of an output record, read back from the written file.
+- `masks`: cloud-mask schemes.
+
+Heavy imports (rasterio, numpy) happen inside functions so that importing this package is cheap.
+"""

@@ -1,0 +1,325 @@
+"""Naming an input, one way for every processing tool, resolved in one place.
+
+An input is either an `href` (http(s)://, s3://, or a path inside the workspace or a local
+catalog's folder) or `collection_id` + `item_id` + `asset` (+ `catalog`). `asset` may be an
+asset key (any case) or a band common name (`red`, `nir`, `scl`), so that Earth Search
+(`red`, `scl`) and Planetary Computer (`B04`, `SCL`) items answer to the same words.
+
+Resolving (`resolve_input`, `asset_source`) applies the href policy of `security.py` to every
+href, including those found in catalog items, signs through the catalog, and gives GDAL a path
+(`/vsicurl/...`, `/vsis3/...` or a local path). `open_raster` opens it under the GDAL
+environment tuned for cloud reads (`gdal_env`), allowing only plain raster formats (no VRT or
+other formats that could point GDAL at further files or hosts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
+
+from ..errors import AssetNotFound, AssetUnreadable, InvalidArgument
+from ..security import check_local_path, check_url
+
+if TYPE_CHECKING:
+    from ..core import Core
+    from ..outputs import SourceRef
+    from ..settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Raster formats GDAL may open for an input. Formats that reference other files or hosts
+# (VRT, GDAL_WMS, ...) are deliberately absent. The first is tried when the name says nothing.
+DRIVERS_BY_SUFFIX = {
+    ".tif": "GTiff", ".tiff": "GTiff", ".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG",
+    ".jp2": "JP2OpenJPEG", ".webp": "WEBP",
+}  # fmt: skip
+ALLOWED_DRIVERS = ("GTiff", "JP2OpenJPEG", "PNG", "JPEG", "WEBP")
+
+# Other words for the same band across catalogs (Earth Search, Planetary Computer, Landsat C2).
+BAND_ALIASES = {
+    "coastal": ("B01", "coastal"),
+    "blue": ("B02",),
+    "green": ("B03",),
+    "red": ("B04",),
+    "rededge1": ("B05",),
+    "rededge2": ("B06",),
+    "rededge3": ("B07",),
+    "nir": ("B08", "nir08", "B8A"),
+    "nir08": ("B8A", "nir"),
+    "nir09": ("B09",),
+    "swir16": ("B11", "swir1"),
+    "swir22": ("B12", "swir2"),
+    "scl": ("SCL",),
+    "visual": ("TCI", "rendered_preview"),
+}
+
+# Query parameters that carry credentials (Azure SAS, AWS pre-signed URLs, tokens).
+_SECRET_PARAMS = re.compile(
+    r"^(sv|ss|srt|sp|se|st|spr|sig|sr|si|skoid|sktid|skt|ske|sks|skv|sdd|"
+    r"x-amz-[a-z-]+|token|access_token|signature|key|api_key|apikey|expires|policy|key-pair-id)$",
+    re.IGNORECASE,
+)
+_TIFF_TYPES = ("image/tiff", "image/x.geotiff", "application/geotiff")
+
+
+def find_asset(item: dict, name: str) -> tuple[str, dict]:
+    """The (key, asset) of `item` named `name`: asset key (exact, then any case), band common
+    name, then the same band's other names in other catalogs (`nir` -> `B08`/`nir08`)."""
+    if not name or not isinstance(name, str):
+        raise InvalidArgument("asset must be a non-empty asset key or band common name")
+    assets = item.get("assets") or {}
+    for word in (name, *BAND_ALIASES.get(name.lower(), ())):
+        found = _match(assets, word)
+        if found:
+            return found, assets[found]
+    raise AssetNotFound(
+        f"item '{item.get('id')}' has no asset or band '{name}'; it has: {describe_assets(assets)}"
+    )
+
+
+def _match(assets: dict, word: str) -> str | None:
+    from ..discovery.summaries import band_common_names
+
+    if word in assets:
+        return word
+    same_key = [k for k in assets if k.lower() == word.lower()]
+    if same_key:
+        return same_key[0]
+    by_band = [k for k, a in assets.items() if word.lower() in (n.lower() for n in band_common_names(a))]
+    return min(by_band, key=lambda k: _rank(assets[k]), default=None)
+
+
+def _rank(asset: dict) -> tuple:
+    """Prefer single-band GeoTIFF data assets (`red` over `visual`, then COG over JP2)."""
+    from ..discovery.summaries import band_common_names
+
+    media = (asset.get("type") or "").lower()
+    return (
+        len(band_common_names(asset)) != 1,
+        not media.startswith(_TIFF_TYPES),
+        "data" not in (asset.get("roles") or []),
+    )
+
+
+def describe_assets(assets: dict) -> str:
+    from ..discovery.summaries import band_common_names
+
+    parts = []
+    for key, asset in assets.items():
+        bands = band_common_names(asset)
+        parts.append(f"{key} ({', '.join(bands)})" if bands else key)
+    return ", ".join(parts) or "(no assets)"
+
+
+def unsigned_href(href: str) -> str:
+    """`href` without credentials: no user:password, no SAS/pre-signed query parameters."""
+    parts = urlsplit(href)
+    if not parts.scheme or parts.scheme.lower() not in ("http", "https", "s3"):
+        return href
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if not _SECRET_PARAMS.match(k)]
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(query), ""))
+
+
+@dataclass(frozen=True)
+class AssetSource:
+    """One resolved input: what GDAL opens, and where it came from (for records and messages)."""
+
+    gdal_path: str = field(repr=False)  # may carry a signature: never log or return it
+    href_unsigned: str
+    item: dict | None = field(default=None, repr=False, compare=False)
+    asset_key: str | None = None
+    catalog: str | None = None
+    collection_id: str | None = None
+    item_id: str | None = None
+    requester_pays: bool = False
+
+    @property
+    def asset(self) -> dict:
+        return ((self.item or {}).get("assets") or {}).get(self.asset_key or "", {})
+
+    @property
+    def datetime(self) -> str | None:
+        props = (self.item or {}).get("properties") or {}
+        return props.get("datetime") or props.get("start_datetime")
+
+    @property
+    def label(self) -> str:
+        """Short name for messages and output names: `item_id/asset` or the file name."""
+        if self.item_id:
+            return f"{self.item_id}/{self.asset_key}"
+        return Path(urlsplit(self.href_unsigned).path).name or self.href_unsigned
+
+    @property
+    def item_href(self) -> str | None:
+        for link in (self.item or {}).get("links") or []:
+            if link.get("rel") == "self" and link.get("href"):
+                return unsigned_href(link["href"])
+        return None
+
+    def source_ref(self) -> "SourceRef":
+        """The `derived_from` entry of an output made from this input (no credentials)."""
+        from ..outputs import SourceRef
+
+        return SourceRef(
+            href=self.href_unsigned,
+            asset=self.asset_key,
+            catalog=self.catalog,
+            collection_id=self.collection_id,
+            item_id=self.item_id,
+            item_href=self.item_href,
+            datetime=self.datetime,
+        )
+
+    def scrub(self, text: str) -> str:
+        """`text` (a GDAL message) with the signed path replaced by the unsigned href."""
+        return text.replace(self.gdal_path, self.href_unsigned)
+
+
+def local_roots(core: "Core") -> list[Path]:
+    """Folders whose files may be read as inputs: the workspace and local catalogs' folders."""
+    return [Path(core.settings.workspace), *core.catalogs.local_roots()]
+
+
+def gdal_path_for(href: str, core: "Core") -> str:
+    """Apply the href policy and return the path GDAL opens (`/vsicurl/`, `/vsis3/` or local)."""
+    if not isinstance(href, str) or not href.strip():
+        raise InvalidArgument("href must be a non-empty string")
+    href = href.strip()
+    scheme = urlsplit(href).scheme.lower()
+    if len(scheme) <= 1:  # a local path (a one-letter "scheme" is a Windows drive)
+        return str(check_local_path(href, local_roots(core)))
+    check_url(href, allow_private=core.settings.network.allow_private_hosts)  # refuses other schemes
+    if scheme == "s3":
+        parts = urlsplit(href)
+        return f"/vsis3/{parts.netloc}{parts.path}"
+    return f"/vsicurl/{href}"
+
+
+def asset_source(core: "Core", item: dict, asset: str, *, catalog: str | None = None) -> AssetSource:
+    """Resolve asset `asset` of an already fetched (and signed) `item` of catalog `catalog`."""
+    key, meta = find_asset(item, asset)
+    href = meta.get("href")
+    if not href:
+        raise AssetNotFound(f"asset '{key}' of item '{item.get('id')}' has no href")
+    self_href = next((l.get("href") for l in item.get("links") or [] if l.get("rel") == "self"), None)
+    if "://" not in href and not href.startswith("/") and self_href:
+        href = urljoin(self_href, href)
+    config = core.settings.catalog(catalog)
+    return AssetSource(
+        gdal_path=gdal_path_for(href, core),
+        href_unsigned=unsigned_href(href),
+        item=item,
+        asset_key=key,
+        catalog=config.id,
+        collection_id=item.get("collection"),
+        item_id=item.get("id"),
+        requester_pays=config.requester_pays,
+    )
+
+
+def get_item(core: "Core", collection_id: str, item_id: str, catalog: str | None = None) -> dict:
+    """A catalog's item, with asset hrefs signed where the catalog needs it."""
+    return core.catalogs.get(catalog).item(collection_id, item_id)
+
+
+def resolve_input(
+    core: "Core",
+    *,
+    href: str | None = None,
+    collection_id: str | None = None,
+    item_id: str | None = None,
+    asset: str | None = None,
+    catalog: str | None = None,
+) -> AssetSource:
+    """The one way every processing tool names its input: `href`, or collection/item/asset."""
+    by_item = [collection_id, item_id, asset]
+    if href is not None and any(v is not None for v in [*by_item, catalog]):
+        raise InvalidArgument("give either href or collection_id + item_id + asset (+ catalog), not both")
+    if href is not None:
+        return AssetSource(gdal_path=gdal_path_for(href, core), href_unsigned=unsigned_href(href.strip()))
+    if any(v is None for v in by_item):
+        raise InvalidArgument(
+            "name the input with href (http(s)://, s3:// or a workspace path), or with "
+            "collection_id + item_id + asset (an asset key or a band common name like 'red')"
+        )
+    item = get_item(core, collection_id, item_id, catalog)
+    return asset_source(core, item, asset, catalog=catalog)
+
+
+def gdal_env(settings: "Settings", *, requester_pays: bool = False) -> dict[str, str]:
+    """GDAL configuration for reading COGs over HTTP/S3, applied with `rasterio.Env(**env)`."""
+    from .. import __version__
+
+    network = settings.network
+    env = {
+        "GDAL_DISABLE_READDIR_ON_OPEN": "EMPTY_DIR",  # no directory listing per open
+        "GDAL_HTTP_MERGE_CONSECUTIVE_RANGES": "YES",
+        "GDAL_HTTP_MULTIRANGE": "YES",  # parallel range requests
+        "GDAL_HTTP_MULTIPLEX": "YES",
+        "GDAL_HTTP_MAX_RETRY": str(network.max_retries),
+        "GDAL_HTTP_RETRY_DELAY": "0.5",
+        "GDAL_HTTP_TIMEOUT": str(max(1, round(network.timeout_s))),
+        "GDAL_HTTP_CONNECTTIMEOUT": str(max(1, round(min(network.timeout_s, 10)))),
+        "GDAL_HTTP_USERAGENT": f"stac-gdal-mcp/{__version__}",
+        "VSI_CACHE": "TRUE",
+        "VSI_CACHE_SIZE": str(32 * 1024**2),  # per open file
+        "CPL_VSIL_CURL_CACHE_SIZE": str(128 * 1024**2),  # all /vsicurl/ files of the process
+        "GDAL_PAM_ENABLED": "NO",  # never write .aux.xml sidecars
+    }
+    if requester_pays:
+        env["AWS_REQUEST_PAYER"] = "requester"  # needs AWS credentials in GDAL's usual places
+    else:
+        env["AWS_NO_SIGN_REQUEST"] = "YES"  # public buckets (Earth Search's COGs)
+    return env
+
+
+def gdal_message(exc: BaseException, source: AssetSource | None = None) -> str:
+    text = " ".join(str(exc).split())
+    return source.scrub(text) if source else text
+
+
+@contextlib.contextmanager
+def open_raster(source: AssetSource, settings: "Settings", *, overview_level: int | None = None) -> Iterator:
+    """Open `source` for reading under `gdal_env`; yields a rasterio dataset.
+
+    Reads must happen inside the block (the GDAL environment is scoped to it).
+    `overview_level`: open that overview (0 = the first reduced level) as if it were the dataset.
+    """
+    import rasterio
+    from rasterio.errors import RasterioError
+
+    suffix = Path(urlsplit(source.href_unsigned).path).suffix.lower()
+    first = DRIVERS_BY_SUFFIX.get(suffix)
+    drivers = [first] if first else list(ALLOWED_DRIVERS)
+    with rasterio.Env(**gdal_env(settings, requester_pays=source.requester_pays)):
+        src, errors = None, []
+        for driver in drivers:
+            try:
+                src = rasterio.open(source.gdal_path, driver=driver, overview_level=overview_level)
+                break
+            except RasterioError as exc:
+                errors.append(gdal_message(exc, source))
+                if "not recognized as being in a supported file format" not in errors[-1]:
+                    break
+        if src is None:
+            raise AssetUnreadable(_open_failure(source, errors[-1]))
+        with src:
+            yield src
+
+
+def _open_failure(source: AssetSource, message: str) -> str:
+    if "not recognized as being in a supported file format" in message:
+        return (
+            f"{source.href_unsigned} is not a raster this server reads "
+            f"(allowed formats: {', '.join(ALLOWED_DRIVERS)}; VRT and other indirect formats are refused)"
+        )
+    if "404" in message or "No such file" in message or "does not exist" in message:
+        return f"{source.href_unsigned} was not found ({message})"
+    return f"cannot open {source.href_unsigned}: {message}"
+
