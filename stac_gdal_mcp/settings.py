@@ -115,6 +115,13 @@ class PluginSettings(BaseModel):
     strict: bool = False
 
 
+# The only variables an external server inherits from our environment (besides its own `env`).
+CHILD_ENV_VARS = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+    "TZ", "TMPDIR", "SYSTEMROOT",
+)
+
+
 class ExternalServerConfig(BaseModel):
     """An external MCP server over stdio (see docs/extending.md). Validated further at startup."""
 
@@ -124,9 +131,30 @@ class ExternalServerConfig(BaseModel):
     script: str | None = None
     env: dict[str, Any] = Field(default_factory=dict)
     cwd: str | None = None
-    timeout_s: float = 30
+    timeout_s: float = Field(30, gt=0)
     trusted: bool = False
     tools: list[str] | None = None
+    max_result_bytes: int = Field(256 * 1024, ge=1024)
+
+    def child_env(self, environ: dict[str, str] | None = None) -> dict[str, str]:
+        """The child's whole environment: CHILD_ENV_VARS from ours, plus `env` (``env:NAME`` values
+        are read from our environment). Nothing else of ours - tokens, keys - reaches the child."""
+        env = os.environ if environ is None else environ
+        out = {name: env[name] for name in CHILD_ENV_VARS if name in env}
+        for name, value in self.env.items():
+            if not isinstance(value, str):
+                raise ConfigError(
+                    f"external server '{self.name}': env {name} must be a string, got {type(value).__name__}"
+                )
+            if value.startswith("env:"):
+                var = value[4:]
+                if var not in env:
+                    raise ConfigError(
+                        f"external server '{self.name}': env {name} needs environment variable {var}, which is not set"
+                    )
+                value = env[var]
+            out[name] = value
+        return out
 
 
 def _default_workspace() -> Path:
@@ -192,14 +220,9 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: tuple[PydanticBaseSettingsSource, ...] = (init_settings, env_settings)
-        toml = _CONFIG_FILE.get("path")
-        if toml is not None:
-            sources += (TomlConfigSettingsSource(settings_cls, toml_file=toml),)
-        return sources
+        # The TOML file comes from model_config["toml_file"], set per load in load_settings().
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
-
-_CONFIG_FILE: dict[str, Path | None] = {"path": None}
 
 # Environment variables with short names the issues promise, mapped onto settings keys.
 _ALIASES = {
@@ -220,9 +243,11 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
     for var, (section, key) in _ALIASES.items():
         if var in os.environ:
             overrides.setdefault(section, {}).setdefault(key, os.environ[var])
-    _CONFIG_FILE["path"] = path
+    cls = Settings
+    if path is not None:
+        cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": path}})
     try:
-        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+        return cls(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         where = f" in {path}" if path else ""
         problems = "; ".join(
@@ -233,5 +258,3 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
         if path is None:
             raise
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
-    finally:
-        _CONFIG_FILE["path"] = None
