@@ -1,0 +1,89 @@
+"""The raster part of an output record (`RasterFacts`), read from the file that was written or
+from the grid of an output whose format keeps no georeferencing (PNG, JPEG)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..outputs import RasterBand, RasterFacts
+
+
+def _number(value: float | None) -> float | str | None:
+    if value is None:
+        return None
+    if value != value:  # NaN: JSON has no NaN, the raster extension spells it "nan"
+        return "nan"
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def raster_bands(dtypes: Sequence[str], nodata: float | None, scales=None, offsets=None, units=None) -> list[RasterBand]:
+    """`raster:bands` entries; scale/offset only where they are not the identity."""
+    count = len(dtypes)
+    scales = scales or [1.0] * count
+    offsets = offsets or [0.0] * count
+    units = units or [None] * count
+    return [
+        RasterBand(
+            data_type=dtypes[i],
+            nodata=_number(nodata),
+            scale=None if scales[i] in (None, 1.0) else float(scales[i]),
+            offset=None if offsets[i] in (None, 0.0) else float(offsets[i]),
+            unit=units[i] or None,
+        )
+        for i in range(count)
+    ]
+
+
+def _footprint(crs, bounds, per_edge: int = 4) -> tuple[dict[str, Any], list[float]]:
+    """WGS84 polygon of `bounds` (each edge cut in `per_edge` pieces, so curved edges stay
+    close) and its bbox."""
+    from rasterio.warp import transform
+
+    left, bottom, right, top = bounds
+    corners = [(left, bottom), (right, bottom), (right, top), (left, top)]
+    ring_x, ring_y = [], []
+    for (x0, y0), (x1, y1) in zip(corners, corners[1:] + corners[:1]):
+        for i in range(per_edge):
+            ring_x.append(x0 + (x1 - x0) * i / per_edge)
+            ring_y.append(y0 + (y1 - y0) * i / per_edge)
+    lon, lat = transform(crs, "EPSG:4326", ring_x, ring_y)
+    ring = [[round(x, 7), round(y, 7)] for x, y in zip(lon, lat)]
+    ring.append(ring[0])
+    bbox = [min(lon), min(lat), max(lon), max(lat)]
+    return {"type": "Polygon", "coordinates": [ring]}, [round(v, 7) for v in bbox]
+
+
+def _array_bounds(height: int, width: int, transform) -> tuple[float, float, float, float]:
+    """(north, west, south, east) of a grid (north-up or not)."""
+    xs = [transform.c, transform.c + transform.a * width + transform.b * height,
+          transform.c + transform.a * width, transform.c + transform.b * height]
+    ys = [transform.f, transform.f + transform.d * width + transform.e * height,
+          transform.f + transform.d * width, transform.f + transform.e * height]  # fmt: skip
+    return max(ys), min(xs), min(ys), max(xs)
+
+
+def raster_facts(crs, transform, width: int, height: int, bands: list[RasterBand]) -> RasterFacts:
+    """Facts for a grid: CRS (EPSG code, else WKT2), shape, transform, bounds, WGS84 footprint."""
+    north, west, south, east = _array_bounds(height, width, transform)
+    epsg = crs.to_epsg()
+    geometry, bbox = _footprint(crs, (west, south, east, north))
+    return RasterFacts(
+        proj_code=f"EPSG:{epsg}" if epsg else None,
+        proj_wkt2=None if epsg else crs.to_wkt(),
+        proj_shape=[height, width],
+        proj_transform=[float(v) for v in list(transform)[:6]],
+        proj_bbox=[float(west), float(south), float(east), float(north)],
+        bbox=bbox,
+        geometry=geometry,
+        bands=bands,
+    )
+
+
+def describe_raster(path: str | Path) -> RasterFacts:
+    """Facts read back from a written raster file (GeoTIFF/COG/netCDF)."""
+    import rasterio
+
+    with rasterio.Env(GDAL_PAM_ENABLED="NO"), rasterio.open(path) as src:
+        bands = raster_bands(list(src.dtypes), src.nodata, list(src.scales), list(src.offsets), list(src.units))
+        return raster_facts(src.crs, src.transform, src.width, src.height, bands)
