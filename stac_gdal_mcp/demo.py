@@ -16,9 +16,15 @@ from typing import Any
 AOI = [13.55, 45.85, 13.75, 45.98]  # inside the sample catalog's area
 
 
-def _show(value: Any, limit: int = 1200) -> str:
-    text = json.dumps(value, indent=1, default=str)
-    return text if len(text) <= limit else text[:limit] + f"\n ... ({len(text) - limit} more characters)"
+def _show(value: Any, width: int = 150) -> str:
+    """One line per entry, compact JSON, long lines cut: what an agent sees, readable by a person."""
+    if isinstance(value, dict):
+        lines = [f"  {k}: {json.dumps(v, default=str)}" for k, v in value.items()]
+    elif isinstance(value, list):
+        lines = [f"  {json.dumps(v, default=str)}" for v in value]
+    else:
+        lines = [f"  {json.dumps(value, default=str)}"]
+    return "\n".join(line if len(line) <= width else line[: width - 3] + "..." for line in lines)
 
 
 async def call(client, tool: str, **arguments) -> Any:
@@ -67,7 +73,7 @@ async def step_search(client, say):
         item = await call(client, "get_item", collection_id=first["collection"], item_id=first["id"], catalog="sample")
         say(f'get_item("{first["collection"]}", "{first["id"]}")', {
             "properties": {k: item["properties"].get(k) for k in ("datetime", "eo:cloud_cover", "proj:code", "platform")},
-            "assets": {k: a.get("roles") for k, a in item["assets"].items()},
+            "assets": {k: ", ".join(a.get("roles") or []) for k, a in item["assets"].items()},
         })
         uri = f"stac://sample/collections/{first['collection']}/items/{first['id']}"
         contents = await client.read_resource(uri)
@@ -87,6 +93,7 @@ async def run_demo(workspace: str | None = None) -> int:
             "STAC_GDAL_MCP_DEFAULT_CATALOG": "sample",
             "STAC_GDAL_MCP_WORKSPACE": workspace or tmp,
             "STAC_GDAL_MCP_LOG_LEVEL": "WARNING",
+            "FASTMCP_LOG_LEVEL": "WARNING",
         }
         transport = StdioTransport(sys.executable, ["-m", "stac_gdal_mcp", "serve"], env=env)
 

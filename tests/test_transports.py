@@ -100,3 +100,14 @@ def test_bad_config_exits_with_a_message(tmp_path):
     )
     assert result.returncode == 2
     assert "default_catalog 'nope'" in result.stderr and result.stdout == ""
+
+
+def test_demo_runs_offline(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAC_GDAL_MCP_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "stac_gdal_mcp", "demo", "--workspace", str(tmp_path)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "demo finished: every step succeeded." in result.stdout
+    assert ">>> search_items(" in result.stdout and "next_cursor" in result.stdout
