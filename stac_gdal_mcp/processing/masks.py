@@ -220,8 +220,8 @@ def scheme_from_classification(asset_key: str, asset: dict) -> MaskScheme | None
     if not codes.get("cloud"):
         return None
     return MaskScheme(
-        name=f"classification:{asset_key}",
-        title=f"classification extension of asset '{asset_key}'",
+        name=f"classification-{'classes' if encoding == 'values' else 'bitfields'}",
+        title=f"classification:{'classes' if encoding == 'values' else 'bitfields'} of asset '{asset_key}'",
         encoding=encoding,
         classes={k: tuple(v) for k, v in codes.items() if k != "unusable"},
         unusable=tuple(codes.get("unusable", ())),
@@ -242,7 +242,9 @@ class MaskSource:
     nodata: float | None = None
 
     def describe(self) -> str:
-        return f"asset '{self.asset}' as {self.scheme.title} ({self.detected_by})"
+        if self.detected_by == "classification":
+            return f"asset '{self.asset}', read through its {self.scheme.title.split(' of ')[0]}"
+        return f"asset '{self.asset}' as {self.scheme.title} (known asset key)"
 
 
 def asset_nodata(asset: dict) -> float | None:

@@ -1,0 +1,418 @@
+"""Cloud cover inside an area of interest, per item, from each item's own cloud mask.
+
+Steps, for every item (concurrently, at most `limits.max_concurrency` at a time):
+1. find the mask asset and its scheme (`masks.find_mask`);
+2. open it (href policy and GDAL options from `access`) and reproject the AOI into the
+   mask's own CRS;
+3. read only the AOI's window of the mask, at native resolution or, when a coarser
+   `resolution` is asked, decimated by a whole factor with nearest (or mode) resampling, so
+   GDAL reads from an overview; class values are never interpolated;
+4. rasterize the AOI on that grid (pixel centres inside the AOI) and count the classes.
+
+Fractions of cloud, shadow, cirrus, snow, water and clear are of the valid AOI pixels;
+`nodata_fraction` is of all AOI pixels, and the part of the AOI outside the mask's extent
+counts as no data. One failing item is reported in its row (`error`) and does not fail
+the call.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import InvalidArgument, LimitExceeded, MaskNotFound, StacGdalMcpError
+from .jobs import Job
+from .masks import MaskSource, find_mask
+
+log = logging.getLogger(__name__)
+
+Sort = Literal["clear", "cloud", "datetime", "-datetime", "search"]
+DEFAULT_MAX_ITEMS = 50
+
+
+class ItemCloudCover(BaseModel):
+    """Cloud statistics of one item over the AOI (fractions are 0..1)."""
+
+    model_config = ConfigDict(extra="forbid")
+    collection_id: str | None = None
+    item_id: str
+    datetime: str | None = None
+    cloud_fraction: float | None = None
+    shadow_fraction: float | None = None
+    cirrus_fraction: float | None = None
+    snow_fraction: float | None = None
+    water_fraction: float | None = None
+    clear_fraction: float | None = None
+    nodata_fraction: float | None = Field(None, description="of all AOI pixels (outside the item counts as no data)")
+    valid_pixels: int | None = None
+    aoi_pixels: int | None = None
+    scene_cloud_cover: float | None = Field(None, description="the item's eo:cloud_cover (whole scene, percent)")
+    mask_source: str | None = Field(None, description="mask asset and scheme used")
+    resolution: float | None = Field(None, description="mask pixel size used, in the mask CRS units")
+    crs: str | None = None
+    error: str | None = Field(None, description="why this item could not be measured")
+
+
+class CloudCoverResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    aoi_bbox: list[float]
+    sort: str
+    items: list[ItemCloudCover]
+    returned: int
+    failed: int
+    notes: list[str] = []
+
+
+# --- the AOI and the items ---------------------------------------------------------------------
+
+
+def aoi_geometry(aoi: Any):
+    """A bbox [west, south, east, north] or a GeoJSON geometry/Feature (EPSG:4326) as shapely."""
+    from shapely.geometry import box, shape
+
+    from ..discovery import params
+
+    if aoi is None:
+        raise InvalidArgument("aoi is required: a bbox [west, south, east, north] or a GeoJSON geometry (WGS84)")
+    if isinstance(aoi, str) and aoi.strip().startswith("{"):
+        aoi = params.intersects(aoi)
+    if isinstance(aoi, (list, tuple, str)):
+        b = params.bbox(aoi)
+        w, s, e, n = (b[0], b[1], b[3], b[4]) if len(b) == 6 else b
+        if w == e or s == n:
+            raise InvalidArgument(f"aoi bbox {b} has no area")
+        return box(w, s, e, n)
+    return shape(params.intersects(aoi))
+
+
+def search_arguments(aoi_geom, search: dict) -> dict:
+    """The search_items arguments for items over the AOI."""
+    from shapely.geometry import mapping
+
+    search = {k: v for k, v in search.items() if v is not None}
+    for key in ("bbox", "intersects"):
+        if key in search:
+            raise InvalidArgument(f"give the area as `aoi`, not `{key}`")
+    if aoi_geom.equals(aoi_geom.envelope):
+        search["bbox"] = list(aoi_geom.bounds)
+    else:
+        search["intersects"] = mapping(aoi_geom)
+    return search
+
+
+def select_items(catalogs, aoi_geom, *, catalog: str | None, items: list | None, search: dict,
+                 max_items: int | None, default_max: int = DEFAULT_MAX_ITEMS) -> tuple[list, list[str]]:
+    """Item references ({collection_id, item_id}) given by the caller, or full item dicts from
+    a search over the AOI; and notes. Searches are capped at `max_items`."""
+    from ..discovery.search import search_items
+
+    limit_cap = catalogs.settings.limits.max_items
+    wanted = min(max_items or default_max, limit_cap)
+    notes = []
+    if max_items and max_items > limit_cap:
+        notes.append(f"max_items {max_items} capped at limits.max_items={limit_cap}")
+    if items is not None:
+        if any(v is not None for v in search.values()):
+            raise InvalidArgument("give either `items` or search arguments (collections, datetime, ...), not both")
+        refs = [_item_ref(r) for r in items]
+        if not refs:
+            raise InvalidArgument("items is empty; give [{\"collection_id\": ..., \"item_id\": ...}, ...]")
+        if len(refs) > wanted:
+            notes.append(f"only the first {wanted} of {len(refs)} items were measured (max_items)")
+        return refs[:wanted], notes
+    if not search.get("collections") and not search.get("ids"):
+        raise InvalidArgument("give `collections` (or `ids`) to search, or an explicit `items` list")
+    found: list[dict] = []
+    cursor = None
+    arguments = search_arguments(aoi_geom, search)
+    while len(found) < wanted:
+        page = search_items(catalogs, catalog=catalog, limit=min(wanted - len(found), catalogs.settings.limits.page_size * 5),
+                            cursor=cursor, detail="full", **({} if cursor else arguments))
+        found += page.items
+        notes += [n for n in page.notes if n not in notes and not n.startswith("continuing from cursor")]
+        cursor = page.next_cursor
+        if not cursor or not page.items:
+            break
+    if cursor and len(found) >= wanted:
+        notes.append(f"more items matched than max_items={wanted}; raise max_items or narrow the search")
+    return found, notes
+
+
+def _item_ref(ref: Any) -> dict:
+    if isinstance(ref, dict):
+        cid = ref.get("collection_id") or ref.get("collection")
+        iid = ref.get("item_id") or ref.get("id")
+        if cid and iid:
+            return {"collection_id": str(cid), "item_id": str(iid)}
+    raise InvalidArgument(f"each item must be {{\"collection_id\": ..., \"item_id\": ...}} (got {ref!r})")
+
+
+# --- one item ---------------------------------------------------------------------------------
+
+
+def decimation(native: float, resolution: float | None) -> int:
+    """The whole factor by which the native grid is coarsened to reach `resolution`."""
+    if resolution is None:
+        return 1
+    if resolution <= 0:
+        raise InvalidArgument(f"resolution must be positive (got {resolution})")
+    return max(1, round(resolution / native))
+
+
+def aoi_window_counts(src, aoi_4326, source: MaskSource, *, resolution: float | None = None,
+                      resampling: str = "nearest", max_pixels: int | None = None) -> dict:
+    """Count the mask's classes inside the AOI on the mask's own grid (see the module docstring)."""
+    import numpy as np
+    from rasterio.enums import Resampling
+    from rasterio.transform import Affine
+    from rasterio.warp import transform_geom
+    from shapely.geometry import mapping
+
+    if resampling not in ("nearest", "mode"):
+        raise InvalidArgument("class values can only be resampled with 'nearest' or 'mode'")
+    native = abs(src.transform.a)
+    k = decimation(native, resolution)
+    grid = src.transform @ Affine.scale(k)
+    height, width = math.ceil(src.height / k), math.ceil(src.width / k)
+
+    w, s, e, n = aoi_4326.bounds
+    dense = aoi_4326.segmentize(max(e - w, n - s) / 64)
+    geom = transform_geom("EPSG:4326", src.crs, mapping(dense))
+    xs, ys = _coords(geom)
+    cols, rows = ~grid @ (np.array(xs), np.array(ys))
+    col0, col1 = math.floor(cols.min()), math.ceil(cols.max())
+    row0, row1 = math.floor(rows.min()), math.ceil(rows.max())
+    shape = (max(row1 - row0, 1), max(col1 - col0, 1))
+    if max_pixels and shape[0] * shape[1] > max_pixels:
+        factor = math.ceil(math.sqrt(shape[0] * shape[1] / max_pixels)) * k
+        raise LimitExceeded(
+            f"the AOI covers {shape[0] * shape[1]:,} mask pixels at {native * k:g} m, more than "
+            f"limits.max_output_pixels={max_pixels:,}; pass resolution={native * factor:g} or coarser"
+        )
+    inside = rasterize_aoi(geom, shape, grid @ Affine.translation(col0, row0))
+
+    covered = np.zeros(shape, dtype=bool)
+    data = np.zeros(shape, dtype=src.dtypes[0])
+    r0, r1 = max(row0, 0), min(row1, height)
+    c0, c1 = max(col0, 0), min(col1, width)
+    if r0 < r1 and c0 < c1:
+        from rasterio.windows import Window
+
+        native_window = Window(c0 * k, r0 * k, min(c1 * k, src.width) - c0 * k, min(r1 * k, src.height) - r0 * k)
+        block = src.read(1, window=native_window, out_shape=(r1 - r0, c1 - c0),
+                         resampling=Resampling[resampling])
+        data[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0] = block
+        covered[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0] = True
+
+    nodata = source.nodata if source.nodata is not None else src.nodata
+    classes = source.scheme.decode(data, nodata=nodata)
+    valid = inside & covered & ~classes.nodata
+    n_aoi, n_valid = int(inside.sum()), int(valid.sum())
+
+    def share(flags) -> float | None:
+        return round(int((flags & valid).sum()) / n_valid, 6) if n_valid else None
+
+    return {
+        **{f"{name}_fraction": share(getattr(classes, name))
+           for name in ("cloud", "shadow", "cirrus", "snow", "water", "clear")},
+        "nodata_fraction": round(1 - n_valid / n_aoi, 6) if n_aoi else None,
+        "valid_pixels": n_valid,
+        "aoi_pixels": n_aoi,
+        "resolution": native * k,
+        "crs": src.crs.to_string() if src.crs else None,
+    }
+
+
+_RASTERIZE = threading.Lock()
+
+
+def rasterize_aoi(geom: dict, shape: tuple[int, int], transform):
+    """True for the pixels whose centre is inside `geom` (all pixels it touches when it is
+    smaller than a pixel). Serialized: rasterio's rasterize is not safe across threads (it
+    warns, spuriously, that its in-memory dataset has no geotransform)."""
+    from rasterio.features import geometry_mask
+
+    with _RASTERIZE:
+        inside = geometry_mask([geom], out_shape=shape, transform=transform, invert=True)
+        if not inside.any():
+            inside = geometry_mask([geom], out_shape=shape, transform=transform, invert=True, all_touched=True)
+    return inside
+
+
+def _coords(geom: dict) -> tuple[list[float], list[float]]:
+    xs, ys = [], []
+
+    def walk(c):
+        if isinstance(c[0], (int, float)):
+            xs.append(c[0])
+            ys.append(c[1])
+        else:
+            for part in c:
+                walk(part)
+
+    if geom["type"] == "GeometryCollection":
+        for g in geom["geometries"]:
+            gx, gy = _coords(g)
+            xs += gx
+            ys += gy
+    else:
+        walk(geom["coordinates"])
+    return xs, ys
+
+
+# --- many items -------------------------------------------------------------------------------
+
+
+class _Collections:
+    """Collection documents fetched at most once each (for item_assets metadata)."""
+
+    def __init__(self, catalog):
+        self.catalog, self.cache = catalog, {}
+
+    def get(self, collection_id: str | None) -> dict | None:
+        if not collection_id:
+            return None
+        if collection_id not in self.cache:
+            try:
+                self.cache[collection_id] = self.catalog.collection(collection_id)
+            except StacGdalMcpError:
+                self.cache[collection_id] = None
+        return self.cache[collection_id]
+
+
+def item_mask(item: dict, collections: _Collections, asset: str | None = None) -> MaskSource:
+    """The item's mask, using its collection's item_assets when the item alone does not say."""
+    try:
+        return find_mask(item, asset=asset)
+    except MaskNotFound:
+        collection = collections.get(item.get("collection"))
+        if collection is None:
+            raise
+        return find_mask(item, collection, asset=asset)
+
+
+def measure_item(core, cat, ref_or_item: dict, aoi_geom, collections: _Collections, *,
+                 resolution: float | None, resampling: str, asset: str | None) -> ItemCloudCover:
+    """One row: never raises for a problem with this item, reports it in `error`."""
+    from . import access
+
+    ref = ref_or_item if "item_id" in ref_or_item else {"collection_id": ref_or_item.get("collection"),
+                                                         "item_id": ref_or_item["id"]}
+    row = ItemCloudCover(**ref)
+    try:
+        item = ref_or_item if "assets" in ref_or_item else cat.item(ref["collection_id"], ref["item_id"])
+        props = item.get("properties") or {}
+        row.datetime = props.get("datetime") or props.get("start_datetime")
+        row.scene_cloud_cover = props.get("eo:cloud_cover")
+        source = item_mask(item, collections, asset)
+        row.mask_source = source.describe()
+        asset_source = access.asset_source(core, item, source.asset, catalog=cat.id)
+        with access.open_raster(asset_source, core.settings) as src:
+            counts = aoi_window_counts(src, aoi_geom, source, resolution=resolution, resampling=resampling,
+                                       max_pixels=core.settings.limits.max_output_pixels)
+        for key, value in counts.items():
+            setattr(row, key, value)
+    except StacGdalMcpError as exc:
+        row.error = str(exc)
+    except Exception as exc:  # a broken file or a network failure inside GDAL: this row only
+        log.warning("cloud_cover_stats: item %s failed: %s", ref["item_id"], exc)
+        row.error = f"{type(exc).__name__}: {exc}"
+    return row
+
+
+def _sort_key(sort: str):
+    def missing_last(value, reverse=False):
+        return (value is None, -value if (reverse and value is not None) else value)
+
+    if sort == "clear":
+        return lambda r: missing_last(r.clear_fraction, reverse=True)
+    if sort == "cloud":
+        return lambda r: missing_last(r.cloud_fraction)
+    if sort in ("datetime", "-datetime"):
+        return lambda r: (r.datetime is None, r.datetime or "")
+    return None
+
+
+def sort_rows(rows: list[ItemCloudCover], sort: str) -> list[ItemCloudCover]:
+    """clear: clearest first; cloud: least cloud first; datetime/-datetime; search: as found.
+    Items with no valid pixels and failed items go last."""
+    if sort not in ("clear", "cloud", "datetime", "-datetime", "search"):
+        raise InvalidArgument("sort must be one of clear, cloud, datetime, -datetime, search")
+    key = _sort_key(sort)
+    if key is None:
+        return rows
+    ordered = sorted(rows, key=key, reverse=(sort == "-datetime"))
+    if sort == "-datetime":
+        ordered = [r for r in ordered if r.datetime] + [r for r in ordered if not r.datetime]
+    return ordered
+
+
+def _outcome(row: ItemCloudCover) -> str:
+    if row.error:
+        return f"error: {row.error}"
+    if row.clear_fraction is None:
+        return "no valid pixels in the AOI"
+    return f"{row.clear_fraction:.1%} clear"
+
+
+def cloud_cover_stats(core, aoi, *, items: list | None = None, catalog: str | None = None,
+                      resolution: float | None = None, max_items: int | None = None, sort: Sort = "clear",
+                      asset: str | None = None, resampling: str = "nearest",
+                      job: Job | None = None, **search) -> CloudCoverResult:
+    """Cloud statistics over `aoi` for explicit `items` or the items a search finds.
+
+    `search` takes search_items' arguments (collections, datetime, ids, query, filter,
+    filter_lang, sortby, max_cloud_cover); the AOI is the search area. `job` receives one
+    progress step per item measured and can cancel the call between items.
+    """
+    aoi_geom = aoi_geometry(aoi)
+    sort_rows([], sort)  # check the argument before any work
+    if resolution is not None and resolution <= 0:
+        raise InvalidArgument(f"resolution must be positive (got {resolution})")
+    cat = core.catalogs.get(catalog)
+    selected, notes = select_items(core.catalogs, aoi_geom, catalog=catalog, items=items, search=search,
+                                   max_items=max_items)
+    collections = _Collections(cat)
+    total = len(selected)
+    rows: list[ItemCloudCover | None] = [None] * total
+    workers = max(1, min(core.settings.limits.max_concurrency, total))
+    job = job or Job()
+    if total:
+        job.progress(0, total, f"measuring cloud cover of {total} items")
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cloud") as pool:
+        futures = {
+            pool.submit(measure_item, core, cat, it, aoi_geom, collections, resolution=resolution,
+                        resampling=resampling, asset=asset): index
+            for index, it in enumerate(selected)
+        }
+        try:
+            for done, future in enumerate(as_completed(futures), start=1):
+                row = future.result()
+                rows[futures[future]] = row
+                job.progress(done, total, f"{row.item_id}: {_outcome(row)}")
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    measured = [r for r in rows if r is not None]
+    failed = sum(1 for r in measured if r.error)
+    if not measured:
+        notes.append("no items to measure: widen the search (datetime, collections) or check the AOI")
+    if failed:
+        notes.append(f"{failed} of {total} items could not be measured; see `error` in their rows")
+    empty = sum(1 for r in measured if not r.error and not r.valid_pixels)
+    if empty:
+        notes.append(f"{empty} items have no valid pixels in the AOI (outside the item or all no data)")
+    return CloudCoverResult(
+        aoi_bbox=[round(v, 6) for v in aoi_geom.bounds],
+        sort=sort,
+        items=sort_rows(measured, sort),
+        returned=len(measured),
+        failed=failed,
+        notes=notes,
+    )
