@@ -12,15 +12,10 @@
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from testbed import TestbedUnavailable, serve_directory, start_pgstac  # noqa: E402
+from testbed import TestbedUnavailable, serve_directory, start_pgstac
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
