@@ -50,4 +50,8 @@ def build_server(settings: Settings | None = None, *, core: Core | None = None, 
     )
     discovery.register(mcp, core)
     mcp.core = core  # for in-process users (tests, notebooks, extensions)
+    # Last step: plugins and external servers, after every core tool, so name collisions are caught.
+    from .extensions import install_extensions
+
+    install_extensions(mcp, core)
     return mcp

@@ -1,0 +1,81 @@
+"""A tiny MCP server for the tests of external servers (run as a child over stdio).
+
+Flags: --crash-at-start (exit before serving, with a message on stderr).
+"""
+
+import os
+import sys
+import time
+
+if "--crash-at-start" in sys.argv:
+    print("echo server: cannot start, licence file missing", file=sys.stderr)
+    sys.exit(2)
+
+from fastmcp import FastMCP  # noqa: E402
+
+mcp = FastMCP("echo")
+
+
+@mcp.tool(annotations={"readOnlyHint": True, "openWorldHint": False})
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@mcp.tool(annotations={"readOnlyHint": True})
+def environment() -> dict[str, str]:
+    """The server's whole environment."""
+    return dict(os.environ)
+
+
+@mcp.tool
+def working_directory() -> str:
+    """The server's current directory."""
+    return os.getcwd()
+
+
+@mcp.tool
+def big(n_bytes: int) -> str:
+    """A string of n_bytes ASCII characters: 'abcdefghij' repeated."""
+    return ("abcdefghij" * (n_bytes // 10 + 1))[:n_bytes]
+
+
+@mcp.tool
+def fail(message: str) -> str:
+    """Raise an error with this message."""
+    raise ValueError(message)
+
+
+@mcp.tool
+def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    time.sleep(seconds)
+    return "done"
+
+
+@mcp.tool
+def crash() -> str:
+    """Exit the process at once, in the middle of the call."""
+    os._exit(3)
+
+
+@mcp.resource("echo://greeting")
+def greeting() -> str:
+    """A fixed greeting."""
+    return "hello from echo"
+
+
+@mcp.resource("echo://items/{item_id}")
+def item(item_id: str) -> str:
+    """An item by id."""
+    return f"item {item_id}"
+
+
+@mcp.prompt
+def summarize(topic: str) -> str:
+    """Ask for a summary."""
+    return f"Summarize {topic} in one line."
+
+
+if __name__ == "__main__":
+    mcp.run(show_banner=False, log_level="WARNING")

@@ -1,0 +1,7 @@
+from stac_gdal_mcp.extensions import IncompatiblePluginError
+
+
+def register(registry):
+    major = int(registry.version.split(".")[0])
+    if major < 99:
+        raise IncompatiblePluginError(f"needs stac-gdal-mcp >= 99.0, this is {registry.version}")

@@ -1,0 +1,1 @@
+raise RuntimeError("plugin directories are not searched recursively")

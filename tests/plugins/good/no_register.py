@@ -1,0 +1,3 @@
+"""A helper module in the plugin directory: it defines no register(), so it is not a plugin."""
+
+CONSTANT = 42
