@@ -55,18 +55,23 @@ class CatalogConfig(BaseModel):
 
     def resolved_headers(self, environ: dict[str, str] | None = None) -> dict[str, str]:
         """Header values of the form ``env:NAME`` are read from the environment."""
-        env = os.environ if environ is None else environ
-        out = {}
-        for name, value in self.headers.items():
-            if value.startswith("env:"):
-                var = value[4:]
-                if var not in env:
-                    raise ConfigError(
-                        f"catalog '{self.id}': header {name} needs environment variable {var}, which is not set"
-                    )
-                value = env[var]
-            out[name] = value
-        return out
+        return resolve_env_values(self.headers, environ, f"catalog '{self.id}': header")
+
+
+def resolve_env_values(values: dict[str, Any], environ: dict[str, str] | None, what: str) -> dict[str, str]:
+    """Values must be strings; ``env:NAME`` is replaced by that variable of `environ` (default: ours)."""
+    env = os.environ if environ is None else environ
+    out = {}
+    for name, value in values.items():
+        if not isinstance(value, str):
+            raise ConfigError(f"{what} {name} must be a string, got {type(value).__name__}")
+        if value.startswith("env:"):
+            var = value[4:]
+            if var not in env:
+                raise ConfigError(f"{what} {name} needs environment variable {var}, which is not set")
+            value = env[var]
+        out[name] = value
+    return out
 
 
 BUILTIN_CATALOGS = [
@@ -141,19 +146,7 @@ class ExternalServerConfig(BaseModel):
         are read from our environment). Nothing else of ours - tokens, keys - reaches the child."""
         env = os.environ if environ is None else environ
         out = {name: env[name] for name in CHILD_ENV_VARS if name in env}
-        for name, value in self.env.items():
-            if not isinstance(value, str):
-                raise ConfigError(
-                    f"external server '{self.name}': env {name} must be a string, got {type(value).__name__}"
-                )
-            if value.startswith("env:"):
-                var = value[4:]
-                if var not in env:
-                    raise ConfigError(
-                        f"external server '{self.name}': env {name} needs environment variable {var}, which is not set"
-                    )
-                value = env[var]
-            out[name] = value
+        out.update(resolve_env_values(self.env, env, f"external server '{self.name}': env"))
         return out
 
 
