@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .errors import LimitExceeded, NotFound, OutputExists
 from .security import check_output_name
@@ -59,9 +59,16 @@ def file_uri(output_id: str) -> str:
 
 
 class _Model(BaseModel):
+    """Serialized by alias (`proj:code`), without null fields except `datetime` (STAC needs it)."""
+
     model_config = ConfigDict(
         extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
     )
+
+    @model_serializer(mode="wrap")
+    def _without_nulls(self, handler):
+        data = handler(self)
+        return {k: v for k, v in data.items() if v is not None or k == "datetime"}
 
 
 class SourceRef(_Model):
@@ -190,6 +197,11 @@ class OutputSummary(_Model):
     operation: str | None = None
     datetime: str | None = None
     title: str | None = None
+
+
+class OutputList(_Model):
+    outputs: list[OutputSummary]
+    workspace: str = Field(description="folder of the output files on the server")
 
 
 @dataclass
@@ -384,7 +396,7 @@ class OutputStore:
                               software=software)  # fmt: skip
         os.replace(pending.path, pending.final_path)
         try:
-            _write_atomic(self.records / f"{pending.output_id}.json", record.model_dump_json(indent=1, exclude_none=True))
+            _write_atomic(self.records / f"{pending.output_id}.json", record.model_dump_json(indent=1))
         except BaseException:
             _remove(pending.final_path)
             raise

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
-from ..errors import AssetNotFound, AssetUnreadable, InvalidArgument
+from ..errors import AssetNotFound, AssetUnreadable, InvalidArgument, ProcessingFailed
 from ..security import check_local_path, check_url
 
 if TYPE_CHECKING:
@@ -154,6 +154,13 @@ class AssetSource:
         if self.item_id:
             return f"{self.item_id}/{self.asset_key}"
         return Path(urlsplit(self.href_unsigned).path).name or self.href_unsigned
+
+    @property
+    def stem(self) -> str:
+        """For output names: `item_id-asset` or the file name without its suffix."""
+        if self.item_id:
+            return f"{self.item_id}-{self.asset_key}"
+        return Path(urlsplit(self.href_unsigned).path).stem or "input"
 
     @property
     def item_href(self) -> str | None:
@@ -301,7 +308,9 @@ def open_raster(source: AssetSource, settings: "Settings", *, overview_level: in
         src, errors = None, []
         for driver in drivers:
             try:
-                src = rasterio.open(source.gdal_path, driver=driver, overview_level=overview_level)
+                # (passing overview_level=None would hide the overviews: only pass a level)
+                extra = {} if overview_level is None else {"overview_level": overview_level}
+                src = rasterio.open(source.gdal_path, driver=driver, **extra)
                 break
             except RasterioError as exc:
                 errors.append(gdal_message(exc, source))
@@ -323,3 +332,15 @@ def _open_failure(source: AssetSource, message: str) -> str:
         return f"{source.href_unsigned} was not found ({message})"
     return f"cannot open {source.href_unsigned}: {message}"
 
+
+
+@contextlib.contextmanager
+def gdal_errors(source: AssetSource, doing: str) -> Iterator[None]:
+    """Turn a GDAL/rasterio failure inside the block into ProcessingFailed (message scrubbed)."""
+    from rasterio._err import CPLE_BaseError
+    from rasterio.errors import RasterioError
+
+    try:
+        yield
+    except (RasterioError, CPLE_BaseError) as exc:
+        raise ProcessingFailed(f"{doing} {source.href_unsigned} failed: {gdal_message(exc, source)}") from None

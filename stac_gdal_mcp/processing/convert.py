@@ -1,0 +1,128 @@
+"""convert_asset: another format, optionally a bbox subset and some bands, in the native CRS.
+
+Only the window covering `bbox` is read (GDAL fetches just the tiles that intersect it). COG,
+GTiff and netCDF keep values and georeferencing; PNG and JPEG are rendered for people: a
+2-98 percentile stretch per band to 8 bits (8-bit data kept as is), nodata transparent in PNG.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from ..errors import InvalidArgument
+from ..outputs import OutputRecord
+from . import formats
+from .access import AssetSource, gdal_errors, open_raster
+from .formats import chunk_rows, finish, stretch_to_8bit, write_8bit, write_chunks
+from .grids import bbox_window, check_output_size
+from .jobs import Job
+from .records import describe_raster, raster_bands, raster_facts
+
+if TYPE_CHECKING:
+    from ..core import Core
+
+PERCENTILES = (2, 98)
+
+
+def band_indexes(bands: Sequence[int] | None, count: int, eight_bit: bool) -> list[int]:
+    """1-based band numbers to read; PNG/JPEG take 1 band (gray) or 3 (RGB)."""
+    if bands is None:
+        return [1, 2, 3] if eight_bit and count >= 3 else ([1] if eight_bit else list(range(1, count + 1)))
+    indexes = list(bands)
+    bad = [b for b in indexes if not isinstance(b, int) or not 1 <= b <= count]
+    if not indexes or bad:
+        raise InvalidArgument(f"bands must be band numbers from 1 to {count}; got {list(bands)}")
+    if eight_bit and len(indexes) not in (1, 3):
+        raise InvalidArgument("PNG and JPEG take 1 band (gray) or 3 bands (red, green, blue)")
+    return indexes
+
+
+def convert_asset(
+    core: "Core",
+    source: AssetSource,
+    *,
+    output_format: str,
+    bbox: Sequence[float] | None = None,
+    bbox_crs: str = "EPSG:4326",
+    bands: Sequence[int] | None = None,
+    creation_options: dict[str, str | int] | None = None,
+    output_name: str | None = None,
+    job: Job | None = None,
+) -> OutputRecord:
+    """Write `source` (its `bbox` window, its `bands`) as `output_format`; return the record."""
+    from rasterio.windows import Window
+
+    job = job or Job()
+    fmt = formats.output_format(output_format)
+    options = formats.creation_options(fmt, creation_options)
+    settings = core.settings
+    store = core.outputs
+    with open_raster(source, settings) as src, gdal_errors(source, "converting"):
+        window = bbox_window(src, bbox, bbox_crs) if bbox is not None else Window(0, 0, src.width, src.height)
+        indexes = band_indexes(bands, src.count, fmt.eight_bit)
+        dtype = src.dtypes[indexes[0] - 1]
+        if len({src.dtypes[i - 1] for i in indexes}) > 1:
+            raise InvalidArgument("the chosen bands have different data types; convert them separately")
+        width, height = int(window.width), int(window.height)
+        check_output_size(width, height, len(indexes), "uint8" if fmt.eight_bit else dtype, settings.limits)
+        transform = src.window_transform(window)
+        parameters = {
+            "output_format": fmt.name, "bbox": list(bbox) if bbox else None, "bbox_crs": bbox_crs if bbox else None,
+            "bands": indexes, "creation_options": options,
+            "window": {"col_off": int(window.col_off), "row_off": int(window.row_off), "width": width, "height": height},
+        }  # fmt: skip
+        job.progress(0, 1, "planned")
+        with store.writing(fmt.suffix, output_name, stem=f"convert-{source.stem}") as out:
+            if fmt.eight_bit:
+                import numpy as np
+
+                data = src.read(indexes, window=window, masked=True)
+                valid = ~np.ma.getmaskarray(data).any(axis=0)
+                job.progress(1, 2, "read")
+                image = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=len(indexes) == 3)
+                write_8bit(fmt, out.path, image, valid, options)
+                nodata = 0 if fmt.driver == "JPEG" else None
+                facts = raster_facts(src.crs, transform, width, height, raster_bands(["uint8"] * len(indexes), nodata))
+                how = (f"8-bit rendering: uint8 kept, others stretched between the {PERCENTILES[0]}th and "
+                       f"{PERCENTILES[1]}th percentiles to 1-255 (one range for RGB); nodata "
+                       + ("transparent (alpha band)" if fmt.driver == "PNG" else "black (0)"))  # fmt: skip
+            else:
+                rows = chunk_rows(width, len(indexes), np_itemsize(dtype))
+                strips = -(-height // rows)
+                total = strips + 1
+
+                def window_strips():
+                    for i in range(strips):
+                        r0 = i * rows
+                        h = min(rows, height - r0)
+                        part = Window(window.col_off, window.row_off + r0, width, h)
+                        yield Window(0, r0, width, h), src.read(indexes, window=part)
+
+                write_chunks(
+                    out.scratch(".tif"), crs=src.crs, transform=transform, width=width, height=height,
+                    count=len(indexes), dtype=dtype, nodata=src.nodata, chunks=window_strips(),
+                    descriptions=[src.descriptions[i - 1] for i in indexes],
+                    scales=[src.scales[i - 1] for i in indexes], offsets=[src.offsets[i - 1] for i in indexes],
+                    on_chunk=lambda n: job.progress(n, total, f"read strip {n}/{strips}"),
+                )  # fmt: skip
+                job.check()
+                finish(fmt, out.scratch_paths[0], out.path, options)
+                facts = describe_raster(out.path)
+                how = "values unchanged"
+            job.progress(1, 1, "written")
+            subset = f" window {parameters['window']} (bbox {list(bbox)} in {bbox_crs})" if bbox else ""
+            return store.commit(
+                out,
+                operation="convert_asset",
+                parameters=parameters,
+                sources=[source.source_ref()],
+                media_type=fmt.media_type,
+                raster=facts,
+                lineage=f"{source.label} bands {indexes}{subset} written as {fmt.name}; {how}",
+            )
+
+
+def np_itemsize(dtype: str) -> int:
+    import numpy as np
+
+    return np.dtype(dtype).itemsize

@@ -1,0 +1,195 @@
+"""Writing outputs: the formats, their creation options, chunked writing of a working GeoTIFF,
+the final copy into the chosen format, and the 8-bit rendering for PNG/JPEG.
+
+Georeferenced formats (COG, GTiff, netCDF) are written in two steps: pixels go chunk by chunk
+into a local working GeoTIFF (progress and cancellation between chunks), then GDAL copies it
+into the final format (the COG driver computes the internal overviews there).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from ..errors import InvalidArgument
+
+COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    name: str
+    driver: str
+    suffix: str
+    media_type: str
+    defaults: dict[str, str] = field(default_factory=dict)
+    allowed_options: tuple[str, ...] = ()
+    eight_bit: bool = False  # PNG/JPEG: rendered to 8 bits for people, no georeferencing kept
+
+
+_TIFF_OPTIONS = ("COMPRESS", "LEVEL", "PREDICTOR", "ZLEVEL", "ZSTD_LEVEL", "JPEG_QUALITY", "QUALITY",
+                 "BIGTIFF", "NUM_THREADS", "SPARSE_OK")  # fmt: skip
+FORMATS = {
+    "COG": OutputFormat(
+        "COG", "COG", ".tif", COG_TYPE,
+        defaults={"COMPRESS": "DEFLATE", "BLOCKSIZE": "512", "BIGTIFF": "IF_SAFER", "NUM_THREADS": "ALL_CPUS"},
+        allowed_options=_TIFF_OPTIONS + ("BLOCKSIZE", "OVERVIEWS", "OVERVIEW_COUNT", "OVERVIEW_RESAMPLING",
+                                         "OVERVIEW_COMPRESS", "STATISTICS"),
+    ),
+    "GTiff": OutputFormat(
+        "GTiff", "GTiff", ".tif", "image/tiff; application=geotiff",
+        defaults={"COMPRESS": "DEFLATE", "TILED": "YES", "BLOCKXSIZE": "512", "BLOCKYSIZE": "512",
+                  "BIGTIFF": "IF_SAFER", "NUM_THREADS": "ALL_CPUS"},
+        allowed_options=_TIFF_OPTIONS + ("TILED", "BLOCKXSIZE", "BLOCKYSIZE", "INTERLEAVE", "PHOTOMETRIC"),
+    ),
+    "netCDF": OutputFormat(
+        "netCDF", "netCDF", ".nc", "application/netcdf",
+        defaults={"FORMAT": "NC4", "COMPRESS": "DEFLATE", "ZLEVEL": "4"},
+        allowed_options=("FORMAT", "COMPRESS", "ZLEVEL", "CHUNKING", "WRITE_BOTTOMUP"),
+    ),
+    "PNG": OutputFormat("PNG", "PNG", ".png", "image/png", allowed_options=("ZLEVEL",), eight_bit=True),
+    "JPEG": OutputFormat("JPEG", "JPEG", ".jpg", "image/jpeg", defaults={"QUALITY": "90"},
+                         allowed_options=("QUALITY",), eight_bit=True),  # fmt: skip
+}
+_VALUE = re.compile(r"^[A-Za-z0-9_.\-]{1,32}$")
+
+
+def output_format(name: str, allowed: Iterable[str] | None = None) -> OutputFormat:
+    """The format called `name` (any case; 'tif'/'geotiff' mean GTiff, 'jpg' JPEG, 'nc' netCDF)."""
+    aliases = {"tif": "GTiff", "tiff": "GTiff", "geotiff": "GTiff", "jpg": "JPEG", "nc": "netCDF", "netcdf4": "netCDF"}
+    key = aliases.get((name or "").lower(), name)
+    found = next((f for n, f in FORMATS.items() if n.lower() == (key or "").lower()), None)
+    allowed = list(allowed or FORMATS)
+    if found is None or found.name not in allowed:
+        raise InvalidArgument(f"output_format '{name}' is not one of: {', '.join(allowed)}")
+    return found
+
+
+def creation_options(fmt: OutputFormat, user: dict[str, str | int] | None = None, **overrides: str) -> dict[str, str]:
+    """The format's defaults, then `overrides`, then the caller's options (only the allowed keys)."""
+    options = {**fmt.defaults, **overrides}
+    for key, value in (user or {}).items():
+        name = str(key).upper()
+        if name not in fmt.allowed_options:
+            raise InvalidArgument(
+                f"creation option '{key}' is not allowed for {fmt.name}; allowed: {', '.join(fmt.allowed_options)}"
+            )
+        text = str(value)
+        if not _VALUE.match(text):
+            raise InvalidArgument(f"creation option {name}={value!r}: use a plain word or number")
+        options[name] = text
+    return options
+
+
+def overview_resampling(resampling: str) -> str:
+    """COG overview resampling matching a warp resampling."""
+    known = {"nearest": "NEAREST", "bilinear": "BILINEAR", "cubic": "CUBIC", "cubic_spline": "CUBICSPLINE",
+             "lanczos": "LANCZOS", "average": "AVERAGE", "mode": "MODE", "rms": "RMS"}  # fmt: skip
+    return known.get(resampling, "AVERAGE")
+
+
+def write_chunks(path: Path, *, crs, transform, width: int, height: int, count: int, dtype: str,
+                 nodata, chunks: Iterable, on_chunk: Callable[[int], None], descriptions=None,
+                 scales=None, offsets=None) -> None:  # fmt: skip
+    """Write `(window, array)` chunks into a tiled, uncompressed working GeoTIFF at `path`
+    (band descriptions, scales and offsets are carried over to the final format by GDAL)."""
+    import rasterio
+
+    profile = dict(driver="GTiff", width=width, height=height, count=count, dtype=dtype, crs=crs,
+                   transform=transform, nodata=nodata, tiled=True, blockxsize=512, blockysize=512,
+                   BIGTIFF="IF_SAFER", SPARSE_OK="TRUE")  # fmt: skip
+    if width < 512 or height < 512:
+        profile.update(tiled=False)
+        profile.pop("blockxsize"), profile.pop("blockysize")
+    with rasterio.open(path, "w", **profile) as dst:
+        for index, text in enumerate(descriptions or [], start=1):
+            if text:
+                dst.set_band_description(index, text)
+        if scales is not None and offsets is not None:
+            dst.scales, dst.offsets = scales, offsets
+        for number, (window, array) in enumerate(chunks, start=1):
+            dst.write(array, window=window)
+            on_chunk(number)
+
+
+def finish(fmt: OutputFormat, working: Path, out: Path, options: dict[str, str]) -> None:
+    """Copy the working GeoTIFF into `out` in format `fmt` (COG: with internal overviews)."""
+    import rasterio
+    import rasterio.shutil
+
+    with rasterio.Env(GDAL_PAM_ENABLED="NO"):
+        rasterio.shutil.copy(str(working), str(out), driver=fmt.driver, **options)
+
+
+def chunk_rows(width: int, count: int, itemsize: int, *, block: int = 512, target_bytes: int = 64 * 1024**2) -> int:
+    """Rows per chunk: whole 512-row block strips, about `target_bytes` of pixels each."""
+    per_row = max(1, width * count * itemsize)
+    strips = max(1, target_bytes // (per_row * block))
+    return int(strips * block)
+
+
+# --- 8-bit rendering for PNG / JPEG ----------------------------------------------------------------
+
+
+def stretch_to_8bit(array, valid, percentiles: tuple[float, float] = (2, 98), *, joint: bool = False):
+    """Scale `array` (bands, rows, cols) to 1..255 between percentiles of its `valid` pixels
+    (rows, cols): per band, or one range for all bands (`joint`, keeps RGB colours balanced).
+    uint8 data is kept as it is. Invalid pixels become 0."""
+    import numpy as np
+
+    out = np.zeros(array.shape, dtype="uint8")
+    if not valid.any():
+        return out
+    if array.dtype == np.uint8:
+        return np.where(valid[None], array, 0).astype("uint8")
+
+    def limits(values):
+        values = values[np.isfinite(values)]
+        return np.percentile(values, percentiles) if values.size else (0.0, 0.0)
+
+    shared = limits(array[:, valid].astype("float64").ravel()) if joint else None
+    for i, band in enumerate(array):
+        low, high = shared if joint else limits(band[valid].astype("float64"))
+        if high <= low:
+            scaled = np.full(band.shape, 128.0)
+        else:
+            scaled = 1 + (band.astype("float64") - low) * (254.0 / (high - low))
+        out[i] = np.where(valid, np.clip(np.nan_to_num(scaled, nan=0), 1, 255), 0).astype("uint8")
+    return out
+
+
+def colorize(gray, valid, colormap: str = "viridis"):
+    """A single 8-bit band as RGB through a matplotlib colormap."""
+    import numpy as np
+    from matplotlib import colormaps
+
+    lut = (colormaps[colormap](np.linspace(0, 1, 256))[:, :3] * 255).round().astype("uint8")
+    rgb = np.moveaxis(lut[gray], -1, 0)
+    return np.where(valid[None], rgb, 0).astype("uint8")
+
+
+def write_8bit(fmt: OutputFormat, path: Path, bands, valid, options: dict[str, str]) -> None:
+    """Write 1 or 3 uint8 bands as PNG (with an alpha band: nodata transparent) or JPEG."""
+    import numpy as np
+    import rasterio
+
+    if fmt.driver == "PNG":
+        alpha = np.where(valid, 255, 0).astype("uint8")[None]
+        bands = np.concatenate([bands, alpha])
+    import warnings
+
+    from rasterio.errors import NotGeoreferencedWarning
+
+    count, height, width = bands.shape
+    with rasterio.Env(GDAL_PAM_ENABLED="NO"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotGeoreferencedWarning)
+        with rasterio.open(path, "w", driver=fmt.driver, width=width, height=height, count=count,
+                           dtype="uint8", **options) as dst:  # fmt: skip
+            dst.write(bands)
+            if fmt.driver == "PNG":
+                from rasterio.enums import ColorInterp
+
+                gray = [ColorInterp.gray] if count == 2 else [ColorInterp.red, ColorInterp.green, ColorInterp.blue]
+                dst.colorinterp = [*gray, ColorInterp.alpha]

@@ -1,0 +1,139 @@
+"""preview: a quicklook PNG of an item or an asset, at most `max_size` pixels on its long side.
+
+What is shown: the `assets` asked for (1 = single band, 3 = red/green/blue); else the item's
+`visual` asset; else its red/green/blue bands (by common name); else its first data asset.
+A single band is stretched (2-98 percentiles) through the viridis colormap; RGB reflectances
+share one stretch so colours stay balanced; 8-bit RGB (a `visual` asset) is shown as it is.
+Reads are decimated, so GDAL reads the overviews, not the full-resolution tiles.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from ..errors import AssetNotFound, InvalidArgument
+from ..outputs import OutputRecord
+from .access import AssetSource, asset_source, gdal_errors, get_item, open_raster, resolve_input
+from .formats import FORMATS, colorize, stretch_to_8bit, write_8bit
+from .grids import bbox_window
+from .jobs import Job
+from .records import raster_bands, raster_facts
+
+if TYPE_CHECKING:
+    from ..core import Core
+
+MAX_PREVIEW_SIZE = 2048
+PERCENTILES = (2, 98)
+
+
+def preview_assets(item: dict, assets: Sequence[str] | None) -> list[str]:
+    """Which assets of `item` a preview shows (names as given; resolved with find_asset)."""
+    from .access import find_asset
+
+    if assets:
+        if len(assets) not in (1, 3):
+            raise InvalidArgument("assets: give 1 asset (single band) or 3 (red, green, blue)")
+        return list(assets)
+    for choice in (["visual"], ["red", "green", "blue"]):
+        try:
+            for name in choice:
+                find_asset(item, name)
+            return choice
+        except AssetNotFound:
+            continue
+    for key, asset in (item.get("assets") or {}).items():
+        roles = asset.get("roles") or []
+        if "data" in roles and "tiff" in (asset.get("type") or "").lower():
+            return [key]
+    raise AssetNotFound(f"item '{item.get('id')}' has no visual, red/green/blue or data asset to preview")
+
+
+def preview_sources(core: "Core", *, href=None, collection_id=None, item_id=None, asset=None, catalog=None,
+                    assets: Sequence[str] | None = None) -> list[AssetSource]:  # fmt: skip
+    """Resolve what to preview: an href, one asset of an item, or an item (with `assets`)."""
+    if href is not None or asset is not None:
+        if assets:
+            raise InvalidArgument("give either asset or assets, not both")
+        return [resolve_input(core, href=href, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog)]
+    if collection_id is None or item_id is None:
+        raise InvalidArgument("preview needs href, or collection_id + item_id (+ asset or assets)")
+    item = get_item(core, collection_id, item_id, catalog)
+    return [asset_source(core, item, name, catalog=catalog) for name in preview_assets(item, assets)]
+
+
+def render_preview(
+    core: "Core",
+    sources: list[AssetSource],
+    *,
+    bbox: Sequence[float] | None = None,
+    max_size: int = 512,
+    job: Job | None = None,
+) -> tuple[OutputRecord, bytes]:
+    """Read `sources` decimated to at most `max_size` px, render to 8-bit PNG, store it; return
+    the record and the PNG bytes."""
+    import numpy as np
+    from rasterio.enums import Resampling
+    from rasterio.transform import Affine
+    from rasterio.windows import Window, bounds as window_bounds, from_bounds
+
+    job = job or Job()
+    if not isinstance(max_size, int) or not 16 <= max_size <= MAX_PREVIEW_SIZE:
+        raise InvalidArgument(f"max_size must be between 16 and {MAX_PREVIEW_SIZE} pixels")
+    settings = core.settings
+    first = sources[0]
+    with open_raster(first, settings) as src, gdal_errors(first, "previewing"):
+        window = bbox_window(src, bbox, "EPSG:4326") if bbox is not None else Window(0, 0, src.width, src.height)
+        scale = max(window.width, window.height) / max_size
+        scale = max(scale, 1.0)  # never enlarge
+        out_w, out_h = max(1, round(window.width / scale)), max(1, round(window.height / scale))
+        crs = src.crs
+        area = window_bounds(window, src.transform)
+        transform = src.window_transform(window) * Affine.scale(window.width / out_w, window.height / out_h)
+        rgb_in_one = len(sources) == 1 and src.count >= 3 and src.dtypes[0] == "uint8"
+        indexes = [1, 2, 3] if rgb_in_one else [1]
+        resampling = Resampling.average if (rgb_in_one or len(sources) == 3) else Resampling.nearest
+        layers = [src.read(indexes, window=window, out_shape=(len(indexes), out_h, out_w),
+                           resampling=resampling, masked=True)]  # fmt: skip
+    job.progress(1, len(sources) + 1, f"read {first.label}")
+    for number, other in enumerate(sources[1:], start=2):
+        with open_raster(other, settings) as src, gdal_errors(other, "previewing"):
+            if src.crs != crs:
+                from rasterio.vrt import WarpedVRT
+
+                with WarpedVRT(src, crs=crs, resampling=resampling) as vrt:
+                    part = from_bounds(*area, transform=vrt.transform)
+                    layers.append(vrt.read([1], window=part, out_shape=(1, out_h, out_w), resampling=resampling, masked=True))
+            else:
+                part = from_bounds(*area, transform=src.transform)
+                layers.append(src.read([1], window=part, out_shape=(1, out_h, out_w), resampling=resampling, masked=True))
+        job.progress(number, len(sources) + 1, f"read {other.label}")
+
+    data = np.ma.concatenate(layers)
+    valid = ~np.ma.getmaskarray(data).any(axis=0)
+    if data.shape[0] == 3:
+        image = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=True)
+        how = "RGB" + (" as stored (8-bit)" if data.dtype == np.uint8 else f", one {PERCENTILES} percentile stretch")
+    else:
+        gray = stretch_to_8bit(data.filled(0).astype("float32"), valid, PERCENTILES)[0]  # classes too
+        image = colorize(gray, valid, "viridis")
+        how = f"single band, {PERCENTILES} percentile stretch, viridis colormap"
+    fmt = FORMATS["PNG"]
+    store = core.outputs
+    stem = f"preview-{first.item_id or first.stem}"
+    with store.writing(fmt.suffix, None, stem=stem) as out:
+        write_8bit(fmt, out.path, image, valid, {})
+        png = out.path.read_bytes()
+        facts = raster_facts(crs, transform, out_w, out_h, raster_bands(["uint8"] * 3, None))
+        record = store.commit(
+            out,
+            operation="preview",
+            parameters={"assets": [s.asset_key or s.href_unsigned for s in sources],
+                        "bbox": list(bbox) if bbox else None, "max_size": max_size},  # fmt: skip
+            sources=[s.source_ref() for s in sources],
+            media_type=fmt.media_type,
+            raster=facts,
+            title=f"preview of {', '.join(s.label for s in sources)}",
+            lineage=f"quicklook of {', '.join(s.label for s in sources)} at {out_w} x {out_h} px: {how}; nodata transparent",
+        )
+    job.progress(len(sources) + 1, len(sources) + 1, "written")
+    return record, png

@@ -1,0 +1,211 @@
+"""Processing tools: inspect_asset, reproject_asset, convert_asset, preview, list_outputs,
+delete_output; resources stac-gdal://outputs/{output_id} (record) and .../{output_id}/file.
+
+Long tools run the core function in a worker thread (`run_job`): progress goes to the client,
+and a cancelled request cancels the job, whose output is then removed before the cancellation
+completes.
+"""
+
+import functools
+from typing import Annotated, Literal
+
+from fastmcp import Context
+from pydantic import Field
+
+from ..core import Core
+from ..outputs import OutputList, OutputRecord, OutputSummary
+from ..processing.grids import RESAMPLING
+from . import READ_ONLY, WRITES_OUTPUT, resource, tool
+
+LOCAL_READ = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+LOCAL_DELETE = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False}
+
+Href = Annotated[
+    str | None,
+    Field(description="http(s):// or s3:// URL of a raster (COG), or a path inside the workspace; "
+                      "or name the input with collection_id + item_id + asset instead"),
+]  # fmt: skip
+CollectionId = Annotated[str | None, Field(description="collection of the item (with item_id and asset)")]
+ItemId = Annotated[str | None, Field(description="item id, e.g. from search_items")]
+Asset = Annotated[
+    str | None,
+    Field(description="asset key or band common name: 'red', 'nir', 'scl', 'visual', 'B04' (any case)"),
+]
+Catalog = Annotated[str | None, Field(description="catalog id (list_catalogs); default: the default catalog")]
+BBox = Annotated[
+    list[float] | None,
+    Field(min_length=4, max_length=4, description="area of interest [west, south, east, north] in bbox_crs"),
+]
+BBoxCrs = Annotated[str, Field(description="CRS of bbox, default WGS84 degrees")]
+OutputName = Annotated[
+    str | None,
+    Field(description="file name for the output (letters, digits, . _ -); default: a unique generated name"),
+]
+
+
+async def run_job(ctx: Context | None, fn, /, *args, **kwargs):
+    """Run `fn(*args, job=Job, **kwargs)` in a worker thread; report its progress to `ctx`;
+    on cancellation, cancel the job and wait until it has cleaned up, then re-raise."""
+    import threading
+
+    import anyio
+    from anyio import from_thread, to_thread
+
+    from ..processing.jobs import Job
+
+    def report(done: float, total: float, message: str | None) -> None:
+        if ctx is not None:
+            from_thread.run(functools.partial(ctx.report_progress, done, total, message))
+
+    job = Job(report)
+    finished = threading.Event()
+
+    def work():
+        try:
+            return fn(*args, job=job, **kwargs)
+        finally:
+            finished.set()
+
+    try:
+        return await to_thread.run_sync(work, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        job.cancel()
+        with anyio.CancelScope(shield=True):
+            while not finished.is_set():  # the worker stops at its next chunk and removes its files
+                await anyio.sleep(0.02)
+        raise
+
+
+def register(mcp, core: Core) -> None:
+    from ..processing import convert, inspect, preview as previews, warp
+    from ..processing.access import resolve_input
+
+    store = core.outputs
+
+    def source(href, collection_id, item_id, asset, catalog):
+        return resolve_input(core, href=href, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog)
+
+    @tool(mcp, READ_ONLY)
+    def inspect_asset(
+        href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
+        asset: Asset = None, catalog: Catalog = None,
+    ) -> inspect.AssetInfo:  # fmt: skip
+        """Describe a raster asset from its header only (no pixels are read): driver, size, bands,
+        dtypes, nodata, scale/offset, CRS (EPSG code and name), transform, bounds (native and
+        WGS84), block size, overview levels, compression, and whether it is a valid COG.
+
+        Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_33TUL_20240601_0_L2A", asset="red")
+        or inspect_asset(href="https://example.com/scene/B04.tif").
+        """
+        return inspect.inspect_asset(core, source(href, collection_id, item_id, asset, catalog))
+
+    @tool(mcp, WRITES_OUTPUT)
+    async def reproject_asset(
+        dst_crs: Annotated[str, Field(description="target CRS, e.g. 'EPSG:4326', 'EPSG:3857', 'EPSG:32633'")],
+        href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
+        asset: Asset = None, catalog: Catalog = None,
+        resolution: Annotated[float | None, Field(gt=0, description="output pixel size in dst_crs units (metres or degrees); default: about the source's")] = None,
+        bbox: BBox = None, bbox_crs: BBoxCrs = "EPSG:4326",
+        resampling: Annotated[Literal[RESAMPLING], Field(description="nearest keeps values exactly (classes, masks); bilinear/cubic/average for continuous data")] = "nearest",
+        output_format: Annotated[Literal["COG", "GTiff", "netCDF"], Field(description="COG (default) has internal overviews")] = "COG",
+        output_name: OutputName = None,
+        ctx: Context = None,
+    ) -> OutputRecord:  # fmt: skip
+        """Warp an asset (or only its part inside bbox) to another CRS and write a valid COG into
+        the workspace. Only the source tiles the output needs are read; a coarse resolution reads
+        a source overview. Returns the output's STAC-like record; the record is also the resource
+        stac-gdal://outputs/{id} and small files are at stac-gdal://outputs/{id}/file.
+
+        Example: reproject_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red",
+        dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]).
+        """
+        src = source(href, collection_id, item_id, asset, catalog)
+        return await run_job(ctx, warp.reproject_asset, core, src, dst_crs=dst_crs, resolution=resolution,
+                             bbox=bbox, bbox_crs=bbox_crs, resampling=resampling, output_format=output_format,
+                             output_name=output_name)  # fmt: skip
+
+    @tool(mcp, WRITES_OUTPUT)
+    async def convert_asset(
+        output_format: Annotated[Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"], Field(description="PNG/JPEG are 8-bit renderings for people (percentile stretch, nodata transparent in PNG); the others keep values")],
+        href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
+        asset: Asset = None, catalog: Catalog = None,
+        bbox: BBox = None, bbox_crs: BBoxCrs = "EPSG:4326",
+        bands: Annotated[list[int] | None, Field(description="band numbers from 1; PNG/JPEG take 1 or 3")] = None,
+        creation_options: Annotated[dict[str, str | int] | None, Field(description="GDAL creation options of the format, e.g. {\"COMPRESS\": \"ZSTD\"}")] = None,
+        output_name: OutputName = None,
+        ctx: Context = None,
+    ) -> OutputRecord:  # fmt: skip
+        """Convert an asset to another format, optionally only the window inside bbox (in the
+        asset's own CRS and resolution, nothing resampled) and some bands. Only the tiles that
+        intersect bbox are read. Returns the output's STAC-like record.
+
+        Example: convert_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="visual",
+        output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]).
+        """
+        src = source(href, collection_id, item_id, asset, catalog)
+        return await run_job(ctx, convert.convert_asset, core, src, output_format=output_format, bbox=bbox,
+                             bbox_crs=bbox_crs, bands=bands, creation_options=creation_options,
+                             output_name=output_name)  # fmt: skip
+
+    @tool(mcp, WRITES_OUTPUT, output_schema=OutputRecord.model_json_schema(mode="serialization"))
+    async def preview(
+        href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
+        asset: Asset = None, catalog: Catalog = None,
+        assets: Annotated[list[str] | None, Field(description="1 asset (single band, colormap) or 3 (red, green, blue); default: visual, else red/green/blue")] = None,
+        bbox: Annotated[list[float] | None, Field(min_length=4, max_length=4, description="[west, south, east, north] in WGS84")] = None,
+        max_size: Annotated[int, Field(ge=16, le=2048, description="longest side of the image in pixels")] = 512,
+        ctx: Context = None,
+    ):  # fmt: skip
+        """A quicklook PNG of an item (true colour from its visual asset or red/green/blue bands)
+        or of one asset (single band with a colormap), returned as an image you can look at and
+        saved as an output. Reads overviews, so it is quick even for whole scenes.
+
+        Example: preview(collection_id="sentinel-2-l2a", item_id="S2B_...", bbox=[13.55, 45.85, 13.75, 45.98]).
+        """
+        from fastmcp.tools.base import ToolResult
+        from fastmcp.utilities.types import Image
+        from mcp.types import TextContent
+
+        sources = previews.preview_sources(core, href=href, collection_id=collection_id, item_id=item_id,
+                                           asset=asset, catalog=catalog, assets=assets)  # fmt: skip
+        record, png = await run_job(ctx, previews.render_preview, core, sources, bbox=bbox, max_size=max_size)
+        shape = record.properties.proj_shape
+        note = f"{record.properties.title} ({shape[1]} x {shape[0]} px); output {record.id}, record at {record.uri}"
+        return ToolResult(
+            content=[Image(data=png, format="png").to_image_content(), TextContent(type="text", text=note)],
+            structured_content=record.model_dump(mode="json"),
+        )
+
+    @tool(mcp, LOCAL_READ)
+    def list_outputs() -> OutputList:
+        """The outputs in the workspace, newest first: id, resource uri, file, size, operation, source datetime."""
+        return OutputList(outputs=[r.summary() for r in store.list()], workspace=str(store.root))
+
+    @tool(mcp, LOCAL_DELETE)
+    def delete_output(output_id: Annotated[str, Field(description="an id from list_outputs")]) -> OutputSummary:
+        """Delete an output's file and record from the workspace; returns what was deleted."""
+        return store.delete(output_id).summary()
+
+    @resource(mcp, "stac-gdal://outputs/{output_id}", mime_type="application/geo+json")
+    def output_record(output_id: str) -> str:
+        """An output's STAC-like record: footprint, proj, raster bands, processing, checksum, derived_from."""
+        return store.get(output_id).model_dump_json()
+
+    limit = core.settings.limits.max_resource_bytes
+
+    @resource(mcp, "stac-gdal://outputs/{output_id}/file", mime_type="application/octet-stream",
+              description=f"An output's file (binary), if at most limits.max_resource_bytes ({limit} bytes).")  # fmt: skip
+    def output_file(output_id: str):
+        from fastmcp.resources import ResourceContent, ResourceResult
+
+        from ..errors import LimitExceeded
+
+        record = store.get(output_id)
+        path = store.path(output_id)
+        size = path.stat().st_size
+        if size > limit:
+            raise LimitExceeded(
+                f"output '{output_id}' is {size} bytes, more than limits.max_resource_bytes={limit}, so it is "
+                f"not served as a resource; it is at {path} on the server (or convert a smaller bbox)"
+            )
+        return ResourceResult([ResourceContent(path.read_bytes(), mime_type=record.file.type)])
