@@ -270,3 +270,65 @@ def test_cli_serve_refuses_to_start_in_strict_mode(tmp_path):
     assert proc.stdout == ""  # stdout is the MCP channel: nothing may be printed there
     assert "strict plugin mode" in proc.stderr and "bad_register" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+EXAMPLE_PLUGIN = Path(__file__).parent.parent / "examples" / "acme-plugin"
+
+
+async def test_example_plugin_writes_an_output_with_a_record(build, tmp_path):
+    """The example plugin (examples/acme-plugin) resolves two assets of a synthetic scene,
+    writes NDVI as a COG through the output store, and records where it came from."""
+    import numpy as np
+    import rasterio
+
+    from stac_gdal_mcp import synthetic
+
+    scenes = tmp_path / "scenes"
+    item, _ = synthetic.write_scene(
+        "sentinel-2-l2a", scenes, "S2X_TEST_NDVI", "2024-06-01T10:00:00Z", size_px=64, href_base=str(scenes)
+    )
+    catalog_file = scenes / "items.json"
+    catalog_file.write_text(json.dumps({"type": "FeatureCollection", "features": [item]}))
+    settings = settings_with(
+        tmp_path, plugins={"dir": EXAMPLE_PLUGIN}, catalogs=[{"id": "scenes", "path": str(catalog_file)}],
+        default_catalog="scenes",
+    )
+    mcp = build(settings)
+    async with Client(mcp) as client:
+        tools = {t.name: t for t in await client.list_tools()}
+        assert tools["acme_normalized_difference"].annotations.read_only_hint is False
+        result = await client.call_tool(
+            "acme_normalized_difference",
+            {"collection_id": "sentinel-2-l2a", "item_id": "S2X_TEST_NDVI", "a": "nir", "b": "red", "output_name": "ndvi.tif"},
+        )
+        listed = extensions_by_name(await client.call_tool("list_extensions", {}))
+    assert listed["acme_stac_plugin"]["version"] == "1.0.0"
+    assert listed["acme_stac_plugin"]["capabilities"]["spectral_index"]["formula"] == "(a - b) / (a + b)"
+
+    summary = result.structured_content
+    record = mcp.core.outputs.get(summary["id"])
+    out_path = mcp.core.outputs.path(summary["id"])
+    assert out_path.parent == settings.workspace / "outputs" and out_path.name == "ndvi.tif"
+    derived = {link.href for link in record.links if link.rel == "derived_from"}
+    assert {item["assets"]["nir"]["href"], item["assets"]["red"]["href"]} <= derived
+
+    # the truth, computed here from the two COGs and the item's scale/offset
+    def reflectance(key):
+        band = item["assets"][key]["raster:bands"][0]
+        with rasterio.open(item["assets"][key]["href"]) as src:
+            dn = src.read(1).astype("float64")
+        return np.where(dn == band["nodata"], np.nan, dn * band["scale"] + band["offset"])
+
+    nir, red = reflectance("nir"), reflectance("red")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = np.where(nir + red != 0, (nir - red) / (nir + red), np.nan)
+    with rasterio.open(out_path) as src:
+        written = src.read(1)
+        assert src.driver == "GTiff" and src.profile["tiled"] and src.crs.to_epsg() == 32633
+        with rasterio.open(item["assets"]["nir"]["href"]) as nir_src:
+            assert src.transform == nir_src.transform
+    from rio_cogeo.cogeo import cog_validate
+
+    assert cog_validate(str(out_path))[0]
+    assert np.isnan(written).sum() == np.isnan(expected).sum()
+    np.testing.assert_allclose(written, expected, rtol=1e-5, atol=1e-6, equal_nan=True)

@@ -9,15 +9,14 @@ an error and none of the plugin's tool names collide; a plugin is installed whol
 import functools
 import inspect
 import logging
-from typing import Any, Callable
+from typing import Any
 
-from ..errors import NotSupported, StacGdalMcpError
+from ..errors import StacGdalMcpError
+from ..tools import READ_ONLY, WRITES_OUTPUT
 from .names import TOOL_NAME
 
 log = logging.getLogger("stac_gdal_mcp.extensions")
 
-READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True}
-WRITES_OUTPUT = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": True}
 
 
 class Registry:
@@ -48,20 +47,17 @@ class Registry:
 
     @property
     def outputs(self):
-        """The output store (files in the workspace with STAC-like records), as core tools use it."""
-        store = getattr(self.core, "outputs", None)
-        if store is None:
-            raise NotSupported("the output store is not available in this version of stac-gdal-mcp")
-        return store
+        """The output store (`stac_gdal_mcp.outputs.OutputStore`): `writing(...)` then `commit(...)`
+        gives a file in the workspace with a STAC-like record, exactly as core tools write theirs."""
+        return self.core.outputs
 
-    @property
-    def resolve_input(self) -> Callable[..., Any]:
-        """`stac_gdal_mcp.processing.access.resolve_input`: turns an asset reference into a readable source."""
-        try:
-            from ..processing.access import resolve_input
-        except ImportError:
-            raise NotSupported("asset resolution is not available in this version of stac-gdal-mcp") from None
-        return resolve_input
+    def resolve_input(self, **reference):
+        """Resolve an input the way every processing tool does: `href=...`, or `collection_id=`,
+        `item_id=`, `asset=` (a key or a band common name) and optionally `catalog=`. Returns an
+        `AssetSource` (open it with `stac_gdal_mcp.processing.access.open_raster`)."""
+        from ..processing.access import resolve_input
+
+        return resolve_input(self.core, **reference)
 
     # -- what a plugin adds ---------------------------------------------------------------
     def add_tool(self, fn_or_definition, name: str | None = None, description: str | None = None, annotations=None):

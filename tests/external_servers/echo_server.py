@@ -1,6 +1,7 @@
 """A tiny MCP server for the tests of external servers (run as a child over stdio).
 
-Flags: --crash-at-start (exit before serving, with a message on stderr).
+Flags: --crash-at-start: exit before serving, after writing to stderr a message that quotes
+its arguments and the KEY variable (so tests can check that secrets are redacted from it).
 """
 
 import os
@@ -9,6 +10,7 @@ import time
 
 if "--crash-at-start" in sys.argv:
     print("echo server: cannot start, licence file missing", file=sys.stderr)
+    print(f"echo server: args {' '.join(sys.argv[1:])} KEY={os.environ.get('KEY', '-')}", file=sys.stderr)
     sys.exit(2)
 
 from fastmcp import FastMCP  # noqa: E402
@@ -26,6 +28,12 @@ def echo(text: str) -> str:
 def environment() -> dict[str, str]:
     """The server's whole environment."""
     return dict(os.environ)
+
+
+@mcp.tool
+def process_id() -> int:
+    """The server's process id."""
+    return os.getpid()
 
 
 @mcp.tool
@@ -57,6 +65,12 @@ def slow(seconds: float) -> str:
 def crash() -> str:
     """Exit the process at once, in the middle of the call."""
     os._exit(3)
+
+
+@mcp.tool
+def catalogs() -> list[str]:
+    """Nothing; served under the name 'list' this becomes list_catalogs, a core tool's name."""
+    return []
 
 
 @mcp.resource("echo://greeting")
