@@ -94,3 +94,79 @@ def register(mcp, core: Core) -> None:
             max_items=max_items, sort=sort, collections=collections, datetime=datetime, ids=ids, query=query,
             filter=filter, filter_lang=filter_lang, sortby=sortby, max_cloud_cover=max_cloud_cover,
         )
+
+    from ..processing import load
+
+    @tool(mcp, WRITES_OUTPUT)
+    async def time_series(
+        aoi: AoiArg,
+        collections: CollectionsArg = None,
+        datetime: DatetimeArg = None,
+        ids: IdsArg = None,
+        query: QueryArg = None,
+        filter: FilterArg = None,
+        filter_lang: FilterLangArg = None,
+        sortby: SortbyArg = None,
+        max_cloud_cover: MaxCloudArg = None,
+        expression: Annotated[
+            str, Field(description="an index (ndvi, ndwi, nbr, ndbi), a band (e.g. \"nir\") or a formula of band common names like (nir-red)/(nir+red)")
+        ] = "ndvi",
+        reducer: Annotated[Literal["mean", "median", "min", "max", "count"], Field(description="how the AOI pixels of a day become one value")] = "mean",
+        mask_clouds: Annotated[bool, Field(description="drop cloud, shadow and cirrus pixels using each item's mask")] = True,
+        resolution: ResolutionArg = None,
+        crs: Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")] = None,
+        catalog: CatalogArg = None,
+        max_items: MaxItemsArg = None,
+        ctx: Context = CurrentContext(),
+    ) -> load.TimeSeriesResult:
+        """A time series over the AOI: one value per day (items of the same solar day are merged),
+        from the pixels left after cloud masking, with its valid fraction and item ids. Loads with
+        odc-stac on dask (locally, or on the cluster in settings.dask_scheduler). Band names are
+        common names (red, nir, swir16...) found in each collection; raster:bands scale/offset are
+        applied, so values are reflectances. Writes a CSV and a PNG chart as outputs (see `csv`,
+        `chart`: read their uri).
+
+        Example: time_series(aoi=[13.55, 45.85, 13.75, 45.98], collections=["sentinel-2-l2a"],
+        datetime="2024-04-01/2024-09-30", expression="ndvi", reducer="median").
+        """
+        return await run_in_thread(
+            ctx, load.time_series, core, aoi, expression=expression, reducer=reducer, mask_clouds=mask_clouds,
+            resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, collections=collections,
+            datetime=datetime, ids=ids, query=query, filter=filter, filter_lang=filter_lang, sortby=sortby,
+            max_cloud_cover=max_cloud_cover,
+        )
+
+    @tool(mcp, WRITES_OUTPUT)
+    async def composite(
+        aoi: AoiArg,
+        bands: Annotated[list[str], Field(description="band common names or asset keys, e.g. [\"red\", \"green\", \"blue\"]")],
+        collections: CollectionsArg = None,
+        datetime: DatetimeArg = None,
+        ids: IdsArg = None,
+        query: QueryArg = None,
+        filter: FilterArg = None,
+        filter_lang: FilterLangArg = None,
+        sortby: SortbyArg = None,
+        max_cloud_cover: MaxCloudArg = None,
+        method: Annotated[Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")] = "median",
+        mask_clouds: Annotated[bool, Field(description="drop cloud, shadow and cirrus pixels using each item's mask")] = True,
+        resolution: ResolutionArg = None,
+        crs: Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")] = None,
+        catalog: CatalogArg = None,
+        max_items: MaxItemsArg = None,
+        ctx: Context = CurrentContext(),
+    ) -> load.CompositeResult:
+        """A cloud-free picture of the AOI: per pixel, the median (or mean/min/max) over time of
+        each band's cloud-masked values, as a float32 COG of reflectances (NaN where no clear
+        value was seen). The output record lists every contributing item in `derived_from`.
+
+        Example: composite(aoi=[13.55, 45.85, 13.75, 45.98], bands=["red", "green", "blue"],
+        collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-08-31").
+        Then preview or convert the output, or read its record at `output.uri`.
+        """
+        return await run_in_thread(
+            ctx, load.composite, core, aoi, bands=bands, method=method, mask_clouds=mask_clouds,
+            resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, collections=collections,
+            datetime=datetime, ids=ids, query=query, filter=filter, filter_lang=filter_lang, sortby=sortby,
+            max_cloud_cover=max_cloud_cover,
+        )
