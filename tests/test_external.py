@@ -77,7 +77,7 @@ async def test_python_script_server_tools_resources_prompts_end_to_end(build, tm
     assert info["kind"] == "external_server" and info["status"] == "running" and info["error"] is None
     assert info["source"] == f"{sys.executable} {ECHO}"
     assert "echo_echo" in info["tools"] and "echo_summarize" in info["prompts"]
-    assert set(info["resources"]) == {"echo://echo/greeting", "echo://echo/items/{item_id}"}
+    assert set(info["resources"]) == {"echo://echo/greeting", "echo://echo/items/{item_id}", "echo://echo/big/{n_bytes}"}
 
 
 async def test_server_through_sh_c_with_cwd(build, tmp_path):
@@ -185,6 +185,17 @@ async def test_oversize_results_are_truncated_with_a_note(build, tmp_path):
     assert f"over its limit of {limit} bytes (max_result_bytes)" in note
 
 
+async def test_oversize_resource_is_truncated_with_a_note(build, tmp_path):
+    limit = 2048
+    mcp = build(settings_with(tmp_path, {"name": "echo", "script": str(ECHO), "max_result_bytes": limit}))
+    async with Client(mcp) as client:
+        small = await client.read_resource("echo://echo/big/100")
+        big = await client.read_resource("echo://echo/big/5000")
+    assert [c.text for c in small] == [("abcdefghij" * 10)]
+    assert big[0].text == ("abcdefghij" * 500)[:limit]
+    assert big[-1].text.startswith("[truncated by stac-gdal-mcp: this answer from external server 'echo' was 5000 bytes")
+
+
 async def test_server_that_crashes_at_start_is_reported_and_skipped(build, tmp_path):
     mcp = build(settings_with(
         tmp_path,
@@ -248,11 +259,11 @@ async def test_error_from_a_tool_is_passed_on_and_the_server_keeps_running(build
 
 
 async def test_a_call_that_takes_longer_than_timeout_s(build, tmp_path):
-    mcp = build(settings_with(tmp_path, {"name": "echo", "script": str(ECHO), "timeout_s": 8}))
+    mcp = build(settings_with(tmp_path, {"name": "echo", "script": str(ECHO), "timeout_s": 10}))
     async with Client(mcp) as client:
-        result = await client.call_tool("echo_slow", {"seconds": 12}, raise_on_error=False)
+        result = await client.call_tool("echo_slow", {"seconds": 25}, raise_on_error=False)
         assert result.is_error
-        assert result.content[0].text == "external server 'echo' did not answer tool 'slow' within 8 s"
+        assert result.content[0].text == "external server 'echo' did not answer tool 'slow' within 10 s"
         assert (await client.call_tool("echo_echo", {"text": "still up"})).content[0].text == "still up"
 
 

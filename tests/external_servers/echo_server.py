@@ -85,6 +85,13 @@ def item(item_id: str) -> str:
     return f"item {item_id}"
 
 
+@mcp.resource("echo://big/{n_bytes}")
+def big_resource(n_bytes: str) -> str:
+    """A text resource of n_bytes ASCII characters, like the tool big."""
+    n = int(n_bytes)
+    return ("abcdefghij" * (n // 10 + 1))[:n]
+
+
 @mcp.prompt
 def summarize(topic: str) -> str:
     """Ask for a summary."""
