@@ -38,7 +38,7 @@ def build_server(settings: Settings | None = None, *, core: Core | None = None, 
     from fastmcp import FastMCP
 
     from . import __version__
-    from .tools import discovery, processing
+    from .tools import analysis, discovery, processing
 
     core = core or Core(settings)
     mcp = FastMCP(
@@ -50,6 +50,7 @@ def build_server(settings: Settings | None = None, *, core: Core | None = None, 
     )
     discovery.register(mcp, core)
     processing.register(mcp, core)
+    analysis.register(mcp, core)
     mcp.core = core  # for in-process users (tests, notebooks, extensions)
     # Last step: plugins and external servers, after every core tool, so name collisions are caught.
     from .extensions import install_extensions

@@ -190,23 +190,53 @@ def test_aoi_outside_the_item(core):
     assert any("no valid pixels" in n for n in result.notes)
 
 
-def test_reads_only_the_aoi_window(core, scenes, cog_server):
-    path = f"/cloud-{UID}/S2A_C/scl.tif"
-    aoi = AOIS["crossing-tiles"]
-    cog_server.reset_stats()
-    cloud_cover_stats(core, aoi, items=[{"collection_id": S2, "item_id": "S2A_C"}], catalog="testbed")
-    native = cog_server.stats()["paths"][path]["bytes"]
-    size = scenes["S2A_C"]["path"].stat().st_size
-    assert native < size / 3  # 4 of 16 tiles plus the header
-    # a coarser resolution reads from an overview: fewer bytes still, 3x the pixel size
-    cog_server.reset_stats()
-    row = cloud_cover_stats(core, aoi, items=[{"collection_id": S2, "item_id": "S2A_C"}], catalog="testbed",
-                            resolution=60).items[0]
-    assert row.resolution == 60.0
-    assert cog_server.stats()["paths"][path]["bytes"] <= native
-    truth = expected(scenes["S2A_C"], aoi)
-    assert row.aoi_pixels == pytest.approx(truth["aoi_pixels"] / 9, rel=0.1)
-    assert row.cloud_fraction == pytest.approx(truth["cloud_fraction"], abs=0.03)
+def mask_only_scene(out_dir, href_base, item_id, *, size_px, blocksize, seed=0):
+    """A Sentinel-2 item whose only file is its SCL (size_px / 2 pixels of 20 m), as a COG."""
+    from rasterio.io import MemoryFile
+    import rasterio.shutil
+
+    rng = np.random.default_rng(seed)
+    classes = synthetic.scene_classes(rng, (size_px // 2, size_px // 2), cloud=0.3, shadow=0.05, water=0.05)
+    speckle = (rng.random(classes.shape) < 0.2) & (classes != 0)  # as in real SCL: compresses less
+    classes[speckle] = rng.choice(np.array([4, 5, 7], dtype="uint8"), size=int(speckle.sum()))
+    transform = (10.0, 0.0, ORIGIN[0], 0.0, -10.0, ORIGIN[1])
+    item = synthetic.item("sentinel-2-l2a", item_id, "2024-07-01T10:00:00Z", collection_id=S2, transform=transform,
+                          shape=(size_px, size_px), href_base=href_base)
+    path = out_dir / f"{item_id}-scl.tif"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    profile = dict(driver="GTiff", width=classes.shape[1], height=classes.shape[0], count=1, dtype="uint8",
+                   crs="EPSG:32633", transform=rasterio.transform.from_origin(*ORIGIN, 20, 20), nodata=0)
+    with MemoryFile() as memory:
+        with memory.open(**profile) as dst:
+            dst.write(classes, 1)
+        with memory.open() as src:
+            rasterio.shutil.copy(src, path, driver="COG", BLOCKSIZE=blocksize, COMPRESS="DEFLATE",
+                                 OVERVIEW_RESAMPLING="NEAREST")
+    item["assets"] = {"scl": dict(item["assets"]["scl"], href=f"{href_base}/{path.name}")}
+    return item, path
+
+
+def test_reads_only_the_aoi_window(core, cog_server, pgstac_api):
+    """Fresh files (GDAL caches what it read per process): the AOI window, then an overview."""
+    folder = f"cloud-bytes-{UID}"
+    made = [mask_only_scene(cog_server.root / folder, f"{cog_server.url}/{folder}", f"S2A_BYTES{i}",
+                            size_px=4096, blocksize=256, seed=i) for i in range(2)]
+    pgstac_api.load([], [item for item, _ in made])
+    # 3 km x 3 km across a tile corner (tiles are 256 px = 5120 m)
+    aoi = utm_aoi(ORIGIN[0] + 3620, ORIGIN[1] - 6620, ORIGIN[0] + 6620, ORIGIN[1] - 3620)
+    reads = []
+    for (item, path), resolution in zip(made, (None, 80)):
+        cog_server.reset_stats()
+        row = cloud_cover_stats(core, aoi, items=[{"collection_id": S2, "item_id": item["id"]}], catalog="testbed",
+                                resolution=resolution).items[0]
+        assert row.error is None and row.valid_pixels > 0
+        reads.append(cog_server.stats()["paths"][f"/{folder}/{path.name}"]["bytes"])
+        size = path.stat().st_size
+        assert reads[-1] < size / 5, (reads[-1], size)  # 4 of 64 tiles, plus the header
+        if resolution:
+            assert row.resolution == 80.0
+            assert row.aoi_pixels == pytest.approx(150 * 150 / 16, rel=0.1)
+    assert reads[1] <= reads[0]  # the overview read costs no more than the full-resolution window
 
 
 def test_search_arguments_sort_and_failing_items(core, scenes):
@@ -263,12 +293,6 @@ def test_argument_errors(core):
 # --- through the MCP server --------------------------------------------------------------------
 
 
-def server(core):
-    mcp = build_server(core=core)
-    from stac_gdal_mcp.tools import analysis  # TEMP until server.py registers it
-
-    analysis.register(mcp, core)
-    return mcp
 
 
 async def test_tool_end_to_end(core, scenes):
@@ -278,7 +302,7 @@ async def test_tool_end_to_end(core, scenes):
         progress.append((value, total, message))
 
     aoi = AOIS["crossing-tiles"]
-    async with Client(server(core), progress_handler=on_progress) as client:
+    async with Client(build_server(core=core), progress_handler=on_progress) as client:
         tools = {t.name: t for t in await client.list_tools()}
         assert tools["cloud_cover_stats"].annotations.read_only_hint is True
         result = await client.call_tool(

@@ -264,16 +264,10 @@ def test_composite_needs_a_mask_or_mask_clouds_false(core, scenes, pgstac_api):
 # --- through the MCP server --------------------------------------------------------------------
 
 
-def server(core):
-    mcp = build_server(core=core)
-    from stac_gdal_mcp.tools import analysis  # TEMP until server.py registers it
-
-    analysis.register(mcp, core)
-    return mcp
 
 
 async def test_tools_end_to_end(core, scenes):
-    async with Client(server(core)) as client:
+    async with Client(build_server(core=core)) as client:
         tools = {t.name: t for t in await client.list_tools()}
         assert tools["time_series"].annotations.read_only_hint is False
         assert tools["composite"].annotations.destructive_hint is False

@@ -1,4 +1,9 @@
-"""Analysis tools: cloud cover inside an AOI, time series and composites over a search."""
+"""Analysis tools: cloud cover inside an AOI, time series and composites over a search.
+
+Each tool runs its core function in a worker thread (`run_job`): progress goes to the client
+(one step per item for cloud_cover_stats, dask tasks for the loads) and a cancelled request
+stops the work.
+"""
 
 from typing import Annotated, Any, Literal
 
@@ -6,6 +11,7 @@ from pydantic import Field
 
 from ..core import Core
 from . import READ_ONLY, WRITES_OUTPUT, tool
+from .processing import run_job
 
 AoiArg = Annotated[
     list[float] | dict[str, Any],
@@ -24,28 +30,6 @@ MaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many i
 ResolutionArg = Annotated[
     float | None, Field(gt=0, description="pixel size in the CRS units (metres for UTM); default: native")
 ]
-
-
-async def run_in_thread(ctx, fn, *args, **kwargs):
-    """Run a core function in a worker thread with a Job forwarding progress to the client;
-    cancelling the request cancels the job."""
-    import anyio
-    import anyio.lowlevel
-
-    from ..processing.jobs import Job
-
-    token = anyio.lowlevel.current_token()  # progress may come from any thread (dask callbacks)
-    job = Job(lambda done, total, message: anyio.from_thread.run(_report, ctx, done, total, message, token=token))
-    try:
-        return await anyio.to_thread.run_sync(lambda: fn(*args, job=job, **kwargs), abandon_on_cancel=False)
-    except BaseException:
-        job.cancel()
-        raise
-
-
-async def _report(ctx, done, total, message):
-    if ctx is not None:
-        await ctx.report_progress(done, total, message)
 
 
 def register(mcp, core: Core) -> None:
@@ -89,7 +73,7 @@ def register(mcp, core: Core) -> None:
         datetime="2024-06-01/2024-08-31", max_items=30) -> clearest scenes first; an item that
         cannot be read has `error` set and the others are still measured.
         """
-        return await run_in_thread(
+        return await run_job(
             ctx, cloud.cloud_cover_stats, core, aoi, items=items, catalog=catalog, resolution=resolution,
             max_items=max_items, sort=sort, collections=collections, datetime=datetime, ids=ids, query=query,
             filter=filter, filter_lang=filter_lang, sortby=sortby, max_cloud_cover=max_cloud_cover,
@@ -129,7 +113,7 @@ def register(mcp, core: Core) -> None:
         Example: time_series(aoi=[13.55, 45.85, 13.75, 45.98], collections=["sentinel-2-l2a"],
         datetime="2024-04-01/2024-09-30", expression="ndvi", reducer="median").
         """
-        return await run_in_thread(
+        return await run_job(
             ctx, load.time_series, core, aoi, expression=expression, reducer=reducer, mask_clouds=mask_clouds,
             resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, collections=collections,
             datetime=datetime, ids=ids, query=query, filter=filter, filter_lang=filter_lang, sortby=sortby,
@@ -164,7 +148,7 @@ def register(mcp, core: Core) -> None:
         collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-08-31").
         Then preview or convert the output, or read its record at `output.uri`.
         """
-        return await run_in_thread(
+        return await run_job(
             ctx, load.composite, core, aoi, bands=bands, method=method, mask_clouds=mask_clouds,
             resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, collections=collections,
             datetime=datetime, ids=ids, query=query, filter=filter, filter_lang=filter_lang, sortby=sortby,
