@@ -182,7 +182,7 @@ async def test_oversize_results_are_truncated_with_a_note(build, tmp_path):
     assert len(text) == limit  # the text fills the budget (the structured copy is dropped)
     assert big.structured_content is None
     assert note.startswith("[truncated by stac-gdal-mcp: this answer from external server 'echo' was 20")
-    assert f"over its limit of {limit} bytes (max_result_bytes)" in note
+    assert note.endswith(f"over its limit of {limit} bytes (max_result_bytes); dropped: the structured content]")
 
 
 async def test_oversize_resource_is_truncated_with_a_note(build, tmp_path):
@@ -389,3 +389,24 @@ async def test_through_the_stdio_cli_and_children_stop_with_it(tmp_path):
         await asyncio.sleep(0.1)
     else:
         pytest.fail(f"external server process {pid} still running after stac-gdal-mcp exited")
+
+
+@pytest.mark.parametrize(
+    "argv, shown",
+    [
+        (["node", "server.js", "--token", "abc123"], "node server.js --token ***"),
+        (["node", "server.js", "--api-key=abc123", "--region", "eu"], "node server.js --api-key=*** --region eu"),
+        (["srv", "https://user:pa55@example.com/x"], "srv https://user:***@example.com/x"),
+        (["srv", "--header", "Authorization: Bearer abc.def"], "srv --header 'Authorization: *** ***'"),
+        (["sh", "-c", "exec srv --secret hunter22 TOKEN=xyz"], "sh -c 'exec srv --secret *** TOKEN=***'"),
+        (["srv", "ghp_abcdefghijklmnopqrstuvwxyz012345"], "srv ***"),
+        (["srv", "3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"], "srv ***"),
+        (["srv", "/opt/terrain/a1b2c3d4e5f6a7b8c9d0e1f2a3b4.js", "--verbose"], "srv /opt/terrain/a1b2c3d4e5f6a7b8c9d0e1f2a3b4.js --verbose"),
+        (["srv", "--key-file", "/etc/k"], "srv --key-file /etc/k"),
+        (["srv", "--user", "my-configured-value"], "srv --user ***"),
+    ],
+)
+def test_command_lines_are_shown_without_secrets(argv, shown):
+    from stac_gdal_mcp.extensions.redact import redact_argv
+
+    assert redact_argv(argv, secrets=["my-configured-value"]) == shown

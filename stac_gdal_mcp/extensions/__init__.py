@@ -88,7 +88,7 @@ def _install_external_servers(mcp, configs, names: ToolNames, report: Extensions
             specs.append(launch_spec(config))
         except ConfigError as exc:
             literal = [v for v in config.env.values() if isinstance(v, str)]
-            shown = redact_argv(config.cmd, literal) if config.cmd else str(config.script)
+            shown = redact_argv(config.cmd, literal) if config.cmd else (config.script or "")
             info = ExtensionInfo(kind="external_server", name=config.name, source=shown, status="failed", error=str(exc))
             log.warning("external server %s skipped: %s", config.name, exc)
             report.external.append(info)

@@ -57,11 +57,12 @@ class _Forwarding:
     def _limit(self) -> int:
         return self._server.spec.config.max_result_bytes
 
-    def _note(self, total: int, dropped: int) -> str:
+    def _note(self, total: int, dropped: int, structured: bool = False) -> str:
+        gone = (["the structured content"] if structured else []) + ([f"{dropped} non-text part(s)"] if dropped else [])
         return (
             f"[truncated by stac-gdal-mcp: this answer from external server '{self._server.name}' was "
             f"{total} bytes, over its limit of {self._limit} bytes (max_result_bytes)"
-            + (f"; {dropped} non-text part(s) dropped" if dropped else "")
+            + (f"; dropped: {' and '.join(gone)}" if gone else "")
             + "]"
         )
 
@@ -82,7 +83,7 @@ class ExternalTool(_Forwarding, Tool):
         total = sum(_size(b) for b in blocks) + (len(json.dumps(structured)) if structured is not None else 0)
         if total > self._limit:
             blocks, dropped = bound_blocks(blocks, self._limit)
-            blocks.append(TextContent(type="text", text=self._note(total, dropped + (structured is not None))))
+            blocks.append(TextContent(type="text", text=self._note(total, dropped, structured is not None)))
             structured = None
         if not blocks and structured is None:
             blocks = [TextContent(type="text", text="")]

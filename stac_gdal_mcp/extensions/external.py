@@ -158,7 +158,8 @@ class ExternalServer:
         transport = StdioTransport(
             spec.argv[0], spec.argv[1:], env=spec.env, cwd=spec.cwd, keep_alive=False, log_file=self.stderr_path
         )
-        self.client = Client(transport, name="stac-gdal-mcp", timeout=self.timeout_s, init_timeout=self.timeout_s)
+        # Requests are timed by `request` (anyio.fail_after), so the client sets no timeout of its own.
+        self.client = Client(transport, name="stac-gdal-mcp", init_timeout=self.timeout_s)
         try:
             with anyio.fail_after(self.timeout_s):
                 await self.client.__aenter__()

@@ -32,6 +32,7 @@ class PluginSource:
     source: str
     version: str | None
     load: Callable[[], object]  # imports the plugin, returns its register callable (or module)
+    is_file: bool = False  # a file of the plugin directory (one without register() is not a plugin)
 
 
 def discover(plugin_dir: Path | None) -> tuple[list[PluginSource], list[ExtensionInfo]]:
@@ -75,7 +76,7 @@ def _from_file(path: Path) -> PluginSource:
             raise
         return module
 
-    return PluginSource(name=path.stem, source=f"file {path}", version=None, load=load)
+    return PluginSource(name=path.stem, source=f"file {path}", version=None, load=load, is_file=True)
 
 
 def load_plugin(plugin: PluginSource, mcp, core, names: ToolNames) -> ExtensionInfo | None:
@@ -90,10 +91,11 @@ def load_plugin(plugin: PluginSource, mcp, core, names: ToolNames) -> ExtensionI
     except (Exception, SystemExit) as exc:
         return _failed(info, f"cannot be imported: {type(exc).__name__}: {exc}")
     if isinstance(loaded, types.ModuleType):
-        info.version = getattr(loaded, "__version__", None) or info.version
+        version = getattr(loaded, "__version__", None)
+        info.version = str(version) if version is not None else info.version
         register = getattr(loaded, "register", None)
-        if register is None and plugin.source.startswith("file "):
-            log.info("plugin directory: %s defines no register(registry); not a plugin, skipped", plugin.source[5:])
+        if register is None and plugin.is_file:
+            log.info("plugin directory: %s defines no register(registry); not a plugin, skipped", plugin.source)
             return None
     else:
         register = loaded

@@ -8,6 +8,7 @@ an error and none of the plugin's tool names collide; a plugin is installed whol
 
 import functools
 import inspect
+import json
 import logging
 from typing import Any
 
@@ -101,7 +102,9 @@ class Registry:
         """Record optional metadata (shown by list_extensions), e.g. add_capability("cloud_mask", {"sensors": [...]})."""
         if not isinstance(name, str) or not name:
             raise ValueError("a capability needs a non-empty name")
-        self.capabilities[name] = metadata if metadata is not None else {}
+        metadata = {} if metadata is None else metadata
+        json.dumps(metadata)  # shown by list_extensions: must be JSON (raises TypeError otherwise)
+        self.capabilities[name] = metadata
 
 
 def _annotations(value):
