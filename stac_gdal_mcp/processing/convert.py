@@ -106,7 +106,7 @@ def convert_asset(
                     on_chunk=lambda n: job.progress(n, total, f"read strip {n}/{strips}"),
                 )  # fmt: skip
                 job.check()
-                finish(fmt, out.scratch_paths[0], out.path, options)
+                finish(fmt, out.scratch_paths[0], out.path, formats.with_predictor(fmt, options, dtype))
                 facts = describe_raster(out.path)
                 how = "values unchanged"
             job.progress(1, 1, "written")

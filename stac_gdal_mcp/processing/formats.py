@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, ProcessingFailed
 
 COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
 
@@ -30,7 +30,7 @@ class OutputFormat:
 
 
 _TIFF_OPTIONS = ("COMPRESS", "LEVEL", "PREDICTOR", "ZLEVEL", "ZSTD_LEVEL", "JPEG_QUALITY", "QUALITY",
-                 "BIGTIFF", "NUM_THREADS", "SPARSE_OK")  # fmt: skip
+                 "BIGTIFF", "NUM_THREADS")  # fmt: skip
 FORMATS = {
     "COG": OutputFormat(
         "COG", "COG", ".tif", COG_TYPE,
@@ -83,6 +83,16 @@ def creation_options(fmt: OutputFormat, user: dict[str, str | int] | None = None
     return options
 
 
+def with_predictor(fmt: OutputFormat, options: dict[str, str], dtype: str) -> dict[str, str]:
+    """Add a DEFLATE/ZSTD/LZW predictor (horizontal differencing; floating point for floats) unless
+    the caller chose one: smaller files, and usually faster to compress."""
+    compress = options.get("COMPRESS", "").upper()
+    if fmt.name not in ("COG", "GTiff") or "PREDICTOR" in options or compress not in ("DEFLATE", "ZSTD", "LZW"):
+        return options
+    floating = dtype.startswith("float")
+    return {**options, "PREDICTOR": "YES" if fmt.name == "COG" else ("3" if floating else "2")}
+
+
 def overview_resampling(resampling: str) -> str:
     """COG overview resampling matching a warp resampling."""
     known = {"nearest": "NEAREST", "bilinear": "BILINEAR", "cubic": "CUBIC", "cubic_spline": "CUBICSPLINE",
@@ -121,12 +131,51 @@ def finish(fmt: OutputFormat, working: Path, out: Path, options: dict[str, str])
 
     with rasterio.Env(GDAL_PAM_ENABLED="NO"):
         rasterio.shutil.copy(str(working), str(out), driver=fmt.driver, **options)
+        if fmt.driver not in ("COG", "GTiff"):
+            return
+        try:
+            check_tiles(out)
+        except ProcessingFailed:
+            if "NUM_THREADS" not in options:
+                raise
+            # Once more in one thread, where GDAL raises the error it hit (and says what it was).
+            single = {k: v for k, v in options.items() if k != "NUM_THREADS"}
+            rasterio.shutil.copy(str(working), str(out), driver=fmt.driver, **single)
+            check_tiles(out)
 
 
-def chunk_rows(width: int, count: int, itemsize: int, *, block: int = 512, target_bytes: int = 64 * 1024**2) -> int:
-    """Rows per chunk: whole 512-row block strips, about `target_bytes` of pixels each."""
+def check_tiles(path: Path) -> None:
+    """Every block of every band and overview was written. (GDAL compresses in worker threads
+    with NUM_THREADS, and an error there is only logged, not raised: this catches it.)"""
+    import rasterio
+    from rasterio.errors import RasterBlockError
+
+    with rasterio.open(path) as src:
+        levels = [None, *range(len(src.overviews(1)))]
+    for level in levels:
+        extra = {} if level is None else {"overview_level": level}
+        with rasterio.open(path, **extra) as src:
+            rows = -(-src.height // src.block_shapes[0][0])
+            cols = -(-src.width // src.block_shapes[0][1])
+            try:
+                for band in range(1, src.count + 1):
+                    for i in range(rows):
+                        for j in range(cols):
+                            src.block_size(band, i, j)
+            except RasterBlockError:
+                raise ProcessingFailed(
+                    f"GDAL did not write block ({i}, {j}) of band {band}"
+                    f"{'' if level is None else f' of overview level {level}'}; see the server log for GDAL's error"
+                ) from None
+
+
+CHUNK_BYTES = 32 * 1024**2  # pixels per chunk (memory held at once); progress/cancel between chunks
+
+
+def chunk_rows(width: int, count: int, itemsize: int, *, block: int = 512) -> int:
+    """Rows per chunk: whole 512-row strips, about CHUNK_BYTES of pixels each."""
     per_row = max(1, width * count * itemsize)
-    strips = max(1, target_bytes // (per_row * block))
+    strips = max(1, CHUNK_BYTES // (per_row * block))
     return int(strips * block)
 
 

@@ -22,6 +22,7 @@ class Job:
         self._min_interval_s = min_interval_s
         self._cancelled = threading.Event()
         self._last = 0.0
+        self._last_fraction = -1.0
 
     def cancel(self) -> None:
         self._cancelled.set()
@@ -36,10 +37,13 @@ class Job:
             raise OperationCancelled("the operation was cancelled; nothing was written")
 
     def progress(self, done: float, total: float, message: str | None = None) -> None:
-        """Report `done` of `total` (throttled; the last step always goes out), then check for cancellation."""
+        """Report `done` of `total`, then check for cancellation. Throttled: a report goes out when
+        min_interval_s has passed or 5% more is done (the last step always goes out)."""
         self.check()
         now = time.monotonic()
-        if self._on_progress is not None and (done >= total or now - self._last >= self._min_interval_s):
-            self._last = now
+        fraction = done / total if total else 0.0
+        due = now - self._last >= self._min_interval_s or fraction - self._last_fraction >= 0.05
+        if self._on_progress is not None and (done >= total or due):
+            self._last, self._last_fraction = now, fraction
             self._on_progress(float(done), float(total), message)
         self.check()

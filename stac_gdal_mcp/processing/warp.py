@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..core import Core
 
 WARP_FORMATS = ("COG", "GTiff", "netCDF")
+WARP_THREADS = 2  # GDAL warper threads per strip
 
 
 def reproject_asset(
@@ -98,6 +99,7 @@ def reproject_asset(
                         src_nodata=nodata,
                         dst_nodata=nodata,
                         resampling=method,
+                        num_threads=WARP_THREADS,
                     )
                     yield Window(0, row0, grid.width, height), array
 
@@ -108,7 +110,7 @@ def reproject_asset(
                 on_chunk=lambda n: job.progress(n, total, f"warped strip {n}/{strips}"),
             )  # fmt: skip
         job.check()
-        options = creation_options(fmt)
+        options = formats.with_predictor(fmt, creation_options(fmt), dtype)
         if fmt.name == "COG":
             options.setdefault("OVERVIEW_RESAMPLING", overview_resampling(resampling))
         with gdal_errors(source, f"writing {fmt.name} from"):

@@ -1,0 +1,160 @@
+"""Subset figures (issue: processing). Bytes fetched over HTTP by convert_asset for a 10% x 10% AOI
+of a 10980 x 10980 uint16 COG with 512 x 512 tiles, against
+  1. the bytes of the full-resolution tiles that intersect the AOI (TIFF tile byte counts,
+     read with rasterio) - target <= 1.5x;
+  2. the bytes fetched when reading the whole band over HTTP with plain rasterio - target >= 20x more.
+
+The COG is generated into a temporary folder at run time (about 30 s) and served by the test
+suite's Range server, which counts the bytes it sends.
+
+Run: python benchmarks/bench_subset.py [--keep DIR]   (DIR: reuse/keep the generated COG there)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))
+
+SIZE, TILE = 10980, 512
+ORIGIN, PIXEL, EPSG = (399960.0, 5000040.0), 10.0, 32633  # a Sentinel-2 tile grid
+
+
+def make_big_cog(path: Path) -> Path:
+    """A 10980 x 10980 uint16 DEFLATE COG, 512 px tiles, overviews: smooth fields plus noise
+    (compresses about like a real reflectance band)."""
+    import numpy as np
+    import rasterio
+    import rasterio.shutil
+    from rasterio.enums import Resampling
+    from rasterio.transform import from_origin
+    from rasterio.warp import reproject
+
+    if path.exists():
+        return path
+    rng = np.random.default_rng(42)
+    transform = from_origin(*ORIGIN, PIXEL, PIXEL)
+    coarse = rng.uniform(300, 4000, (64, 64)).astype("float32")
+    field = np.empty((SIZE, SIZE), dtype="float32")
+    reproject(coarse, field, src_transform=from_origin(*ORIGIN, SIZE * PIXEL / 64, SIZE * PIXEL / 64),
+              src_crs=f"EPSG:{EPSG}", dst_transform=transform, dst_crs=f"EPSG:{EPSG}",
+              resampling=Resampling.bilinear)  # fmt: skip
+    field += rng.normal(0, 60, field.shape).astype("float32")
+    data = np.clip(field, 1, 65535).astype("uint16")
+    del field
+    working = path.with_suffix(".work.tif")
+    profile = dict(driver="GTiff", width=SIZE, height=SIZE, count=1, dtype="uint16", crs=f"EPSG:{EPSG}",
+                   transform=transform, nodata=0, tiled=True, blockxsize=TILE, blockysize=TILE)  # fmt: skip
+    with rasterio.open(working, "w", **profile) as dst:
+        dst.write(data, 1)
+    del data
+    with rasterio.Env(GDAL_PAM_ENABLED="NO"):
+        rasterio.shutil.copy(str(working), str(path), driver="COG", COMPRESS="DEFLATE", PREDICTOR="YES",
+                             BLOCKSIZE=str(TILE), NUM_THREADS="ALL_CPUS", OVERVIEW_RESAMPLING="AVERAGE")  # fmt: skip
+    working.unlink()
+    return path
+
+
+def fresh_url(server, path: Path) -> tuple[str, str]:
+    """A new name for the same file (GDAL caches /vsicurl/ reads per URL in a process)."""
+    name = f"{path.stem}-{uuid.uuid4().hex[:6]}.tif"
+    (server.directory / name).hardlink_to(path)
+    return f"{server.url}/{name}", f"/{name}"
+
+
+def tile_bytes(path: Path, window) -> tuple[int, int, int]:
+    """(bytes of the full-resolution tiles intersecting `window`, their count, bytes of all tiles)."""
+    import rasterio
+
+    with rasterio.open(path) as src:
+        rows = range(window.row_off // TILE, math.ceil((window.row_off + window.height) / TILE))
+        cols = range(window.col_off // TILE, math.ceil((window.col_off + window.width) / TILE))
+        touched = sum(src.block_size(1, r, c) for r in rows for c in cols)
+        n_rows, n_cols = math.ceil(src.height / TILE), math.ceil(src.width / TILE)
+        everything = sum(src.block_size(1, r, c) for r in range(n_rows) for c in range(n_cols))
+    return touched, len(rows) * len(cols), everything
+
+
+async def subset_bytes(server, cog: Path, window) -> tuple[int, int, float]:
+    """convert_asset over HTTP for `window` (given as a bbox in the COG's CRS): bytes, requests, seconds."""
+    from fastmcp import Client
+
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    left, top = ORIGIN[0] + window.col_off * PIXEL, ORIGIN[1] - window.row_off * PIXEL
+    bbox = [left, top - window.height * PIXEL, left + window.width * PIXEL, top]
+    url, key = fresh_url(server, cog)
+    with tempfile.TemporaryDirectory() as ws:
+        settings = load_settings(workspace=ws, network={"allow_private_hosts": True})
+        async with Client(build_server(settings)) as client:
+            server.reset_stats()
+            start = time.perf_counter()
+            result = await client.call_tool("convert_asset", {"href": url, "output_format": "GTiff", "bbox": bbox,
+                                                              "bbox_crs": f"EPSG:{EPSG}"})  # fmt: skip
+            seconds = time.perf_counter() - start
+        shape = result.structured_content["properties"]["proj:shape"]
+        assert shape == [window.height, window.width], shape
+    stats = server.stats()["paths"][key]
+    return stats["bytes"], stats["requests"], seconds
+
+
+def whole_band_bytes(server, cog: Path) -> tuple[int, int]:
+    """Plain rasterio reading band 1 entirely over HTTP (same GDAL options): bytes, requests."""
+    import rasterio
+
+    from stac_gdal_mcp.processing.access import gdal_env
+    from stac_gdal_mcp.settings import load_settings
+
+    url, key = fresh_url(server, cog)
+    server.reset_stats()
+    with rasterio.Env(**gdal_env(load_settings())), rasterio.open(f"/vsicurl/{url}") as src:
+        src.read(1)
+    stats = server.stats()["paths"][key]
+    return stats["bytes"], stats["requests"]
+
+
+def main() -> None:
+    from rasterio.windows import Window
+
+    from testbed import serve_directory
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        cog = make_big_cog(folder / "big10980.tif")
+        print(f"COG: {cog.stat().st_size / 1e6:.1f} MB, {SIZE} x {SIZE} uint16, {TILE} px tiles "
+              f"(ready in {time.perf_counter() - start:.0f} s)")  # fmt: skip
+        side = SIZE // 10  # 10% x 10%: 1098 x 1098 px
+        window = Window(4000, 3000, side, side)  # not aligned to the tiles, as an AOI usually is
+        touched, n_tiles, all_tiles = tile_bytes(cog, window)
+        with serve_directory(folder) as server:
+            sent, requests, seconds = asyncio.run(subset_bytes(server, cog, window))
+            whole, whole_requests = whole_band_bytes(server, cog)
+        print(f"AOI: {side} x {side} px at col {window.col_off}, row {window.row_off}: {n_tiles} tiles intersect")
+        print(f"  bytes of the intersecting tiles:          {touched:>12,}")
+        print(f"  bytes fetched by convert_asset:           {sent:>12,}  ({requests} requests, {seconds:.2f} s)")
+        print(f"  bytes fetched reading the whole band:     {whole:>12,}  ({whole_requests} requests)")
+        print(f"  (all full-resolution tiles:               {all_tiles:>12,})")
+        ratio_tiles, ratio_whole = sent / touched, whole / sent
+        print(f"fetched / intersecting tiles = {ratio_tiles:.3f}x (target <= 1.5x): "
+              f"{'OK' if ratio_tiles <= 1.5 else 'MISSED'}")  # fmt: skip
+        print(f"whole band / fetched = {ratio_whole:.1f}x fewer bytes (target >= 20x): "
+              f"{'OK' if ratio_whole >= 20 else 'MISSED'}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

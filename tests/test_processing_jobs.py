@@ -1,0 +1,143 @@
+"""Long operations: progress reports, cancellation and failures leave no file and no record,
+and the size limits are checked before any pixel is read."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import numpy as np
+import pytest
+from fastmcp import Client
+from fastmcp.exceptions import ToolError
+
+from stac_gdal_mcp.core import Core
+from stac_gdal_mcp.errors import LimitExceeded, OperationCancelled, ProcessingFailed
+from stac_gdal_mcp.processing import formats
+from stac_gdal_mcp.processing.access import resolve_input
+from stac_gdal_mcp.processing.convert import convert_asset
+from stac_gdal_mcp.processing.jobs import Job
+from stac_gdal_mcp.processing.warp import reproject_asset
+from stac_gdal_mcp.server import build_server
+from test_processing_access import write_cog
+from testbed import serve_directory
+
+SIZE = 2048
+
+
+@pytest.fixture(scope="module")
+def slow_server(tmp_path_factory):
+    """A Range server that waits 0.3 s per request, over one incompressible 2048 x 2048 COG."""
+    root = tmp_path_factory.mktemp("slow")
+    data = np.random.default_rng(9).integers(1, 60000, (SIZE, SIZE), dtype="uint16")
+    write_cog(root / "big.tif", data, nodata=0, blocksize=256)
+    with serve_directory(root, delay_s=0.3) as server:
+        yield server
+
+
+@pytest.fixture
+def big(slow_server):
+    """A fresh name for the big COG (GDAL caches what it read per URL, per process)."""
+    name = f"big-{uuid.uuid4().hex[:6]}.tif"
+    (slow_server.directory / name).hardlink_to(slow_server.directory / "big.tif")
+    return f"{slow_server.url}/{name}"
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """One 512-row strip per chunk, so that there are several chunks to report and cancel between."""
+    monkeypatch.setattr(formats, "CHUNK_BYTES", 1)
+
+
+def leftovers(settings) -> list[str]:
+    folders = [settings.workspace / "outputs", settings.workspace / "records"]
+    return sorted(p.name for f in folders if f.exists() for p in f.iterdir())
+
+
+async def test_progress_is_reported(make_settings, slow_server, big, small_chunks):
+    settings = make_settings()
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, total, message))
+
+    async with Client(build_server(settings)) as client:
+        result = await client.call_tool(
+            "convert_asset", {"href": big, "output_format": "COG"},
+            progress_handler=on_progress,
+        )  # fmt: skip
+    assert result.structured_content["properties"]["proj:shape"] == [SIZE, SIZE]
+    fractions = [p / t for p, t, _ in seen]
+    assert len(seen) >= 3, seen
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert any("strip" in (m or "") for _, _, m in seen)
+
+
+async def test_cancelled_call_leaves_nothing(make_settings, slow_server, big, small_chunks):
+    settings = make_settings()
+    async with Client(build_server(settings)) as client:
+        with pytest.raises(Exception):
+            await client.call_tool(
+                "reproject_asset", {"href": big, "dst_crs": "EPSG:4326"}, timeout=1.0
+            )
+        # the server cancels the job; its worker stops at the next strip and removes its files
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            before = slow_server.stats()["requests"]
+            await asyncio.sleep(0.5)
+            if slow_server.stats()["requests"] == before:  # no more reads: the worker has stopped
+                break
+        assert leftovers(settings) == []
+        assert (await client.call_tool("list_outputs", {})).structured_content["outputs"] == []
+
+
+def test_cancelled_job_leaves_nothing(make_settings, slow_server, big, small_chunks):
+    settings = make_settings()
+    core = Core(settings)
+    source = resolve_input(core, href=big)
+    job = Job(lambda done, total, message: job.cancel() if "strip 1/" in (message or "") else None, min_interval_s=0)
+    with pytest.raises(OperationCancelled):
+        reproject_asset(core, source, dst_crs="EPSG:3857", job=job)
+    assert leftovers(settings) == []
+
+
+def test_failing_write_leaves_nothing(make_settings, slow_server, big):
+    settings = make_settings()
+    core = Core(settings)
+    source = resolve_input(core, href=big)
+    with pytest.raises(ProcessingFailed, match="BitsPerSample 16 not allowed for JPEG"):
+        convert_asset(core, source, output_format="COG", creation_options={"COMPRESS": "JPEG"})
+    assert leftovers(settings) == []
+
+
+async def test_failing_write_through_the_tool(make_settings, slow_server, big):
+    settings = make_settings()
+    arguments = {"href": big, "output_format": "GTiff", "creation_options": {"COMPRESS": "JPEG"}}
+    async with Client(build_server(settings)) as client:
+        with pytest.raises(ToolError, match="BitsPerSample 16 not allowed for JPEG"):
+            await client.call_tool("convert_asset", arguments)
+    assert leftovers(settings) == []
+
+
+def test_limits_checked_before_reading(make_settings, slow_server):
+    settings = make_settings(limits={"max_output_pixels": 1_000_000})
+    core = Core(settings)
+    name = f"limit-{uuid.uuid4().hex[:6]}.tif"
+    (slow_server.directory / name).hardlink_to(slow_server.directory / "big.tif")
+    source = resolve_input(core, href=f"{slow_server.url}/{name}")
+    file_size = (slow_server.directory / name).stat().st_size
+    with pytest.raises(LimitExceeded, match=r"smaller bbox, a coarser resolution \(at least 2\d\.\d"):
+        reproject_asset(core, source, dst_crs="EPSG:32633")
+    with pytest.raises(LimitExceeded, match="max_output_pixels"):
+        convert_asset(core, source, output_format="GTiff")
+    sent = slow_server.stats()["paths"][f"/{name}"]["bytes"]
+    assert sent <= 64 * 1024 < file_size  # the header only
+    # a coarser resolution fits, and reads an overview
+    record = reproject_asset(core, source, dst_crs="EPSG:32633", resolution=30)
+    assert record.properties.proj_shape == [683, 683]
+    assert leftovers(settings) == [f"{record.id}.json", f"{record.id}.tif"]
+    bytes_limited = make_settings(limits={"max_output_bytes": 1_000_000})
+    with pytest.raises(LimitExceeded, match="max_output_bytes"):
+        convert_asset(Core(bytes_limited), source, output_format="COG")
