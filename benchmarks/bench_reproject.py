@@ -56,12 +56,17 @@ async def ours(server, cog: Path, dst_crs: str, res: float, bounds: list[float],
     return seconds, result.structured_content["assets"]["data"]["href"]
 
 
-def rio_warp(server, cog: Path, dst_crs: str, res: float, bounds: list[float], out: Path) -> float:
+def rio_warp(server, cog: Path, dst_crs: str, res: float, bounds: list[float], out: Path, threads: bool) -> float:
+    """rio warp with our GDAL options for cloud reads; `threads`: with GDAL_NUM_THREADS=ALL_CPUS as
+    we use it, else without (GDAL's default, one thread)."""
     from stac_gdal_mcp.processing.access import gdal_env
     from stac_gdal_mcp.settings import load_settings
 
     url, _ = fresh_url(server, cog)
-    env = {**os.environ, **gdal_env(load_settings())}  # the same GDAL options for the CLI
+    options = gdal_env(load_settings())
+    if not threads:
+        options.pop("GDAL_NUM_THREADS")
+    env = {**os.environ, **options}
     command = ["rio", "warp", f"/vsicurl/{url}", str(out), "--dst-crs", dst_crs, "--res", repr(res),
                "--bounds", *map(repr, bounds), "--resampling", "nearest", "--overwrite"]  # fmt: skip
     start = time.perf_counter()
@@ -87,24 +92,26 @@ def main() -> None:
         res, bounds = target_grid(cog, args.dst_crs)
         print(f"input: {cog.name} over HTTP ({cog.stat().st_size / 1e6:.0f} MB); target {args.dst_crs}, "
               f"res {res:.6g}, bounds {[round(b, 5) for b in bounds]}, nearest")  # fmt: skip
-        times_ours, times_rio = [], []
+        times_ours, times_rio, times_rio_threads = [], [], []
         with serve_directory(folder) as server:
             for round_ in range(args.rounds):
                 ws = Path(tmp) / f"ws{round_}"
                 rio_out = Path(tmp) / f"rio{round_}.tif"
-                t_rio = rio_warp(server, cog, args.dst_crs, res, bounds, rio_out)
+                times_rio.append(rio_warp(server, cog, args.dst_crs, res, bounds, rio_out, threads=False))
+                times_rio_threads.append(rio_warp(server, cog, args.dst_crs, res, bounds, rio_out, threads=True))
                 t_ours, ours_out = asyncio.run(ours(server, cog, args.dst_crs, res, bounds, str(ws)))
-                times_rio.append(t_rio)
                 times_ours.append(t_ours)
-                print(f"round {round_ + 1}: reproject_asset {t_ours:.2f} s, rio warp {t_rio:.2f} s")
-        ratio = statistics.median(times_ours) / statistics.median(times_rio)
+                print(f"round {round_ + 1}: reproject_asset {t_ours:.2f} s, rio warp {times_rio[-1]:.2f} s, "
+                      f"rio warp with GDAL_NUM_THREADS=ALL_CPUS {times_rio_threads[-1]:.2f} s")  # fmt: skip
+        # The baseline is the faster of the two rio warp variants.
+        baseline = min(statistics.median(times_rio), statistics.median(times_rio_threads))
+        ratio = statistics.median(times_ours) / baseline
         with rasterio.open(ours_out) as a, rasterio.open(rio_out) as b:
-            same_grid = a.shape == b.shape and a.transform.almost_equals(b.transform)
-            print(f"outputs: reproject_asset {a.shape} {a.overviews(1)} overviews; rio warp {b.shape}; "
-                  f"same grid: {same_grid}")  # fmt: skip
+            print(f"outputs: reproject_asset {a.shape} px, overviews {a.overviews(1)}; rio warp {b.shape} px, "
+                  f"overviews {b.overviews(1)} (rio warp rounds the float width/height up)")  # fmt: skip
         print(f"COG valid: reproject_asset {cog_validate(ours_out, quiet=True)[0]}, "
               f"rio warp {cog_validate(str(rio_out), quiet=True)[0]}")  # fmt: skip
-        print(f"median wall time ratio reproject_asset / rio warp = {ratio:.2f}x (target <= 1.2x): "
+        print(f"median wall time ratio reproject_asset / fastest rio warp = {ratio:.2f}x (target <= 1.2x): "
               f"{'OK' if ratio <= 1.2 else 'MISSED'}")  # fmt: skip
 
 

@@ -278,6 +278,7 @@ def gdal_env(settings: "Settings", *, requester_pays: bool = False) -> dict[str,
         "VSI_CACHE_SIZE": str(32 * 1024**2),  # per open file
         "CPL_VSIL_CURL_CACHE_SIZE": str(128 * 1024**2),  # all /vsicurl/ files of the process
         "GDAL_PAM_ENABLED": "NO",  # never write .aux.xml sidecars
+        "GDAL_NUM_THREADS": "ALL_CPUS",  # decode the tiles of one read in parallel
     }
     if requester_pays:
         env["AWS_REQUEST_PAYER"] = "requester"  # needs AWS credentials in GDAL's usual places

@@ -94,10 +94,9 @@ def with_predictor(fmt: OutputFormat, options: dict[str, str], dtype: str) -> di
 
 
 def overview_resampling(resampling: str) -> str:
-    """COG overview resampling matching a warp resampling."""
-    known = {"nearest": "NEAREST", "bilinear": "BILINEAR", "cubic": "CUBIC", "cubic_spline": "CUBICSPLINE",
-             "lanczos": "LANCZOS", "average": "AVERAGE", "mode": "MODE", "rms": "RMS"}  # fmt: skip
-    return known.get(resampling, "AVERAGE")
+    """Overview resampling matching a warp resampling (min/max/med/q1/q3/sum: average)."""
+    known = ("nearest", "bilinear", "cubic", "cubic_spline", "lanczos", "average", "mode", "rms")
+    return resampling if resampling in known else "average"
 
 
 def write_chunks(path: Path, *, crs, transform, width: int, height: int, count: int, dtype: str,
@@ -124,24 +123,57 @@ def write_chunks(path: Path, *, crs, transform, width: int, height: int, count: 
             on_chunk(number)
 
 
-def finish(fmt: OutputFormat, working: Path, out: Path, options: dict[str, str]) -> None:
-    """Copy the working GeoTIFF into `out` in format `fmt` (COG: with internal overviews)."""
+def finish(fmt: OutputFormat, working: Path, out: Path, options: dict[str, str], *,
+           overview_resampling: str = "nearest") -> None:  # fmt: skip
+    """Copy the working GeoTIFF into `out` in format `fmt`.
+
+    COG: the overviews are built first inside the (uncompressed) working file, and the COG
+    driver then compresses each level once (OVERVIEWS=FORCE_USE_EXISTING), instead of building
+    them into a compressed temporary file and compressing them again.
+    """
     import rasterio
     import rasterio.shutil
 
+    options = dict(options)
     with rasterio.Env(GDAL_PAM_ENABLED="NO"):
+        if fmt.driver == "COG" and "OVERVIEWS" not in options:
+            method = options.pop("OVERVIEW_RESAMPLING", overview_resampling).lower().replace("cubicspline", "cubic_spline")
+            build_overviews(working, int(options.get("BLOCKSIZE", 512)), method)
+            options["OVERVIEWS"] = "FORCE_USE_EXISTING"
         rasterio.shutil.copy(str(working), str(out), driver=fmt.driver, **options)
         if fmt.driver not in ("COG", "GTiff"):
             return
         try:
             check_tiles(out)
         except ProcessingFailed:
-            if "NUM_THREADS" not in options:
-                raise
             # Once more in one thread, where GDAL raises the error it hit (and says what it was).
             single = {k: v for k, v in options.items() if k != "NUM_THREADS"}
-            rasterio.shutil.copy(str(working), str(out), driver=fmt.driver, **single)
+            with rasterio.Env(GDAL_NUM_THREADS="1"):
+                rasterio.shutil.copy(str(working), str(out), driver=fmt.driver, **single)
             check_tiles(out)
+
+
+def overview_factors(width: int, height: int, blocksize: int) -> list[int]:
+    """2, 4, 8, ... until the overview fits in one block (as GDAL's COG driver does)."""
+    factors, factor = [], 2
+    while max(width, height) / (factor // 2) > blocksize:
+        factors.append(factor)
+        factor *= 2
+    return factors
+
+
+def build_overviews(path: Path, blocksize: int, resampling: str) -> None:
+    import rasterio
+    from rasterio.enums import Resampling
+
+    try:
+        method = Resampling[resampling]
+    except KeyError:
+        raise InvalidArgument(f"overview resampling '{resampling}' is not known to GDAL") from None
+    with rasterio.open(path, "r+") as dst:
+        factors = overview_factors(dst.width, dst.height, blocksize)
+        if factors:
+            dst.build_overviews(factors, method)
 
 
 def check_tiles(path: Path) -> None:

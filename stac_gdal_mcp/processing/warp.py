@@ -111,10 +111,8 @@ def reproject_asset(
             )  # fmt: skip
         job.check()
         options = formats.with_predictor(fmt, creation_options(fmt), dtype)
-        if fmt.name == "COG":
-            options.setdefault("OVERVIEW_RESAMPLING", overview_resampling(resampling))
         with gdal_errors(source, f"writing {fmt.name} from"):
-            finish(fmt, working, out.path, options)
+            finish(fmt, working, out.path, options, overview_resampling=overview_resampling(resampling))
             facts = describe_raster(out.path)
         job.progress(total, total, "written")
         return store.commit(
