@@ -80,7 +80,30 @@ async def step_search(client, say):
         say(f"resources/read {uri}", f"{len(contents[0].text)} characters of STAC JSON")
 
 
+async def step_processing(client, say):
+    item = {"collection_id": "sentinel-2-l2a", "item_id": "S2A_33TUL_20240619_0_L2A", "catalog": "sample"}
+    info = await call(client, "inspect_asset", asset="red", **item)
+    say('inspect_asset(..., asset="red")', {k: info[k] for k in (
+        "width", "height", "dtypes", "nodata", "crs", "crs_name", "resolution", "block_size", "overviews", "is_cog")})
+    record = await call(client, "reproject_asset", asset="nir", dst_crs="EPSG:4326", bbox=AOI, **item)
+    props = record["properties"]
+    say('reproject_asset(..., asset="nir", dst_crs="EPSG:4326", bbox=AOI)', {
+        "id": record["id"], "lineage": props["processing:lineage"], "proj:shape": props["proj:shape"],
+        "file:size": record["assets"]["data"]["file:size"],
+        "derived_from": [l["href"] for l in record["links"] if l["rel"] == "derived_from"],
+    })
+    result = await client.call_tool("preview", {**item, "max_size": 256})
+    image = result.content[0]
+    say("preview(...) -> image content + output", {
+        "image": f"{image.mime_type}, {len(image.data) * 3 // 4} bytes", "note": result.content[1].text})
+    listed = await call(client, "list_outputs")
+    say("list_outputs()", [{k: o[k] for k in ("id", "operation", "size")} for o in listed["outputs"]])
+    contents = await client.read_resource(f"stac-gdal://outputs/{record['id']}")
+    say(f"resources/read stac-gdal://outputs/{record['id']}", f"{len(contents[0].text)} characters of STAC-like JSON")
+
+
 STEPS = [step_catalogs, step_collections, step_search]
+STEPS.append(step_processing)
 
 
 async def run_demo(workspace: str | None = None) -> int:
