@@ -101,8 +101,8 @@ class RasterFacts(_Model):
     proj_shape: list[int] = Field(alias="proj:shape", description="[rows, columns]")
     proj_transform: list[float] = Field(alias="proj:transform")
     proj_bbox: list[float] = Field(alias="proj:bbox", description="bounds in the output CRS")
-    bbox: list[float] = Field(description="WGS84 [west, south, east, north]")
-    geometry: dict[str, Any] = Field(description="WGS84 footprint polygon")
+    bbox: list[float] | None = Field(None, description="WGS84 [west, south, east, north]; null without a CRS")
+    geometry: dict[str, Any] | None = Field(None, description="WGS84 footprint polygon; null without a CRS")
     bands: list[RasterBand] = []
 
 

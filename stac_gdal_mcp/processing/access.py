@@ -55,7 +55,7 @@ BAND_ALIASES = {
     "swir16": ("B11", "swir1"),
     "swir22": ("B12", "swir2"),
     "scl": ("SCL",),
-    "visual": ("TCI", "rendered_preview"),
+    "visual": ("TCI",),
 }
 
 # Query parameters that carry credentials (Azure SAS, AWS pre-signed URLs, tokens).

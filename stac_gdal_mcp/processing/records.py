@@ -64,13 +64,14 @@ def _array_bounds(height: int, width: int, transform) -> tuple[float, float, flo
 
 
 def raster_facts(crs, transform, width: int, height: int, bands: list[RasterBand]) -> RasterFacts:
-    """Facts for a grid: CRS (EPSG code, else WKT2), shape, transform, bounds, WGS84 footprint."""
+    """Facts for a grid: CRS (EPSG code, else WKT2), shape, transform, bounds, WGS84 footprint
+    (no footprint when `crs` is None: a picture without georeferencing)."""
     north, west, south, east = _array_bounds(height, width, transform)
-    epsg = crs.to_epsg()
-    geometry, bbox = _footprint(crs, (west, south, east, north))
+    epsg = crs.to_epsg() if crs else None
+    geometry, bbox = _footprint(crs, (west, south, east, north)) if crs else (None, None)
     return RasterFacts(
         proj_code=f"EPSG:{epsg}" if epsg else None,
-        proj_wkt2=None if epsg else crs.to_wkt(),
+        proj_wkt2=None if epsg or not crs else crs.to_wkt(),
         proj_shape=[height, width],
         proj_transform=[float(v) for v in list(transform)[:6]],
         proj_bbox=[float(west), float(south), float(east), float(north)],
