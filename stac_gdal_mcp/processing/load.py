@@ -432,23 +432,22 @@ def compute(core, job: Job, *arrays):
     except (StacGdalMcpError, OperationCancelled):
         raise
     except Exception as exc:
+        log.debug("load failed", exc_info=True)
         raise AssetUnreadable(f"loading the items failed: {_clean(exc)}") from None
 
 
 def _compute_distributed(client, job: Job, arrays):
-    from distributed import wait
+    import time
 
     futures = client.compute(list(arrays))
     total = len(futures)
-    job.progress(0, total, "computing on the dask cluster")
     try:
         while True:
-            try:
-                wait(futures, timeout=0.25)
+            done = sum(f.done() for f in futures)
+            job.progress(done, total, "computing on the dask cluster")
+            if done == total:
                 break
-            except TimeoutError:
-                done = sum(f.done() for f in futures)
-                job.progress(done, total, "computing on the dask cluster")
+            time.sleep(0.1)
         return client.gather(futures)
     except BaseException:
         client.cancel(futures)

@@ -1,0 +1,102 @@
+"""time_series and composite on a dask.distributed LocalCluster with worker processes.
+
+The cluster's workers are separate processes: everything they need (the GDAL settings among
+it) must travel in the task graph. Values are checked against numpy on the local files, and
+against the same call on the local threaded scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import numpy as np
+import pytest
+import rasterio
+
+import test_timeseries as ts  # its numpy helpers (module import: its tests are not collected here)
+from stac_gdal_mcp import synthetic
+from stac_gdal_mcp.core import Core
+from stac_gdal_mcp.errors import AssetUnreadable
+from stac_gdal_mcp.processing.load import composite, time_series
+
+UID = uuid.uuid4().hex[:8]
+S2 = f"dist-s2-{UID}"
+AOI = ts.utm_aoi(ts.ORIGIN[0] + 1500, ts.ORIGIN[1] - 4000, ts.ORIGIN[0] + 4500, ts.ORIGIN[1] - 1000)
+DAYS = {"S2B_D1": "2024-07-01T10:00:00Z", "S2B_D2": "2024-07-06T10:00:00Z", "S2B_D3": "2024-07-11T10:00:00Z"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster:  # fmt: skip
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def scenes(cog_server, pgstac_api):
+    folder = f"dist-{UID}"
+    out_dir, href_base = cog_server.root / folder, f"{cog_server.url}/{folder}"
+    made, items = {}, []
+    for seed, (item_id, when) in enumerate(DAYS.items()):
+        item, _ = synthetic.write_scene("sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, seed=40 + seed,
+                                        size_px=512, blocksize=128, with_visual=False, href_base=href_base,
+                                        cloud_fraction=0.2 + 0.2 * seed, nodata_fraction=0.1)  # fmt: skip
+        made[item_id] = {"item": item, "dir": out_dir / item_id}
+        items.append(item)
+    pgstac_api.load([synthetic.collection("sentinel-2-l2a", S2)], items)
+    return made
+
+
+@pytest.fixture
+def cores(make_settings, pgstac_api, scenes, cluster):
+    catalogs = [{"id": "testbed", "url": pgstac_api.url}]
+    local = Core(make_settings(catalogs=catalogs, default_catalog="testbed"))
+    remote = Core(make_settings(catalogs=catalogs, default_catalog="testbed", dask_scheduler=cluster.scheduler_address))
+    return local, remote
+
+
+def executed(cluster) -> int:
+    """Tasks the worker processes have run so far."""
+    from distributed import Client
+
+    with Client(cluster.scheduler_address, set_as_default=False) as client:
+        return sum(client.run(lambda dask_worker: dask_worker.state.executed_count).values())
+
+
+def test_time_series_on_the_cluster(cores, scenes, cluster):
+    local, remote = cores
+    before = executed(cluster)
+    on_cluster = time_series(remote, AOI, collections=[S2], catalog="testbed")
+    assert executed(cluster) > before + 3  # the loads and reductions ran in the worker processes
+    assert on_cluster.scheduler == f"dask.distributed at {cluster.scheduler_address}"
+    on_threads = time_series(local, AOI, collections=[S2], catalog="testbed")
+    assert on_threads.scheduler == "dask threads (local)"
+    assert [r.date for r in on_cluster.rows] == ["2024-07-01", "2024-07-06", "2024-07-11"]
+    for a, b in zip(on_cluster.rows, on_threads.rows):
+        assert (a.value, a.valid_pixels, a.item_ids) == (b.value, b.valid_pixels, b.item_ids)
+        want, count = ts.expected_ndvi([scenes[i] for i in a.item_ids], AOI)
+        assert a.value == pytest.approx(want, rel=1e-3) and a.valid_pixels == pytest.approx(count, rel=0.005, abs=3)
+
+
+def test_composite_on_the_cluster(cores, scenes):
+    local, remote = cores
+    a = composite(remote, AOI, bands=["nir"], collections=[S2], catalog="testbed", method="mean")
+    b = composite(local, AOI, bands=["nir"], collections=[S2], catalog="testbed", method="mean")
+    with rasterio.open(remote.outputs.path(a.output.id)) as x, rasterio.open(local.outputs.path(b.output.id)) as y:
+        np.testing.assert_array_equal(x.read(), y.read())
+        assert x.transform == y.transform
+    assert a.items == 3 and a.valid_fraction == b.valid_fraction
+
+
+def test_gdal_settings_reach_the_workers(cores):
+    """A GDAL setting given for the load is applied in the worker processes: allowing only
+    .jp2 over HTTP makes every read of the .tif assets fail there (the server process reads no
+    pixel). The same call without it succeeds (test above)."""
+    _, remote = cores
+    with pytest.raises(AssetUnreadable) as info:
+        time_series(remote, AOI, collections=[S2], catalog="testbed",
+                    gdal_options={"CPL_VSIL_CURL_ALLOWED_EXTENSIONS": ".jp2"})
+    assert "loading the items failed" in str(info.value)
