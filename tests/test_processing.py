@@ -8,7 +8,6 @@ coordinates, numpy computes percentiles, hashlib the checksums, rio-cogeo valida
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 import uuid
