@@ -119,10 +119,13 @@ def register(mcp, core: Core) -> None:
         Example: reproject_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red",
         dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]).
         """
-        src = source(href, collection_id, item_id, asset, catalog)
-        return await run_job(ctx, warp.reproject_asset, core, src, dst_crs=dst_crs, resolution=resolution,
-                             bbox=bbox, bbox_crs=bbox_crs, resampling=resampling, output_format=output_format,
-                             output_name=output_name)  # fmt: skip
+        def work(job):  # in the worker thread: resolving may call the catalog
+            src = source(href, collection_id, item_id, asset, catalog)
+            return warp.reproject_asset(core, src, dst_crs=dst_crs, resolution=resolution, bbox=bbox,
+                                        bbox_crs=bbox_crs, resampling=resampling, output_format=output_format,
+                                        output_name=output_name, job=job)  # fmt: skip
+
+        return await run_job(ctx, work)
 
     @tool(mcp, WRITES_OUTPUT)
     async def convert_asset(
@@ -142,10 +145,13 @@ def register(mcp, core: Core) -> None:
         Example: convert_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="visual",
         output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]).
         """
-        src = source(href, collection_id, item_id, asset, catalog)
-        return await run_job(ctx, convert.convert_asset, core, src, output_format=output_format, bbox=bbox,
-                             bbox_crs=bbox_crs, bands=bands, creation_options=creation_options,
-                             output_name=output_name)  # fmt: skip
+        def work(job):
+            src = source(href, collection_id, item_id, asset, catalog)
+            return convert.convert_asset(core, src, output_format=output_format, bbox=bbox, bbox_crs=bbox_crs,
+                                         bands=bands, creation_options=creation_options, output_name=output_name,
+                                         job=job)  # fmt: skip
+
+        return await run_job(ctx, work)
 
     @tool(mcp, WRITES_OUTPUT, output_schema=OutputRecord.model_json_schema(mode="serialization"))
     async def preview(
@@ -166,9 +172,12 @@ def register(mcp, core: Core) -> None:
         from fastmcp.utilities.types import Image
         from mcp.types import TextContent
 
-        sources = previews.preview_sources(core, href=href, collection_id=collection_id, item_id=item_id,
-                                           asset=asset, catalog=catalog, assets=assets)  # fmt: skip
-        record, png = await run_job(ctx, previews.render_preview, core, sources, bbox=bbox, max_size=max_size)
+        def work(job):
+            sources = previews.preview_sources(core, href=href, collection_id=collection_id, item_id=item_id,
+                                               asset=asset, catalog=catalog, assets=assets)  # fmt: skip
+            return previews.render_preview(core, sources, bbox=bbox, max_size=max_size, job=job)
+
+        record, png = await run_job(ctx, work)
         shape = record.properties.proj_shape
         note = f"{record.properties.title} ({shape[1]} x {shape[0]} px); output {record.id}, record at {record.uri}"
         return ToolResult(
