@@ -17,6 +17,7 @@ the call.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -25,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import InvalidArgument, LimitExceeded, MaskNotFound, StacGdalMcpError
+from ..errors import AssetUnreadable, InvalidArgument, LimitExceeded, MaskNotFound, StacGdalMcpError
 from .jobs import Job
 from .masks import MaskSource, find_mask
 
@@ -296,6 +297,36 @@ def item_mask(item: dict, collections: _Collections, asset: str | None = None) -
         return find_mask(item, collection, asset=asset)
 
 
+# Items are read concurrently, one thread each: GDAL's own multi-threaded tile reading (its
+# global pool, sized to the CPU count) would funnel every item's HTTP reads through that pool.
+ONE_THREAD_PER_READ = {"GDAL_NUM_THREADS": "1"}
+
+
+@contextlib.contextmanager
+def open_mask(source, settings):
+    """`access.open_raster` for a mask read in one of many concurrent threads (GeoTIFF/JP2 only)."""
+    import rasterio
+    from rasterio.errors import RasterioError
+
+    from . import access
+
+    suffix = source.href_unsigned.split("?", 1)[0].rsplit(".", 1)[-1].lower()
+    driver = access.DRIVERS_BY_SUFFIX.get(f".{suffix}", "GTiff")
+    if driver not in ("GTiff", "JP2OpenJPEG"):
+        raise AssetUnreadable(f"{source.href_unsigned} is not a GeoTIFF or JPEG 2000 mask")
+    env = {**access.gdal_env(settings, requester_pays=source.requester_pays), **ONE_THREAD_PER_READ}
+    with rasterio.Env(**env):
+        try:
+            src = rasterio.open(source.gdal_path, driver=driver)
+        except RasterioError as exc:
+            message = access.gdal_message(exc, source)
+            if "404" in message or "No such file" in message or "does not exist" in message:
+                raise AssetUnreadable(f"{source.href_unsigned} was not found ({message})") from None
+            raise AssetUnreadable(f"cannot open {source.href_unsigned}: {message}") from None
+        with src:
+            yield src
+
+
 def measure_item(core, cat, ref_or_item: dict, aoi_geom, collections: _Collections, *,
                  resolution: float | None, resampling: str, asset: str | None) -> ItemCloudCover:
     """One row: never raises for a problem with this item, reports it in `error`."""
@@ -312,7 +343,7 @@ def measure_item(core, cat, ref_or_item: dict, aoi_geom, collections: _Collectio
         source = item_mask(item, collections, asset)
         row.mask_source = source.describe()
         asset_source = access.asset_source(core, item, source.asset, catalog=cat.id)
-        with access.open_raster(asset_source, core.settings) as src:
+        with open_mask(asset_source, core.settings) as src:
             counts = aoi_window_counts(src, aoi_geom, source, resolution=resolution, resampling=resampling,
                                        max_pixels=core.settings.limits.max_output_pixels)
         for key, value in counts.items():
