@@ -106,6 +106,45 @@ STEPS = [step_catalogs, step_collections, step_search]
 STEPS.append(step_processing)
 
 
+async def step_analysis(client, say):
+    """Cloud cover inside an AOI (checked against the sample's known truth), then an NDVI time
+    series and a cloud-free composite."""
+    from pathlib import Path
+
+    truth = json.loads((Path(__file__).parent / "data" / "sample" / "truth.json").read_text())
+    search = dict(catalog="sample", collections=["sentinel-2-l2a", "landsat-c2-l2"], datetime="2024-06-01/2024-09-30")
+    whole = await call(client, "cloud_cover_stats", aoi=AOI, **search)
+    say("cloud_cover_stats(aoi=AOI (covers the whole items), ...) - clearest first", [
+        {k: r[k] for k in ("item_id", "scene_cloud_cover", "cloud_fraction", "shadow_fraction", "clear_fraction",
+                           "nodata_fraction", "mask_source")} for r in whole["items"]])
+    for row in whole["items"]:
+        if abs(row["cloud_fraction"] - truth[row["item_id"]]["cloud_fraction"]) > 0.005:
+            raise RuntimeError(f"{row['item_id']}: cloud fraction {row['cloud_fraction']} differs from the truth")
+    say("checked against data/sample/truth.json", "every cloud_fraction within 0.5 percentage points")
+    field = [13.60, 45.92, 13.62, 45.935]  # a few fields: their sky differs from the scene's
+    small = await call(client, "cloud_cover_stats", aoi=field, sort="datetime", **search)
+    say(f"cloud_cover_stats(aoi={field}, sort='datetime')", [
+        {k: r[k] for k in ("item_id", "scene_cloud_cover", "cloud_fraction", "clear_fraction", "valid_pixels")}
+        for r in small["items"]])
+    series = await call(client, "time_series", aoi=field, catalog="sample", collections=["sentinel-2-l2a"],
+                        datetime="2024-06-01/2024-09-30", expression="ndvi", reducer="median")
+    say("time_series(aoi=field, collections=['sentinel-2-l2a'], expression='ndvi', reducer='median')", {
+        "rows": [{k: r[k] for k in ("date", "value", "valid_fraction", "item_ids")} for r in series["rows"]],
+        "csv": series["csv"]["uri"], "chart": series["chart"]["uri"], "grid": series["grid"],
+        "scheduler": series["scheduler"]})
+    comp = await call(client, "composite", aoi=field, bands=["red", "green", "blue"], catalog="sample",
+                      collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-09-30")
+    say("composite(aoi=field, bands=['red', 'green', 'blue'], method='median')", {
+        k: comp[k] for k in ("output", "items", "valid_fraction", "grid")})
+    contents = await client.read_resource(comp["output"]["uri"])
+    record = json.loads(contents[0].text)
+    say(f"resources/read {comp['output']['uri']}: derived_from",
+        sorted({l["title"] for l in record["links"] if l["rel"] == "derived_from" and l.get("title", "").startswith("item")}))
+
+
+STEPS.append(step_analysis)
+
+
 async def run_demo(workspace: str | None = None) -> int:
     from fastmcp import Client
     from fastmcp.client.transports import StdioTransport

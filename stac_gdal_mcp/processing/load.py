@@ -423,13 +423,17 @@ def scheduler_name(core) -> str:
 
 def compute(core, job: Job, *arrays):
     """Compute dask-backed objects on the configured scheduler, with progress and cancellation."""
+    import warnings
+
     import dask
 
     try:
         address = core.settings.dask_scheduler
         if address:
             return _compute_distributed(dask_client(address), job, arrays)
-        with _Progress(job):
+        with _Progress(job), warnings.catch_warnings():
+            # a pixel or a day with no usable value is expected (clouds): it becomes NaN, quietly
+            warnings.filterwarnings("ignore", r"All-NaN slice|Mean of empty slice|invalid value", RuntimeWarning)
             return dask.compute(*arrays, scheduler="threads", num_workers=core.settings.limits.max_concurrency)
     except (StacGdalMcpError, OperationCancelled):
         raise
