@@ -27,6 +27,7 @@ FilterLangArg = Annotated[Literal["cql2-text", "cql2-json"] | None, Field(descri
 SortbyArg = Annotated[str | list[str] | None, Field(description="search order, e.g. \"-datetime\"")]
 MaxCloudArg = Annotated[float | None, Field(ge=0, le=100, description="scene eo:cloud_cover at most this percentage")]
 MaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many items (default 50, capped by limits.max_items)")]
+LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many items (default 100, capped by limits.max_items)")]
 ResolutionArg = Annotated[
     float | None, Field(gt=0, description="pixel size in the CRS units (metres for UTM); default: native")
 ]
@@ -100,7 +101,7 @@ def register(mcp, core: Core) -> None:
         resolution: ResolutionArg = None,
         crs: Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")] = None,
         catalog: CatalogArg = None,
-        max_items: MaxItemsArg = None,
+        max_items: LoadMaxItemsArg = None,
         ctx: Context = CurrentContext(),
     ) -> load.TimeSeriesResult:
         """A time series over the AOI: one value per day (items of the same solar day are merged),
@@ -137,7 +138,7 @@ def register(mcp, core: Core) -> None:
         resolution: ResolutionArg = None,
         crs: Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")] = None,
         catalog: CatalogArg = None,
-        max_items: MaxItemsArg = None,
+        max_items: LoadMaxItemsArg = None,
         ctx: Context = CurrentContext(),
     ) -> load.CompositeResult:
         """A cloud-free picture of the AOI: per pixel, the median (or mean/min/max) over time of
