@@ -16,6 +16,11 @@ Find satellite imagery in STAC catalogs and process its Cloud-Optimized GeoTIFF 
 Start with list_catalogs and list_collections, search with search_items (bbox in WGS84
 [west, south, east, north], datetime as an RFC 3339 interval, max_cloud_cover in percent),
 then get_item for a full item. Search results are compact summaries; page with next_cursor.
+To know how cloudy the user's own area was, use cloud_cover_stats (per scene, inside the AOI),
+not the scene-wide eo:cloud_cover. Process assets with inspect_asset, reproject_asset,
+convert_asset and preview (inputs: href, or collection_id + item_id + asset, where asset may be
+a band common name such as red, nir or scl); time_series and composite load many scenes.
+Every file written is an output with a STAC-like record at stac-gdal://outputs/{output_id}.
 """
 
 
