@@ -287,25 +287,37 @@ def gdal_env(settings: "Settings", *, requester_pays: bool = False) -> dict[str,
     return env
 
 
+# For a read that runs in one of many concurrent threads (one item each): GDAL's own
+# multi-threaded tile reading (its global pool, sized to the CPU count) would funnel every
+# item's HTTP reads through that pool.
+ONE_THREAD_PER_READ = {"GDAL_NUM_THREADS": "1"}
+
+
 def gdal_message(exc: BaseException, source: AssetSource | None = None) -> str:
     text = " ".join(str(exc).split())
     return source.scrub(text) if source else text
 
 
+def suffix_driver(href: str) -> str | None:
+    """The GDAL driver the file name of `href` says (None when it says nothing known)."""
+    return DRIVERS_BY_SUFFIX.get(Path(urlsplit(href).path).suffix.lower())
+
+
 @contextlib.contextmanager
-def open_raster(source: AssetSource, settings: "Settings", *, overview_level: int | None = None) -> Iterator:
+def open_raster(source: AssetSource, settings: "Settings", *, overview_level: int | None = None,
+                env: dict[str, str] | None = None) -> Iterator:  # fmt: skip
     """Open `source` for reading under `gdal_env`; yields a rasterio dataset.
 
     Reads must happen inside the block (the GDAL environment is scoped to it).
     `overview_level`: open that overview (0 = the first reduced level) as if it were the dataset.
+    `env`: GDAL options merged over `gdal_env` (e.g. `ONE_THREAD_PER_READ`).
     """
     import rasterio
     from rasterio.errors import RasterioError
 
-    suffix = Path(urlsplit(source.href_unsigned).path).suffix.lower()
-    first = DRIVERS_BY_SUFFIX.get(suffix)
+    first = suffix_driver(source.href_unsigned)
     drivers = [first] if first else list(ALLOWED_DRIVERS)
-    with rasterio.Env(**gdal_env(settings, requester_pays=source.requester_pays)):
+    with rasterio.Env(**{**gdal_env(settings, requester_pays=source.requester_pays), **(env or {})}):
         src, errors = None, []
         for driver in drivers:
             try:
@@ -332,7 +344,6 @@ def _open_failure(source: AssetSource, message: str) -> str:
     if "404" in message or "No such file" in message or "does not exist" in message:
         return f"{source.href_unsigned} was not found ({message})"
     return f"cannot open {source.href_unsigned}: {message}"
-
 
 
 @contextlib.contextmanager

@@ -17,7 +17,6 @@ the call.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import threading
@@ -27,6 +26,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import AssetUnreadable, InvalidArgument, LimitExceeded, MaskNotFound, StacGdalMcpError
+from .access import ONE_THREAD_PER_READ, asset_source, open_raster, suffix_driver
 from .jobs import Job
 from .masks import MaskSource, find_mask
 
@@ -297,41 +297,18 @@ def item_mask(item: dict, collections: _Collections, asset: str | None = None) -
         return find_mask(item, collection, asset=asset)
 
 
-# Items are read concurrently, one thread each: GDAL's own multi-threaded tile reading (its
-# global pool, sized to the CPU count) would funnel every item's HTTP reads through that pool.
-ONE_THREAD_PER_READ = {"GDAL_NUM_THREADS": "1"}
+MASK_DRIVERS = ("GTiff", "JP2OpenJPEG")
 
 
-@contextlib.contextmanager
-def open_mask(source, settings):
-    """`access.open_raster` for a mask read in one of many concurrent threads (GeoTIFF/JP2 only)."""
-    import rasterio
-    from rasterio.errors import RasterioError
-
-    from . import access
-
-    suffix = source.href_unsigned.split("?", 1)[0].rsplit(".", 1)[-1].lower()
-    driver = access.DRIVERS_BY_SUFFIX.get(f".{suffix}", "GTiff")
-    if driver not in ("GTiff", "JP2OpenJPEG"):
+def check_mask_format(source) -> None:
+    """Masks are read as GeoTIFF or JPEG 2000 only (a file name that says nothing: GeoTIFF)."""
+    if (suffix_driver(source.href_unsigned) or "GTiff") not in MASK_DRIVERS:
         raise AssetUnreadable(f"{source.href_unsigned} is not a GeoTIFF or JPEG 2000 mask")
-    env = {**access.gdal_env(settings, requester_pays=source.requester_pays), **ONE_THREAD_PER_READ}
-    with rasterio.Env(**env):
-        try:
-            src = rasterio.open(source.gdal_path, driver=driver)
-        except RasterioError as exc:
-            message = access.gdal_message(exc, source)
-            if "404" in message or "No such file" in message or "does not exist" in message:
-                raise AssetUnreadable(f"{source.href_unsigned} was not found ({message})") from None
-            raise AssetUnreadable(f"cannot open {source.href_unsigned}: {message}") from None
-        with src:
-            yield src
 
 
 def measure_item(core, cat, ref_or_item: dict, aoi_geom, collections: _Collections, *,
                  resolution: float | None, resampling: str, asset: str | None) -> ItemCloudCover:
     """One row: never raises for a problem with this item, reports it in `error`."""
-    from . import access
-
     ref = ref_or_item if "item_id" in ref_or_item else {"collection_id": ref_or_item.get("collection"),
                                                          "item_id": ref_or_item["id"]}
     row = ItemCloudCover(**ref)
@@ -342,8 +319,10 @@ def measure_item(core, cat, ref_or_item: dict, aoi_geom, collections: _Collectio
         row.scene_cloud_cover = props.get("eo:cloud_cover")
         source = item_mask(item, collections, asset)
         row.mask_source = source.describe()
-        asset_source = access.asset_source(core, item, source.asset, catalog=cat.id)
-        with open_mask(asset_source, core.settings) as src:
+        mask_file = asset_source(core, item, source.asset, catalog=cat.id)
+        check_mask_format(mask_file)
+        # items are read concurrently, one thread each: no GDAL thread pool under them
+        with open_raster(mask_file, core.settings, env=ONE_THREAD_PER_READ) as src:
             counts = aoi_window_counts(src, aoi_geom, source, resolution=resolution, resampling=resampling,
                                        max_pixels=core.settings.limits.max_output_pixels)
         for key, value in counts.items():

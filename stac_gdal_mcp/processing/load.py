@@ -36,7 +36,6 @@ from ..errors import (
     Unreachable,
 )
 from . import access
-from .cloud import ONE_THREAD_PER_READ
 from .jobs import Job
 from .masks import MaskSource
 
@@ -354,7 +353,7 @@ def load_stack(core, stack: Stack, gbox, inside, *, gdal_options: dict | None = 
     keys = list(dict.fromkeys([*stack.assets.values(), *([stack.mask.asset] if stack.mask else [])]))
     height, width = gbox.shape
     chunks = {"time": 1, "y": min(height, CHUNK), "x": min(width, CHUNK)}
-    env = {**access.gdal_env(core.settings, requester_pays=stack.requester_pays), **ONE_THREAD_PER_READ,
+    env = {**access.gdal_env(core.settings, requester_pays=stack.requester_pays), **access.ONE_THREAD_PER_READ,
            **(gdal_options or {})}  # dask runs the reads in parallel
     items = [pystac.Item.from_dict(i, migrate=False) for i in stack.items]
     with rasterio.Env(**env):  # captured by odc-stac into the graph: applied on every worker
