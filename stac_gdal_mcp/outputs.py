@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import json
 import logging
 import os
 import re
@@ -257,15 +256,21 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def _software(extra: dict[str, str] | None) -> dict[str, str]:
+def package_versions(*packages: str) -> dict[str, str]:
+    """The installed versions of `packages` (for `processing:software`); missing ones left out."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from . import __version__
-
-    found = {"stac-gdal-mcp": __version__}
-    for package in ("rasterio", "rio-cogeo"):
+    found = {}
+    for package in packages:
         with contextlib.suppress(PackageNotFoundError):
             found[package] = version(package)
+    return found
+
+
+def _software(extra: dict[str, str] | None) -> dict[str, str]:
+    from . import __version__
+
+    found = {"stac-gdal-mcp": __version__, **package_versions("rasterio", "rio-cogeo")}
     try:
         import rasterio
 

@@ -6,7 +6,10 @@
 - `grids`: pure geometry: bbox -> window, output grids, overview choice, size limits.
 - `inspect`, `warp`, `convert`, `preview`: the operations; `formats`: writing each output format.
 - `records`: the raster part of an output record, read back from the written file.
-- `masks`: cloud-mask schemes.
+- `masks`: cloud-mask schemes; `cloud`: cloud cover inside an AOI, per item.
+- `load`: time series and composites of many items through odc-stac, with `aoi` (the area of
+  interest), `selection` (which items, their masks), `expressions` (band math),
+  `dask_runtime` (where the dask graphs run) and `tables` (the time series' CSV and chart).
 
 Heavy imports (rasterio, numpy) happen inside functions so that importing this package is cheap.
 """

@@ -19,16 +19,17 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import AssetUnreadable, InvalidArgument, LimitExceeded, MaskNotFound, StacGdalMcpError
+from ..errors import AssetUnreadable, InvalidArgument, LimitExceeded, StacGdalMcpError
 from .access import ONE_THREAD_PER_READ, asset_source, open_raster, suffix_driver
+from .aoi import aoi_geometry, project_aoi, rasterize_aoi
 from .jobs import Job
-from .masks import MaskSource, find_mask
+from .masks import MaskSource
+from .selection import Collections, item_mask, select_items
 
 log = logging.getLogger(__name__)
 
@@ -69,90 +70,6 @@ class CloudCoverResult(BaseModel):
     notes: list[str] = []
 
 
-# --- the AOI and the items ---------------------------------------------------------------------
-
-
-def aoi_geometry(aoi: Any):
-    """A bbox [west, south, east, north] or a GeoJSON geometry/Feature (EPSG:4326) as shapely."""
-    from shapely.geometry import box, shape
-
-    from ..discovery import params
-
-    if aoi is None:
-        raise InvalidArgument("aoi is required: a bbox [west, south, east, north] or a GeoJSON geometry (WGS84)")
-    if isinstance(aoi, str) and aoi.strip().startswith("{"):
-        aoi = params.intersects(aoi)
-    if isinstance(aoi, (list, tuple, str)):
-        b = params.bbox(aoi)
-        w, s, e, n = (b[0], b[1], b[3], b[4]) if len(b) == 6 else b
-        if w == e or s == n:
-            raise InvalidArgument(f"aoi bbox {b} has no area")
-        return box(w, s, e, n)
-    return shape(params.intersects(aoi))
-
-
-def search_arguments(aoi_geom, search: dict) -> dict:
-    """The search_items arguments for items over the AOI."""
-    from shapely.geometry import mapping
-
-    search = {k: v for k, v in search.items() if v is not None}
-    for key in ("bbox", "intersects"):
-        if key in search:
-            raise InvalidArgument(f"give the area as `aoi`, not `{key}`")
-    if aoi_geom.equals(aoi_geom.envelope):
-        search["bbox"] = list(aoi_geom.bounds)
-    else:
-        search["intersects"] = mapping(aoi_geom)
-    return search
-
-
-def select_items(catalogs, aoi_geom, *, catalog: str | None, items: list | None, search: dict,
-                 max_items: int | None, default_max: int = DEFAULT_MAX_ITEMS) -> tuple[list, list[str]]:
-    """Item references ({collection_id, item_id}) given by the caller, or full item dicts from
-    a search over the AOI; and notes. Searches are capped at `max_items`."""
-    from ..discovery.search import search_items
-
-    limit_cap = catalogs.settings.limits.max_items
-    wanted = min(max_items or default_max, limit_cap)
-    notes = []
-    if max_items and max_items > limit_cap:
-        notes.append(f"max_items {max_items} capped at limits.max_items={limit_cap}")
-    if items is not None:
-        if any(v is not None for v in search.values()):
-            raise InvalidArgument("give either `items` or search arguments (collections, datetime, ...), not both")
-        refs = [_item_ref(r) for r in items]
-        if not refs:
-            raise InvalidArgument("items is empty; give [{\"collection_id\": ..., \"item_id\": ...}, ...]")
-        if len(refs) > wanted:
-            notes.append(f"only the first {wanted} of {len(refs)} items were measured (max_items)")
-        return refs[:wanted], notes
-    if not search.get("collections") and not search.get("ids"):
-        raise InvalidArgument("give `collections` (or `ids`) to search, or an explicit `items` list")
-    found: list[dict] = []
-    cursor = None
-    arguments = search_arguments(aoi_geom, search)
-    while len(found) < wanted:
-        page = search_items(catalogs, catalog=catalog, limit=min(wanted - len(found), catalogs.settings.limits.page_size * 5),
-                            cursor=cursor, detail="full", **({} if cursor else arguments))
-        found += page.items
-        notes += [n for n in page.notes if n not in notes and not n.startswith("continuing from cursor")]
-        cursor = page.next_cursor
-        if not cursor or not page.items:
-            break
-    if cursor and len(found) >= wanted:
-        notes.append(f"more items matched than max_items={wanted}; raise max_items or narrow the search")
-    return found, notes
-
-
-def _item_ref(ref: Any) -> dict:
-    if isinstance(ref, dict):
-        cid = ref.get("collection_id") or ref.get("collection")
-        iid = ref.get("item_id") or ref.get("id")
-        if cid and iid:
-            return {"collection_id": str(cid), "item_id": str(iid)}
-    raise InvalidArgument(f"each item must be {{\"collection_id\": ..., \"item_id\": ...}} (got {ref!r})")
-
-
 # --- one item ---------------------------------------------------------------------------------
 
 
@@ -171,8 +88,6 @@ def aoi_window_counts(src, aoi_4326, source: MaskSource, *, resolution: float | 
     import numpy as np
     from rasterio.enums import Resampling
     from rasterio.transform import Affine
-    from rasterio.warp import transform_geom
-    from shapely.geometry import mapping
 
     if resampling not in ("nearest", "mode"):
         raise InvalidArgument("class values can only be resampled with 'nearest' or 'mode'")
@@ -181,9 +96,7 @@ def aoi_window_counts(src, aoi_4326, source: MaskSource, *, resolution: float | 
     grid = src.transform @ Affine.scale(k)
     height, width = math.ceil(src.height / k), math.ceil(src.width / k)
 
-    w, s, e, n = aoi_4326.bounds
-    dense = aoi_4326.segmentize(max(e - w, n - s) / 64)
-    geom = transform_geom("EPSG:4326", src.crs, mapping(dense))
+    geom = project_aoi(aoi_4326, src.crs)
     xs, ys = _coords(geom)
     cols, rows = ~grid @ (np.array(xs), np.array(ys))
     col0, col1 = math.floor(cols.min()), math.ceil(cols.max())
@@ -229,22 +142,6 @@ def aoi_window_counts(src, aoi_4326, source: MaskSource, *, resolution: float | 
     }
 
 
-_RASTERIZE = threading.Lock()
-
-
-def rasterize_aoi(geom: dict, shape: tuple[int, int], transform):
-    """True for the pixels whose centre is inside `geom` (all pixels it touches when it is
-    smaller than a pixel). Serialized: rasterio's rasterize is not safe across threads (it
-    warns, spuriously, that its in-memory dataset has no geotransform)."""
-    from rasterio.features import geometry_mask
-
-    with _RASTERIZE:
-        inside = geometry_mask([geom], out_shape=shape, transform=transform, invert=True)
-        if not inside.any():
-            inside = geometry_mask([geom], out_shape=shape, transform=transform, invert=True, all_touched=True)
-    return inside
-
-
 def _coords(geom: dict) -> tuple[list[float], list[float]]:
     xs, ys = [], []
 
@@ -269,34 +166,6 @@ def _coords(geom: dict) -> tuple[list[float], list[float]]:
 # --- many items -------------------------------------------------------------------------------
 
 
-class _Collections:
-    """Collection documents fetched at most once each (for item_assets metadata)."""
-
-    def __init__(self, catalog):
-        self.catalog, self.cache = catalog, {}
-
-    def get(self, collection_id: str | None) -> dict | None:
-        if not collection_id:
-            return None
-        if collection_id not in self.cache:
-            try:
-                self.cache[collection_id] = self.catalog.collection(collection_id)
-            except StacGdalMcpError:
-                self.cache[collection_id] = None
-        return self.cache[collection_id]
-
-
-def item_mask(item: dict, collections: _Collections, asset: str | None = None) -> MaskSource:
-    """The item's mask, using its collection's item_assets when the item alone does not say."""
-    try:
-        return find_mask(item, asset=asset)
-    except MaskNotFound:
-        collection = collections.get(item.get("collection"))
-        if collection is None:
-            raise
-        return find_mask(item, collection, asset=asset)
-
-
 MASK_DRIVERS = ("GTiff", "JP2OpenJPEG")
 
 
@@ -306,7 +175,7 @@ def check_mask_format(source) -> None:
         raise AssetUnreadable(f"{source.href_unsigned} is not a GeoTIFF or JPEG 2000 mask")
 
 
-def measure_item(core, cat, ref_or_item: dict, aoi_geom, collections: _Collections, *,
+def measure_item(core, cat, ref_or_item: dict, aoi_geom, collections: Collections, *,
                  resolution: float | None, resampling: str, asset: str | None) -> ItemCloudCover:
     """One row: never raises for a problem with this item, reports it in `error`."""
     ref = ref_or_item if "item_id" in ref_or_item else {"collection_id": ref_or_item.get("collection"),
@@ -386,8 +255,8 @@ def cloud_cover_stats(core, aoi, *, items: list | None = None, catalog: str | No
         raise InvalidArgument(f"resolution must be positive (got {resolution})")
     cat = core.catalogs.get(catalog)
     selected, notes = select_items(core.catalogs, aoi_geom, catalog=catalog, items=items, search=search,
-                                   max_items=max_items)
-    collections = _Collections(cat)
+                                   max_items=max_items, default_max=DEFAULT_MAX_ITEMS)
+    collections = Collections(cat)
     total = len(selected)
     rows: list[ItemCloudCover | None] = [None] * total
     workers = max(1, min(core.settings.limits.max_concurrency, total))

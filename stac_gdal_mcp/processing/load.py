@@ -1,56 +1,41 @@
 """Stacks of items through odc-stac: time series over an AOI and cloud-masked composites.
 
 The pipeline, in order (each step a small function):
-1. items from a search over the AOI (`cloud.select_items`);
+1. items from a search over the AOI (`selection.select_items`);
 2. per collection: band names (common names such as `red`, `nir`) -> asset keys
-   (`access.find_asset`), the cloud mask (`masks`), every href checked by the href policy;
+   (`access.find_asset`), the cloud mask (`selection.item_mask`), every href checked by the
+   href policy;
 3. one output grid (odc-geo GeoBox) over the AOI: the items' CRS and the first band's
    native resolution unless `crs` / `resolution` are given;
 4. `odc.stac.load(..., groupby="solar_day", chunks=...)` under the GDAL environment of
    `access.gdal_env` (odc-stac captures it into the dask graph, so it reaches every worker);
 5. lazily: nodata -> NaN, `raster:bands` scale/offset of each item, clouds masked with the
-   scheme, pixels outside the AOI dropped; then the expression or the composite;
-6. compute on dask's local threaded scheduler, or on the `dask.distributed` cluster at
-   `settings.dask_scheduler`; write the outputs (CSV + PNG chart, or a COG) with records.
+   scheme, pixels outside the AOI dropped; then the expression (`expressions`) or the composite;
+6. compute (`dask_runtime`: dask's local threads, or the `dask.distributed` cluster at
+   `settings.dask_scheduler`); write the outputs (CSV + PNG chart via `tables`, or a COG) with
+   records.
 """
 
 from __future__ import annotations
 
-import ast
-import logging
-import re
-import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import (
-    AssetUnreadable,
-    InvalidArgument,
-    MaskNotFound,
-    NotSupported,
-    OperationCancelled,
-    StacGdalMcpError,
-    Unreachable,
-)
+from ..errors import InvalidArgument, MaskNotFound, NotSupported, StacGdalMcpError
 from . import access
+from .dask_runtime import compute, scheduler_name
+from .expressions import evaluate, parse_expression
 from .jobs import Job
 from .masks import MaskSource
 
-log = logging.getLogger(__name__)
-
-INDICES = {
-    "ndvi": "(nir - red) / (nir + red)",
-    "ndwi": "(green - nir) / (green + nir)",
-    "nbr": "(nir - swir22) / (nir + swir22)",
-    "ndbi": "(swir16 - nir) / (swir16 + nir)",
-}
 Reducer = Literal["mean", "median", "min", "max", "count"]
 Method = Literal["median", "mean", "min", "max"]
 DEFAULT_MAX_ITEMS = 100
 CHUNK = 2048  # pixels per side of a dask chunk, at most
+SOFTWARE = ("odc-stac", "dask", "xarray")  # versions added to the records' processing:software
 _READABLE_SUFFIXES = tuple(access.DRIVERS_BY_SUFFIX)
 
 
@@ -66,6 +51,11 @@ class OutputRef(_Model):
     uri: str = Field(description="resource with the output's record; the file is at <uri>/file")
     file: str
     media_type: str
+
+    @classmethod
+    def of(cls, record) -> "OutputRef":
+        """The reference to a committed output (an `OutputRecord`)."""
+        return cls(id=record.id, uri=record.uri, file=record.file.href.rsplit("/", 1)[-1], media_type=record.file.type)
 
 
 class GridInfo(_Model):
@@ -110,72 +100,6 @@ class CompositeResult(_Model):
     notes: list[str] = []
 
 
-# --- expressions -----------------------------------------------------------------------------------
-
-_OPERATORS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
-
-
-def parse_expression(expression: str) -> tuple[str, ast.Expression, list[str]]:
-    """(text, parsed tree, band names) for 'ndvi', '(nir-red)/(nir+red)' or a band name.
-
-    Only band names, numbers, + - * / ** and parentheses are allowed."""
-    if not isinstance(expression, str) or not expression.strip():
-        raise InvalidArgument("expression must be an index name (ndvi, ndwi, nbr, ndbi), a band or a formula")
-    text = INDICES.get(expression.strip().lower(), expression.strip())
-    try:
-        tree = ast.parse(text, mode="eval")
-    except SyntaxError:
-        raise InvalidArgument(f"expression '{expression}' is not a formula; example: (nir - red) / (nir + red)") from None
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            if node.id not in names:
-                names.append(node.id)
-        elif isinstance(node, ast.Constant):
-            if not isinstance(node.value, (int, float)) or isinstance(node.value, bool):
-                raise InvalidArgument(f"expression '{expression}': only numbers may appear as constants")
-        elif isinstance(node, ast.BinOp):
-            if not isinstance(node.op, _OPERATORS):
-                raise InvalidArgument(f"expression '{expression}': only + - * / ** are allowed")
-        elif isinstance(node, ast.UnaryOp):
-            if not isinstance(node.op, (ast.USub, ast.UAdd)):
-                raise InvalidArgument(f"expression '{expression}': only + - * / ** are allowed")
-        elif not isinstance(node, (ast.Expression, ast.Load, *_OPERATORS, ast.USub, ast.UAdd)):
-            raise InvalidArgument(
-                f"expression '{expression}': only band names, numbers, + - * / ** and parentheses are allowed"
-            )
-    if not names:
-        raise InvalidArgument(f"expression '{expression}' names no band")
-    return text, tree, names
-
-
-def evaluate(tree: ast.Expression, bands: dict[str, Any]):
-    """The value of a parsed expression with band arrays (numpy, dask or xarray)."""
-
-    def value(node):
-        if isinstance(node, ast.Expression):
-            return value(node.body)
-        if isinstance(node, ast.Name):
-            return bands[node.id]
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.UnaryOp):
-            return -value(node.operand) if isinstance(node.op, ast.USub) else value(node.operand)
-        left, right = value(node.left), value(node.right)
-        op = type(node.op)
-        if op is ast.Add:
-            return left + right
-        if op is ast.Sub:
-            return left - right
-        if op is ast.Mult:
-            return left * right
-        if op is ast.Div:
-            return left / right
-        return left**right
-
-    return value(tree)
-
-
 # --- planning: items, bands, masks, grid -----------------------------------------------------------
 
 
@@ -203,10 +127,10 @@ def _check_readable(source: access.AssetSource) -> None:
 
 def plan_stacks(core, items: list[dict], names: list[str], *, mask_clouds: bool, catalog: str | None) -> list[Stack]:
     """Group items by collection; resolve band names and the mask from each collection's first item."""
-    from .cloud import _Collections, item_mask
+    from .selection import Collections, item_mask
 
     cat = core.catalogs.get(catalog)
-    collections = _Collections(cat)
+    collections = Collections(cat)
     groups: OrderedDict[str | None, list[dict]] = OrderedDict()
     for item in items:
         groups.setdefault(item.get("collection"), []).append(item)
@@ -302,14 +226,9 @@ def output_geobox(core, aoi_geom, stacks: list[Stack], *, crs: str | None, resol
 
 def aoi_pixels(gbox, aoi_geom):
     """True for the grid pixels whose centre is in the AOI (as in cloud_cover_stats)."""
-    from rasterio.warp import transform_geom
-    from shapely.geometry import mapping
+    from .aoi import project_aoi, rasterize_aoi
 
-    from .cloud import rasterize_aoi
-
-    w, s, e, n = aoi_geom.bounds
-    geom = transform_geom("EPSG:4326", gbox.crs.to_wkt(), mapping(aoi_geom.segmentize(max(e - w, n - s) / 64)))
-    return rasterize_aoi(geom, gbox.shape, gbox.affine)
+    return rasterize_aoi(project_aoi(aoi_geom, gbox.crs.to_wkt()), gbox.shape, gbox.affine)
 
 
 def solar_days(items: list[dict], lon: float) -> list[tuple[str, Any, list[dict]]]:
@@ -394,109 +313,7 @@ def _per_day(days, key: str, time):
             xr.DataArray(offsets, dims="time", coords=coords).astype("float32"))  # fmt: skip
 
 
-# --- computing -------------------------------------------------------------------------------------
-
-_CLIENTS: dict[str, Any] = {}
-_CLIENTS_LOCK = threading.Lock()
-
-
-def dask_client(address: str):
-    """A dask.distributed Client for `address`, connected once and reused."""
-    with _CLIENTS_LOCK:
-        client = _CLIENTS.get(address)
-        if client is not None and client.status == "running":
-            return client
-        from distributed import Client
-
-        try:
-            client = Client(address, set_as_default=False, timeout=10)
-        except (OSError, TimeoutError) as exc:
-            raise Unreachable(f"the dask scheduler at {address} (settings.dask_scheduler) cannot be reached: {exc}") from None
-        _CLIENTS[address] = client
-        return client
-
-
-def scheduler_name(core) -> str:
-    return f"dask.distributed at {core.settings.dask_scheduler}" if core.settings.dask_scheduler else "dask threads (local)"
-
-
-def compute(core, job: Job, *arrays):
-    """Compute dask-backed objects on the configured scheduler, with progress and cancellation."""
-    import warnings
-
-    import dask
-
-    try:
-        address = core.settings.dask_scheduler
-        if address:
-            return _compute_distributed(dask_client(address), job, arrays)
-        with _Progress(job), warnings.catch_warnings():
-            # a pixel or a day with no usable value is expected (clouds): it becomes NaN, quietly
-            warnings.filterwarnings("ignore", r"All-NaN slice|Mean of empty slice|invalid value", RuntimeWarning)
-            return dask.compute(*arrays, scheduler="threads", num_workers=core.settings.limits.max_concurrency)
-    except (StacGdalMcpError, OperationCancelled):
-        raise
-    except Exception as exc:
-        log.debug("load failed", exc_info=True)
-        raise AssetUnreadable(f"loading the items failed: {_clean(exc)}") from None
-
-
-def _compute_distributed(client, job: Job, arrays):
-    import time
-
-    futures = client.compute(list(arrays))
-    total = len(futures)
-    try:
-        while True:
-            done = sum(f.done() for f in futures)
-            job.progress(done, total, "computing on the dask cluster")
-            if done == total:
-                break
-            time.sleep(0.1)
-        return client.gather(futures)
-    except BaseException:
-        client.cancel(futures)
-        raise
-
-
-class _Progress:
-    """A dask local-scheduler callback: task counts to `job.progress` (which may cancel)."""
-
-    def __init__(self, job: Job):
-        from dask.callbacks import Callback
-
-        outer = self
-
-        class _Callback(Callback):
-            def _start_state(self, dsk, state):
-                outer.total = sum(len(state[k]) for k in ("ready", "waiting", "running")) or 1
-                outer.done = 0
-
-            def _posttask(self, key, result, dsk, state, worker_id):
-                outer.done += 1
-                job.progress(outer.done, outer.total, "loading pixels")
-
-        self.callback = _Callback()
-        self.total = self.done = 0
-
-    def __enter__(self):
-        self.callback.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self.callback.__exit__(*exc)
-
-
-def _clean(exc: BaseException) -> str:
-    """A one-line error without credentials in URLs."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return re.sub(r"(https?://[^\s?'\"]+)\?[^\s'\"]*", r"\1", text)[:500]
-
-
-# --- time series -----------------------------------------------------------------------------------
-
-REDUCERS = ("mean", "median", "min", "max", "count")
-METHODS = ("median", "mean", "min", "max")
+# --- one load for an AOI: items, stacks, grid, lazy bands ------------------------------------------
 
 
 @dataclass
@@ -520,7 +337,8 @@ class _Prepared:
 
 def _prepare(core, aoi, names, *, mask_clouds, resolution, crs, catalog, max_items, search, gdal_options) -> _Prepared:
     from ..errors import NotFound
-    from .cloud import aoi_geometry, select_items
+    from .aoi import aoi_geometry
+    from .selection import select_items
 
     aoi_geom = aoi_geometry(aoi)
     items, notes = select_items(core.catalogs, aoi_geom, catalog=catalog, items=None, search=search,
@@ -537,6 +355,26 @@ def _prepare(core, aoi, names, *, mask_clouds, resolution, crs, catalog, max_ite
         notes.append(f"items of {len(stacks)} collections were loaded on one grid: "
                      + ", ".join(f"{s.collection_id} ({len(s.items)})" for s in stacks))  # fmt: skip
     return _Prepared(aoi_geom, stacks, gbox, inside, loaded, notes)
+
+
+# --- records of the outputs --------------------------------------------------------------------
+
+
+def _parameters(**values) -> dict:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _commit(core, out, prep: _Prepared, **record) -> OutputRef:
+    """Commit a written output with the load's sources (every asset read) and software."""
+    from ..outputs import package_versions
+
+    committed = core.outputs.commit(out, sources=prep.sources, software=package_versions(*SOFTWARE), **record)
+    return OutputRef.of(committed)
+
+
+# --- time series -----------------------------------------------------------------------------------
+
+REDUCERS = ("mean", "median", "min", "max", "count")
 
 
 def _reduce(value, reducer: str):
@@ -559,6 +397,8 @@ def time_series(core, aoi, *, expression: str = "ndvi", reducer: Reducer = "mean
     `gdal_options` adds GDAL settings to the load (they reach dask workers too).
     """
     import numpy as np
+
+    from .tables import write_csv, write_chart
 
     job = job or Job()
     text, tree, names = parse_expression(expression)
@@ -589,8 +429,15 @@ def time_series(core, aoi, *, expression: str = "ndvi", reducer: Reducer = "mean
     parameters = _parameters(aoi=aoi, expression=text, reducer=reducer, mask_clouds=mask_clouds,
                              resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, **search)  # fmt: skip
     title = f"{reducer} of {text} over the AOI"
-    csv_ref = _write_csv(core, rows, prep, parameters, title)
-    chart_ref = _write_chart(core, rows, prep, parameters, title, expression=text, reducer=reducer)
+    with core.outputs.writing(".csv", stem="time-series") as out:
+        write_csv(out.path, rows)
+        csv_ref = _commit(core, out, prep, operation="time_series", parameters=parameters, media_type="text/csv",
+                          title=title, properties={"aoi_bbox": [round(v, 6) for v in prep.aoi_geom.bounds]},
+                          lineage=f"{title}, one row per solar day, from {len(prep.sources)} assets loaded with odc-stac")  # fmt: skip
+    with core.outputs.writing(".png", stem="time-series-chart") as out:
+        write_chart(out.path, rows, title=title, ylabel=f"{reducer}({text})" if len(text) < 30 else reducer)
+        chart_ref = _commit(core, out, prep, operation="time_series", parameters=parameters, media_type="image/png",
+                            title=f"chart: {title}", lineage=f"chart of {title}")  # fmt: skip
     empty = sum(1 for r in rows if r.valid_pixels == 0)
     notes = list(prep.notes)
     if empty:
@@ -601,70 +448,9 @@ def time_series(core, aoi, *, expression: str = "ndvi", reducer: Reducer = "mean
     )
 
 
-def _parameters(**values) -> dict:
-    return {k: v for k, v in values.items() if v is not None}
-
-
-def _software() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for package in ("odc-stac", "dask", "xarray"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            pass
-    return found
-
-
-def _ref(record, media_type: str) -> OutputRef:
-    return OutputRef(id=record.id, uri=record.uri, file=record.file.href.rsplit("/", 1)[-1], media_type=media_type)
-
-
-def _write_csv(core, rows: list[TimeSeriesRow], prep: _Prepared, parameters: dict, title: str) -> OutputRef:
-    import csv
-
-    store = core.outputs
-    with store.writing(".csv", stem="time-series") as out:
-        with open(out.path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["date", "datetime", "value", "valid_fraction", "valid_pixels", "collection_id", "item_ids"])
-            for r in rows:
-                writer.writerow([r.date, r.datetime, "" if r.value is None else r.value, r.valid_fraction,
-                                 r.valid_pixels, r.collection_id or "", " ".join(r.item_ids)])  # fmt: skip
-        record = store.commit(out, operation="time_series", parameters=parameters, sources=prep.sources,
-                              media_type="text/csv", title=title, software=_software(),
-                              lineage=f"{title}, one row per solar day, from {len(prep.sources)} assets loaded with odc-stac",
-                              properties={"aoi_bbox": [round(v, 6) for v in prep.aoi_geom.bounds]})  # fmt: skip
-    return _ref(record, "text/csv")
-
-
-def _write_chart(core, rows, prep: _Prepared, parameters: dict, title: str, *, expression: str, reducer: str) -> OutputRef:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    import numpy as np
-
-    figure = Figure(figsize=(8, 3.5), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    times = [np.datetime64(r.datetime.rstrip("Z")) for r in rows]
-    values = [np.nan if r.value is None else r.value for r in rows]
-    axes.plot(times, values, marker="o", linewidth=1)
-    axes.set_title(title, fontsize=10)
-    axes.set_ylabel(f"{reducer}({expression})" if len(expression) < 30 else reducer)
-    axes.grid(alpha=0.3)
-    figure.autofmt_xdate()
-    figure.tight_layout()
-    store = core.outputs
-    with store.writing(".png", stem="time-series-chart") as out:
-        figure.savefig(out.path, format="png")
-        record = store.commit(out, operation="time_series", parameters=parameters, sources=prep.sources,
-                              media_type="image/png", title=f"chart: {title}", software=_software(),
-                              lineage=f"chart of {title}")  # fmt: skip
-    return _ref(record, "image/png")
-
-
 # --- composite -------------------------------------------------------------------------------------
+
+METHODS = ("median", "mean", "min", "max")
 
 
 def composite(core, aoi, *, bands, method: Method = "median", mask_clouds: bool = True,
@@ -675,6 +461,8 @@ def composite(core, aoi, *, bands, method: Method = "median", mask_clouds: bool 
     (NaN = no usable value) with a record naming every item in `derived_from`."""
     import numpy as np
     import xarray as xr
+    from rasterio.crs import CRS
+    from rasterio.windows import Window
 
     from .formats import COG_TYPE, FORMATS, creation_options, finish, write_chunks
     from .records import describe_raster
@@ -700,27 +488,22 @@ def composite(core, aoi, *, bands, method: Method = "median", mask_clouds: bool 
                              crs=crs, catalog=catalog, max_items=max_items, **search)  # fmt: skip
     item_count = sum(len(s.items) for s in prep.stacks)
     title = f"{method} composite of {', '.join(names)} from {item_count} items"
-    store = core.outputs
     job.progress(1, 1, "writing the composite")
-    with store.writing(".tif", stem=f"composite-{method}") as out:
+    with core.outputs.writing(".tif", stem=f"composite-{method}") as out:
         working = out.scratch(".tif")
-        from rasterio.crs import CRS
-        from rasterio.windows import Window
-
         write_chunks(working, crs=CRS.from_user_input(str(prep.gbox.crs)), transform=prep.gbox.affine, width=width,
                      height=height, count=len(names), dtype="float32", nodata=float("nan"),
                      chunks=[(Window(0, 0, width, height), data)], on_chunk=lambda n: None,
                      descriptions=names)  # fmt: skip
         fmt = FORMATS["COG"]
         finish(fmt, working, out.path, creation_options(fmt, OVERVIEW_RESAMPLING="AVERAGE", PREDICTOR="YES"))
-        record = store.commit(out, operation="composite", parameters=parameters, sources=prep.sources,
-                              media_type=COG_TYPE, raster=describe_raster(out.path), title=title,
-                              software=_software(),
-                              lineage=(f"{method} over time of {', '.join(names)} "
-                                       f"({'clouds masked with each item mask' if mask_clouds else 'no cloud mask'}), "
-                                       f"{item_count} items loaded with odc-stac (groupby solar_day)"))  # fmt: skip
+        output = _commit(core, out, prep, operation="composite", parameters=parameters, media_type=COG_TYPE,
+                         raster=describe_raster(out.path), title=title,
+                         lineage=(f"{method} over time of {', '.join(names)} "
+                                  f"({'clouds masked with each item mask' if mask_clouds else 'no cloud mask'}), "
+                                  f"{item_count} items loaded with odc-stac (groupby solar_day)"))  # fmt: skip
     return CompositeResult(
-        output=_ref(record, COG_TYPE), bands=names, method=method, mask_clouds=mask_clouds, items=item_count,
+        output=output, bands=names, method=method, mask_clouds=mask_clouds, items=item_count,
         valid_fraction=round(float(valid.mean()) if valid.size else 0.0, 6), grid=prep.grid,
         scheduler=scheduler_name(core), notes=prep.notes,
     )

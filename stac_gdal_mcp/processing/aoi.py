@@ -1,0 +1,56 @@
+"""The area of interest of an analysis: parsed (a WGS84 bbox or GeoJSON geometry, as shapely),
+projected into a raster's CRS (edges densified, so they stay close to the true outline), and
+rasterized onto a grid (pixel centres inside the AOI)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..errors import InvalidArgument
+
+
+def aoi_geometry(aoi: Any):
+    """A bbox [west, south, east, north] or a GeoJSON geometry/Feature (EPSG:4326) as shapely."""
+    from shapely.geometry import box, shape
+
+    from ..discovery import params
+
+    if aoi is None:
+        raise InvalidArgument("aoi is required: a bbox [west, south, east, north] or a GeoJSON geometry (WGS84)")
+    if isinstance(aoi, str) and aoi.strip().startswith("{"):
+        aoi = params.intersects(aoi)
+    if isinstance(aoi, (list, tuple, str)):
+        b = params.bbox(aoi)
+        w, s, e, n = (b[0], b[1], b[3], b[4]) if len(b) == 6 else b
+        if w == e or s == n:
+            raise InvalidArgument(f"aoi bbox {b} has no area")
+        return box(w, s, e, n)
+    return shape(params.intersects(aoi))
+
+
+def project_aoi(aoi_4326, crs) -> dict:
+    """The AOI (shapely, EPSG:4326) as a GeoJSON geometry in `crs`, each edge cut into pieces of
+    at most 1/64 of the AOI's extent first."""
+    from rasterio.warp import transform_geom
+    from shapely.geometry import mapping
+
+    w, s, e, n = aoi_4326.bounds
+    dense = aoi_4326.segmentize(max(e - w, n - s) / 64)
+    return transform_geom("EPSG:4326", crs, mapping(dense))
+
+
+_RASTERIZE = threading.Lock()
+
+
+def rasterize_aoi(geom: dict, shape: tuple[int, int], transform):
+    """True for the pixels whose centre is inside `geom` (all pixels it touches when it is
+    smaller than a pixel). Serialized: rasterio's rasterize is not safe across threads (it
+    warns, spuriously, that its in-memory dataset has no geotransform)."""
+    from rasterio.features import geometry_mask
+
+    with _RASTERIZE:
+        inside = geometry_mask([geom], out_shape=shape, transform=transform, invert=True)
+        if not inside.any():
+            inside = geometry_mask([geom], out_shape=shape, transform=transform, invert=True, all_touched=True)
+    return inside

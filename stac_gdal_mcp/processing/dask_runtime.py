@@ -1,0 +1,112 @@
+"""Running the loads' dask graphs: on dask's local threaded scheduler, or on the
+`dask.distributed` cluster at `settings.dask_scheduler` (one client per address, reused),
+with progress to a `Job` (which may cancel) and failures as one-line errors without
+credentials."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from typing import Any
+
+from ..errors import AssetUnreadable, OperationCancelled, StacGdalMcpError, Unreachable
+from .jobs import Job
+
+log = logging.getLogger(__name__)
+
+_CLIENTS: dict[str, Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def dask_client(address: str):
+    """A dask.distributed Client for `address`, connected once and reused."""
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(address)
+        if client is not None and client.status == "running":
+            return client
+        from distributed import Client
+
+        try:
+            client = Client(address, set_as_default=False, timeout=10)
+        except (OSError, TimeoutError) as exc:
+            raise Unreachable(f"the dask scheduler at {address} (settings.dask_scheduler) cannot be reached: {exc}") from None
+        _CLIENTS[address] = client
+        return client
+
+
+def scheduler_name(core) -> str:
+    return f"dask.distributed at {core.settings.dask_scheduler}" if core.settings.dask_scheduler else "dask threads (local)"
+
+
+def compute(core, job: Job, *arrays):
+    """Compute dask-backed objects on the configured scheduler, with progress and cancellation."""
+    import warnings
+
+    import dask
+
+    try:
+        address = core.settings.dask_scheduler
+        if address:
+            return _compute_distributed(dask_client(address), job, arrays)
+        with _Progress(job), warnings.catch_warnings():
+            # a pixel or a day with no usable value is expected (clouds): it becomes NaN, quietly
+            warnings.filterwarnings("ignore", r"All-NaN slice|Mean of empty slice|invalid value", RuntimeWarning)
+            return dask.compute(*arrays, scheduler="threads", num_workers=core.settings.limits.max_concurrency)
+    except (StacGdalMcpError, OperationCancelled):
+        raise
+    except Exception as exc:
+        log.debug("load failed", exc_info=True)
+        raise AssetUnreadable(f"loading the items failed: {_clean(exc)}") from None
+
+
+def _compute_distributed(client, job: Job, arrays):
+    import time
+
+    futures = client.compute(list(arrays))
+    total = len(futures)
+    try:
+        while True:
+            done = sum(f.done() for f in futures)
+            job.progress(done, total, "computing on the dask cluster")
+            if done == total:
+                break
+            time.sleep(0.1)
+        return client.gather(futures)
+    except BaseException:
+        client.cancel(futures)
+        raise
+
+
+class _Progress:
+    """A dask local-scheduler callback: task counts to `job.progress` (which may cancel)."""
+
+    def __init__(self, job: Job):
+        from dask.callbacks import Callback
+
+        outer = self
+
+        class _Callback(Callback):
+            def _start_state(self, dsk, state):
+                outer.total = sum(len(state[k]) for k in ("ready", "waiting", "running")) or 1
+                outer.done = 0
+
+            def _posttask(self, key, result, dsk, state, worker_id):
+                outer.done += 1
+                job.progress(outer.done, outer.total, "loading pixels")
+
+        self.callback = _Callback()
+        self.total = self.done = 0
+
+    def __enter__(self):
+        self.callback.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.callback.__exit__(*exc)
+
+
+def _clean(exc: BaseException) -> str:
+    """A one-line error without credentials in URLs."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return re.sub(r"(https?://[^\s?'\"]+)\?[^\s'\"]*", r"\1", text)[:500]
