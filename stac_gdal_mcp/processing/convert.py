@@ -13,7 +13,7 @@ from ..errors import InvalidArgument
 from ..outputs import OutputRecord
 from . import formats
 from .access import AssetSource, gdal_errors, open_raster
-from .formats import chunk_rows, finish, stretch_to_8bit, write_8bit, write_chunks
+from .formats import finish, row_strips, stretch_to_8bit, write_8bit, write_chunks
 from .grids import bbox_window, check_output_size
 from .jobs import Job
 from .records import describe_raster, raster_bands, raster_facts
@@ -87,14 +87,12 @@ def convert_asset(
                        f"{PERCENTILES[1]}th percentiles to 1-255 (one range for RGB); nodata "
                        + ("transparent (alpha band)" if fmt.driver == "PNG" else "black (0)"))  # fmt: skip
             else:
-                rows = chunk_rows(width, len(indexes), np_itemsize(dtype))
-                strips = -(-height // rows)
+                parts = row_strips(width, height, len(indexes), dtype)
+                strips = len(parts)
                 total = strips + 1
 
                 def window_strips():
-                    for i in range(strips):
-                        r0 = i * rows
-                        h = min(rows, height - r0)
+                    for r0, h in parts:
                         part = Window(window.col_off, window.row_off + r0, width, h)
                         yield Window(0, r0, width, h), src.read(indexes, window=part)
 
@@ -120,9 +118,3 @@ def convert_asset(
                 raster=facts,
                 lineage=f"{source.label} bands {indexes}{subset} written as {fmt.name}; {how}",
             )
-
-
-def np_itemsize(dtype: str) -> int:
-    import numpy as np
-
-    return np.dtype(dtype).itemsize

@@ -211,6 +211,15 @@ def chunk_rows(width: int, count: int, itemsize: int, *, block: int = 512) -> in
     return int(strips * block)
 
 
+def row_strips(width: int, height: int, count: int, dtype: str) -> list[tuple[int, int]]:
+    """(first row, number of rows) of each chunk of a `width` x `height` output of `count`
+    bands of `dtype`, top to bottom (`chunk_rows` rows each, the last one shorter)."""
+    import numpy as np
+
+    rows = chunk_rows(width, count, np.dtype(dtype).itemsize)
+    return [(row0, min(rows, height - row0)) for row0 in range(0, height, rows)]
+
+
 # --- 8-bit rendering for PNG / JPEG ----------------------------------------------------------------
 
 

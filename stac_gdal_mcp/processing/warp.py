@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 from ..outputs import OutputRecord
 from .access import AssetSource, gdal_errors, open_raster
 from . import formats
-from .formats import chunk_rows, creation_options, finish, overview_resampling, write_chunks
+from .formats import creation_options, finish, overview_resampling, row_strips, write_chunks
 from .grids import (
     check_output_size,
     choose_overview,
@@ -66,8 +66,8 @@ def reproject_asset(
         scales, offsets = src.scales, src.offsets
     job.progress(0, 1, "planned")
 
-    rows = chunk_rows(grid.width, count, _itemsize(dtype))
-    strips = -(-grid.height // rows)
+    parts = row_strips(grid.width, grid.height, count, dtype)
+    strips = len(parts)
     total = strips + 1
     parameters = {
         "dst_crs": crs_label(crs), "resolution": list(grid.resolution), "bbox": list(bbox) if bbox else None,
@@ -85,9 +85,7 @@ def reproject_asset(
                 from rasterio.warp import reproject
                 from rasterio.windows import Window
 
-                for i in range(strips):
-                    row0 = i * rows
-                    height = min(rows, grid.height - row0)
+                for row0, height in parts:
                     fill = nodata if nodata is not None else 0
                     array = np.full((count, height, grid.width), fill, dtype=dtype)
                     strip = grid.transform * Affine.translation(0, row0)
@@ -129,12 +127,6 @@ def reproject_asset(
                 f"written as {fmt.name}"
             ),
         )
-
-
-def _itemsize(dtype: str) -> int:
-    import numpy as np
-
-    return np.dtype(dtype).itemsize
 
 
 def _res_text(res: tuple[float, float]) -> str:
