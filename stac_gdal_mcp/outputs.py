@@ -309,6 +309,10 @@ def _derived_from(sources: list[SourceRef]) -> list[Link]:
     return links
 
 
+def _no_output(output_id: str) -> NotFound:
+    return NotFound(f"no output '{output_id}'; list_outputs shows the outputs there are")
+
+
 class OutputStore:
     """Output files and their records in the workspace. Thread-safe."""
 
@@ -459,7 +463,7 @@ class OutputStore:
         try:
             check_output_name(output_id)
         except Exception:
-            raise NotFound(f"no output '{output_id}'; list_outputs shows the outputs there are") from None
+            raise _no_output(output_id) from None
         return self.records / f"{output_id}.json"
 
     def get(self, output_id: str) -> OutputRecord:
@@ -468,7 +472,7 @@ class OutputStore:
         try:
             return OutputRecord.model_validate_json(path.read_text())
         except FileNotFoundError:
-            raise NotFound(f"no output '{output_id}'; list_outputs shows the outputs there are") from None
+            raise _no_output(output_id) from None
 
     def path(self, output_id: str) -> Path:
         """The file of one output."""

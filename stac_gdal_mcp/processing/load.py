@@ -162,19 +162,26 @@ def plan_stacks(core, items: list[dict], names: list[str], *, mask_clouds: bool,
 
 
 def item_crs(item: dict, asset_key: str | None = None) -> str | None:
+    """The asset's CRS (proj:code / proj:epsg), else the item's."""
+    from ..discovery.summaries import proj_code
+
     asset = (item.get("assets") or {}).get(asset_key or "", {})
     for where in (asset, item.get("properties") or {}):
-        if where.get("proj:code"):
-            return where["proj:code"]
-        if where.get("proj:epsg") is not None:
-            return f"EPSG:{where['proj:epsg']}"
+        code = proj_code(where)
+        if code:
+            return code
     return None
+
+
+def _proj_transform(item: dict, asset_key: str) -> list | None:
+    asset = (item.get("assets") or {}).get(asset_key, {})
+    return asset.get("proj:transform") or (item.get("properties") or {}).get("proj:transform")
 
 
 def native_resolution(item: dict, asset_key: str) -> float | None:
     asset = (item.get("assets") or {}).get(asset_key, {})
     props = item.get("properties") or {}
-    transform = asset.get("proj:transform") or props.get("proj:transform")
+    transform = _proj_transform(item, asset_key)
     if transform:
         return abs(float(transform[0]))
     for band in list(asset.get("raster:bands") or []) + list(asset.get("bands") or []):
@@ -189,8 +196,7 @@ def native_anchor(item: dict, asset_key: str, resolution: float):
     the resolution) when the asset's grid is unknown."""
     from odc.geo import xy_
 
-    asset = (item.get("assets") or {}).get(asset_key, {})
-    transform = asset.get("proj:transform") or (item.get("properties") or {}).get("proj:transform")
+    transform = _proj_transform(item, asset_key)
     if not transform:
         return "default"
     x0, y0 = float(transform[2]), float(transform[5])
@@ -330,6 +336,10 @@ class _Prepared:
         return [s for stack in self.stacks for s in stack.sources]
 
     @property
+    def item_count(self) -> int:
+        return sum(len(stack.items) for stack in self.stacks)
+
+    @property
     def grid(self) -> GridInfo:
         return GridInfo(crs=str(self.gbox.crs), resolution=abs(self.gbox.resolution.x),
                         shape=list(self.gbox.shape), aoi_pixels=int(self.inside.sum()))  # fmt: skip
@@ -444,7 +454,7 @@ def time_series(core, aoi, *, expression: str = "ndvi", reducer: Reducer = "mean
         notes.append(f"{empty} of {len(rows)} days have no usable pixel in the AOI (clouds or no data): value null")
     return TimeSeriesResult(
         expression=text, reducer=reducer, mask_clouds=mask_clouds, rows=rows, csv=csv_ref, chart=chart_ref,
-        grid=prep.grid, items=sum(len(s.items) for s in prep.stacks), scheduler=scheduler_name(core), notes=notes,
+        grid=prep.grid, items=prep.item_count, scheduler=scheduler_name(core), notes=notes,
     )
 
 
@@ -486,7 +496,7 @@ def composite(core, aoi, *, bands, method: Method = "median", mask_clouds: bool 
     height, width = prep.gbox.shape
     parameters = _parameters(aoi=aoi, bands=names, method=method, mask_clouds=mask_clouds, resolution=resolution,
                              crs=crs, catalog=catalog, max_items=max_items, **search)  # fmt: skip
-    item_count = sum(len(s.items) for s in prep.stacks)
+    item_count = prep.item_count
     title = f"{method} composite of {', '.join(names)} from {item_count} items"
     job.progress(1, 1, "writing the composite")
     with core.outputs.writing(".tif", stem=f"composite-{method}") as out:

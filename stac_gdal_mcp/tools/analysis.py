@@ -31,6 +31,15 @@ LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this ma
 ResolutionArg = Annotated[
     float | None, Field(gt=0, description="pixel size in the CRS units (metres for UTM); default: native")
 ]
+MaskCloudsArg = Annotated[bool, Field(description="drop cloud, shadow and cirrus pixels using each item's mask")]
+CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")]
+
+SEARCH_ARGS = ("collections", "datetime", "ids", "query", "filter", "filter_lang", "sortby", "max_cloud_cover")
+
+
+def _search(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The search_items arguments among a tool's arguments (`locals()`), passed on as they are."""
+    return {name: arguments[name] for name in SEARCH_ARGS}
 
 
 def register(mcp, core: Core) -> None:
@@ -76,8 +85,7 @@ def register(mcp, core: Core) -> None:
         """
         return await run_job(
             ctx, cloud.cloud_cover_stats, core, aoi, items=items, catalog=catalog, resolution=resolution,
-            max_items=max_items, sort=sort, collections=collections, datetime=datetime, ids=ids, query=query,
-            filter=filter, filter_lang=filter_lang, sortby=sortby, max_cloud_cover=max_cloud_cover,
+            max_items=max_items, sort=sort, **_search(locals()),
         )
 
     from ..processing import load
@@ -97,9 +105,9 @@ def register(mcp, core: Core) -> None:
             str, Field(description="an index (ndvi, ndwi, nbr, ndbi), a band (e.g. \"nir\") or a formula of band common names like (nir-red)/(nir+red)")
         ] = "ndvi",
         reducer: Annotated[Literal["mean", "median", "min", "max", "count"], Field(description="how the AOI pixels of a day become one value")] = "mean",
-        mask_clouds: Annotated[bool, Field(description="drop cloud, shadow and cirrus pixels using each item's mask")] = True,
+        mask_clouds: MaskCloudsArg = True,
         resolution: ResolutionArg = None,
-        crs: Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")] = None,
+        crs: CrsArg = None,
         catalog: CatalogArg = None,
         max_items: LoadMaxItemsArg = None,
         ctx: Context = CurrentContext(),
@@ -116,9 +124,7 @@ def register(mcp, core: Core) -> None:
         """
         return await run_job(
             ctx, load.time_series, core, aoi, expression=expression, reducer=reducer, mask_clouds=mask_clouds,
-            resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, collections=collections,
-            datetime=datetime, ids=ids, query=query, filter=filter, filter_lang=filter_lang, sortby=sortby,
-            max_cloud_cover=max_cloud_cover,
+            resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, **_search(locals()),
         )
 
     @tool(mcp, WRITES_OUTPUT)
@@ -134,9 +140,9 @@ def register(mcp, core: Core) -> None:
         sortby: SortbyArg = None,
         max_cloud_cover: MaxCloudArg = None,
         method: Annotated[Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")] = "median",
-        mask_clouds: Annotated[bool, Field(description="drop cloud, shadow and cirrus pixels using each item's mask")] = True,
+        mask_clouds: MaskCloudsArg = True,
         resolution: ResolutionArg = None,
-        crs: Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")] = None,
+        crs: CrsArg = None,
         catalog: CatalogArg = None,
         max_items: LoadMaxItemsArg = None,
         ctx: Context = CurrentContext(),
@@ -151,7 +157,5 @@ def register(mcp, core: Core) -> None:
         """
         return await run_job(
             ctx, load.composite, core, aoi, bands=bands, method=method, mask_clouds=mask_clouds,
-            resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, collections=collections,
-            datetime=datetime, ids=ids, query=query, filter=filter, filter_lang=filter_lang, sortby=sortby,
-            max_cloud_cover=max_cloud_cover,
+            resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, **_search(locals()),
         )
