@@ -2,8 +2,8 @@
 
 Steps, for every item (concurrently, at most `limits.max_concurrency` at a time):
 1. find the mask asset and its scheme (`masks.find_mask`);
-2. open it (href policy and GDAL options from `access`) and reproject the AOI into the
-   mask's own CRS;
+2. open it (`access.open_raster`: href policy, GDAL options, one GDAL thread per read) and
+   reproject the AOI into the mask's own CRS;
 3. read only the AOI's window of the mask, at native resolution or, when a coarser
    `resolution` is asked, decimated by a whole factor with nearest (or mode) resampling, so
    GDAL reads from an overview; class values are never interpolated;
@@ -163,9 +163,6 @@ def _coords(geom: dict) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
-# --- many items -------------------------------------------------------------------------------
-
-
 MASK_DRIVERS = ("GTiff", "JP2OpenJPEG")
 
 
@@ -202,6 +199,9 @@ def measure_item(core, cat, ref_or_item: dict, aoi_geom, collections: Collection
         log.warning("cloud_cover_stats: item %s failed: %s", ref["item_id"], exc)
         row.error = f"{type(exc).__name__}: {exc}"
     return row
+
+
+# --- many items -------------------------------------------------------------------------------
 
 
 def _sort_key(sort: str):
