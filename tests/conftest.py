@@ -7,6 +7,8 @@
   GDAL caches /vsicurl/ reads per process: write fresh file names, never rewrite one.
 - `make_settings(**overrides)`: settings with a fresh workspace and private hosts allowed
   (the test services are on loopback).
+- `build(settings)`: `build_server(settings)`, with any external MCP servers it started closed
+  at the end of the test.
 """
 
 from __future__ import annotations
@@ -51,3 +53,19 @@ def make_settings(tmp_path):
         return load_settings(network=network, **overrides)
 
     return make
+
+
+@pytest.fixture
+def build():
+    from stac_gdal_mcp.server import build_server
+
+    built = []
+
+    def make(settings):
+        mcp = build_server(settings)
+        built.append(mcp)
+        return mcp
+
+    yield make
+    for mcp in built:
+        mcp.extensions.close()

@@ -25,20 +25,6 @@ SECRET = "sUp3r-s3cret-Value-0042"  # a value in our environment that must never
 TOKEN = "tok-4f9a8b7c6d5e4f3a2b1c"  # a token on a command line
 
 
-@pytest.fixture
-def build():
-    built = []
-
-    def make(settings):
-        mcp = build_server(settings)
-        built.append(mcp)
-        return mcp
-
-    yield make
-    for mcp in built:
-        mcp.extensions.close()
-
-
 def settings_with(tmp_path, *servers, **overrides):
     return load_settings(workspace=tmp_path / "workspace", external_servers=list(servers), **overrides)
 

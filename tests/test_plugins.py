@@ -22,21 +22,6 @@ CORE_TOOLS = {"list_catalogs", "list_collections", "get_collection", "get_querya
 
 
 @pytest.fixture
-def build():
-    """build_server(settings), closing any external servers at the end of the test."""
-    built = []
-
-    def make(settings):
-        mcp = build_server(settings)
-        built.append(mcp)
-        return mcp
-
-    yield make
-    for mcp in built:
-        mcp.extensions.close()
-
-
-@pytest.fixture
 def local_catalog(tmp_path):
     """A local ItemCollection whose items fall in two collections we know."""
     items = [
