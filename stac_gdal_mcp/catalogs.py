@@ -12,7 +12,7 @@ import re
 import threading
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from .errors import (
     CatalogUnavailable,
@@ -63,6 +63,7 @@ class RemoteCatalog:
         self.config = config
         self.settings = settings
         self._lock = threading.Lock()
+        self._root: dict | None = None
 
     @property
     def id(self) -> str:
@@ -128,10 +129,10 @@ class RemoteCatalog:
 
     @property
     def root(self) -> dict:
-        with self._lock:
-            if "_root" not in self.__dict__:
-                self.__dict__["_root"] = self.request(self.url)
-        return self.__dict__["_root"]
+        with self._lock:  # tool calls run in threads: fetch the landing page once
+            if self._root is None:
+                self._root = self.request(self.url)
+            return self._root
 
     @property
     def conforms_to(self) -> list[str]:
@@ -191,6 +192,7 @@ class LocalCatalog:
     def __init__(self, config: CatalogConfig):
         self.config = config
         self._lock = threading.Lock()
+        self._data: tuple[dict[str, dict], list[dict]] | None = None
 
     @property
     def id(self) -> str:
@@ -219,10 +221,10 @@ class LocalCatalog:
     @property
     def data(self) -> tuple[dict[str, dict], list[dict]]:
         """(collections by id, items), loaded once."""
-        with self._lock:
-            if "_data" not in self.__dict__:
-                self.__dict__["_data"] = _load_local(self.path, self.id)
-        return self.__dict__["_data"]
+        with self._lock:  # tool calls run in threads: read the files once
+            if self._data is None:
+                self._data = _load_local(self.path, self.id)
+            return self._data
 
     @property
     def collections(self) -> dict[str, dict]:
