@@ -23,6 +23,16 @@ def as_list(value: str | list[str] | None, name: str) -> list[str] | None:
     return value or None
 
 
+def _from_json(value: Any, error: Exception) -> Any:
+    """Arguments that are objects may also arrive as JSON text (some clients send strings)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise error from None
+
+
 def bbox(value: Any) -> list[float] | None:
     """[west, south, east, north] in WGS84 degrees (a 6-number 3D bbox is also accepted)."""
     if value is None:
@@ -59,11 +69,7 @@ def intersects(value: Any) -> dict | None:
     """A GeoJSON geometry (dict or JSON text), checked with shapely."""
     if value is None:
         return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise InvalidArgument("intersects must be a GeoJSON geometry object") from None
+    value = _from_json(value, InvalidArgument("intersects must be a GeoJSON geometry object"))
     if isinstance(value, dict) and value.get("type") == "Feature":
         value = value.get("geometry")
     try:
@@ -172,6 +178,7 @@ def cql2_filter(value: str | dict | None, filter_lang: str | None = None):
     return expr
 
 
+QUERY_EXAMPLE = "query must be a JSON object such as {\"eo:cloud_cover\": {\"lt\": 20}}"
 _QUERY_OPS = {"eq": "=", "neq": "<>", "lt": "<", "lte": "<=", "gt": ">", "gte": ">=", "in": "in"}
 
 
@@ -179,13 +186,9 @@ def query(value: dict | str | None) -> dict | None:
     """The STAC query extension: {"eo:cloud_cover": {"lt": 20}, "platform": {"eq": "x"}}."""
     if value is None:
         return None
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise InvalidFilter("query must be a JSON object such as {\"eo:cloud_cover\": {\"lt\": 20}}") from None
+    value = _from_json(value, InvalidFilter(QUERY_EXAMPLE))
     if not isinstance(value, dict):
-        raise InvalidFilter("query must be an object such as {\"eo:cloud_cover\": {\"lt\": 20}}")
+        raise InvalidFilter(QUERY_EXAMPLE)
     for prop, ops in value.items():
         if not isinstance(ops, dict) or not ops:
             raise InvalidFilter(f"query['{prop}'] must be an object of operators, e.g. {{\"lt\": 20}}")
