@@ -6,7 +6,6 @@ import hmac
 import logging
 
 from .core import Core
-from .errors import StacGdalMcpError
 from .settings import Settings
 
 log = logging.getLogger("stac_gdal_mcp")

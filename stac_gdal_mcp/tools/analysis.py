@@ -11,21 +11,24 @@ from pydantic import Field
 
 from ..core import Core
 from . import READ_ONLY, WRITES_OUTPUT, tool
+from .args import (
+    SEARCH_ARGS,
+    CatalogArg,
+    CollectionsArg,
+    DatetimeArg,
+    FilterArg,
+    FilterLangArg,
+    IdsArg,
+    MaxCloudArg,
+    QueryArg,
+    SortbyArg,
+)
 from .processing import run_job
 
 AoiArg = Annotated[
     list[float] | dict[str, Any],
     Field(description="area of interest: bbox [west, south, east, north] or a GeoJSON geometry, WGS84"),
 ]
-CatalogArg = Annotated[str | None, Field(description="catalog id from list_catalogs; default: the configured default")]
-CollectionsArg = Annotated[list[str] | str | None, Field(description="collection ids to search, e.g. [\"sentinel-2-l2a\"]")]
-DatetimeArg = Annotated[str | None, Field(description="RFC 3339 instant or interval, e.g. 2024-06-01/2024-08-31")]
-IdsArg = Annotated[list[str] | None, Field(description="item ids to search for")]
-QueryArg = Annotated[dict[str, Any] | None, Field(description="query extension, e.g. {\"platform\": {\"eq\": \"sentinel-2a\"}}")]
-FilterArg = Annotated[str | dict[str, Any] | None, Field(description="CQL2 text or JSON, e.g. \"eo:cloud_cover < 50\"")]
-FilterLangArg = Annotated[Literal["cql2-text", "cql2-json"] | None, Field(description="default: guessed from filter")]
-SortbyArg = Annotated[str | list[str] | None, Field(description="search order, e.g. \"-datetime\"")]
-MaxCloudArg = Annotated[float | None, Field(ge=0, le=100, description="scene eo:cloud_cover at most this percentage")]
 MaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many items (default 50, capped by limits.max_items)")]
 LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many items (default 100, capped by limits.max_items)")]
 ResolutionArg = Annotated[
@@ -33,9 +36,6 @@ ResolutionArg = Annotated[
 ]
 MaskCloudsArg = Annotated[bool, Field(description="drop cloud, shadow and cirrus pixels using each item's mask")]
 CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")]
-
-SEARCH_ARGS = ("collections", "datetime", "ids", "query", "filter", "filter_lang", "sortby", "max_cloud_cover")
-
 
 def _search(arguments: dict[str, Any]) -> dict[str, Any]:
     """The search_items arguments among a tool's arguments (`locals()`), passed on as they are."""

@@ -10,10 +10,18 @@ from ..discovery import collections as coll
 from ..discovery.search import search_items as _search_items
 from ..models import CatalogInfo, CollectionDetail, CollectionList, Queryables, SearchResult
 from . import READ_ONLY, resource, tool
+from .args import (
+    CatalogArg,
+    CollectionsArg,
+    DatetimeArg,
+    FilterArg,
+    FilterLangArg,
+    IdsArg,
+    MaxCloudArg,
+    QueryArg,
+    SortbyArg,
+)
 
-CatalogArg = Annotated[
-    str | None, Field(description="catalog id from list_catalogs; default: the configured default catalog")
-]
 
 
 def register(mcp, core: Core) -> None:
@@ -64,16 +72,16 @@ def register(mcp, core: Core) -> None:
     @tool(mcp, READ_ONLY)
     def search_items(
         catalog: CatalogArg = None,
-        collections: Annotated[list[str] | str | None, Field(description="collection ids, e.g. [\"sentinel-2-l2a\"]")] = None,
+        collections: CollectionsArg = None,
         bbox: Annotated[list[float] | None, Field(description="[west, south, east, north] in WGS84 degrees")] = None,
         intersects: Annotated[dict[str, Any] | None, Field(description="a GeoJSON geometry (WGS84) instead of bbox")] = None,
-        datetime: Annotated[str | None, Field(description="RFC 3339 instant or interval: 2024-06-01/2024-06-30, ../2024-06-30")] = None,
-        ids: Annotated[list[str] | None, Field(description="item ids")] = None,
-        query: Annotated[dict[str, Any] | None, Field(description="query extension, e.g. {\"platform\": {\"eq\": \"sentinel-2a\"}}")] = None,
-        filter: Annotated[str | dict[str, Any] | None, Field(description="CQL2 text or JSON, e.g. \"eo:cloud_cover < 10\"")] = None,
-        filter_lang: Annotated[Literal["cql2-text", "cql2-json"] | None, Field(description="default: guessed from filter")] = None,
-        sortby: Annotated[str | list[str] | None, Field(description="e.g. \"eo:cloud_cover\" (ascending) or \"-datetime\" (newest first)")] = None,
-        max_cloud_cover: Annotated[float | None, Field(ge=0, le=100, description="scene cloud cover at most this percentage")] = None,
+        datetime: DatetimeArg = None,
+        ids: IdsArg = None,
+        query: QueryArg = None,
+        filter: FilterArg = None,
+        filter_lang: FilterLangArg = None,
+        sortby: SortbyArg = None,
+        max_cloud_cover: MaxCloudArg = None,
         limit: Annotated[int | None, Field(ge=1, description="items to return (capped by limits.max_items)")] = None,
         cursor: Annotated[str | None, Field(description="next_cursor from a previous call: continues that search")] = None,
         detail: Annotated[Literal["summary", "full"], Field(description="summary (compact) or full STAC items")] = "summary",

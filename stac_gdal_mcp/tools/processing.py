@@ -16,6 +16,7 @@ from ..core import Core
 from ..outputs import OutputList, OutputRecord, OutputSummary
 from ..processing.grids import RESAMPLING
 from . import READ_ONLY, WRITES_OUTPUT, resource, tool
+from .args import CatalogArg
 
 LOCAL_READ = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 LOCAL_DELETE = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False}
@@ -31,7 +32,6 @@ Asset = Annotated[
     str | None,
     Field(description="asset key or band common name: 'red', 'nir', 'scl', 'visual', 'B04' (any case)"),
 ]
-Catalog = Annotated[str | None, Field(description="catalog id (list_catalogs); default: the default catalog")]
 BBox = Annotated[
     list[float] | None,
     Field(min_length=4, max_length=4, description="area of interest [west, south, east, north] in bbox_crs"),
@@ -88,7 +88,7 @@ def register(mcp, core: Core) -> None:
     @tool(mcp, READ_ONLY)
     def inspect_asset(
         href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
-        asset: Asset = None, catalog: Catalog = None,
+        asset: Asset = None, catalog: CatalogArg = None,
     ) -> inspect.AssetInfo:  # fmt: skip
         """Describe a raster asset from its header only (no pixels are read): driver, size, bands,
         dtypes, nodata, scale/offset, CRS (EPSG code and name), transform, bounds (native and
@@ -103,7 +103,7 @@ def register(mcp, core: Core) -> None:
     async def reproject_asset(
         dst_crs: Annotated[str, Field(description="target CRS, e.g. 'EPSG:4326', 'EPSG:3857', 'EPSG:32633'")],
         href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
-        asset: Asset = None, catalog: Catalog = None,
+        asset: Asset = None, catalog: CatalogArg = None,
         resolution: Annotated[float | None, Field(gt=0, description="output pixel size in dst_crs units (metres or degrees); default: about the source's")] = None,
         bbox: BBox = None, bbox_crs: BBoxCrs = "EPSG:4326",
         resampling: Annotated[Literal[RESAMPLING], Field(description="nearest keeps values exactly (classes, masks); bilinear/cubic/average for continuous data")] = "nearest",
@@ -131,7 +131,7 @@ def register(mcp, core: Core) -> None:
     async def convert_asset(
         output_format: Annotated[Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"], Field(description="PNG/JPEG are 8-bit renderings for people (percentile stretch, nodata transparent in PNG); the others keep values")],
         href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
-        asset: Asset = None, catalog: Catalog = None,
+        asset: Asset = None, catalog: CatalogArg = None,
         bbox: BBox = None, bbox_crs: BBoxCrs = "EPSG:4326",
         bands: Annotated[list[int] | None, Field(description="band numbers from 1; PNG/JPEG take 1 or 3")] = None,
         creation_options: Annotated[dict[str, str | int] | None, Field(description="GDAL creation options of the format, e.g. {\"COMPRESS\": \"ZSTD\"}")] = None,
@@ -156,7 +156,7 @@ def register(mcp, core: Core) -> None:
     @tool(mcp, WRITES_OUTPUT, output_schema=OutputRecord.model_json_schema(mode="serialization"))
     async def preview(
         href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
-        asset: Asset = None, catalog: Catalog = None,
+        asset: Asset = None, catalog: CatalogArg = None,
         assets: Annotated[list[str] | None, Field(description="1 asset (single band, colormap) or 3 (red, green, blue); default: visual, else red/green/blue")] = None,
         bbox: Annotated[list[float] | None, Field(min_length=4, max_length=4, description="[west, south, east, north] in WGS84")] = None,
         max_size: Annotated[int, Field(ge=16, le=2048, description="longest side of the image in pixels")] = 512,
