@@ -13,25 +13,14 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 import pytest
-from testbed import TestbedUnavailable, serve_directory, start_pgstac
-
-IN_CI = os.environ.get("CI", "").lower() == "true"
+from testbed import pgstac_for_pytest, serve_directory
 
 
 @pytest.fixture(scope="session")
 def pgstac_api():
-    # As root, PostgreSQL runs as `postgres`, which must be able to enter the directory.
-    try:
-        with start_pgstac(tempfile.gettempdir()) as api:
-            yield api
-    except TestbedUnavailable as exc:
-        if IN_CI:
-            pytest.fail(f"pgstac test bed did not start (CI=true makes this a failure): {exc}")
-        pytest.skip(f"pgstac test bed unavailable: {exc}")
+    with pgstac_for_pytest() as api:
+        yield api
 
 
 @pytest.fixture(scope="session")
