@@ -18,7 +18,9 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"stac-gdal-mcp: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(
-        level=settings.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=settings.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     token = args.token or settings.token
     if args.transport == "http" and not token and args.host not in ("127.0.0.1", "localhost", "::1"):
@@ -54,24 +56,37 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="stac-gdal-mcp",
         description="MCP server: find imagery in STAC catalogs and process its COG assets with GDAL.",
+        epilog="Run 'stac-gdal-mcp <command> --help' for a command's options.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", title="commands", metavar="<command>")
 
     serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
-    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default="stdio",
+        help="stdio (default) for desktop hosts that start the server, or http: streamable HTTP at /mcp",
+    )
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument(
+        "--port", type=int, default=8000, help="HTTP port (default 8000; with --transport http)"
+    )
     serve.add_argument("--config", help="TOML settings file (or STAC_GDAL_MCP_CONFIG)")
     serve.add_argument("--workspace", help="folder for outputs (or STAC_GDAL_MCP_WORKSPACE)")
     serve.add_argument("--token", help="bearer token every HTTP request must carry (or STAC_GDAL_MCP_TOKEN)")
     serve.set_defaults(func=_serve)
 
-    demo = sub.add_parser("demo", help="offline tour: the server on the bundled sample catalog, driven as a client")
+    demo = sub.add_parser(
+        "demo", help="offline tour: the server on the bundled sample catalog, driven as a client"
+    )
     demo.add_argument("--workspace", help="folder for the demo's outputs (default: a temporary folder)")
     demo.set_defaults(func=_demo)
 
     args = parser.parse_args(argv)
+    if args.command is None:  # like pip: no command prints the help
+        parser.print_help()
+        return 0
     return args.func(args)
 
 

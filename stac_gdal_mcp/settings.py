@@ -7,21 +7,31 @@ environment: STAC_GDAL_MCP_NETWORK__ALLOW_PRIVATE_HOSTS=true, STAC_GDAL_MCP_LIMI
 Catalogs from a file *extend* the built-in ones; a catalog with a built-in id replaces that
 one; `builtin_catalogs = false` drops the built-ins altogether.
 
+Unknown keys are refused at every level (the top level, each section, each [[catalogs]] entry)
+with one line naming the key, its section and the closest valid key; so are STAC_GDAL_MCP_*
+variables that name no setting. [[external_servers]] entries are the exception: their unknown
+keys fail that one server at startup (see extensions/external.py and docs/extending.md).
+
 This is the only module that reads the process environment.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
+import stat
+import tomllib
+import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
 )
 
 from .errors import ConfigError
@@ -33,6 +43,7 @@ SAMPLE_CATALOG = Path(__file__).parent / "data" / "sample" / "catalog.json"
 class CatalogConfig(BaseModel):
     """A named catalog: a STAC API (`url`) or a local static catalog / ItemCollection / NDJSON (`path`)."""
 
+    model_config = ConfigDict(extra="forbid")
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     title: str | None = None
     url: str | None = None
@@ -42,7 +53,7 @@ class CatalogConfig(BaseModel):
     requester_pays: bool = False
 
     @model_validator(mode="after")
-    def _one_location(self) -> "CatalogConfig":
+    def _one_location(self) -> CatalogConfig:
         if (self.url is None) == (self.path is None):
             raise ValueError(f"catalog '{self.id}': give exactly one of `url` or `path`")
         if self.url is not None and not self.url.startswith(("http://", "https://")):
@@ -101,12 +112,14 @@ BUILTIN_CATALOGS = [
 
 
 class NetworkSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     allow_private_hosts: bool = False
     timeout_s: float = Field(30, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
 
 
 class LimitSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     max_items: int = Field(500, ge=1)
     page_size: int = Field(20, ge=1)
     max_output_pixels: int = Field(100_000_000, ge=1)
@@ -116,21 +129,34 @@ class LimitSettings(BaseModel):
 
 
 class PluginSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     dir: Path | None = None
     strict: bool = False
 
 
 # The only variables an external server inherits from our environment (besides its own `env`).
 CHILD_ENV_VARS = (
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
-    "TZ", "TMPDIR", "SYSTEMROOT",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "SYSTEMROOT",
 )
 
 
 class ExternalServerConfig(BaseModel):
     """An external MCP server over stdio (see docs/extending.md). Validated further at startup."""
 
-    model_config = {"extra": "allow"}
+    # Unknown keys are kept and refused per server at startup, so one bad entry fails only itself.
+    model_config = ConfigDict(extra="allow")
     name: str
     cmd: list[str] | None = None
     script: str | None = None
@@ -163,6 +189,8 @@ class Settings(BaseSettings):
         extra="forbid",
         validate_default=True,
     )
+    # The parsed TOML file of one load_settings() call (set on a per-call subclass).
+    _file_data: ClassVar[dict[str, Any]] = {}
 
     workspace: Path = Field(default_factory=_default_workspace)
     default_catalog: str = "earth-search"
@@ -182,7 +210,7 @@ class Settings(BaseSettings):
         return Path(os.path.expanduser(str(v))).resolve()
 
     @model_validator(mode="after")
-    def _merge_catalogs(self) -> "Settings":
+    def _merge_catalogs(self) -> Settings:
         merged = {c.id: c for c in (BUILTIN_CATALOGS if self.builtin_catalogs else [])}
         for c in self.catalogs:
             merged[c.id] = c
@@ -213,8 +241,9 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The TOML file comes from model_config["toml_file"], set per load in load_settings().
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+        # The TOML file is read (once) by load_settings() and handed over as _file_data.
+        file_settings = InitSettingsSource(settings_cls, init_kwargs=getattr(settings_cls, "_file_data", {}))
+        return (init_settings, env_settings, file_settings)
 
 
 # Environment variables with short names the issues promise, mapped onto settings keys.
@@ -227,27 +256,176 @@ _ALIASES = {
 def load_settings(config: str | Path | None = None, **overrides: Any) -> Settings:
     """Build the settings once: `config` (or STAC_GDAL_MCP_CONFIG) names a TOML file."""
     from pydantic import ValidationError
+    from pydantic_settings import SettingsError
 
     path = config or os.environ.get(ENV_PREFIX + "CONFIG")
-    if path is not None:
-        path = Path(path).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
+    path = Path(path).expanduser() if path is not None else None
+    file_data = _read_config_file(path) if path is not None else {}
+    _check_environment_names(os.environ)
     for var, (section, key) in _ALIASES.items():
         if var in os.environ:
             overrides.setdefault(section, {}).setdefault(key, os.environ[var])
+    overrides = {k: v for k, v in overrides.items() if v is not None}
     cls = Settings
-    if path is not None:
-        cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": path}})
+    if file_data:
+        cls = type("Settings", (Settings,), {"_file_data": file_data, "__module__": __name__})
     try:
-        return cls(**{k: v for k, v in overrides.items() if v is not None})
+        return cls(**overrides)
     except ValidationError as exc:
+        errors = exc.errors()
+        unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+        if unknown:  # the typo is the cause; what else fails follows from it
+            parts, last = [], None
+            for e in unknown:
+                origin, text = _unknown_key_message(e["loc"], path, file_data, overrides)
+                parts.append(text if origin == last else f"{origin}: {text}")
+                last = origin
+            raise ConfigError(" ".join(parts)) from None
         where = f" in {path}" if path else ""
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in errors
         )
         raise ConfigError(f"invalid configuration{where}: {problems}") from None
-    except Exception as exc:  # malformed TOML
-        if path is None:
-            raise
-        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    except SettingsError as exc:  # e.g. a STAC_GDAL_MCP_* variable holding malformed JSON
+        cause = f": {exc.__cause__}" if exc.__cause__ else ""
+        raise ConfigError(f"invalid configuration: {exc}{cause}") from None
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    """The TOML file as a dict; /dev/null (and an empty file) is an empty configuration."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"config file {path} is a directory, not a TOML file")
+    if not stat.S_ISREG(mode):
+        if os.path.exists(os.devnull) and os.path.samefile(path, os.devnull):
+            return {}
+        raise ConfigError(
+            f"config file {path} is not a regular file (a device, pipe or socket), not a TOML file"
+        )
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except PermissionError:
+        raise ConfigError(f"cannot read config file {path}: permission denied") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read config file {path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"cannot read config file {path}: not valid TOML: {exc}") from None
+
+
+def _env_names() -> dict[str, str]:
+    """Every STAC_GDAL_MCP_* name we read, upper case: the variable's suffix -> the setting it sets."""
+    names = {
+        "CONFIG": "the config file",
+        **{var[len(ENV_PREFIX) :]: ".".join(k) for var, k in _ALIASES.items()},
+    }
+    for name, field in Settings.model_fields.items():
+        names[name.upper()] = name
+        model = _model_of(field.annotation)
+        if model is not None and typing.get_origin(field.annotation) is not list:
+            for sub in model.model_fields:
+                names[f"{name}__{sub}".upper()] = f"{name}.{sub}"
+    return names
+
+
+def _check_environment_names(environ: typing.Mapping[str, str]) -> None:
+    """A STAC_GDAL_MCP_* variable whose first part names no setting would be ignored: refuse it.
+    (Unknown nested parts, STAC_GDAL_MCP_LIMITS__PAGE_SISE, are refused by validation.)"""
+    known = _env_names()
+    for var in sorted(environ):
+        upper = var.upper()
+        if not upper.startswith(ENV_PREFIX):
+            continue
+        suffix = upper[len(ENV_PREFIX) :]
+        if suffix in known or suffix.split("__")[0] in known:
+            continue
+        close = difflib.get_close_matches(suffix, list(known), n=1, cutoff=0.6)
+        hint = (
+            f"did you mean {ENV_PREFIX}{close[0]}?"
+            if close
+            else f"settings: {', '.join(ENV_PREFIX + n for n in known if '__' not in n)}."
+        )
+        raise ConfigError(f"environment variable {var}: no such setting; {hint}")
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation (`M`, `M | None`, `list[M]`), if any."""
+    if typing.get_origin(annotation) is None and isinstance(annotation, type):
+        return annotation if issubclass(annotation, BaseModel) else None
+    for arg in typing.get_args(annotation):
+        model = _model_of(arg)
+        if model is not None:
+            return model
+    return None
+
+
+def _walk(data: Any, loc: tuple[Any, ...]) -> tuple[bool, Any]:
+    """(found, value) at `loc` inside nested dicts and lists."""
+    for part in loc:
+        in_list = isinstance(part, int) and isinstance(data, list) and -len(data) <= part < len(data)
+        if not (in_list or (isinstance(data, dict) and part in data)):
+            return False, None
+        data = data[part]
+    return True, data
+
+
+def _env_value(name: str) -> tuple[str, Any] | None:
+    """(variable name, value) of STAC_GDAL_MCP_<name>, any case; JSON values decoded."""
+    for var, value in os.environ.items():
+        if var.upper() == (ENV_PREFIX + name).upper():
+            try:
+                return var, json.loads(value)
+            except ValueError:
+                return var, value
+    return None
+
+
+def _unknown_key_message(
+    loc: tuple[Any, ...], path: Path | None, file_data: dict[str, Any], overrides: dict[str, Any]
+) -> tuple[str, str]:
+    """(where the unknown key came from, "unknown key 'k' in [section]; did you mean 'key'?")."""
+    *section, key = loc
+    section = tuple(section)
+    model: type[BaseModel] | None = Settings
+    for part in section:
+        if isinstance(part, str) and model is not None and part in model.model_fields:
+            model = _model_of(model.model_fields[part].annotation)
+    valid = list(model.model_fields) if model is not None else []
+
+    # Where did it come from? Arguments beat the environment, which beats the file.
+    origin, data, env_var = "settings", None, None
+    if _walk(overrides, loc)[0]:
+        origin, data = f"load_settings({loc[0]}=...)", overrides
+    elif all(isinstance(p, str) for p in loc) and len(loc) > 1 and (hit := _env_value("__".join(loc))):
+        origin, env_var = f"environment variable {hit[0]}", ENV_PREFIX + "__".join(loc[:-1]).upper()
+    elif (hit := _env_value(str(loc[0]))) and _walk({loc[0]: hit[1]}, loc)[0]:
+        origin, data = f"environment variable {hit[0]}", {loc[0]: hit[1]}
+    elif path is not None:
+        origin, data = f"config file {path}", file_data
+
+    if not section:
+        where = "at the top level"
+    elif isinstance(section[-1], int):
+        where = f"in [[{'.'.join(str(p) for p in section[:-1])}]] entry {section[-1] + 1}"
+        entry = _walk(data, section)[1] if data is not None else None
+        if isinstance(entry, dict) and isinstance(entry.get("id", entry.get("name")), str):
+            where += f" ({entry.get('id', entry.get('name'))!r})"
+    else:
+        where = f"in [{'.'.join(str(p) for p in section)}]"
+
+    close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
+    if close and env_var:
+        hint = f"did you mean '{close[0]}' ({env_var}__{close[0].upper()})?"
+    elif close:
+        hint = f"did you mean '{close[0]}'?"
+    else:
+        hint = f"valid keys: {', '.join(valid)}." if valid else "no keys are allowed here."
+    return origin, f"unknown key '{key}' {where}; {hint}"

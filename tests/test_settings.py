@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from stac_gdal_mcp.errors import ConfigError
@@ -61,7 +67,10 @@ def test_environment_overrides_file(tmp_path, monkeypatch):
 
 
 def test_builtin_catalogs_can_be_dropped(tmp_path):
-    config = write(tmp_path, f'builtin_catalogs = false\ndefault_catalog = "x"\n[[catalogs]]\nid = "x"\nurl = "https://example.org"\n')
+    config = write(
+        tmp_path,
+        'builtin_catalogs = false\ndefault_catalog = "x"\n[[catalogs]]\nid = "x"\nurl = "https://example.org"\n',
+    )
     assert [c.id for c in load_settings(config).catalogs] == ["x"]
 
 
@@ -71,8 +80,8 @@ def test_builtin_catalogs_can_be_dropped(tmp_path):
         ('default_catalog = "nope"\n', "default_catalog 'nope' is not among the catalogs"),
         ('[[catalogs]]\nid = "a"\n', "give exactly one of `url` or `path`"),
         ('[[catalogs]]\nid = "a"\nurl = "ftp://x"\n', "must start with http"),
-        ('[network]\ntimeout_s = -1\n', "network.timeout_s"),
-        ('workspace = \n', "cannot read config file"),
+        ("[network]\ntimeout_s = -1\n", "network.timeout_s"),
+        ("workspace = \n", "cannot read config file"),
         ('colour = "blue"\n', "colour"),
     ],
 )
@@ -89,3 +98,165 @@ def test_missing_config_file_and_env_header(tmp_path, monkeypatch):
     settings = load_settings(write(tmp_path))
     with pytest.raises(ConfigError, match="MY_TOKEN"):
         settings.catalog("mine").resolved_headers()
+
+
+# --- strictness: an unknown key anywhere is refused with one line naming it --------------------
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "[limits]\npage_sise = 5\n",
+            "unknown key 'page_sise' in [limits]; did you mean 'page_size'?",
+        ),
+        (
+            "[network]\ntimeout = 5\n",
+            "unknown key 'timeout' in [network]; did you mean 'timeout_s'?",
+        ),
+        (
+            'defualt_catalog = "sample"\n',
+            "unknown key 'defualt_catalog' at the top level; did you mean 'default_catalog'?",
+        ),
+        (
+            '[[catalogs]]\nid = "mine"\nurl = "https://example.org/stac"\ntitel = "Mine"\n',
+            "unknown key 'titel' in [[catalogs]] entry 1 ('mine'); did you mean 'title'?",
+        ),
+        (
+            '[plugins]\ndirectory = "/tmp"\n',
+            "unknown key 'directory' in [plugins]; valid keys: dir, strict.",
+        ),
+    ],
+)
+def test_unknown_keys_in_the_file_are_refused(tmp_path, text, message):
+    config = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_settings(config)
+    assert str(info.value) == f"config file {config}: {message}"
+
+
+def test_every_unknown_key_is_named_on_one_line(tmp_path):
+    config = write(tmp_path, "[limits]\npage_sise = 5\n[network]\ntimeout = 5\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(config)
+    message = str(info.value)
+    assert "\n" not in message and message.count(f"config file {config}") == 1
+    assert "'page_sise' in [limits]; did you mean 'page_size'?" in message
+    assert "'timeout' in [network]; did you mean 'timeout_s'?" in message
+
+
+def test_unknown_keys_in_the_environment_are_refused(monkeypatch):
+    monkeypatch.setenv("STAC_GDAL_MCP_LIMITS__PAGE_SISE", "5")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == (
+        "environment variable STAC_GDAL_MCP_LIMITS__PAGE_SISE: unknown key 'page_sise' in [limits]; "
+        "did you mean 'page_size' (STAC_GDAL_MCP_LIMITS__PAGE_SIZE)?"
+    )
+    monkeypatch.delenv("STAC_GDAL_MCP_LIMITS__PAGE_SISE")
+    monkeypatch.setenv("STAC_GDAL_MCP_NETWORK", '{"timeout": 5}')
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == (
+        "environment variable STAC_GDAL_MCP_NETWORK: unknown key 'timeout' in [network]; "
+        "did you mean 'timeout_s'?"
+    )
+    monkeypatch.delenv("STAC_GDAL_MCP_NETWORK")
+    monkeypatch.setenv("STAC_GDAL_MCP_PAGE_SIZE", "5")  # pydantic-settings alone would ignore it
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value) == (
+        "environment variable STAC_GDAL_MCP_PAGE_SIZE: no such setting; "
+        "did you mean STAC_GDAL_MCP_LIMITS__PAGE_SIZE?"
+    )
+
+
+def test_known_environment_variables_still_work(tmp_path, monkeypatch):
+    for var, value in {
+        "STAC_GDAL_MCP_LIMITS__PAGE_SIZE": "7",
+        "STAC_GDAL_MCP_NETWORK": '{"timeout_s": 5}',
+        "STAC_GDAL_MCP_TOKEN": "t",
+        "STAC_GDAL_MCP_STRICT_PLUGINS": "true",
+        "STAC_GDAL_MCP_WORKSPACE": str(tmp_path),
+    }.items():
+        monkeypatch.setenv(var, value)
+    settings = load_settings()
+    assert settings.limits.page_size == 7 and settings.network.timeout_s == 5
+    assert (
+        settings.token == "t" and settings.plugins.strict is True and settings.workspace == tmp_path.resolve()
+    )
+
+
+def test_unknown_keys_in_arguments_are_refused():
+    with pytest.raises(ConfigError) as info:
+        load_settings(limits={"page_sise": 5})
+    assert str(info.value) == (
+        "load_settings(limits=...): unknown key 'page_sise' in [limits]; did you mean 'page_size'?"
+    )
+
+
+# --- what --config names -------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists(os.devnull) or os.devnull != "/dev/null", reason="no /dev/null")
+def test_dev_null_and_an_empty_file_are_an_empty_configuration(tmp_path):
+    assert load_settings("/dev/null").limits.page_size == 20
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    assert load_settings(empty).default_catalog == "earth-search"
+
+
+def test_a_directory_or_a_device_is_not_a_config_file(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_settings(tmp_path)
+    assert str(info.value) == f"config file {tmp_path} is a directory, not a TOML file"
+    if hasattr(os, "mkfifo"):
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        with pytest.raises(ConfigError, match="is not a regular file"):
+            load_settings(fifo)  # refused before anything opens it (which would block)
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+
+def run_cli(*args):
+    repo = str(Path(__file__).parent.parent)
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("STAC_GDAL_MCP_")}
+    env["PYTHONPATH"] = repo + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "stac_gdal_mcp", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+
+
+def test_no_command_prints_the_help():
+    done = run_cli()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: stac-gdal-mcp")
+    for words in ("serve", "run the MCP server", "demo", "offline tour", "--version"):
+        assert words in done.stdout
+    assert "error" not in done.stderr
+
+
+def test_every_serve_flag_has_help_text():
+    done = run_cli("serve", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "streamable HTTP at /mcp" in done.stdout  # --transport
+    assert "HTTP port (default 8000" in done.stdout  # --port
+    options = re.findall(r"^  (--[a-z-]+)(.*)$", done.stdout, flags=re.M)
+    assert {name for name, _ in options} >= {"--transport", "--host", "--port", "--config", "--workspace"}
+    described = re.split(r"\n  (?=--)", done.stdout.split("options:", 1)[1])
+    assert all(len(block.split()) > 2 for block in described if block.strip().startswith("--"))
+
+
+def test_serve_reports_a_config_typo_on_stderr(tmp_path):
+    config = write(tmp_path, "[limits]\npage_sise = 5\n")
+    done = run_cli("serve", "--config", str(config))
+    assert done.returncode == 2 and done.stdout == ""  # stdout is the MCP protocol
+    assert done.stderr.strip() == (
+        f"stac-gdal-mcp: config file {config}: unknown key 'page_sise' in [limits]; did you mean 'page_size'?"
+    )
