@@ -42,19 +42,36 @@ def make_scl(path: Path, size: int = SIZE, seed: int = 42) -> Path:
     if path.exists():
         return path
     rng = np.random.default_rng(seed)
-    classes = synthetic.scene_classes(rng, (size, size), cloud=0.3, shadow=0.05, cirrus=0.02, water=0.05,
-                                      nodata=0.05)  # fmt: skip
+    classes = synthetic.scene_classes(
+        rng, (size, size), cloud=0.3, shadow=0.05, cirrus=0.02, water=0.05, nodata=0.05
+    )
     speckle = (rng.random(classes.shape) < 0.1) & (classes != 0)
     classes[speckle] = rng.choice(np.array([4, 5, 7], dtype="uint8"), size=int(speckle.sum()))
     working = path.with_suffix(".work.tif")
-    profile = dict(driver="GTiff", width=size, height=size, count=1, dtype="uint8", crs=f"EPSG:{EPSG}",
-                   transform=from_origin(*ORIGIN, 20.0, 20.0), nodata=0, tiled=True, blockxsize=TILE,
-                   blockysize=TILE)  # fmt: skip
+    profile = dict(
+        driver="GTiff",
+        width=size,
+        height=size,
+        count=1,
+        dtype="uint8",
+        crs=f"EPSG:{EPSG}",
+        transform=from_origin(*ORIGIN, 20.0, 20.0),
+        nodata=0,
+        tiled=True,
+        blockxsize=TILE,
+        blockysize=TILE,
+    )
     with rasterio.open(working, "w", **profile) as dst:
         dst.write(classes, 1)
     with rasterio.Env(GDAL_PAM_ENABLED="NO"):
-        rasterio.shutil.copy(str(working), str(path), driver="COG", COMPRESS="DEFLATE", BLOCKSIZE=str(TILE),
-                             OVERVIEW_RESAMPLING="NEAREST")  # fmt: skip
+        rasterio.shutil.copy(
+            str(working),
+            str(path),
+            driver="COG",
+            COMPRESS="DEFLATE",
+            BLOCKSIZE=str(TILE),
+            OVERVIEW_RESAMPLING="NEAREST",
+        )
     working.unlink()
     return path
 
@@ -83,8 +100,12 @@ def local_catalog(folder: Path, items: list[dict]):
 
     path = folder / f"items-{uuid.uuid4().hex[:6]}.json"
     path.write_text(json.dumps({"type": "FeatureCollection", "features": items}))
-    settings = load_settings(workspace=folder / "workspace", network={"allow_private_hosts": True},
-                             catalogs=[{"id": "bench", "path": str(path)}], default_catalog="bench")  # fmt: skip
+    settings = load_settings(
+        workspace=folder / "workspace",
+        network={"allow_private_hosts": True},
+        catalogs=[{"id": "bench", "path": str(path)}],
+        default_catalog="bench",
+    )
     return Core(settings)
 
 
@@ -130,8 +151,10 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
         scl = make_scl(folder / "scl5490.tif")
-        print(f"SCL COG: {scl.stat().st_size / 1e6:.1f} MB, {SIZE} x {SIZE} uint8, {TILE} px tiles "
-              f"(ready in {time.perf_counter() - start:.0f} s)")  # fmt: skip
+        print(
+            f"SCL COG: {scl.stat().st_size / 1e6:.1f} MB, {SIZE} x {SIZE} uint8, {TILE} px tiles "
+            f"(ready in {time.perf_counter() - start:.0f} s)"
+        )
         # not aligned to the tiles: it crosses a tile corner (the usual, and the worst, case)
         aoi = aoi_5km(ORIGIN[0] + 2440 * 20, ORIGIN[1] - 924 * 20)  # around tile corner (row 1024, col 2560)
         touched, n_tiles, all_tiles, window = window_tiles(scl, aoi)
@@ -140,8 +163,9 @@ def main() -> None:
             core = local_catalog(folder, [scene_item("S2_BENCH", href)])
             server.reset_stats()
             start = time.perf_counter()
-            result = cloud_cover_stats(core, aoi, items=[{"collection_id": "sentinel-2-l2a", "item_id": "S2_BENCH"}],
-                                       catalog="bench")  # fmt: skip
+            result = cloud_cover_stats(
+                core, aoi, items=[{"collection_id": "sentinel-2-l2a", "item_id": "S2_BENCH"}], catalog="bench"
+            )
             seconds = time.perf_counter() - start
             row = result.items[0]
             assert row.error is None, row.error
@@ -151,18 +175,29 @@ def main() -> None:
             server.reset_stats()
             with rasterio.Env(**gdal_env(core.settings)), rasterio.open(f"/vsicurl/{href}") as src:
                 src.read(1)
-            whole, whole_requests = server.stats()["paths"][key]["bytes"], server.stats()["paths"][key]["requests"]
-        print(f"AOI 5 km x 5 km: window {window[0]} x {window[1]} px of 20 m, {n_tiles} tiles intersect; "
-              f"cloud {row.cloud_fraction:.3f}, clear {row.clear_fraction:.3f}, {row.aoi_pixels} AOI pixels")
+            whole, whole_requests = (
+                server.stats()["paths"][key]["bytes"],
+                server.stats()["paths"][key]["requests"],
+            )
+        print(
+            f"AOI 5 km x 5 km: window {window[0]} x {window[1]} px of 20 m, {n_tiles} tiles intersect; "
+            f"cloud {row.cloud_fraction:.3f}, clear {row.clear_fraction:.3f}, {row.aoi_pixels} AOI pixels"
+        )
         print(f"  bytes of the intersecting tiles:        {touched:>12,}")
-        print(f"  bytes fetched by cloud_cover_stats:     {sent:>12,}  ({requests} requests, {seconds:.2f} s)")
+        print(
+            f"  bytes fetched by cloud_cover_stats:     {sent:>12,}  ({requests} requests, {seconds:.2f} s)"
+        )
         print(f"  bytes fetched reading the whole SCL:    {whole:>12,}  ({whole_requests} requests)")
         print(f"  (all full-resolution tiles:             {all_tiles:>12,})")
         ratio_tiles, ratio_whole = sent / touched, whole / sent
-        print(f"fetched / intersecting tiles = {ratio_tiles:.3f}x (target <= 1.5x): "
-              f"{'OK' if ratio_tiles <= 1.5 else 'MISSED'}")  # fmt: skip
-        print(f"whole SCL / fetched = {ratio_whole:.1f}x fewer bytes (target >= 20x): "
-              f"{'OK' if ratio_whole >= 20 else 'MISSED'}")  # fmt: skip
+        print(
+            f"fetched / intersecting tiles = {ratio_tiles:.3f}x (target <= 1.5x): "
+            f"{'OK' if ratio_tiles <= 1.5 else 'MISSED'}"
+        )
+        print(
+            f"whole SCL / fetched = {ratio_whole:.1f}x fewer bytes (target >= 20x): "
+            f"{'OK' if ratio_whole >= 20 else 'MISSED'}"
+        )
 
 
 if __name__ == "__main__":

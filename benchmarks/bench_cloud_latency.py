@@ -31,7 +31,9 @@ def make_items(server, scl: Path, count: int, prefix: str) -> tuple[list[dict], 
     items, keys = [], []
     for i in range(count):
         href, key = fresh_href(server, scl)
-        items.append(scene_item(f"{prefix}{i:02d}", href, size=SMALL, when=f"2024-07-{1 + i % 28:02d}T10:00:00Z"))
+        items.append(
+            scene_item(f"{prefix}{i:02d}", href, size=SMALL, when=f"2024-07-{1 + i % 28:02d}T10:00:00Z")
+        )
         keys.append(key)
     return items, keys
 
@@ -71,17 +73,23 @@ def main() -> None:
 
             server.reset_stats()
             start = time.perf_counter()
-            rows = [cloud_cover_stats(core, AOI, items=[ref], catalog="bench").items[0] for ref in refs(single)]
+            rows = [
+                cloud_cover_stats(core, AOI, items=[ref], catalog="bench").items[0] for ref in refs(single)
+            ]
             one_by_one = time.perf_counter() - start
             requests_single = server.stats()["requests"]
             assert all(r.error is None for r in rows)
             assert [r.cloud_fraction for r in rows] == [r.cloud_fraction for r in result.items]
-        print(f"{args.items} items, {args.delay * 1000:.0f} ms added per HTTP request, "
-              f"limits.max_concurrency={concurrency}")  # fmt: skip
+        print(
+            f"{args.items} items, {args.delay * 1000:.0f} ms added per HTTP request, "
+            f"limits.max_concurrency={concurrency}"
+        )
         print(f"  one call, {args.items} items:   {together:6.2f} s  ({requests_together} requests)")
         print(f"  {args.items} calls, one item each: {one_by_one:6.2f} s  ({requests_single} requests)")
         ratio = one_by_one / together
-        print(f"one by one / together = {ratio:.1f}x faster (target >= 4x): {'OK' if ratio >= 4 else 'MISSED'}")
+        print(
+            f"one by one / together = {ratio:.1f}x faster (target >= 4x): {'OK' if ratio >= 4 else 'MISSED'}"
+        )
 
 
 if __name__ == "__main__":

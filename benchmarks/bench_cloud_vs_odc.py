@@ -43,9 +43,16 @@ def odc_baseline(core, items: list[dict], aoi: list[float]) -> list[dict]:
     from stac_gdal_mcp.processing.cloud import ONE_THREAD_PER_READ
 
     with rasterio.Env(**{**gdal_env(core.settings), **ONE_THREAD_PER_READ}):
-        ds = load([pystac.Item.from_dict(i, migrate=False) for i in items], bands=["scl"], crs="EPSG:32633",
-                  resolution=20, bbox=aoi, groupby="id", resampling="nearest",
-                  pool=core.settings.limits.max_concurrency)  # fmt: skip
+        ds = load(
+            [pystac.Item.from_dict(i, migrate=False) for i in items],
+            bands=["scl"],
+            crs="EPSG:32633",
+            resolution=20,
+            bbox=aoi,
+            groupby="id",
+            resampling="nearest",
+            pool=core.settings.limits.max_concurrency,
+        )
     geom = transform_geom("EPSG:4326", "EPSG:32633", mapping(box(*aoi)))
     inside = geometry_mask([geom], out_shape=ds.scl.shape[1:], transform=ds.odc.geobox.affine, invert=True)
     rows = []
@@ -53,11 +60,15 @@ def odc_baseline(core, items: list[dict], aoi: list[float]) -> list[dict]:
         values = scl[inside]
         valid = values != 0
         n = int(valid.sum())
-        rows.append({
-            "cloud_fraction": float(np.isin(values, (8, 9)).sum() / n) if n else None,
-            "clear_fraction": float((valid & ~np.isin(values, (1, 3, 8, 9, 10))).sum() / n) if n else None,
-            "valid_pixels": n,
-        })  # fmt: skip
+        rows.append(
+            {
+                "cloud_fraction": float(np.isin(values, (8, 9)).sum() / n) if n else None,
+                "clear_fraction": float((valid & ~np.isin(values, (1, 3, 8, 9, 10))).sum() / n)
+                if n
+                else None,
+                "valid_pixels": n,
+            }
+        )
     return rows
 
 
@@ -89,12 +100,17 @@ def main() -> None:
                     assert result.failed == 0
             a, b = result.items[0], baseline[0]
             ours_t, odc_t = statistics.median(ours_s[1:]), statistics.median(odc_s[1:])
-            print(f"{args.items} items, {delay * 1000:.0f} ms added per request, median of {ROUNDS}: "
-                  f"cloud_cover_stats {ours_t:.2f} s, odc.stac.load + numpy {odc_t:.2f} s "
-                  f"(cloud {a.cloud_fraction:.4f} vs {b['cloud_fraction']:.4f}, "
-                  f"valid pixels {a.valid_pixels} vs {b['valid_pixels']})")  # fmt: skip
+            print(
+                f"{args.items} items, {delay * 1000:.0f} ms added per request, median of {ROUNDS}: "
+                f"cloud_cover_stats {ours_t:.2f} s, odc.stac.load + numpy {odc_t:.2f} s "
+                f"(cloud {a.cloud_fraction:.4f} vs {b['cloud_fraction']:.4f}, "
+                f"valid pixels {a.valid_pixels} vs {b['valid_pixels']})"
+            )
             ratio = ours_t / odc_t
-            print(f"  cloud_cover_stats / odc = {ratio:.2f}x (target <= 1.0x): {'OK' if ratio <= 1.0 else 'MISSED'}")
+            print(
+                f"  cloud_cover_stats / odc = {ratio:.2f}x (target <= 1.0x): {'OK' if ratio <= 1.0 else 'MISSED'}"
+            )
+
 
 if __name__ == "__main__":
     main()

@@ -42,8 +42,10 @@ async def search_overhead(api_url: str, collections: list[str]) -> tuple[float, 
     args = dict(collections=collections, bbox=[13.6, 45.8, 14.2, 46.3], datetime="2024-05-01/2024-07-31")
     with tempfile.TemporaryDirectory() as ws:
         settings = load_settings(
-            workspace=ws, network={"allow_private_hosts": True},
-            catalogs=[{"id": "bench", "url": api_url}], default_catalog="bench",
+            workspace=ws,
+            network={"allow_private_hosts": True},
+            catalogs=[{"id": "bench", "url": api_url}],
+            default_catalog="bench",
         )
         stac = StacClient.open(api_url)
         ours, raw = [], []
@@ -108,11 +110,15 @@ def main() -> None:
         api.load(collections, items)
         ours, raw, size_ratio = asyncio.run(search_overhead(api.url, [c["id"] for c in collections]))
     ours_start, minimal_start = asyncio.run(cold_start())
-    print(f"search overhead : search_items via MCP {ours * 1000:.1f} ms vs pystac-client {raw * 1000:.1f} ms "
-          f"(median of {ROUNDS}) -> {ours / raw:.2f}x (target <= 1.2x)")
+    print(
+        f"search overhead : search_items via MCP {ours * 1000:.1f} ms vs pystac-client {raw * 1000:.1f} ms "
+        f"(median of {ROUNDS}) -> {ours / raw:.2f}x (target <= 1.2x)"
+    )
     print(f"summary size    : summaries are {size_ratio:.1%} of the full item JSON (target <= 10%)")
-    print(f"cold start      : serve -> first tools/list {ours_start * 1000:.0f} ms vs minimal fastmcp "
-          f"{minimal_start * 1000:.0f} ms -> {ours_start / minimal_start:.2f}x (target <= 1.3x)")
+    print(
+        f"cold start      : serve -> first tools/list {ours_start * 1000:.0f} ms vs minimal fastmcp "
+        f"{minimal_start * 1000:.0f} ms -> {ours_start / minimal_start:.2f}x (target <= 1.3x)"
+    )
 
 
 if __name__ == "__main__":

@@ -45,21 +45,46 @@ def make_big_cog(path: Path) -> Path:
     transform = from_origin(*ORIGIN, PIXEL, PIXEL)
     coarse = rng.uniform(300, 4000, (64, 64)).astype("float32")
     field = np.empty((SIZE, SIZE), dtype="float32")
-    reproject(coarse, field, src_transform=from_origin(*ORIGIN, SIZE * PIXEL / 64, SIZE * PIXEL / 64),
-              src_crs=f"EPSG:{EPSG}", dst_transform=transform, dst_crs=f"EPSG:{EPSG}",
-              resampling=Resampling.bilinear)  # fmt: skip
+    reproject(
+        coarse,
+        field,
+        src_transform=from_origin(*ORIGIN, SIZE * PIXEL / 64, SIZE * PIXEL / 64),
+        src_crs=f"EPSG:{EPSG}",
+        dst_transform=transform,
+        dst_crs=f"EPSG:{EPSG}",
+        resampling=Resampling.bilinear,
+    )
     field += rng.normal(0, 60, field.shape).astype("float32")
     data = np.clip(field, 1, 65535).astype("uint16")
     del field
     working = path.with_suffix(".work.tif")
-    profile = dict(driver="GTiff", width=SIZE, height=SIZE, count=1, dtype="uint16", crs=f"EPSG:{EPSG}",
-                   transform=transform, nodata=0, tiled=True, blockxsize=TILE, blockysize=TILE)  # fmt: skip
+    profile = dict(
+        driver="GTiff",
+        width=SIZE,
+        height=SIZE,
+        count=1,
+        dtype="uint16",
+        crs=f"EPSG:{EPSG}",
+        transform=transform,
+        nodata=0,
+        tiled=True,
+        blockxsize=TILE,
+        blockysize=TILE,
+    )
     with rasterio.open(working, "w", **profile) as dst:
         dst.write(data, 1)
     del data
     with rasterio.Env(GDAL_PAM_ENABLED="NO"):
-        rasterio.shutil.copy(str(working), str(path), driver="COG", COMPRESS="DEFLATE", PREDICTOR="YES",
-                             BLOCKSIZE=str(TILE), NUM_THREADS="ALL_CPUS", OVERVIEW_RESAMPLING="AVERAGE")  # fmt: skip
+        rasterio.shutil.copy(
+            str(working),
+            str(path),
+            driver="COG",
+            COMPRESS="DEFLATE",
+            PREDICTOR="YES",
+            BLOCKSIZE=str(TILE),
+            NUM_THREADS="ALL_CPUS",
+            OVERVIEW_RESAMPLING="AVERAGE",
+        )
     working.unlink()
     return path
 
@@ -99,8 +124,10 @@ async def subset_bytes(server, cog: Path, window) -> tuple[int, int, float]:
         async with Client(build_server(settings)) as client:
             server.reset_stats()
             start = time.perf_counter()
-            result = await client.call_tool("convert_asset", {"href": url, "output_format": "GTiff", "bbox": bbox,
-                                                              "bbox_crs": f"EPSG:{EPSG}"})  # fmt: skip
+            result = await client.call_tool(
+                "convert_asset",
+                {"href": url, "output_format": "GTiff", "bbox": bbox, "bbox_crs": f"EPSG:{EPSG}"},
+            )
             seconds = time.perf_counter() - start
         shape = result.structured_content["properties"]["proj:shape"]
         assert shape == [window.height, window.width], shape
@@ -136,24 +163,34 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
         cog = make_big_cog(folder / "big10980.tif")
-        print(f"COG: {cog.stat().st_size / 1e6:.1f} MB, {SIZE} x {SIZE} uint16, {TILE} px tiles "
-              f"(ready in {time.perf_counter() - start:.0f} s)")  # fmt: skip
+        print(
+            f"COG: {cog.stat().st_size / 1e6:.1f} MB, {SIZE} x {SIZE} uint16, {TILE} px tiles "
+            f"(ready in {time.perf_counter() - start:.0f} s)"
+        )
         side = SIZE // 10  # 10% x 10%: 1098 x 1098 px
         window = Window(4000, 3000, side, side)  # not aligned to the tiles, as an AOI usually is
         touched, n_tiles, all_tiles = tile_bytes(cog, window)
         with serve_directory(folder) as server:
             sent, requests, seconds = asyncio.run(subset_bytes(server, cog, window))
             whole, whole_requests = whole_band_bytes(server, cog)
-        print(f"AOI: {side} x {side} px at col {window.col_off}, row {window.row_off}: {n_tiles} tiles intersect")
+        print(
+            f"AOI: {side} x {side} px at col {window.col_off}, row {window.row_off}: {n_tiles} tiles intersect"
+        )
         print(f"  bytes of the intersecting tiles:          {touched:>12,}")
-        print(f"  bytes fetched by convert_asset:           {sent:>12,}  ({requests} requests, {seconds:.2f} s)")
+        print(
+            f"  bytes fetched by convert_asset:           {sent:>12,}  ({requests} requests, {seconds:.2f} s)"
+        )
         print(f"  bytes fetched reading the whole band:     {whole:>12,}  ({whole_requests} requests)")
         print(f"  (all full-resolution tiles:               {all_tiles:>12,})")
         ratio_tiles, ratio_whole = sent / touched, whole / sent
-        print(f"fetched / intersecting tiles = {ratio_tiles:.3f}x (target <= 1.5x): "
-              f"{'OK' if ratio_tiles <= 1.5 else 'MISSED'}")  # fmt: skip
-        print(f"whole band / fetched = {ratio_whole:.1f}x fewer bytes (target >= 20x): "
-              f"{'OK' if ratio_whole >= 20 else 'MISSED'}")  # fmt: skip
+        print(
+            f"fetched / intersecting tiles = {ratio_tiles:.3f}x (target <= 1.5x): "
+            f"{'OK' if ratio_tiles <= 1.5 else 'MISSED'}"
+        )
+        print(
+            f"whole band / fetched = {ratio_whole:.1f}x fewer bytes (target >= 20x): "
+            f"{'OK' if ratio_whole >= 20 else 'MISSED'}"
+        )
 
 
 if __name__ == "__main__":

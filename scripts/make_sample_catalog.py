@@ -35,28 +35,80 @@ EPSG = 32633
 # Sentinel-2: 512 x 512 px at 10 m (5.12 km), on the 33TUL tile grid.
 S2_ORIGIN = (390000.0, 5090000.0)
 S2_SCENES = [
-    dict(item_id="S2B_33TUL_20240604_0_L2A", datetime="2024-06-04T10:06:21Z", seed=11,
-         cloud_fraction=0.62, shadow_fraction=0.08, cirrus_fraction=0.03, water_fraction=0.02),
-    dict(item_id="S2A_33TUL_20240619_0_L2A", datetime="2024-06-19T10:06:18Z", seed=12,
-         cloud_fraction=0.0, shadow_fraction=0.0, water_fraction=0.03),
-    dict(item_id="S2B_33TUL_20240714_0_L2A", datetime="2024-07-14T10:06:22Z", seed=13,
-         cloud_fraction=0.15, shadow_fraction=0.04, cirrus_fraction=0.02, water_fraction=0.03,
-         nodata_fraction=0.12),
-    dict(item_id="S2A_33TUL_20240808_0_L2A", datetime="2024-08-08T10:06:19Z", seed=14,
-         cloud_fraction=0.05, shadow_fraction=0.01, water_fraction=0.03),
-    dict(item_id="S2B_33TUL_20240912_0_L2A", datetime="2024-09-12T10:06:25Z", seed=15,
-         cloud_fraction=0.93, shadow_fraction=0.02, water_fraction=0.01),
+    dict(
+        item_id="S2B_33TUL_20240604_0_L2A",
+        datetime="2024-06-04T10:06:21Z",
+        seed=11,
+        cloud_fraction=0.62,
+        shadow_fraction=0.08,
+        cirrus_fraction=0.03,
+        water_fraction=0.02,
+    ),
+    dict(
+        item_id="S2A_33TUL_20240619_0_L2A",
+        datetime="2024-06-19T10:06:18Z",
+        seed=12,
+        cloud_fraction=0.0,
+        shadow_fraction=0.0,
+        water_fraction=0.03,
+    ),
+    dict(
+        item_id="S2B_33TUL_20240714_0_L2A",
+        datetime="2024-07-14T10:06:22Z",
+        seed=13,
+        cloud_fraction=0.15,
+        shadow_fraction=0.04,
+        cirrus_fraction=0.02,
+        water_fraction=0.03,
+        nodata_fraction=0.12,
+    ),
+    dict(
+        item_id="S2A_33TUL_20240808_0_L2A",
+        datetime="2024-08-08T10:06:19Z",
+        seed=14,
+        cloud_fraction=0.05,
+        shadow_fraction=0.01,
+        water_fraction=0.03,
+    ),
+    dict(
+        item_id="S2B_33TUL_20240912_0_L2A",
+        datetime="2024-09-12T10:06:25Z",
+        seed=15,
+        cloud_fraction=0.93,
+        shadow_fraction=0.02,
+        water_fraction=0.01,
+    ),
 ]
 
 # Landsat: 256 x 256 px at 30 m (7.68 km), covering the Sentinel-2 area with a margin.
 LANDSAT_ORIGIN = (387615.0, 5092215.0)
 LANDSAT_SCENES = [
-    dict(item_id="LC09_L2SP_190028_20240627_02_T1", datetime="2024-06-27T09:52:41Z", seed=21,
-         cloud_fraction=0.02, shadow_fraction=0.005, water_fraction=0.03),
-    dict(item_id="LC08_L2SP_190028_20240806_02_T1", datetime="2024-08-06T09:52:55Z", seed=22,
-         cloud_fraction=0.35, shadow_fraction=0.06, cirrus_fraction=0.04, water_fraction=0.02),
-    dict(item_id="LC09_L2SP_190028_20240915_02_T1", datetime="2024-09-15T09:52:48Z", seed=23,
-         cloud_fraction=0.12, shadow_fraction=0.03, water_fraction=0.03, nodata_fraction=0.08),
+    dict(
+        item_id="LC09_L2SP_190028_20240627_02_T1",
+        datetime="2024-06-27T09:52:41Z",
+        seed=21,
+        cloud_fraction=0.02,
+        shadow_fraction=0.005,
+        water_fraction=0.03,
+    ),
+    dict(
+        item_id="LC08_L2SP_190028_20240806_02_T1",
+        datetime="2024-08-06T09:52:55Z",
+        seed=22,
+        cloud_fraction=0.35,
+        shadow_fraction=0.06,
+        cirrus_fraction=0.04,
+        water_fraction=0.02,
+    ),
+    dict(
+        item_id="LC09_L2SP_190028_20240915_02_T1",
+        datetime="2024-09-15T09:52:48Z",
+        seed=23,
+        cloud_fraction=0.12,
+        shadow_fraction=0.03,
+        water_fraction=0.03,
+        nodata_fraction=0.08,
+    ),
 ]
 
 SAMPLE = {
@@ -76,15 +128,22 @@ def build(out: Path) -> dict[str, dict]:
         description=(
             "Synthetic Sentinel-2 L2A-like and Landsat C2 L2-like scenes over Gorizia / Nova "
             "Gorica (June-September 2024) with known cloud cover, written by "
-            "scripts/make_sample_catalog.py. Not real observations."),
+            "scripts/make_sample_catalog.py. Not real observations."
+        ),
     )
     truth: dict[str, dict] = {}
     for kind, sample in SAMPLE.items():
         collection = pystac.Collection.from_dict(synthetic.collection(kind), migrate=False)
         for scene in sample["scenes"]:
             item_dict, scene_truth = synthetic.write_scene(
-                kind, out / kind, epsg=EPSG, origin=sample["origin"],
-                size_px=sample["size_px"], blocksize=BLOCKSIZE, **scene)
+                kind,
+                out / kind,
+                epsg=EPSG,
+                origin=sample["origin"],
+                size_px=sample["size_px"],
+                blocksize=BLOCKSIZE,
+                **scene,
+            )
             collection.add_item(pystac.Item.from_dict(item_dict, migrate=False))
             truth[item_dict["id"]] = scene_truth
         collection.update_extent_from_items()
@@ -99,8 +158,12 @@ def build(out: Path) -> dict[str, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"output directory, replaced if it exists (default: {DEFAULT_OUT})")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"output directory, replaced if it exists (default: {DEFAULT_OUT})",
+    )
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -128,8 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"wrote {len(truth)} items to {out} ({size / 1e6:.2f} MB)")
     for item_id, t in truth.items():
-        print(f"  {item_id}: cloud {t['cloud_fraction']:.3f} shadow {t['shadow_fraction']:.3f} "
-              f"nodata {t['nodata_fraction']:.3f}")
+        print(
+            f"  {item_id}: cloud {t['cloud_fraction']:.3f} shadow {t['shadow_fraction']:.3f} "
+            f"nodata {t['nodata_fraction']:.3f}"
+        )
     return 0
 
 

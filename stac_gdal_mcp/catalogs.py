@@ -10,9 +10,9 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
-from typing import Iterable
 
 from .errors import (
     CatalogUnavailable,
@@ -45,9 +45,7 @@ _CONFORMANCE = {
 
 def features_from_conformance(conforms_to: Iterable[str]) -> SearchFeatures:
     uris = list(conforms_to)
-    found = {
-        name: any(re.search(pattern, uri) for uri in uris) for name, pattern in _CONFORMANCE.items()
-    }
+    found = {name: any(re.search(pattern, uri) for uri in uris) for name, pattern in _CONFORMANCE.items()}
     # A filter extension without the item-search#filter class is not usable for search.
     if not any(re.search(r"item-search#filter$|/filter$", u) for u in uris):
         found["filter_cql2_text"] = found["filter_cql2_json"] = False
@@ -272,7 +270,9 @@ def _load_local(path: Path, catalog_id: str) -> tuple[dict[str, dict], list[dict
 
     root = pystac.read_file(str(path))
     if not isinstance(root, pystac.Catalog):
-        raise ConfigError(f"local catalog '{catalog_id}': {path} is not a catalog, collection or ItemCollection")
+        raise ConfigError(
+            f"local catalog '{catalog_id}': {path} is not a catalog, collection or ItemCollection"
+        )
     collections: dict[str, dict] = {}
     items: list[dict] = []
     for child in [root, *root.get_all_collections()]:
@@ -342,7 +342,7 @@ class Catalogs:
                 try:
                     catalog = self.get(config.id)
                     if isinstance(catalog, LocalCatalog):
-                        catalog.data  # loads the files
+                        _ = catalog.data  # loads the files
                     info.features = catalog.features
                     info.reachable = True
                 except StacGdalMcpError as exc:

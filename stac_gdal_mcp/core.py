@@ -25,7 +25,7 @@ class Core:
         return Catalogs(self.settings)
 
     @cached_property
-    def outputs(self) -> "OutputStore":
+    def outputs(self) -> OutputStore:
         from .outputs import OutputStore
 
         return OutputStore(self.settings)

@@ -41,26 +41,43 @@ async def step_catalogs(client, say):
 
 async def step_collections(client, say):
     result = await call(client, "list_collections", catalog="sample")
-    say('list_collections(catalog="sample")', [
-        {k: c[k] for k in ("id", "title", "temporal_extent", "asset_keys")} for c in result["collections"]
-    ])
+    say(
+        'list_collections(catalog="sample")',
+        [{k: c[k] for k in ("id", "title", "temporal_extent", "asset_keys")} for c in result["collections"]],
+    )
     detail = await call(client, "get_collection", collection_id="sentinel-2-l2a", catalog="sample")
-    say('get_collection("sentinel-2-l2a") item_assets', {
-        k: {"roles": v["roles"], "bands": v["bands"], "gsd": v.get("gsd")} for k, v in detail["item_assets"].items()
-    })
+    say(
+        'get_collection("sentinel-2-l2a") item_assets',
+        {
+            k: {"roles": v["roles"], "bands": v["bands"], "gsd": v.get("gsd")}
+            for k, v in detail["item_assets"].items()
+        },
+    )
 
 
 async def step_search(client, say):
     args = dict(
-        catalog="sample", collections=["sentinel-2-l2a", "landsat-c2-l2"], bbox=AOI,
-        datetime="2024-06-01/2024-09-30", max_cloud_cover=60, sortby="eo:cloud_cover", limit=2,
+        catalog="sample",
+        collections=["sentinel-2-l2a", "landsat-c2-l2"],
+        bbox=AOI,
+        datetime="2024-06-01/2024-09-30",
+        max_cloud_cover=60,
+        sortby="eo:cloud_cover",
+        limit=2,
     )
     page = await call(client, "search_items", **args)
-    say(f"search_items({', '.join(f'{k}={v!r}' for k, v in args.items())})", {
-        "matched": page["matched"], "returned": page["returned"], "notes": page["notes"],
-        "items": [{k: i[k] for k in ("id", "collection", "datetime", "cloud_cover")} for i in page["items"]],
-        "next_cursor": (page["next_cursor"] or "")[:24] + "...",
-    })
+    say(
+        f"search_items({', '.join(f'{k}={v!r}' for k, v in args.items())})",
+        {
+            "matched": page["matched"],
+            "returned": page["returned"],
+            "notes": page["notes"],
+            "items": [
+                {k: i[k] for k in ("id", "collection", "datetime", "cloud_cover")} for i in page["items"]
+            ],
+            "next_cursor": (page["next_cursor"] or "")[:24] + "...",
+        },
+    )
     seen = [i["id"] for i in page["items"]]
     while page["next_cursor"]:
         page = await call(client, "search_items", catalog="sample", cursor=page["next_cursor"], limit=2)
@@ -70,11 +87,19 @@ async def step_search(client, say):
         raise RuntimeError("paging returned duplicates")
     first = page["items"][0] if page["items"] else None
     if first:
-        item = await call(client, "get_item", collection_id=first["collection"], item_id=first["id"], catalog="sample")
-        say(f'get_item("{first["collection"]}", "{first["id"]}")', {
-            "properties": {k: item["properties"].get(k) for k in ("datetime", "eo:cloud_cover", "proj:code", "platform")},
-            "assets": {k: ", ".join(a.get("roles") or []) for k, a in item["assets"].items()},
-        })
+        item = await call(
+            client, "get_item", collection_id=first["collection"], item_id=first["id"], catalog="sample"
+        )
+        say(
+            f'get_item("{first["collection"]}", "{first["id"]}")',
+            {
+                "properties": {
+                    k: item["properties"].get(k)
+                    for k in ("datetime", "eo:cloud_cover", "proj:code", "platform")
+                },
+                "assets": {k: ", ".join(a.get("roles") or []) for k, a in item["assets"].items()},
+            },
+        )
         uri = f"stac://sample/collections/{first['collection']}/items/{first['id']}"
         contents = await client.read_resource(uri)
         say(f"resources/read {uri}", f"{len(contents[0].text)} characters of STAC JSON")
@@ -83,23 +108,49 @@ async def step_search(client, say):
 async def step_processing(client, say):
     item = {"collection_id": "sentinel-2-l2a", "item_id": "S2A_33TUL_20240619_0_L2A", "catalog": "sample"}
     info = await call(client, "inspect_asset", asset="red", **item)
-    say('inspect_asset(..., asset="red")', {k: info[k] for k in (
-        "width", "height", "dtypes", "nodata", "crs", "crs_name", "resolution", "block_size", "overviews", "is_cog")})
+    say(
+        'inspect_asset(..., asset="red")',
+        {
+            k: info[k]
+            for k in (
+                "width",
+                "height",
+                "dtypes",
+                "nodata",
+                "crs",
+                "crs_name",
+                "resolution",
+                "block_size",
+                "overviews",
+                "is_cog",
+            )
+        },
+    )
     record = await call(client, "reproject_asset", asset="nir", dst_crs="EPSG:4326", bbox=AOI, **item)
     props = record["properties"]
-    say('reproject_asset(..., asset="nir", dst_crs="EPSG:4326", bbox=AOI)', {
-        "id": record["id"], "lineage": props["processing:lineage"], "proj:shape": props["proj:shape"],
-        "file:size": record["assets"]["data"]["file:size"],
-        "derived_from": [l["href"] for l in record["links"] if l["rel"] == "derived_from"],
-    })
+    say(
+        'reproject_asset(..., asset="nir", dst_crs="EPSG:4326", bbox=AOI)',
+        {
+            "id": record["id"],
+            "lineage": props["processing:lineage"],
+            "proj:shape": props["proj:shape"],
+            "file:size": record["assets"]["data"]["file:size"],
+            "derived_from": [l["href"] for l in record["links"] if l["rel"] == "derived_from"],
+        },
+    )
     result = await client.call_tool("preview", {**item, "max_size": 256})
     image = result.content[0]
-    say("preview(...) -> image content + output", {
-        "image": f"{image.mime_type}, {len(image.data) * 3 // 4} bytes", "note": result.content[1].text})
+    say(
+        "preview(...) -> image content + output",
+        {"image": f"{image.mime_type}, {len(image.data) * 3 // 4} bytes", "note": result.content[1].text},
+    )
     listed = await call(client, "list_outputs")
     say("list_outputs()", [{k: o[k] for k in ("id", "operation", "size")} for o in listed["outputs"]])
     contents = await client.read_resource(f"stac-gdal://outputs/{record['id']}")
-    say(f"resources/read stac-gdal://outputs/{record['id']}", f"{len(contents[0].text)} characters of STAC-like JSON")
+    say(
+        f"resources/read stac-gdal://outputs/{record['id']}",
+        f"{len(contents[0].text)} characters of STAC-like JSON",
+    )
 
 
 STEPS = [step_catalogs, step_collections, step_search]
@@ -112,34 +163,93 @@ async def step_analysis(client, say):
     from pathlib import Path
 
     truth = json.loads((Path(__file__).parent / "data" / "sample" / "truth.json").read_text())
-    search = dict(catalog="sample", collections=["sentinel-2-l2a", "landsat-c2-l2"], datetime="2024-06-01/2024-09-30")
+    search = dict(
+        catalog="sample", collections=["sentinel-2-l2a", "landsat-c2-l2"], datetime="2024-06-01/2024-09-30"
+    )
     whole = await call(client, "cloud_cover_stats", aoi=AOI, **search)
-    say("cloud_cover_stats(aoi=AOI (covers the whole items), ...) - clearest first", [
-        {k: r[k] for k in ("item_id", "scene_cloud_cover", "cloud_fraction", "shadow_fraction", "clear_fraction",
-                           "nodata_fraction", "mask_source")} for r in whole["items"]])
+    say(
+        "cloud_cover_stats(aoi=AOI (covers the whole items), ...) - clearest first",
+        [
+            {
+                k: r[k]
+                for k in (
+                    "item_id",
+                    "scene_cloud_cover",
+                    "cloud_fraction",
+                    "shadow_fraction",
+                    "clear_fraction",
+                    "nodata_fraction",
+                    "mask_source",
+                )
+            }
+            for r in whole["items"]
+        ],
+    )
     for row in whole["items"]:
         if abs(row["cloud_fraction"] - truth[row["item_id"]]["cloud_fraction"]) > 0.005:
-            raise RuntimeError(f"{row['item_id']}: cloud fraction {row['cloud_fraction']} differs from the truth")
+            raise RuntimeError(
+                f"{row['item_id']}: cloud fraction {row['cloud_fraction']} differs from the truth"
+            )
     say("checked against data/sample/truth.json", "every cloud_fraction within 0.5 percentage points")
     field = [13.60, 45.92, 13.62, 45.935]  # a few fields: their sky differs from the scene's
     small = await call(client, "cloud_cover_stats", aoi=field, sort="datetime", **search)
-    say(f"cloud_cover_stats(aoi={field}, sort='datetime')", [
-        {k: r[k] for k in ("item_id", "scene_cloud_cover", "cloud_fraction", "clear_fraction", "valid_pixels")}
-        for r in small["items"]])
-    series = await call(client, "time_series", aoi=field, catalog="sample", collections=["sentinel-2-l2a"],
-                        datetime="2024-06-01/2024-09-30", expression="ndvi", reducer="median")
-    say("time_series(aoi=field, collections=['sentinel-2-l2a'], expression='ndvi', reducer='median')", {
-        "rows": [{k: r[k] for k in ("date", "value", "valid_fraction", "item_ids")} for r in series["rows"]],
-        "csv": series["csv"]["uri"], "chart": series["chart"]["uri"], "grid": series["grid"],
-        "scheduler": series["scheduler"]})
-    comp = await call(client, "composite", aoi=field, bands=["red", "green", "blue"], catalog="sample",
-                      collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-09-30")
-    say("composite(aoi=field, bands=['red', 'green', 'blue'], method='median')", {
-        k: comp[k] for k in ("output", "items", "valid_fraction", "grid")})
+    say(
+        f"cloud_cover_stats(aoi={field}, sort='datetime')",
+        [
+            {
+                k: r[k]
+                for k in ("item_id", "scene_cloud_cover", "cloud_fraction", "clear_fraction", "valid_pixels")
+            }
+            for r in small["items"]
+        ],
+    )
+    series = await call(
+        client,
+        "time_series",
+        aoi=field,
+        catalog="sample",
+        collections=["sentinel-2-l2a"],
+        datetime="2024-06-01/2024-09-30",
+        expression="ndvi",
+        reducer="median",
+    )
+    say(
+        "time_series(aoi=field, collections=['sentinel-2-l2a'], expression='ndvi', reducer='median')",
+        {
+            "rows": [
+                {k: r[k] for k in ("date", "value", "valid_fraction", "item_ids")} for r in series["rows"]
+            ],
+            "csv": series["csv"]["uri"],
+            "chart": series["chart"]["uri"],
+            "grid": series["grid"],
+            "scheduler": series["scheduler"],
+        },
+    )
+    comp = await call(
+        client,
+        "composite",
+        aoi=field,
+        bands=["red", "green", "blue"],
+        catalog="sample",
+        collections=["sentinel-2-l2a"],
+        datetime="2024-06-01/2024-09-30",
+    )
+    say(
+        "composite(aoi=field, bands=['red', 'green', 'blue'], method='median')",
+        {k: comp[k] for k in ("output", "items", "valid_fraction", "grid")},
+    )
     contents = await client.read_resource(comp["output"]["uri"])
     record = json.loads(contents[0].text)
-    say(f"resources/read {comp['output']['uri']}: derived_from",
-        sorted({l["title"] for l in record["links"] if l["rel"] == "derived_from" and l.get("title", "").startswith("item")}))
+    say(
+        f"resources/read {comp['output']['uri']}: derived_from",
+        sorted(
+            {
+                l["title"]
+                for l in record["links"]
+                if l["rel"] == "derived_from" and l.get("title", "").startswith("item")
+            }
+        ),
+    )
 
 
 STEPS.append(step_analysis)

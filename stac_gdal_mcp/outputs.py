@@ -26,9 +26,10 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
@@ -170,7 +171,7 @@ class OutputRecord(_Model):
     def operation(self) -> str | None:
         return (self.properties.processing_expression.get("expression") or {}).get("operation")
 
-    def summary(self) -> "OutputSummary":
+    def summary(self) -> OutputSummary:
         return OutputSummary(
             id=self.id,
             uri=self.uri,
@@ -221,7 +222,7 @@ class PendingOutput:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _slug(text: str) -> str:
@@ -300,8 +301,14 @@ def _derived_from(sources: list[SourceRef]) -> list[Link]:
         )
         if item and item not in seen:
             seen.add(item)
-            links.append(Link(rel="derived_from", href=item, type="application/geo+json",
-                              title=f"item {s.item_id}" if s.item_id else None))
+            links.append(
+                Link(
+                    rel="derived_from",
+                    href=item,
+                    type="application/geo+json",
+                    title=f"item {s.item_id}" if s.item_id else None,
+                )
+            )
         if s.href not in seen:
             seen.add(s.href)
             title = f"asset {s.asset} of item {s.item_id}" if s.item_id else "source file"
@@ -356,7 +363,9 @@ class OutputStore:
                     return output_id, file_name
 
     @contextlib.contextmanager
-    def writing(self, suffix: str, output_name: str | None = None, *, stem: str | None = None) -> Iterator[PendingOutput]:
+    def writing(
+        self, suffix: str, output_name: str | None = None, *, stem: str | None = None
+    ) -> Iterator[PendingOutput]:
         """Reserve a unique output and give a temporary path for it; clean up unless committed.
 
         suffix: the file's extension (".tif"); output_name: the caller's name (checked, must be
@@ -399,10 +408,20 @@ class OutputStore:
                 f"the output file would be {size} bytes, more than limits.max_output_bytes={limit}; "
                 "use a smaller bbox, a coarser resolution or fewer bands"
             )
-        record = self._record(pending, size, file_checksum(pending.path), operation=operation,
-                              parameters=parameters, sources=sources, media_type=media_type,
-                              lineage=lineage, raster=raster, title=title, properties=properties,
-                              software=software)  # fmt: skip
+        record = self._record(
+            pending,
+            size,
+            file_checksum(pending.path),
+            operation=operation,
+            parameters=parameters,
+            sources=sources,
+            media_type=media_type,
+            lineage=lineage,
+            raster=raster,
+            title=title,
+            properties=properties,
+            software=software,
+        )
         os.replace(pending.path, pending.final_path)
         try:
             _write_atomic(self.records / f"{pending.output_id}.json", record.model_dump_json(indent=1))
@@ -413,8 +432,22 @@ class OutputStore:
         log.info("output %s written (%d bytes)", pending.output_id, size)
         return record
 
-    def _record(self, pending: PendingOutput, size: int, checksum: str, *, operation, parameters, sources,
-                media_type, lineage, raster, title, properties, software) -> OutputRecord:  # fmt: skip
+    def _record(
+        self,
+        pending: PendingOutput,
+        size: int,
+        checksum: str,
+        *,
+        operation,
+        parameters,
+        sources,
+        media_type,
+        lineage,
+        raster,
+        title,
+        properties,
+        software,
+    ) -> OutputRecord:
         now = _now()
         datetime, start, end = _time_span(sources)
         props: dict[str, Any] = {
@@ -423,7 +456,8 @@ class OutputStore:
             "end_datetime": end,
             "created": now,
             "title": title,
-            "processing:lineage": lineage or f"{operation} of {', '.join(s.href for s in sources) or 'no input'}",
+            "processing:lineage": lineage
+            or f"{operation} of {', '.join(s.href for s in sources) or 'no input'}",
             "processing:expression": {
                 "format": "stac-gdal-mcp",
                 "expression": {"operation": operation, "parameters": parameters},
@@ -432,12 +466,22 @@ class OutputStore:
             "processing:datetime": now,
         }
         if raster is not None:
-            props.update(raster.model_dump(include={"proj_code", "proj_wkt2", "proj_shape", "proj_transform", "proj_bbox"}))
+            props.update(
+                raster.model_dump(
+                    include={"proj_code", "proj_wkt2", "proj_shape", "proj_transform", "proj_bbox"}
+                )
+            )
         props.update(properties or {})
         links = [Link(rel="self", href=output_uri(pending.output_id), type="application/geo+json")]
         if size <= self.settings.limits.max_resource_bytes:
-            links.append(Link(rel="enclosure", href=file_uri(pending.output_id), type=media_type,
-                              title="the file, as an MCP resource"))  # fmt: skip
+            links.append(
+                Link(
+                    rel="enclosure",
+                    href=file_uri(pending.output_id),
+                    type=media_type,
+                    title="the file, as an MCP resource",
+                )
+            )
         links += _derived_from(sources)
         return OutputRecord(
             id=pending.output_id,

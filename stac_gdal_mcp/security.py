@@ -62,9 +62,7 @@ def check_url(url: str, *, allow_private: bool) -> str:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in REMOTE_SCHEMES:
-        raise AccessDenied(
-            f"URL scheme '{scheme or '(none)'}' is not allowed; use http(s):// or s3:// URLs"
-        )
+        raise AccessDenied(f"URL scheme '{scheme or '(none)'}' is not allowed; use http(s):// or s3:// URLs")
     if scheme == "s3":
         if not parts.netloc:
             raise InvalidArgument(f"s3 URL '{url}' has no bucket")
@@ -79,9 +77,7 @@ def check_local_path(path: str | Path, roots: list[Path]) -> Path:
     """Resolve `path` (following `..` and symlinks) and require it to lie inside one of `roots`."""
     text = str(path)
     if text.lower().startswith("file:") or _GDAL_PREFIX.match(text):
-        raise AccessDenied(
-            f"'{text}' is not allowed: give an http(s)/s3 URL or a path inside the workspace"
-        )
+        raise AccessDenied(f"'{text}' is not allowed: give an http(s)/s3 URL or a path inside the workspace")
     resolved = Path(text).expanduser().resolve()
     for root in roots:
         root = root.resolve()
@@ -95,7 +91,6 @@ def check_output_name(name: str) -> str:
     """An output name is one plain file name: letters, digits, '.', '_' and '-'."""
     if not _OUTPUT_NAME.match(name or "") or name in (".", "..") or ".." in name:
         raise InvalidArgument(
-            f"output_name '{name}' is not allowed: use 1-128 letters, digits, '.', '_' or '-' "
-            "(no folders)"
+            f"output_name '{name}' is not allowed: use 1-128 letters, digits, '.', '_' or '-' (no folders)"
         )
     return name

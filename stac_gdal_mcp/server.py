@@ -37,7 +37,9 @@ def _token_auth(token: str):
     return BearerToken()
 
 
-def build_server(settings: Settings | None = None, *, core: Core | None = None, http_token: str | None = None):
+def build_server(
+    settings: Settings | None = None, *, core: Core | None = None, http_token: str | None = None
+):
     """The MCP server over a `Core`; `http_token` protects the HTTP transport."""
     from fastmcp import FastMCP
 

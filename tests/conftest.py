@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import pytest
+
 from testbed import pgstac_for_pytest, serve_directory
 
 

@@ -4,7 +4,7 @@ independent computations the tests compare against (shapely + plain Python, not 
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from stac_gdal_mcp import synthetic
 
@@ -15,15 +15,19 @@ LS = "disc-ls"
 def build(seed: int = 7) -> tuple[list[dict], list[dict]]:
     rng = random.Random(seed)
     items = []
-    start = datetime(2024, 5, 1, 10, 0, tzinfo=timezone.utc)
+    start = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
     for tile in range(4):  # 4 tiles side by side, ~11 km wide each, 10 dates
         for day in range(10):
             when = start + timedelta(days=5 * day, minutes=tile)
             items.append(
                 synthetic.item(
-                    "sentinel-2-l2a", f"S2{'AB'[day % 2]}_T33T{tile}_{when:%Y%m%d}", when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    collection_id=S2, transform=(10.0, 0.0, 400000.0 + tile * 11000, 0.0, -10.0, 5100000.0),
-                    shape=(1098, 1098), cloud_cover=round(rng.uniform(0, 100), 2),
+                    "sentinel-2-l2a",
+                    f"S2{'AB'[day % 2]}_T33T{tile}_{when:%Y%m%d}",
+                    when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    collection_id=S2,
+                    transform=(10.0, 0.0, 400000.0 + tile * 11000, 0.0, -10.0, 5100000.0),
+                    shape=(1098, 1098),
+                    cloud_cover=round(rng.uniform(0, 100), 2),
                     platform=f"sentinel-2{'ab'[day % 2]}",
                 )
             )
@@ -32,9 +36,13 @@ def build(seed: int = 7) -> tuple[list[dict], list[dict]]:
             when = start + timedelta(days=8 * day, hours=path)
             items.append(
                 synthetic.item(
-                    "landsat-c2-l2", f"LC09_L2SP_19{path}028_{when:%Y%m%d}", when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    collection_id=LS, transform=(30.0, 0.0, 380000.0 + path * 20000, 0.0, -30.0, 5120000.0),
-                    shape=(1000, 1000), cloud_cover=round(rng.uniform(0, 100), 2),
+                    "landsat-c2-l2",
+                    f"LC09_L2SP_19{path}028_{when:%Y%m%d}",
+                    when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    collection_id=LS,
+                    transform=(30.0, 0.0, 380000.0 + path * 20000, 0.0, -30.0, 5120000.0),
+                    shape=(1000, 1000),
+                    cloud_cover=round(rng.uniform(0, 100), 2),
                     platform="landsat-9" if day % 2 else "landsat-8",
                 )
             )
@@ -54,7 +62,7 @@ def expected(items, *, collections=None, bbox=None, start=None, end=None, max_cl
             continue
         if bbox and not shape(item["geometry"]).intersects(box(*bbox)):
             continue
-        if start and when < start or end and when > end:
+        if (start and when < start) or (end and when > end):
             continue
         if max_cloud is not None and props["eo:cloud_cover"] > max_cloud:
             continue

@@ -16,8 +16,8 @@ import rasterio
 from fastmcp import Client
 from pyproj import Transformer
 from rasterio.features import geometry_mask
+from shapely import transform as shapely_transform
 from shapely.geometry import Polygon, box, mapping
-from shapely.ops import transform as shapely_transform
 
 from stac_gdal_mcp import synthetic
 from stac_gdal_mcp.core import Core
@@ -55,25 +55,75 @@ def scenes(cog_server, pgstac_api):
         return item
 
     s2 = [
-        scene("sentinel-2-l2a", "S2A_A", "2024-06-01T10:00:00Z", seed=1, collection_id=S2, size_px=1024,
-              cloud_fraction=0.3, shadow_fraction=0.05, cirrus_fraction=0.03, snow_fraction=0.04,
-              water_fraction=0.05, nodata_fraction=0.1),
+        scene(
+            "sentinel-2-l2a",
+            "S2A_A",
+            "2024-06-01T10:00:00Z",
+            seed=1,
+            collection_id=S2,
+            size_px=1024,
+            cloud_fraction=0.3,
+            shadow_fraction=0.05,
+            cirrus_fraction=0.03,
+            snow_fraction=0.04,
+            water_fraction=0.05,
+            nodata_fraction=0.1,
+        ),
         # east neighbour: its west edge is the other's east edge (x = 510240)
-        scene("sentinel-2-l2a", "S2A_B", "2024-06-01T10:00:01Z", seed=2, collection_id=S2, size_px=1024,
-              origin=(ORIGIN[0] + 10240, ORIGIN[1]), cloud_fraction=0.1, shadow_fraction=0.02),
-        scene("sentinel-2-l2a", "S2A_C", "2024-06-06T10:00:00Z", seed=3, collection_id=S2, size_px=1024,
-              cloud_fraction=0.6, shadow_fraction=0.1, water_fraction=0.05),
+        scene(
+            "sentinel-2-l2a",
+            "S2A_B",
+            "2024-06-01T10:00:01Z",
+            seed=2,
+            collection_id=S2,
+            size_px=1024,
+            origin=(ORIGIN[0] + 10240, ORIGIN[1]),
+            cloud_fraction=0.1,
+            shadow_fraction=0.02,
+        ),
+        scene(
+            "sentinel-2-l2a",
+            "S2A_C",
+            "2024-06-06T10:00:00Z",
+            seed=3,
+            collection_id=S2,
+            size_px=1024,
+            cloud_fraction=0.6,
+            shadow_fraction=0.1,
+            water_fraction=0.05,
+        ),
     ]
     # Landsat over the same place, in the neighbouring UTM zone 32
     x, y = Transformer.from_crs(32633, 32632, always_xy=True).transform(ORIGIN[0] - 1000, ORIGIN[1] + 1000)
-    ls = [scene("landsat-c2-l2", "LC09_L2SP_190028_20240603_02_T1", "2024-06-03T10:00:00Z", seed=4,
-                collection_id=LS, epsg=32632, origin=(round(x, -1), round(y, -1)), size_px=400,
-                cloud_fraction=0.25, shadow_fraction=0.05, cirrus_fraction=0.05, snow_fraction=0.05,
-                water_fraction=0.1, nodata_fraction=0.05)]
-    broken = synthetic.item("sentinel-2-l2a", "S2A_BROKEN", "2024-06-11T10:00:00Z", collection_id=S2,
-                            href_base=f"{cog_server.url}/missing-{UID}")
+    ls = [
+        scene(
+            "landsat-c2-l2",
+            "LC09_L2SP_190028_20240603_02_T1",
+            "2024-06-03T10:00:00Z",
+            seed=4,
+            collection_id=LS,
+            epsg=32632,
+            origin=(round(x, -1), round(y, -1)),
+            size_px=400,
+            cloud_fraction=0.25,
+            shadow_fraction=0.05,
+            cirrus_fraction=0.05,
+            snow_fraction=0.05,
+            water_fraction=0.1,
+            nodata_fraction=0.05,
+        )
+    ]
+    broken = synthetic.item(
+        "sentinel-2-l2a",
+        "S2A_BROKEN",
+        "2024-06-11T10:00:00Z",
+        collection_id=S2,
+        href_base=f"{cog_server.url}/missing-{UID}",
+    )
     broken["geometry"], broken["bbox"] = s2[0]["geometry"], s2[0]["bbox"]
-    no_mask = dict(broken, id="S2A_NOMASK", properties=dict(broken["properties"], datetime="2024-06-12T10:00:00Z"))
+    no_mask = dict(
+        broken, id="S2A_NOMASK", properties=dict(broken["properties"], datetime="2024-06-12T10:00:00Z")
+    )
     no_mask["assets"] = {k: v for k, v in broken["assets"].items() if k != "scl"}
     collections = [synthetic.collection("sentinel-2-l2a", S2), synthetic.collection("landsat-c2-l2", LS)]
     # the mask metadata lives on the items; the collection's item_assets would restore `scl`
@@ -93,11 +143,19 @@ def expected(scene: dict, aoi_bbox_or_geom) -> dict:
     with rasterio.open(scene["path"]) as src:
         mask, transform, crs = src.read(1), src.transform, src.crs
     project = Transformer.from_crs(4326, crs, always_xy=True).transform
-    local = shapely_transform(project, geom.segmentize(0.0005))
+    local = shapely_transform(geom.segmentize(0.0005), project, interleaved=False)
     inverse = ~transform
     cols, rows = zip(*(inverse @ xy for xy in local.exterior.coords))
-    pad = max(0, -math.floor(min(cols)), -math.floor(min(rows)),
-              math.ceil(max(cols)) - mask.shape[1], math.ceil(max(rows)) - mask.shape[0]) + 1
+    pad = (
+        max(
+            0,
+            -math.floor(min(cols)),
+            -math.floor(min(rows)),
+            math.ceil(max(cols)) - mask.shape[1],
+            math.ceil(max(rows)) - mask.shape[0],
+        )
+        + 1
+    )
     padded = np.pad(mask, pad, constant_values=NODATA_VALUE[scene["kind"]])
     padded_transform = transform @ transform.translation(-pad, -pad)
     inside = geometry_mask([mapping(local)], out_shape=padded.shape, transform=padded_transform, invert=True)
@@ -159,12 +217,14 @@ def test_fractions_match_independent_count(core, scenes, name):
 def test_polygon_aoi(core, scenes):
     west, south, east, north = AOIS["crossing-tiles"]
     triangle = Polygon([(west, south), (east, south), ((west + east) / 2, north)])
-    result = cloud_cover_stats(core, mapping(triangle), items=[{"collection_id": S2, "item_id": "S2A_A"}],
-                               catalog="testbed")
+    result = cloud_cover_stats(
+        core, mapping(triangle), items=[{"collection_id": S2, "item_id": "S2A_A"}], catalog="testbed"
+    )
     check_row(result.items[0], expected(scenes["S2A_A"], triangle))
     # a triangle has about half the pixels of its bbox
-    square = cloud_cover_stats(core, AOIS["crossing-tiles"], items=[{"collection_id": S2, "item_id": "S2A_A"}],
-                               catalog="testbed")
+    square = cloud_cover_stats(
+        core, AOIS["crossing-tiles"], items=[{"collection_id": S2, "item_id": "S2A_A"}], catalog="testbed"
+    )
     assert result.items[0].aoi_pixels == pytest.approx(square.items[0].aoi_pixels / 2, rel=0.05)
 
 
@@ -177,12 +237,16 @@ def test_whole_item_matches_generated_truth(core, scenes):
         row = cloud_cover_stats(core, aoi, items=[ref], catalog="testbed").items[0]
         assert row.valid_pixels == scene["truth"]["valid_pixels"]
         for name in FRACTIONS[:-1]:
-            assert getattr(row, f"{name}_fraction") == pytest.approx(scene["truth"][f"{name}_fraction"], abs=TOLERANCE)
+            assert getattr(row, f"{name}_fraction") == pytest.approx(
+                scene["truth"][f"{name}_fraction"], abs=TOLERANCE
+            )
 
 
 def test_aoi_outside_the_item(core):
     aoi = utm_aoi(ORIGIN[0] + 30000, ORIGIN[1] - 3000, ORIGIN[0] + 33000, ORIGIN[1])
-    result = cloud_cover_stats(core, aoi, items=[{"collection_id": S2, "item_id": "S2A_A"}], catalog="testbed")
+    result = cloud_cover_stats(
+        core, aoi, items=[{"collection_id": S2, "item_id": "S2A_A"}], catalog="testbed"
+    )
     row = result.items[0]
     assert row.error is None
     assert row.valid_pixels == 0 and row.aoi_pixels > 0
@@ -192,26 +256,47 @@ def test_aoi_outside_the_item(core):
 
 def mask_only_scene(out_dir, href_base, item_id, *, size_px, blocksize, seed=0):
     """A Sentinel-2 item whose only file is its SCL (size_px / 2 pixels of 20 m), as a COG."""
-    from rasterio.io import MemoryFile
     import rasterio.shutil
+    from rasterio.io import MemoryFile
 
     rng = np.random.default_rng(seed)
     classes = synthetic.scene_classes(rng, (size_px // 2, size_px // 2), cloud=0.3, shadow=0.05, water=0.05)
     speckle = (rng.random(classes.shape) < 0.2) & (classes != 0)  # as in real SCL: compresses less
     classes[speckle] = rng.choice(np.array([4, 5, 7], dtype="uint8"), size=int(speckle.sum()))
     transform = (10.0, 0.0, ORIGIN[0], 0.0, -10.0, ORIGIN[1])
-    item = synthetic.item("sentinel-2-l2a", item_id, "2024-07-01T10:00:00Z", collection_id=S2, transform=transform,
-                          shape=(size_px, size_px), href_base=href_base)
+    item = synthetic.item(
+        "sentinel-2-l2a",
+        item_id,
+        "2024-07-01T10:00:00Z",
+        collection_id=S2,
+        transform=transform,
+        shape=(size_px, size_px),
+        href_base=href_base,
+    )
     path = out_dir / f"{item_id}-scl.tif"
     out_dir.mkdir(parents=True, exist_ok=True)
-    profile = dict(driver="GTiff", width=classes.shape[1], height=classes.shape[0], count=1, dtype="uint8",
-                   crs="EPSG:32633", transform=rasterio.transform.from_origin(*ORIGIN, 20, 20), nodata=0)
+    profile = dict(
+        driver="GTiff",
+        width=classes.shape[1],
+        height=classes.shape[0],
+        count=1,
+        dtype="uint8",
+        crs="EPSG:32633",
+        transform=rasterio.transform.from_origin(*ORIGIN, 20, 20),
+        nodata=0,
+    )
     with MemoryFile() as memory:
         with memory.open(**profile) as dst:
             dst.write(classes, 1)
         with memory.open() as src:
-            rasterio.shutil.copy(src, path, driver="COG", BLOCKSIZE=blocksize, COMPRESS="DEFLATE",
-                                 OVERVIEW_RESAMPLING="NEAREST")
+            rasterio.shutil.copy(
+                src,
+                path,
+                driver="COG",
+                BLOCKSIZE=blocksize,
+                COMPRESS="DEFLATE",
+                OVERVIEW_RESAMPLING="NEAREST",
+            )
     item["assets"] = {"scl": dict(item["assets"]["scl"], href=f"{href_base}/{path.name}")}
     return item, path
 
@@ -219,16 +304,30 @@ def mask_only_scene(out_dir, href_base, item_id, *, size_px, blocksize, seed=0):
 def test_reads_only_the_aoi_window(core, cog_server, pgstac_api):
     """Fresh files (GDAL caches what it read per process): the AOI window, then an overview."""
     folder = f"cloud-bytes-{UID}"
-    made = [mask_only_scene(cog_server.root / folder, f"{cog_server.url}/{folder}", f"S2A_BYTES{i}",
-                            size_px=4096, blocksize=256, seed=i) for i in range(2)]
+    made = [
+        mask_only_scene(
+            cog_server.root / folder,
+            f"{cog_server.url}/{folder}",
+            f"S2A_BYTES{i}",
+            size_px=4096,
+            blocksize=256,
+            seed=i,
+        )
+        for i in range(2)
+    ]
     pgstac_api.load([], [item for item, _ in made])
     # 3 km x 3 km across a tile corner (tiles are 256 px = 5120 m)
     aoi = utm_aoi(ORIGIN[0] + 3620, ORIGIN[1] - 6620, ORIGIN[0] + 6620, ORIGIN[1] - 3620)
     reads = []
     for (item, path), resolution in zip(made, (None, 80)):
         cog_server.reset_stats()
-        row = cloud_cover_stats(core, aoi, items=[{"collection_id": S2, "item_id": item["id"]}], catalog="testbed",
-                                resolution=resolution).items[0]
+        row = cloud_cover_stats(
+            core,
+            aoi,
+            items=[{"collection_id": S2, "item_id": item["id"]}],
+            catalog="testbed",
+            resolution=resolution,
+        ).items[0]
         assert row.error is None and row.valid_pixels > 0
         reads.append(cog_server.stats()["paths"][f"/{folder}/{path.name}"]["bytes"])
         size = path.stat().st_size
@@ -241,7 +340,9 @@ def test_reads_only_the_aoi_window(core, cog_server, pgstac_api):
 
 def test_search_arguments_sort_and_failing_items(core, scenes):
     aoi = AOIS["crossing-tiles"]
-    result = cloud_cover_stats(core, aoi, catalog="testbed", collections=[S2], datetime="2024-06-01/2024-06-30")
+    result = cloud_cover_stats(
+        core, aoi, catalog="testbed", collections=[S2], datetime="2024-06-01/2024-06-30"
+    )
     rows = by_id(result)
     assert set(rows) == {"S2A_A", "S2A_C", "S2A_BROKEN", "S2A_NOMASK"}  # S2A_B does not touch the AOI
     assert result.failed == 2
@@ -252,10 +353,12 @@ def test_search_arguments_sort_and_failing_items(core, scenes):
     assert {r.item_id for r in result.items[-2:]} == {"S2A_BROKEN", "S2A_NOMASK"}
     for row in measured:
         check_row(row, expected(scenes[row.item_id], aoi))
-    cloudiest = cloud_cover_stats(core, aoi, catalog="testbed", collections=[S2], sort="cloud",
-                                  datetime="2024-06-01/2024-06-10")
+    cloudiest = cloud_cover_stats(
+        core, aoi, catalog="testbed", collections=[S2], sort="cloud", datetime="2024-06-01/2024-06-10"
+    )
     assert [r.item_id for r in cloudiest.items] == sorted(
-        ["S2A_A", "S2A_C"], key=lambda i: rows[i].cloud_fraction)
+        ["S2A_A", "S2A_C"], key=lambda i: rows[i].cloud_fraction
+    )
     latest = cloud_cover_stats(core, aoi, catalog="testbed", collections=[S2], sort="-datetime", max_items=2)
     assert len(latest.items) == 2 and any("max_items" in n for n in latest.notes)
 
@@ -274,16 +377,26 @@ def test_cancelled_between_items(core):
     job = Job()
     job.cancel()
     with pytest.raises(OperationCancelled):
-        cloud_cover_stats(core, AOIS["across-items"], items=[{"collection_id": S2, "item_id": "S2A_A"}],
-                          catalog="testbed", job=job)
+        cloud_cover_stats(
+            core,
+            AOIS["across-items"],
+            items=[{"collection_id": S2, "item_id": "S2A_A"}],
+            catalog="testbed",
+            job=job,
+        )
 
 
 def test_argument_errors(core):
     with pytest.raises(InvalidArgument, match="aoi"):
         cloud_cover_stats(core, None, collections=[S2], catalog="testbed")
     with pytest.raises(InvalidArgument, match="either"):
-        cloud_cover_stats(core, AOIS["crossing-tiles"], items=[{"collection_id": S2, "item_id": "S2A_A"}],
-                          collections=[S2], catalog="testbed")
+        cloud_cover_stats(
+            core,
+            AOIS["crossing-tiles"],
+            items=[{"collection_id": S2, "item_id": "S2A_A"}],
+            collections=[S2],
+            catalog="testbed",
+        )
     with pytest.raises(InvalidArgument, match="sort"):
         cloud_cover_stats(core, AOIS["crossing-tiles"], collections=[S2], catalog="testbed", sort="best")
     with pytest.raises(InvalidArgument, match="collections"):
@@ -291,8 +404,6 @@ def test_argument_errors(core):
 
 
 # --- through the MCP server --------------------------------------------------------------------
-
-
 
 
 async def test_tool_end_to_end(core, scenes):
@@ -310,12 +421,13 @@ async def test_tool_end_to_end(core, scenes):
             {"aoi": aoi, "collections": [S2], "datetime": "2024-06-01/2024-06-10", "catalog": "testbed"},
         )
         data = result.structured_content
-        assert [r["item_id"] for r in data["items"]][0] in ("S2A_A", "S2A_C")
+        assert next(r["item_id"] for r in data["items"]) in ("S2A_A", "S2A_C")
         for row in data["items"]:
             truth = expected(scenes[row["item_id"]], aoi)
             assert row["cloud_fraction"] == pytest.approx(truth["cloud_fraction"], abs=TOLERANCE)
             assert row["mask_source"] == "asset 'scl', read through its classification:classes"
         assert progress and progress[-1][0] == progress[-1][1] == 2
-        bad = await client.call_tool("cloud_cover_stats", {"aoi": [1, 2, 3], "collections": [S2]},
-                                     raise_on_error=False)
+        bad = await client.call_tool(
+            "cloud_cover_stats", {"aoi": [1, 2, 3], "collections": [S2]}, raise_on_error=False
+        )
         assert bad.is_error and "bbox" in bad.content[0].text and "Traceback" not in bad.content[0].text

@@ -6,17 +6,17 @@ from __future__ import annotations
 import json
 import socket
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+import discovery_data as data
 import pystac
 import pytest
 from fastmcp import Client
 
-import discovery_data as data
 from stac_gdal_mcp.server import build_server
 from testbed.miniapi import serve_mini_api
 
-UTC = timezone.utc
+UTC = UTC
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +34,7 @@ def local_files(tmp_path, dataset):
     catalog = pystac.Catalog("static", "a static catalog")
     for cdict in collections:
         collection = pystac.Collection.from_dict(cdict)
-        collection.add_items(
-            [pystac.Item.from_dict(i) for i in items if i["collection"] == cdict["id"]]
-        )
+        collection.add_items([pystac.Item.from_dict(i) for i in items if i["collection"] == cdict["id"]])
         catalog.add_child(collection)
     catalog.normalize_hrefs(str(tmp_path / "static"))
     catalog.save(pystac.CatalogType.SELF_CONTAINED)
@@ -46,22 +44,38 @@ def local_files(tmp_path, dataset):
 @pytest.mark.parametrize("kind", ["ndjson", "itemcollection", "static"])
 async def test_local_catalog_search_matches_independent_result(make_settings, local_files, dataset, kind):
     _, items = dataset
-    settings = make_settings(catalogs=[{"id": "mine", "path": str(local_files[kind])}], default_catalog="mine")
+    settings = make_settings(
+        catalogs=[{"id": "mine", "path": str(local_files[kind])}], default_catalog="mine"
+    )
     bbox = [13.5, 45.8, 14.0, 46.2]
     want = data.expected(
-        items, bbox=bbox, start=datetime(2024, 5, 5, tzinfo=UTC), max_cloud=60,
+        items,
+        bbox=bbox,
+        start=datetime(2024, 5, 5, tzinfo=UTC),
+        max_cloud=60,
         where=lambda i: i["properties"]["platform"] != "landsat-8",
     )
     async with Client(build_server(settings)) as client:
-        page = (await client.call_tool("search_items", {
-            "bbox": bbox, "datetime": "2024-05-05/..", "max_cloud_cover": 60,
-            "filter": "platform <> 'landsat-8'", "sortby": "-eo:cloud_cover", "limit": 4,
-        })).structured_content
+        page = (
+            await client.call_tool(
+                "search_items",
+                {
+                    "bbox": bbox,
+                    "datetime": "2024-05-05/..",
+                    "max_cloud_cover": 60,
+                    "filter": "platform <> 'landsat-8'",
+                    "sortby": "-eo:cloud_cover",
+                    "limit": 4,
+                },
+            )
+        ).structured_content
         assert page["matched"] == len(want)
         seen = [i["id"] for i in page["items"]]
         clouds = [i["cloud_cover"] for i in page["items"]]
         while page["next_cursor"]:
-            page = (await client.call_tool("search_items", {"cursor": page["next_cursor"], "limit": 4})).structured_content
+            page = (
+                await client.call_tool("search_items", {"cursor": page["next_cursor"], "limit": 4})
+            ).structured_content
             seen += [i["id"] for i in page["items"]]
             clouds += [i["cloud_cover"] for i in page["items"]]
         assert sorted(seen) == sorted(want) and len(seen) == len(set(seen))
@@ -71,7 +85,8 @@ async def test_local_catalog_search_matches_independent_result(make_settings, lo
             assert [c["id"] for c in cols["collections"]] == [data.LS]
             q = (await client.call_tool("get_queryables", {"collection_id": data.S2})).structured_content
             assert {"name": "eo:cloud_cover", "type": "number"}.items() <= next(
-                x for x in q["queryables"] if x["name"] == "eo:cloud_cover").items()
+                x for x in q["queryables"] if x["name"] == "eo:cloud_cover"
+            ).items()
 
 
 async def test_api_without_filter_gets_conditions_client_side(make_settings, dataset):
@@ -79,17 +94,29 @@ async def test_api_without_filter_gets_conditions_client_side(make_settings, dat
     with serve_mini_api(items, collections) as api:
         settings = make_settings(catalogs=[{"id": "mini", "url": api.url}], default_catalog="mini")
         want = data.expected(
-            items, collections=[data.S2], max_cloud=30,
+            items,
+            collections=[data.S2],
+            max_cloud=30,
             where=lambda i: i["properties"]["platform"] == "sentinel-2b",
         )
         async with Client(build_server(settings)) as client:
-            info = (await client.call_tool("list_catalogs", {"check_reachable": True})).structured_content["result"]
+            info = (await client.call_tool("list_catalogs", {"check_reachable": True})).structured_content[
+                "result"
+            ]
             features = next(c for c in info if c["id"] == "mini")["features"]
             assert features["item_search"] and not features["filter_cql2_text"] and not features["query"]
-            page = (await client.call_tool("search_items", {
-                "collections": [data.S2], "max_cloud_cover": 30, "query": {"platform": {"eq": "sentinel-2b"}},
-                "sortby": "eo:cloud_cover", "limit": 3,
-            })).structured_content
+            page = (
+                await client.call_tool(
+                    "search_items",
+                    {
+                        "collections": [data.S2],
+                        "max_cloud_cover": 30,
+                        "query": {"platform": {"eq": "sentinel-2b"}},
+                        "sortby": "eo:cloud_cover",
+                        "limit": 3,
+                    },
+                )
+            ).structured_content
             notes = " ".join(page["notes"])
             assert "query applied client-side" in notes
             assert "max_cloud_cover applied client-side" in notes
@@ -97,7 +124,9 @@ async def test_api_without_filter_gets_conditions_client_side(make_settings, dat
             assert page["matched"] is None  # the API's count would not include our conditions
             seen = [i["id"] for i in page["items"]]
             while page["next_cursor"]:
-                page = (await client.call_tool("search_items", {"cursor": page["next_cursor"], "limit": 3})).structured_content
+                page = (
+                    await client.call_tool("search_items", {"cursor": page["next_cursor"], "limit": 3})
+                ).structured_content
                 assert "query applied client-side" in " ".join(page["notes"])
                 seen += [i["id"] for i in page["items"]]
             assert sorted(seen) == sorted(want) and len(seen) == len(set(seen))
@@ -107,7 +136,8 @@ async def test_retries_then_success_and_then_reported_failure(make_settings, dat
     collections, items = dataset
     with serve_mini_api(items, collections) as api:
         settings = make_settings(
-            catalogs=[{"id": "mini", "url": api.url}], default_catalog="mini",
+            catalogs=[{"id": "mini", "url": api.url}],
+            default_catalog="mini",
             network={"max_retries": 2, "timeout_s": 5},
         )
         async with Client(build_server(settings)) as client:
@@ -117,7 +147,9 @@ async def test_retries_then_success_and_then_reported_failure(make_settings, dat
             assert result.structured_content["returned"] == 2
             assert api.requests - before >= 4  # 2 failed + root + search
             api.fail_next = [503] * 10
-            result = await client.call_tool("get_collection", {"collection_id": data.LS}, raise_on_error=False)
+            result = await client.call_tool(
+                "get_collection", {"collection_id": data.LS}, raise_on_error=False
+            )
             assert result.is_error
             assert "catalog 'mini'" in result.content[0].text and "unavailable" in result.content[0].text
             assert "HTTP 503" in result.content[0].text
@@ -131,7 +163,8 @@ async def test_timeout_is_reported(make_settings, dataset):
     with serve_mini_api(items, collections) as api:
         api.delay_s = 2.0
         settings = make_settings(
-            catalogs=[{"id": "slow", "url": api.url}], default_catalog="slow",
+            catalogs=[{"id": "slow", "url": api.url}],
+            default_catalog="slow",
             network={"max_retries": 0, "timeout_s": 0.5},
         )
         async with Client(build_server(settings)) as client:
@@ -147,14 +180,17 @@ async def test_catalog_down_is_reported(make_settings):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     settings = make_settings(
-        catalogs=[{"id": "down", "url": f"http://127.0.0.1:{port}"}], default_catalog="down",
+        catalogs=[{"id": "down", "url": f"http://127.0.0.1:{port}"}],
+        default_catalog="down",
         network={"max_retries": 1},
     )
     async with Client(build_server(settings)) as client:
         result = await client.call_tool("search_items", {"limit": 1}, raise_on_error=False)
         assert result.is_error and "catalog 'down'" in result.content[0].text
         assert "unavailable" in result.content[0].text
-        catalogs = (await client.call_tool("list_catalogs", {"check_reachable": True})).structured_content["result"]
+        catalogs = (await client.call_tool("list_catalogs", {"check_reachable": True})).structured_content[
+            "result"
+        ]
         down = next(c for c in catalogs if c["id"] == "down")
         assert down["reachable"] is False and "ConnectionError" in down["error"]
 
@@ -163,7 +199,8 @@ async def test_private_hosts_refused_by_default(make_settings, dataset):
     collections, items = dataset
     with serve_mini_api(items, collections) as api:
         settings = make_settings(
-            catalogs=[{"id": "mini", "url": api.url}], default_catalog="mini",
+            catalogs=[{"id": "mini", "url": api.url}],
+            default_catalog="mini",
             network={"allow_private_hosts": False},
         )
         async with Client(build_server(settings)) as client:
@@ -175,10 +212,15 @@ async def test_private_hosts_refused_by_default(make_settings, dataset):
 async def test_cursor_from_another_catalog_is_refused(make_settings, local_files, dataset):
     collections, items = dataset
     settings = make_settings(
-        catalogs=[{"id": "a", "path": str(local_files["ndjson"])}, {"id": "b", "path": str(local_files["static"])}],
+        catalogs=[
+            {"id": "a", "path": str(local_files["ndjson"])},
+            {"id": "b", "path": str(local_files["static"])},
+        ],
         default_catalog="a",
     )
     async with Client(build_server(settings)) as client:
         page = (await client.call_tool("search_items", {"limit": 2})).structured_content
-        result = await client.call_tool("search_items", {"catalog": "b", "cursor": page["next_cursor"]}, raise_on_error=False)
+        result = await client.call_tool(
+            "search_items", {"catalog": "b", "cursor": page["next_cursor"]}, raise_on_error=False
+        )
     assert result.is_error and "belongs to catalog 'a'" in result.content[0].text

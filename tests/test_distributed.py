@@ -13,8 +13,8 @@ import uuid
 import numpy as np
 import pytest
 import rasterio
-
 import test_timeseries as ts  # its numpy helpers (module import: its tests are not collected here)
+
 from stac_gdal_mcp import synthetic
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import AssetUnreadable
@@ -30,8 +30,9 @@ DAYS = {"S2B_D1": "2024-07-01T10:00:00Z", "S2B_D2": "2024-07-06T10:00:00Z", "S2B
 def cluster():
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster:  # fmt: skip
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+    ) as cluster:
         yield cluster
 
 
@@ -41,9 +42,20 @@ def scenes(cog_server, pgstac_api):
     out_dir, href_base = cog_server.root / folder, f"{cog_server.url}/{folder}"
     made, items = {}, []
     for seed, (item_id, when) in enumerate(DAYS.items()):
-        item, _ = synthetic.write_scene("sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, seed=40 + seed,
-                                        size_px=512, blocksize=128, with_visual=False, href_base=href_base,
-                                        cloud_fraction=0.2 + 0.2 * seed, nodata_fraction=0.1)  # fmt: skip
+        item, _ = synthetic.write_scene(
+            "sentinel-2-l2a",
+            out_dir,
+            item_id,
+            when,
+            collection_id=S2,
+            seed=40 + seed,
+            size_px=512,
+            blocksize=128,
+            with_visual=False,
+            href_base=href_base,
+            cloud_fraction=0.2 + 0.2 * seed,
+            nodata_fraction=0.1,
+        )
         made[item_id] = {"item": item, "dir": out_dir / item_id}
         items.append(item)
     pgstac_api.load([synthetic.collection("sentinel-2-l2a", S2)], items)
@@ -54,7 +66,9 @@ def scenes(cog_server, pgstac_api):
 def cores(make_settings, pgstac_api, scenes, cluster):
     catalogs = [{"id": "testbed", "url": pgstac_api.url}]
     local = Core(make_settings(catalogs=catalogs, default_catalog="testbed"))
-    remote = Core(make_settings(catalogs=catalogs, default_catalog="testbed", dask_scheduler=cluster.scheduler_address))
+    remote = Core(
+        make_settings(catalogs=catalogs, default_catalog="testbed", dask_scheduler=cluster.scheduler_address)
+    )
     return local, remote
 
 
@@ -78,14 +92,19 @@ def test_time_series_on_the_cluster(cores, scenes, cluster):
     for a, b in zip(on_cluster.rows, on_threads.rows):
         assert (a.value, a.valid_pixels, a.item_ids) == (b.value, b.valid_pixels, b.item_ids)
         want, count = ts.expected_ndvi([scenes[i] for i in a.item_ids], AOI)
-        assert a.value == pytest.approx(want, rel=1e-3) and a.valid_pixels == pytest.approx(count, rel=0.005, abs=3)
+        assert a.value == pytest.approx(want, rel=1e-3) and a.valid_pixels == pytest.approx(
+            count, rel=0.005, abs=3
+        )
 
 
 def test_composite_on_the_cluster(cores, scenes):
     local, remote = cores
     a = composite(remote, AOI, bands=["nir"], collections=[S2], catalog="testbed", method="mean")
     b = composite(local, AOI, bands=["nir"], collections=[S2], catalog="testbed", method="mean")
-    with rasterio.open(remote.outputs.path(a.output.id)) as x, rasterio.open(local.outputs.path(b.output.id)) as y:
+    with (
+        rasterio.open(remote.outputs.path(a.output.id)) as x,
+        rasterio.open(local.outputs.path(b.output.id)) as y,
+    ):
         np.testing.assert_array_equal(x.read(), y.read())
         assert x.transform == y.transform
     assert a.items == 3 and a.valid_fraction == b.valid_fraction
@@ -97,6 +116,11 @@ def test_gdal_settings_reach_the_workers(cores):
     pixel). The same call without it succeeds (test above)."""
     _, remote = cores
     with pytest.raises(AssetUnreadable) as info:
-        time_series(remote, AOI, collections=[S2], catalog="testbed",
-                    gdal_options={"CPL_VSIL_CURL_ALLOWED_EXTENSIONS": ".jp2"})
+        time_series(
+            remote,
+            AOI,
+            collections=[S2],
+            catalog="testbed",
+            gdal_options={"CPL_VSIL_CURL_ALLOWED_EXTENSIONS": ".jp2"},
+        )
     assert "loading the items failed" in str(info.value)

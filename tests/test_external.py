@@ -42,7 +42,14 @@ async def test_python_script_server_tools_resources_prompts_end_to_end(build, tm
     mcp = build(settings_with(tmp_path, {"name": "echo", "script": str(ECHO)}))
     async with Client(mcp, mode=mode) as client:
         names = {t.name for t in await client.list_tools()}
-        assert {"echo_echo", "echo_environment", "echo_big", "echo_crash", "list_extensions", "search_items"} <= names
+        assert {
+            "echo_echo",
+            "echo_environment",
+            "echo_big",
+            "echo_crash",
+            "list_extensions",
+            "search_items",
+        } <= names
         assert "echo" not in names  # only under its namespace
 
         result = await client.call_tool("echo_echo", {"text": "hello stac"})
@@ -63,14 +70,22 @@ async def test_python_script_server_tools_resources_prompts_end_to_end(build, tm
     assert info["kind"] == "external_server" and info["status"] == "running" and info["error"] is None
     assert info["source"] == f"{sys.executable} {ECHO}"
     assert "echo_echo" in info["tools"] and "echo_summarize" in info["prompts"]
-    assert set(info["resources"]) == {"echo://echo/greeting", "echo://echo/items/{item_id}", "echo://echo/big/{n_bytes}"}
+    assert set(info["resources"]) == {
+        "echo://echo/greeting",
+        "echo://echo/items/{item_id}",
+        "echo://echo/big/{n_bytes}",
+    }
 
 
 async def test_server_through_sh_c_with_cwd(build, tmp_path):
     workdir = tmp_path / "terrain-home"
     workdir.mkdir()
     shutil.copy(ECHO, workdir / "server.py")
-    server = {"name": "terrain", "cmd": ["sh", "-c", f"exec '{sys.executable}' server.py"], "cwd": str(workdir)}
+    server = {
+        "name": "terrain",
+        "cmd": ["sh", "-c", f"exec '{sys.executable}' server.py"],
+        "cwd": str(workdir),
+    }
     mcp = build(settings_with(tmp_path, server))
     async with Client(mcp) as client:
         assert (await client.call_tool("terrain_echo", {"text": "via sh"})).content[0].text == "via sh"
@@ -83,11 +98,13 @@ async def test_sh_script_and_executable_script(build, tmp_path):
     executable = tmp_path / "echo-server"
     executable.write_text(f"#!/bin/sh\nexec '{sys.executable}' '{ECHO}' \"$@\"\n")
     executable.chmod(0o755)
-    mcp = build(settings_with(
-        tmp_path,
-        {"name": "viash", "script": str(SERVERS / "echo_server.sh"), "env": {"PYTHON": sys.executable}},
-        {"name": "viaexe", "script": str(executable)},
-    ))
+    mcp = build(
+        settings_with(
+            tmp_path,
+            {"name": "viash", "script": str(SERVERS / "echo_server.sh"), "env": {"PYTHON": sys.executable}},
+            {"name": "viaexe", "script": str(executable)},
+        )
+    )
     async with Client(mcp) as client:
         assert (await client.call_tool("viash_echo", {"text": "a"})).content[0].text == "a"
         assert (await client.call_tool("viaexe_echo", {"text": "b"})).content[0].text == "b"
@@ -114,10 +131,15 @@ async def test_child_gets_a_minimal_environment_and_its_own_env(build, tmp_path,
 async def test_secrets_never_in_logs_errors_or_list_extensions(build, tmp_path, monkeypatch, caplog):
     caplog.set_level(logging.DEBUG, logger="stac_gdal_mcp")
     monkeypatch.setenv("TERRAIN_KEY", SECRET)
-    running = {"name": "echo", "cmd": [sys.executable, str(ECHO), "--token", TOKEN], "env": {"KEY": "env:TERRAIN_KEY"}}
+    running = {
+        "name": "echo",
+        "cmd": [sys.executable, str(ECHO), "--token", TOKEN],
+        "env": {"KEY": "env:TERRAIN_KEY"},
+    }
     # this one fails at start, after printing its arguments and KEY to stderr
     crashing = {
-        "name": "leaky", "cmd": [sys.executable, str(ECHO), "--crash-at-start", f"--api-key={TOKEN}"],
+        "name": "leaky",
+        "cmd": [sys.executable, str(ECHO), "--crash-at-start", f"--api-key={TOKEN}"],
         "env": {"KEY": "env:TERRAIN_KEY"},
     }
     mcp = build(settings_with(tmp_path, running, crashing))
@@ -137,16 +159,22 @@ async def test_secrets_never_in_logs_errors_or_list_extensions(build, tmp_path, 
 
 
 async def test_annotations_are_overridden(build, tmp_path):
-    mcp = build(settings_with(
-        tmp_path,
-        {"name": "untrusted", "script": str(ECHO)},
-        {"name": "trusted", "script": str(ECHO), "trusted": True},
-    ))
+    mcp = build(
+        settings_with(
+            tmp_path,
+            {"name": "untrusted", "script": str(ECHO)},
+            {"name": "trusted", "script": str(ECHO), "trusted": True},
+        )
+    )
     async with Client(mcp) as client:
         tools = {t.name: t for t in await client.list_tools()}
     # the server declares echo read-only and closed-world
     untrusted, trusted = tools["untrusted_echo"].annotations, tools["trusted_echo"].annotations
-    assert (untrusted.read_only_hint, untrusted.destructive_hint, untrusted.open_world_hint) == (False, True, True)
+    assert (untrusted.read_only_hint, untrusted.destructive_hint, untrusted.open_world_hint) == (
+        False,
+        True,
+        True,
+    )
     assert (trusted.read_only_hint, trusted.open_world_hint) == (True, True)
     assert tools["trusted_crash"].annotations.read_only_hint is False  # it claims nothing: not read-only
     assert tools["untrusted_echo"].output_schema is None  # the server's output schema is not advertised
@@ -160,7 +188,9 @@ async def test_oversize_results_are_truncated_with_a_note(build, tmp_path):
     async with Client(mcp) as client:
         small = await client.call_tool("echo_big", {"n_bytes": 1000})
         big = await client.call_tool("echo_big", {"n_bytes": 10_000})
-    assert small.content[0].text == expected[:1000] and small.structured_content == {"result": expected[:1000]}
+    assert small.content[0].text == expected[:1000] and small.structured_content == {
+        "result": expected[:1000]
+    }
 
     text, note = big.content[0].text, big.content[-1].text
     assert len(big.content) == 2
@@ -168,7 +198,9 @@ async def test_oversize_results_are_truncated_with_a_note(build, tmp_path):
     assert len(text) == limit  # the text fills the budget (the structured copy is dropped)
     assert big.structured_content is None
     assert note.startswith("[truncated by stac-gdal-mcp: this answer from external server 'echo' was 20")
-    assert note.endswith(f"over its limit of {limit} bytes (max_result_bytes); dropped: the structured content]")
+    assert note.endswith(
+        f"over its limit of {limit} bytes (max_result_bytes); dropped: the structured content]"
+    )
 
 
 async def test_oversize_resource_is_truncated_with_a_note(build, tmp_path):
@@ -179,15 +211,19 @@ async def test_oversize_resource_is_truncated_with_a_note(build, tmp_path):
         big = await client.read_resource("echo://echo/big/5000")
     assert [c.text for c in small] == [("abcdefghij" * 10)]
     assert big[0].text == ("abcdefghij" * 500)[:limit]
-    assert big[-1].text.startswith("[truncated by stac-gdal-mcp: this answer from external server 'echo' was 5000 bytes")
+    assert big[-1].text.startswith(
+        "[truncated by stac-gdal-mcp: this answer from external server 'echo' was 5000 bytes"
+    )
 
 
 async def test_server_that_crashes_at_start_is_reported_and_skipped(build, tmp_path):
-    mcp = build(settings_with(
-        tmp_path,
-        {"name": "broken", "cmd": [sys.executable, str(ECHO), "--crash-at-start"]},
-        {"name": "echo", "script": str(ECHO)},
-    ))
+    mcp = build(
+        settings_with(
+            tmp_path,
+            {"name": "broken", "cmd": [sys.executable, str(ECHO), "--crash-at-start"]},
+            {"name": "echo", "script": str(ECHO)},
+        )
+    )
     async with Client(mcp) as client:
         names = {t.name for t in await client.list_tools()}
         info = listed(await client.call_tool("list_extensions", {}))
@@ -212,9 +248,9 @@ def test_strict_mode_refuses_to_start_when_a_server_fails(tmp_path):
 
 
 async def test_server_that_dies_mid_session(build, tmp_path, caplog):
-    mcp = build(settings_with(
-        tmp_path, {"name": "echo", "script": str(ECHO)}, {"name": "other", "script": str(ECHO)}
-    ))
+    mcp = build(
+        settings_with(tmp_path, {"name": "echo", "script": str(ECHO)}, {"name": "other", "script": str(ECHO)})
+    )
     async with Client(mcp) as client:
         assert (await client.call_tool("echo_echo", {"text": "before"})).content[0].text == "before"
         died = await client.call_tool("echo_crash", {}, raise_on_error=False)
@@ -254,7 +290,9 @@ async def test_a_call_that_takes_longer_than_timeout_s(build, tmp_path):
 
 
 async def test_allow_list_limits_the_tools(build, tmp_path):
-    mcp = build(settings_with(tmp_path, {"name": "echo", "script": str(ECHO), "tools": ["echo", "big", "slope"]}))
+    mcp = build(
+        settings_with(tmp_path, {"name": "echo", "script": str(ECHO), "tools": ["echo", "big", "slope"]})
+    )
     async with Client(mcp) as client:
         names = {t.name for t in await client.list_tools() if t.name.startswith("echo_")}
     assert names == {"echo_echo", "echo_big"}
@@ -277,21 +315,48 @@ async def test_collision_with_a_core_tool_names_both(build, tmp_path):
 @pytest.mark.parametrize(
     "entry, message",
     [
-        ({"cmd": ["x"], "script": "y.py"}, "external server 'bad': give exactly one of `cmd` (a command line as a list) or `script` (a path)"),
+        (
+            {"cmd": ["x"], "script": "y.py"},
+            "external server 'bad': give exactly one of `cmd` (a command line as a list) or `script` (a path)",
+        ),
         ({}, "external server 'bad': give exactly one of `cmd`"),
         ({"cmd": []}, "external server 'bad': `cmd` must be a non-empty list of non-blank strings"),
-        ({"cmd": ["node", "  "]}, "external server 'bad': `cmd` must be a non-empty list of non-blank strings"),
-        ({"cmd": ["no-such-program-4242"]}, "external server 'bad': program 'no-such-program-4242' was not found on PATH"),
+        (
+            {"cmd": ["node", "  "]},
+            "external server 'bad': `cmd` must be a non-empty list of non-blank strings",
+        ),
+        (
+            {"cmd": ["no-such-program-4242"]},
+            "external server 'bad': program 'no-such-program-4242' was not found on PATH",
+        ),
         ({"cmd": ["./not-here"]}, "external server 'bad': ./not-here is not an executable file"),
         ({"script": "missing.py"}, "external server 'bad': script missing.py does not exist"),
-        ({"script": "NOTEXEC"}, "external server 'bad': script NOTEXEC is neither .py nor .sh and is not executable (chmod +x it)"),
-        ({"script": "x.py", "cwd": "/no/such/dir"}, "external server 'bad': cwd /no/such/dir does not exist or is not a directory"),
-        ({"script": "x.py", "env": {"PORT": 8080}}, "external server 'bad': env PORT must be a string, got int"),
-        ({"script": "x.py", "env": {"KEY": "env:UNSET_VAR_4242"}}, "external server 'bad': env KEY needs environment variable UNSET_VAR_4242, which is not set"),
-        ({"url": "http://localhost:9000/mcp"}, "external server 'bad': `url` is not supported; external servers are started over stdio with `cmd` or `script`"),
+        (
+            {"script": "NOTEXEC"},
+            "external server 'bad': script NOTEXEC is neither .py nor .sh and is not executable (chmod +x it)",
+        ),
+        (
+            {"script": "x.py", "cwd": "/no/such/dir"},
+            "external server 'bad': cwd /no/such/dir does not exist or is not a directory",
+        ),
+        (
+            {"script": "x.py", "env": {"PORT": 8080}},
+            "external server 'bad': env PORT must be a string, got int",
+        ),
+        (
+            {"script": "x.py", "env": {"KEY": "env:UNSET_VAR_4242"}},
+            "external server 'bad': env KEY needs environment variable UNSET_VAR_4242, which is not set",
+        ),
+        (
+            {"url": "http://localhost:9000/mcp"},
+            "external server 'bad': `url` is not supported; external servers are started over stdio with `cmd` or `script`",
+        ),
         ({"script": "x.py", "colour": "blue"}, "external server 'bad': unknown key(s) colour"),
         ({"name": "9lives", "script": "x.py"}, "external server '9lives': name must start with a letter"),
-        ({"name": "has space", "script": "x.py"}, "external server 'has space': name must start with a letter"),
+        (
+            {"name": "has space", "script": "x.py"},
+            "external server 'has space': name must start with a letter",
+        ),
     ],
 )
 def test_validation_errors(tmp_path, monkeypatch, entry, message):
@@ -309,7 +374,9 @@ def test_validation_errors(tmp_path, monkeypatch, entry, message):
 
 
 def test_duplicate_names_are_refused(build, tmp_path):
-    mcp = build(settings_with(tmp_path, {"name": "echo", "script": str(ECHO)}, {"name": "echo", "script": str(ECHO)}))
+    mcp = build(
+        settings_with(tmp_path, {"name": "echo", "script": str(ECHO)}, {"name": "echo", "script": str(ECHO)})
+    )
     kinds = [(e.name, e.status, e.error) for e in mcp.extensions.entries()]
     assert ("echo", "failed", "external server 'echo': another external server has this name") in kinds
     assert ("echo", "running", None) in kinds
@@ -359,8 +426,10 @@ async def test_through_the_stdio_cli_and_children_stop_with_it(tmp_path):
         f"script = {json.dumps(str(ECHO))}\n"
     )
     transport = StdioTransport(
-        sys.executable, ["-m", "stac_gdal_mcp.cli", "serve", "--config", str(config)],
-        env={"PYTHONPATH": str(Path(__file__).parent.parent)}, keep_alive=False,
+        sys.executable,
+        ["-m", "stac_gdal_mcp.cli", "serve", "--config", str(config)],
+        env={"PYTHONPATH": str(Path(__file__).parent.parent)},
+        keep_alive=False,
     )
     async with Client(transport) as client:
         assert (await client.call_tool("echo_echo", {"text": "over stdio"})).content[0].text == "over stdio"
@@ -381,13 +450,19 @@ async def test_through_the_stdio_cli_and_children_stop_with_it(tmp_path):
     "argv, shown",
     [
         (["node", "server.js", "--token", "abc123"], "node server.js --token ***"),
-        (["node", "server.js", "--api-key=abc123", "--region", "eu"], "node server.js --api-key=*** --region eu"),
+        (
+            ["node", "server.js", "--api-key=abc123", "--region", "eu"],
+            "node server.js --api-key=*** --region eu",
+        ),
         (["srv", "https://user:pa55@example.com/x"], "srv https://user:***@example.com/x"),
         (["srv", "--header", "Authorization: Bearer abc.def"], "srv --header 'Authorization: *** ***'"),
         (["sh", "-c", "exec srv --secret hunter22 TOKEN=xyz"], "sh -c 'exec srv --secret *** TOKEN=***'"),
         (["srv", "ghp_abcdefghijklmnopqrstuvwxyz012345"], "srv ***"),
         (["srv", "3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"], "srv ***"),
-        (["srv", "/opt/terrain/a1b2c3d4e5f6a7b8c9d0e1f2a3b4.js", "--verbose"], "srv /opt/terrain/a1b2c3d4e5f6a7b8c9d0e1f2a3b4.js --verbose"),
+        (
+            ["srv", "/opt/terrain/a1b2c3d4e5f6a7b8c9d0e1f2a3b4.js", "--verbose"],
+            "srv /opt/terrain/a1b2c3d4e5f6a7b8c9d0e1f2a3b4.js --verbose",
+        ),
         (["srv", "--key-file", "/etc/k"], "srv --key-file /etc/k"),
         (["srv", "--user", "my-configured-value"], "srv --user ***"),
     ],

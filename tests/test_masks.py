@@ -34,27 +34,27 @@ def classes_of(scheme, values, dtype, nodata=None):
 
 # (value, classes) — the named values are those USGS documents for Landsat 8/9 C2 L2.
 QA_PIXEL_CASES = [
-    (1, {"nodata"}),                       # fill
-    (21824, {"clear"}),                    # clear land, low confidences
-    (21952, {"water", "clear"}),           # clear water
-    (22280, {"cloud"}),                    # high-confidence cloud
-    (21762, {"cloud"}),                    # dilated cloud
-    (23888, {"shadow"}),                   # cloud shadow (bit 4) with clear bit 6 set
-    (30048, {"snow", "clear"}),            # snow/ice
-    (54596, {"cirrus"}),                   # high-confidence cirrus
-    (0, {"clear"}),                        # no bit set: valid, nothing flagged
-    (1 << 1, {"cloud"}),                   # bit 1 dilated cloud alone
-    (1 << 2, {"cirrus"}),                  # bit 2 cirrus alone
-    (1 << 3, {"cloud"}),                   # bit 3 cloud alone
-    (1 << 4, {"shadow"}),                  # bit 4 cloud shadow alone
-    (1 << 5, {"snow", "clear"}),           # bit 5 snow alone
-    (1 << 6, {"clear"}),                   # bit 6 "clear" flag alone
-    (1 << 7, {"water", "clear"}),          # bit 7 water alone
-    ((1 << 3) | (1 << 4), {"cloud"}),      # cloud and shadow bits: cloud wins
-    ((1 << 3) | (1 << 2), {"cloud"}),      # cloud and cirrus bits: cloud wins
+    (1, {"nodata"}),  # fill
+    (21824, {"clear"}),  # clear land, low confidences
+    (21952, {"water", "clear"}),  # clear water
+    (22280, {"cloud"}),  # high-confidence cloud
+    (21762, {"cloud"}),  # dilated cloud
+    (23888, {"shadow"}),  # cloud shadow (bit 4) with clear bit 6 set
+    (30048, {"snow", "clear"}),  # snow/ice
+    (54596, {"cirrus"}),  # high-confidence cirrus
+    (0, {"clear"}),  # no bit set: valid, nothing flagged
+    (1 << 1, {"cloud"}),  # bit 1 dilated cloud alone
+    (1 << 2, {"cirrus"}),  # bit 2 cirrus alone
+    (1 << 3, {"cloud"}),  # bit 3 cloud alone
+    (1 << 4, {"shadow"}),  # bit 4 cloud shadow alone
+    (1 << 5, {"snow", "clear"}),  # bit 5 snow alone
+    (1 << 6, {"clear"}),  # bit 6 "clear" flag alone
+    (1 << 7, {"water", "clear"}),  # bit 7 water alone
+    ((1 << 3) | (1 << 4), {"cloud"}),  # cloud and shadow bits: cloud wins
+    ((1 << 3) | (1 << 2), {"cloud"}),  # cloud and cirrus bits: cloud wins
     ((1 << 4) | (1 << 7), {"shadow", "water"}),  # shadow over water
-    (1 | (1 << 3), {"nodata"}),            # fill wins over everything
-    (3 << 8, {"clear"}),                   # confidence bits alone flag nothing
+    (1 | (1 << 3), {"nodata"}),  # fill wins over everything
+    (3 << 8, {"clear"}),  # confidence bits alone flag nothing
     (3 << 10 | 3 << 12 | 3 << 14, {"clear"}),
     (65535 & ~1, {"cloud", "snow", "water"}),  # every bit but fill
 ]
@@ -79,19 +79,19 @@ FMASK_CASES = [
     (0, {"clear"}),
     (1 << 0, {"cirrus"}),
     (1 << 1, {"cloud"}),
-    (1 << 2, set()),                       # adjacent to cloud/shadow: valid, not clear
+    (1 << 2, set()),  # adjacent to cloud/shadow: valid, not clear
     (1 << 3, {"shadow"}),
     (1 << 4, {"snow", "clear"}),
     (1 << 5, {"water", "clear"}),
-    (1 << 6, {"clear"}),                   # aerosol level low
-    (2 << 6, {"clear"}),                   # aerosol moderate
-    (3 << 6, {"clear"}),                   # aerosol high
+    (1 << 6, {"clear"}),  # aerosol level low
+    (2 << 6, {"clear"}),  # aerosol moderate
+    (3 << 6, {"clear"}),  # aerosol high
     (3 << 6 | 1 << 5, {"water", "clear"}),
-    ((1 << 1) | (1 << 0), {"cloud"}),      # cloud + cirrus: cloud wins
-    ((1 << 1) | (1 << 3), {"cloud"}),      # cloud + shadow: cloud wins
+    ((1 << 1) | (1 << 0), {"cloud"}),  # cloud + cirrus: cloud wins
+    ((1 << 1) | (1 << 3), {"cloud"}),  # cloud + shadow: cloud wins
     ((1 << 3) | (1 << 5), {"shadow", "water"}),
-    ((1 << 2) | (1 << 5), {"water"}),      # adjacent water
-    (255, {"nodata"}),                     # fill value
+    ((1 << 2) | (1 << 5), {"water"}),  # adjacent water
+    (255, {"nodata"}),  # fill value
 ]
 
 
@@ -104,8 +104,8 @@ def test_fmask_value(value, expected):
 
 SCL_CASES = {
     0: {"nodata"},
-    1: set(),                 # saturated or defective: valid, not clear
-    2: {"clear"},             # dark area / topographic shadow is not cloud shadow
+    1: set(),  # saturated or defective: valid, not clear
+    2: {"clear"},  # dark area / topographic shadow is not cloud shadow
     3: {"shadow"},
     4: {"clear"},
     5: {"clear"},

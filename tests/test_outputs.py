@@ -16,15 +16,25 @@ from stac_gdal_mcp.errors import InvalidArgument, LimitExceeded, NotFound, Outpu
 from stac_gdal_mcp.outputs import OutputStore, RasterBand, RasterFacts, SourceRef, output_uri
 
 SOURCE = SourceRef(
-    href="https://example.com/S2A_1/red.tif", asset="red", catalog="testbed",
-    collection_id="s2", item_id="S2A_1", datetime="2024-06-01T10:00:00Z",
-)  # fmt: skip
+    href="https://example.com/S2A_1/red.tif",
+    asset="red",
+    catalog="testbed",
+    collection_id="s2",
+    item_id="S2A_1",
+    datetime="2024-06-01T10:00:00Z",
+)
 FACTS = RasterFacts(
-    proj_code="EPSG:32633", proj_shape=[2, 3], proj_transform=[10, 0, 500000, 0, -10, 5000000],
-    proj_bbox=[500000, 4999980, 500030, 5000000], bbox=[15.0, 45.1, 15.1, 45.2],
-    geometry={"type": "Polygon", "coordinates": [[[15, 45.1], [15.1, 45.1], [15.1, 45.2], [15, 45.2], [15, 45.1]]]},
+    proj_code="EPSG:32633",
+    proj_shape=[2, 3],
+    proj_transform=[10, 0, 500000, 0, -10, 5000000],
+    proj_bbox=[500000, 4999980, 500030, 5000000],
+    bbox=[15.0, 45.1, 15.1, 45.2],
+    geometry={
+        "type": "Polygon",
+        "coordinates": [[[15, 45.1], [15.1, 45.1], [15.1, 45.2], [15, 45.2], [15, 45.1]]],
+    },
     bands=[RasterBand(data_type="uint16", nodata=0, scale=0.0001, offset=-0.1)],
-)  # fmt: skip
+)
 
 
 @pytest.fixture
@@ -41,7 +51,9 @@ def _files(store: OutputStore) -> list[str]:
 
 
 def _commit(store, out, **kw):
-    args = dict(operation="test_op", parameters={"a": 1}, sources=[SOURCE], media_type="image/tiff", raster=FACTS)
+    args = dict(
+        operation="test_op", parameters={"a": 1}, sources=[SOURCE], media_type="image/tiff", raster=FACTS
+    )
     args.update(kw)
     return store.commit(out, **args)
 
@@ -65,9 +77,14 @@ def test_commit_writes_file_and_record(store):
     assert doc["properties"]["datetime"] == "2024-06-01T10:00:00Z"
     assert doc["properties"]["proj:code"] == "EPSG:32633"
     assert doc["properties"]["proj:shape"] == [2, 3]
-    assert doc["properties"]["processing:expression"]["expression"] == {"operation": "test_op", "parameters": {"a": 1}}
+    assert doc["properties"]["processing:expression"]["expression"] == {
+        "operation": "test_op",
+        "parameters": {"a": 1},
+    }
     assert {"stac-gdal-mcp", "rasterio", "GDAL"} <= set(doc["properties"]["processing:software"])
-    assert doc["assets"]["data"]["raster:bands"] == [{"data_type": "uint16", "nodata": 0, "scale": 0.0001, "offset": -0.1}]
+    assert doc["assets"]["data"]["raster:bands"] == [
+        {"data_type": "uint16", "nodata": 0, "scale": 0.0001, "offset": -0.1}
+    ]
     assert doc["assets"]["data"]["file:size"] == len(payload)
     derived = [l["href"] for l in doc["links"] if l["rel"] == "derived_from"]
     assert derived == ["stac://testbed/collections/s2/items/S2A_1", "https://example.com/S2A_1/red.tif"]
@@ -172,11 +189,18 @@ def test_list_get_path_delete(store):
 
 
 def test_record_without_raster_and_several_sources(store):
-    later = SOURCE.model_copy(update={"datetime": "2024-07-01T10:00:00Z", "item_id": "S2A_2",
-                                      "href": "https://example.com/S2A_2/red.tif"})  # fmt: skip
+    later = SOURCE.model_copy(
+        update={
+            "datetime": "2024-07-01T10:00:00Z",
+            "item_id": "S2A_2",
+            "href": "https://example.com/S2A_2/red.tif",
+        }
+    )
     with store.writing(".csv") as out:
         out.path.write_text("a,b\n1,2\n")
-        record = store.commit(out, operation="stats", parameters={}, sources=[SOURCE, later], media_type="text/csv")
+        record = store.commit(
+            out, operation="stats", parameters={}, sources=[SOURCE, later], media_type="text/csv"
+        )
     props = record.properties
     assert props.datetime is None
     assert (props.start_datetime, props.end_datetime) == ("2024-06-01T10:00:00Z", "2024-07-01T10:00:00Z")

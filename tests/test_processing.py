@@ -22,10 +22,10 @@ from rasterio.io import MemoryFile
 from rasterio.transform import from_origin
 from rasterio.windows import Window
 from rio_cogeo.cogeo import cog_validate
+from test_processing_access import write_cog
 
 from stac_gdal_mcp import synthetic
 from stac_gdal_mcp.server import build_server
-from test_processing_access import write_cog
 
 UID = uuid.uuid4().hex[:8]
 COLLECTION = f"proc-s2-{UID}"
@@ -46,9 +46,17 @@ def utm_aoi(x0, y0, x1, y1) -> list[float]:
 def scene(cog_server, pgstac_api):
     folder = f"proc-{UID}"
     item, _ = synthetic.write_scene(
-        "sentinel-2-l2a", cog_server.root / folder, ITEM, WHEN, seed=3, collection_id=COLLECTION,
-        size_px=SIZE, origin=ORIGIN, nodata_fraction=0.1, href_base=f"{cog_server.url}/{folder}",
-    )  # fmt: skip
+        "sentinel-2-l2a",
+        cog_server.root / folder,
+        ITEM,
+        WHEN,
+        seed=3,
+        collection_id=COLLECTION,
+        size_px=SIZE,
+        origin=ORIGIN,
+        nodata_fraction=0.1,
+        href_base=f"{cog_server.url}/{folder}",
+    )
     collection = synthetic.collection("sentinel-2-l2a", COLLECTION)
     pgstac_api.load([collection], [item])
     noisy = f"{folder}/noisy.tif"  # incompressible data: byte counts mean something
@@ -97,7 +105,9 @@ async def test_inspect_asset_matches_rasterio(settings, scene):
         assert info["crs"] == "EPSG:32633" and info["crs_name"] == "WGS 84 / UTM zone 33N"
         assert info["transform"] == list(src.transform)[:6]
         assert info["bounds"] == list(src.bounds)
-        assert info["overviews"] == src.overviews(1) and info["block_size"] == [list(s) for s in src.block_shapes]
+        assert info["overviews"] == src.overviews(1) and info["block_size"] == [
+            list(s) for s in src.block_shapes
+        ]
         assert info["compression"] == "DEFLATE"
     west, south, east, north = info["bounds_wgs84"]
     lon, lat = TO_WGS84.transform(ORIGIN[0], ORIGIN[1])
@@ -111,8 +121,15 @@ async def test_inspect_reads_only_the_header(settings, scene, tmp_path):
     server = scene["server"]
     plain = f"proc-{UID}/striped.tif"  # a non-COG: striped, no overviews
     data = np.random.default_rng(1).integers(0, 60000, (1000, 1000), dtype="uint16")
-    profile = dict(driver="GTiff", width=1000, height=1000, count=1, dtype="uint16", crs="EPSG:32633",
-                   transform=from_origin(*ORIGIN, 10, 10))  # fmt: skip
+    profile = dict(
+        driver="GTiff",
+        width=1000,
+        height=1000,
+        count=1,
+        dtype="uint16",
+        crs="EPSG:32633",
+        transform=from_origin(*ORIGIN, 10, 10),
+    )
     with rasterio.open(server.root / plain, "w", **profile) as dst:
         dst.write(data, 1)
     size = (server.root / plain).stat().st_size
@@ -144,7 +161,7 @@ async def test_reproject_nearest_reproduces_source_values(settings, scene):
         rows, cols = rng.integers(0, out.height, 3000), rng.integers(0, out.width, 3000)
         lon, lat = rasterio.transform.xy(out.transform, rows, cols)  # pixel centres
         x, y = TO_UTM.transform(np.array(lon), np.array(lat))
-        fc, fr = ~src.transform * (np.array(x), np.array(y))
+        fc, fr = ~src.transform @ (np.array(x), np.array(y))
         fc, fr = np.asarray(fc), np.asarray(fr)
         # away from source pixel edges (GDAL's approximate transformer allows 1/8 px error)
         clear = (np.abs(fc - np.round(fc)) > 0.2) & (np.abs(fr - np.round(fr)) > 0.2)
@@ -169,16 +186,19 @@ async def test_coarse_resolution_reads_an_overview(settings, scene):
     path_key = "/" + "/".join(name[1:])
     server.reset_stats()
     async with Client(build_server(settings)) as client:
-        record = await call(client, "reproject_asset", href=scene["noisy_url"], dst_crs="EPSG:32633",
-                            resolution=40)  # fmt: skip
+        record = await call(
+            client, "reproject_asset", href=scene["noisy_url"], dst_crs="EPSG:32633", resolution=40
+        )
     params = record["properties"]["processing:expression"]["expression"]["parameters"]
     with rasterio.open(scene["noisy_path"]) as src:
         factors = src.overviews(1)
     assert factors[params["source_overview_level"]] == 4  # 40 m from 10 m: the x4 overview
     sent = server.stats()["paths"][path_key]["bytes"]
     assert sent < 0.2 * scene["noisy_path"].stat().st_size  # the x4 overview is 1/16 of the pixels
-    with rasterio.open(scene["noisy_path"], overview_level=params["source_overview_level"]) as ovr, \
-            rasterio.open(record["assets"]["data"]["href"]) as out:  # fmt: skip
+    with (
+        rasterio.open(scene["noisy_path"], overview_level=params["source_overview_level"]) as ovr,
+        rasterio.open(record["assets"]["data"]["href"]) as out,
+    ):
         assert out.res == (40.0, 40.0) and out.shape == ovr.shape
         assert np.array_equal(out.read(1), ovr.read(1))  # same grid, nearest: identical
 
@@ -186,10 +206,21 @@ async def test_coarse_resolution_reads_an_overview(settings, scene):
 async def test_reproject_with_bbox_crs_and_netcdf(settings, scene):
     bbox = [ORIGIN[0] + 2000, ORIGIN[1] - 4000, ORIGIN[0] + 4000, ORIGIN[1] - 2000]
     async with Client(build_server(settings)) as client:
-        record = await call(client, "reproject_asset", dst_crs="EPSG:32633", bbox=bbox, bbox_crs="EPSG:32633",
-                            resolution=10, output_format="netCDF", **item_args("nir"))  # fmt: skip
+        record = await call(
+            client,
+            "reproject_asset",
+            dst_crs="EPSG:32633",
+            bbox=bbox,
+            bbox_crs="EPSG:32633",
+            resolution=10,
+            output_format="netCDF",
+            **item_args("nir"),
+        )
     assert record["assets"]["data"]["type"] == "application/netcdf"
-    with rasterio.open(record["assets"]["data"]["href"]) as out, rasterio.open(scene["dir"] / "nir.tif") as src:
+    with (
+        rasterio.open(record["assets"]["data"]["href"]) as out,
+        rasterio.open(scene["dir"] / "nir.tif") as src,
+    ):
         assert out.shape == (200, 200)
         assert np.array_equal(out.read(1), src.read(1, window=Window(200, 200, 200, 200)))
 
@@ -200,7 +231,7 @@ async def test_reproject_with_bbox_crs_and_netcdf(settings, scene):
 def expected_window(aoi, transform):
     """Pixel window covering a WGS84 bbox, from pyproj + the affine transform (rounded outwards)."""
     xs, ys = TO_UTM.transform([aoi[0], aoi[2], aoi[0], aoi[2]], [aoi[1], aoi[1], aoi[3], aoi[3]])
-    cols, rows = ~transform * (np.array(xs), np.array(ys))
+    cols, rows = ~transform @ (np.array(xs), np.array(ys))
     c0, c1 = math.floor(min(cols)), math.ceil(max(cols))
     r0, r1 = math.floor(min(rows)), math.ceil(max(rows))
     return Window(max(c0, 0), max(r0, 0), min(c1, SIZE) - max(c0, 0), min(r1, SIZE) - max(r0, 0))
@@ -210,7 +241,9 @@ def expected_window(aoi, transform):
 async def test_convert_subset_keeps_values(settings, scene, output_format):
     aoi = utm_aoi(ORIGIN[0] + 3000, ORIGIN[1] - 7000, ORIGIN[0] + 6000, ORIGIN[1] - 4000)
     async with Client(build_server(settings)) as client:
-        record = await call(client, "convert_asset", output_format=output_format, bbox=aoi, **item_args("red"))
+        record = await call(
+            client, "convert_asset", output_format=output_format, bbox=aoi, **item_args("red")
+        )
     with rasterio.open(scene["dir"] / "red.tif") as src:
         window = expected_window(aoi, src.transform)
         expected, transform = src.read(1, window=window), src.window_transform(window)
@@ -251,7 +284,10 @@ async def test_convert_png_stretch_and_transparency(settings, scene):
     assert np.array_equal(alpha == 0, ~valid)
     assert np.abs(values.astype(int) - expected.astype(int)).max() <= 1  # rounding vs truncation
     assert gray["properties"]["proj:code"] == "EPSG:32633"  # the record keeps the georeferencing
-    with rasterio.open(jpeg["assets"]["data"]["href"]) as jpg, rasterio.open(scene["dir"] / "visual.tif") as vis:
+    with (
+        rasterio.open(jpeg["assets"]["data"]["href"]) as jpg,
+        rasterio.open(scene["dir"] / "visual.tif") as vis,
+    ):
         assert jpg.driver == "JPEG" and jpg.count == 3 and jpg.shape == vis.shape
         diff = np.abs(jpg.read().astype(int) - vis.read().astype(int))
         assert diff.mean() < 8  # uint8 RGB kept as it is, up to JPEG loss
@@ -284,7 +320,9 @@ def decode_png(data: bytes) -> np.ndarray:
 
 async def test_preview_item_as_image_and_output(settings, scene):
     async with Client(build_server(settings)) as client:
-        result = await client.call_tool("preview", {"collection_id": COLLECTION, "item_id": ITEM, "max_size": 256})
+        result = await client.call_tool(
+            "preview", {"collection_id": COLLECTION, "item_id": ITEM, "max_size": 256}
+        )
         image, text = result.content[0], result.content[1]
         record = result.structured_content
         assert image.type == "image" and image.mime_type == "image/png"
@@ -311,8 +349,16 @@ async def test_preview_item_as_image_and_output(settings, scene):
 async def test_preview_rgb_bands_single_band_and_bbox(settings, scene):
     aoi = utm_aoi(ORIGIN[0] + 1000, ORIGIN[1] - 6000, ORIGIN[0] + 6000, ORIGIN[1] - 1000)
     async with Client(build_server(settings)) as client:
-        rgb = await client.call_tool("preview", {"collection_id": COLLECTION, "item_id": ITEM,
-                                                 "assets": ["red", "green", "blue"], "bbox": aoi, "max_size": 128})
+        rgb = await client.call_tool(
+            "preview",
+            {
+                "collection_id": COLLECTION,
+                "item_id": ITEM,
+                "assets": ["red", "green", "blue"],
+                "bbox": aoi,
+                "max_size": 128,
+            },
+        )
         single = await client.call_tool("preview", {**item_args("scl"), "max_size": 64})
     import base64
 
@@ -321,7 +367,9 @@ async def test_preview_rgb_bands_single_band_and_bbox(settings, scene):
     assert image[:3][:, image[3] > 0].std() > 5  # a stretched picture, not a flat one
     west, south, east, north = rgb.structured_content["bbox"]
     assert west == pytest.approx(aoi[0], abs=2e-4) and north == pytest.approx(aoi[3], abs=2e-4)
-    assert len([l for l in rgb.structured_content["links"] if l["rel"] == "derived_from"]) == 4  # item + 3 assets
+    assert (
+        len([l for l in rgb.structured_content["links"] if l["rel"] == "derived_from"]) == 4
+    )  # item + 3 assets
     gray = decode_png(base64.b64decode(single.content[0].data))
     assert gray.shape == (4, 64, 64)
 
@@ -332,7 +380,9 @@ async def test_preview_rgb_bands_single_band_and_bbox(settings, scene):
 async def test_outputs_list_resources_and_delete(make_settings, pgstac_api, scene):
     settings = make_settings(limits={"max_resource_bytes": 1000})
     async with Client(build_server(settings)) as client:
-        record = await call(client, "convert_asset", href=scene["noisy_url"], output_format="COG", output_name="whole")
+        record = await call(
+            client, "convert_asset", href=scene["noisy_url"], output_format="COG", output_name="whole"
+        )
         listed = await call(client, "list_outputs")
         assert [o["id"] for o in listed["outputs"]] == ["whole"]
         assert listed["outputs"][0]["uri"] == "stac-gdal://outputs/whole"
@@ -341,7 +391,9 @@ async def test_outputs_list_resources_and_delete(make_settings, pgstac_api, scen
         with pytest.raises(Exception, match="max_resource_bytes=1000"):
             await client.read_resource("stac-gdal://outputs/whole/file")
         with pytest.raises(ToolError, match="already exists"):
-            await call(client, "convert_asset", href=scene["noisy_url"], output_format="COG", output_name="whole")
+            await call(
+                client, "convert_asset", href=scene["noisy_url"], output_format="COG", output_name="whole"
+            )
         deleted = await call(client, "delete_output", output_id="whole")
         assert deleted["id"] == "whole"
         assert (await call(client, "list_outputs"))["outputs"] == []
@@ -366,9 +418,18 @@ async def test_tool_annotations(settings):
 async def test_security_refusals_through_the_tools(make_settings, scene):
     settings = make_settings(network={"allow_private_hosts": False})
     async with Client(build_server(settings)) as client:
-        for href in ["file:///etc/passwd", "/vsicurl/http://example.com/x.tif", scene["noisy_url"],
-                     "http://169.254.169.254/latest/meta-data", "/etc/passwd"]:  # fmt: skip
-            for tool, extra in [("inspect_asset", {}), ("reproject_asset", {"dst_crs": "EPSG:4326"}),
-                                ("convert_asset", {"output_format": "COG"}), ("preview", {})]:  # fmt: skip
+        for href in [
+            "file:///etc/passwd",
+            "/vsicurl/http://example.com/x.tif",
+            scene["noisy_url"],
+            "http://169.254.169.254/latest/meta-data",
+            "/etc/passwd",
+        ]:
+            for tool, extra in [
+                ("inspect_asset", {}),
+                ("reproject_asset", {"dst_crs": "EPSG:4326"}),
+                ("convert_asset", {"output_format": "COG"}),
+                ("preview", {}),
+            ]:
                 with pytest.raises(ToolError, match="not allowed|outside the allowed|non-public"):
                     await client.call_tool(tool, {"href": href, **extra})

@@ -34,7 +34,11 @@ def _band(common_name):
 EARTH_SEARCH = {
     "id": "S2B_33TUL_20240601_0_L2A",
     "assets": {
-        "visual": {"type": COG, "roles": ["visual"], "eo:bands": [{"common_name": c} for c in ("red", "green", "blue")]},
+        "visual": {
+            "type": COG,
+            "roles": ["visual"],
+            "eo:bands": [{"common_name": c} for c in ("red", "green", "blue")],
+        },
         "red": {"type": COG, "roles": ["data"], **_band("red")},
         "red-jp2": {"type": "image/jp2", "roles": ["data"], **_band("red")},
         "nir": {"type": COG, "roles": ["data"], **_band("nir")},
@@ -106,7 +110,9 @@ def test_unsigned_href_drops_credentials():
         "https://sentinel2l2a01.blob.core.windows.net/sentinel2-l2/33/T/UL/B04.tif"
         "?st=2024-06-01T10%3A00Z&se=2024-06-02T10%3A00Z&sp=rl&sv=2021-06-08&sr=c&skoid=abc&sig=SECRET%3D"
     )
-    assert unsigned_href(signed) == "https://sentinel2l2a01.blob.core.windows.net/sentinel2-l2/33/T/UL/B04.tif"
+    assert (
+        unsigned_href(signed) == "https://sentinel2l2a01.blob.core.windows.net/sentinel2-l2/33/T/UL/B04.tif"
+    )
     presigned = "https://bucket.s3.amazonaws.com/k.tif?X-Amz-Signature=s&X-Amz-Credential=c&versionId=3"
     assert unsigned_href(presigned) == "https://bucket.s3.amazonaws.com/k.tif?versionId=3"
     assert unsigned_href("https://user:pw@host/x.tif") == "https://host/x.tif"
@@ -208,8 +214,16 @@ def write_cog(path, array, *, epsg=32633, transform=None, nodata=None, blocksize
     array = array if array.ndim == 3 else array[None]
     count, rows, cols = array.shape
     transform = transform or from_origin(500000, 5000000, 10, 10)
-    profile = dict(driver="GTiff", width=cols, height=rows, count=count, dtype=array.dtype.name,
-                   crs=f"EPSG:{epsg}", transform=transform, nodata=nodata)  # fmt: skip
+    profile = dict(
+        driver="GTiff",
+        width=cols,
+        height=rows,
+        count=count,
+        dtype=array.dtype.name,
+        crs=f"EPSG:{epsg}",
+        transform=transform,
+        nodata=nodata,
+    )
     with rasterio.Env(GDAL_PAM_ENABLED="NO"), MemoryFile() as memory:
         with memory.open(**profile) as dst:
             dst.write(array)
@@ -248,7 +262,7 @@ def test_vrt_and_non_rasters_are_refused(make_settings, cog_server):
     name = f"evil-{uuid.uuid4().hex[:8]}"
     (cog_server.root / f"{name}.vrt").write_text(
         '<VRTDataset rasterXSize="1" rasterYSize="1"><VRTRasterBand dataType="Byte" band="1">'
-        '<SimpleSource><SourceFilename>/etc/passwd</SourceFilename></SimpleSource>'
+        "<SimpleSource><SourceFilename>/etc/passwd</SourceFilename></SimpleSource>"
         "</VRTRasterBand></VRTDataset>"
     )
     (cog_server.root / f"{name}.tif").write_text((cog_server.root / f"{name}.vrt").read_text())
@@ -271,15 +285,30 @@ def test_local_catalog_items_follow_the_policy(make_settings, tmp_path):
     folder.mkdir()
     write_cog(folder / "red.tif", np.full((64, 64), 7, dtype="uint16"))
     items = [
-        {"type": "Feature", "stac_version": "1.0.0", "id": item_id, "collection": "local",
-         "geometry": None, "properties": {"datetime": "2024-06-01T10:00:00Z"}, "links": [],
-         "assets": {"red": {"href": href, "type": COG, **_band("red")}}}
-        for item_id, href in [("good", "./red.tif"), ("escape", "/etc/passwd"),
-                              ("metadata", "http://169.254.169.254/latest/x.tif")]
-    ]  # fmt: skip
+        {
+            "type": "Feature",
+            "stac_version": "1.0.0",
+            "id": item_id,
+            "collection": "local",
+            "geometry": None,
+            "properties": {"datetime": "2024-06-01T10:00:00Z"},
+            "links": [],
+            "assets": {"red": {"href": href, "type": COG, **_band("red")}},
+        }
+        for item_id, href in [
+            ("good", "./red.tif"),
+            ("escape", "/etc/passwd"),
+            ("metadata", "http://169.254.169.254/latest/x.tif"),
+        ]
+    ]
     (folder / "items.json").write_text(json.dumps({"type": "FeatureCollection", "features": items}))
-    core = Core(make_settings(catalogs=[{"id": "loc", "path": str(folder / "items.json")}],
-                              default_catalog="loc", network={"allow_private_hosts": False}))  # fmt: skip
+    core = Core(
+        make_settings(
+            catalogs=[{"id": "loc", "path": str(folder / "items.json")}],
+            default_catalog="loc",
+            network={"allow_private_hosts": False},
+        )
+    )
     source = resolve_input(core, collection_id="local", item_id="good", asset="red")
     assert source.gdal_path == str((folder / "red.tif").resolve())
     assert (source.catalog, source.asset_key, source.datetime) == ("loc", "red", "2024-06-01T10:00:00Z")
@@ -294,17 +323,28 @@ def test_items_from_pgstac(make_settings, pgstac_api, served_cog):
     url, path = served_cog
     collection_id = f"proc-access-{uuid.uuid4().hex[:6]}"
     collection = {
-        "type": "Collection", "stac_version": "1.0.0", "id": collection_id, "description": "access tests",
-        "license": "proprietary", "links": [],
-        "extent": {"spatial": {"bbox": [[14, 45, 16, 46]]}, "temporal": {"interval": [["2024-01-01T00:00:00Z", None]]}},
-    }  # fmt: skip
+        "type": "Collection",
+        "stac_version": "1.0.0",
+        "id": collection_id,
+        "description": "access tests",
+        "license": "proprietary",
+        "links": [],
+        "extent": {
+            "spatial": {"bbox": [[14, 45, 16, 46]]},
+            "temporal": {"interval": [["2024-01-01T00:00:00Z", None]]},
+        },
+    }
     item = {
-        "type": "Feature", "stac_version": "1.0.0", "id": "pc-like", "collection": collection_id,
+        "type": "Feature",
+        "stac_version": "1.0.0",
+        "id": "pc-like",
+        "collection": collection_id,
         "bbox": [14, 45, 16, 46],
         "geometry": {"type": "Polygon", "coordinates": [[[14, 45], [16, 45], [16, 46], [14, 46], [14, 45]]]},
-        "properties": {"datetime": "2024-06-01T10:00:00Z"}, "links": [],
+        "properties": {"datetime": "2024-06-01T10:00:00Z"},
+        "links": [],
         "assets": {"B04": {"href": url + "?sv=2021&sig=SECRET", "type": COG, **_band("red")}},
-    }  # fmt: skip
+    }
     pgstac_api.load([collection], [item])
     core = Core(make_settings(catalogs=[{"id": "testbed", "url": pgstac_api.url}], default_catalog="testbed"))
     source = resolve_input(core, collection_id=collection_id, item_id="pc-like", asset="red")

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from test_processing_access import write_cog
 
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import LimitExceeded, OperationCancelled, ProcessingFailed
@@ -20,7 +22,6 @@ from stac_gdal_mcp.processing.convert import convert_asset
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.processing.warp import reproject_asset
 from stac_gdal_mcp.server import build_server
-from test_processing_access import write_cog
 from testbed import serve_directory
 
 SIZE = 2048
@@ -64,9 +65,10 @@ async def test_progress_is_reported(make_settings, slow_server, big, small_chunk
 
     async with Client(build_server(settings)) as client:
         result = await client.call_tool(
-            "convert_asset", {"href": big, "output_format": "COG"},
+            "convert_asset",
+            {"href": big, "output_format": "COG"},
             progress_handler=on_progress,
-        )  # fmt: skip
+        )
     assert result.structured_content["properties"]["proj:shape"] == [SIZE, SIZE]
     fractions = [p / t for p, t, _ in seen]
     assert len(seen) >= 3, seen
@@ -77,10 +79,8 @@ async def test_progress_is_reported(make_settings, slow_server, big, small_chunk
 async def test_cancelled_call_leaves_nothing(make_settings, slow_server, big, small_chunks):
     settings = make_settings()
     async with Client(build_server(settings)) as client:
-        with pytest.raises(Exception):
-            await client.call_tool(
-                "reproject_asset", {"href": big, "dst_crs": "EPSG:4326"}, timeout=1.0
-            )
+        with pytest.raises(MCPError, match="timed out"):
+            await client.call_tool("reproject_asset", {"href": big, "dst_crs": "EPSG:4326"}, timeout=1.0)
         # the server cancels the job; its worker stops at the next strip and removes its files
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -97,7 +97,9 @@ def test_cancelled_job_leaves_nothing(make_settings, slow_server, big, small_chu
     settings = make_settings()
     core = Core(settings)
     source = resolve_input(core, href=big)
-    job = Job(lambda done, total, message: job.cancel() if "strip 1/" in (message or "") else None, min_interval_s=0)
+    job = Job(
+        lambda done, total, message: job.cancel() if "strip 1/" in (message or "") else None, min_interval_s=0
+    )
     with pytest.raises(OperationCancelled):
         reproject_asset(core, source, dst_crs="EPSG:3857", job=job)
     assert leftovers(settings) == []

@@ -49,7 +49,9 @@ def sas_token_server():
 def pc_items(pgstac_api):
     base = "https://pctestaccount.blob.core.windows.net/sentinel2-l2"
     items = [
-        synthetic.item("sentinel-2-l2a", f"S2A_PC_{n}", f"2024-07-0{n}T10:00:00Z", collection_id="pc-s2", href_base=base)
+        synthetic.item(
+            "sentinel-2-l2a", f"S2A_PC_{n}", f"2024-07-0{n}T10:00:00Z", collection_id="pc-s2", href_base=base
+        )
         for n in range(1, 4)
     ]
     pgstac_api.load([synthetic.collection("sentinel-2-l2a", "pc-s2")], items)
@@ -57,20 +59,25 @@ def pc_items(pgstac_api):
 
 
 async def test_planetary_computer_hrefs_are_signed(make_settings, pgstac_api, pc_items, monkeypatch):
-    import planetary_computer.settings
     import planetary_computer.sas
+    import planetary_computer.settings
 
     with sas_token_server() as (sas_url, requested):
         monkeypatch.setenv("PC_SDK_SAS_URL", sas_url)
         planetary_computer.settings.Settings.get.cache_clear()
         monkeypatch.setattr(planetary_computer.sas, "TOKEN_CACHE", {})
         settings = make_settings(
-            catalogs=[{"id": "pc", "url": pgstac_api.url, "signing": "planetary-computer"}], default_catalog="pc"
+            catalogs=[{"id": "pc", "url": pgstac_api.url, "signing": "planetary-computer"}],
+            default_catalog="pc",
         )
         source = pc_items[0]
         async with Client(build_server(settings)) as client:
-            item = (await client.call_tool("get_item", {"collection_id": "pc-s2", "item_id": source["id"]})).structured_content
-            full = (await client.call_tool("search_items", {"collections": ["pc-s2"], "detail": "full"})).structured_content
+            item = (
+                await client.call_tool("get_item", {"collection_id": "pc-s2", "item_id": source["id"]})
+            ).structured_content
+            full = (
+                await client.call_tool("search_items", {"collections": ["pc-s2"], "detail": "full"})
+            ).structured_content
             summary = (await client.call_tool("search_items", {"collections": ["pc-s2"]})).structured_content
         planetary_computer.settings.Settings.get.cache_clear()
     for key, asset in source["assets"].items():

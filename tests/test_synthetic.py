@@ -21,11 +21,20 @@ from stac_gdal_mcp import synthetic
 
 SAMPLE = Path(synthetic.__file__).parent / "data" / "sample"
 S2, LANDSAT = "sentinel-2-l2a", "landsat-c2-l2"
-TRUTH_KEYS = {"cloud_fraction", "shadow_fraction", "cirrus_fraction", "snow_fraction",
-              "water_fraction", "clear_fraction", "nodata_fraction", "valid_pixels"}
+TRUTH_KEYS = {
+    "cloud_fraction",
+    "shadow_fraction",
+    "cirrus_fraction",
+    "snow_fraction",
+    "water_fraction",
+    "clear_fraction",
+    "nodata_fraction",
+    "valid_pixels",
+}
 
 
 # ------------------------------------------------------------ independent truth
+
 
 def truth_from_scl(scl: np.ndarray) -> dict:
     valid = scl != 0
@@ -43,9 +52,19 @@ def truth_from_scl(scl: np.ndarray) -> dict:
 
 
 def truth_from_qa_pixel(qa: np.ndarray) -> dict:
-    bits = {name: (qa >> offset) & 1 == 1 for name, offset in
-            [("fill", 0), ("dilated", 1), ("cirrus", 2), ("cloud", 3), ("shadow", 4),
-             ("snow", 5), ("clear", 6), ("water", 7)]}
+    bits = {
+        name: (qa >> offset) & 1 == 1
+        for name, offset in [
+            ("fill", 0),
+            ("dilated", 1),
+            ("cirrus", 2),
+            ("cloud", 3),
+            ("shadow", 4),
+            ("snow", 5),
+            ("clear", 6),
+            ("water", 7),
+        ]
+    }
     valid = ~bits["fill"]
     n = valid.sum()
     cloud = (bits["cloud"] | bits["dilated"]) & valid
@@ -78,14 +97,25 @@ def assert_truth_equal(actual: dict, expected: dict) -> None:
 
 # ------------------------------------------------------------------ item()
 
+
 @pytest.mark.parametrize("kind", synthetic.KINDS)
-@pytest.mark.parametrize("epsg, transform", [
-    (32633, (10.0, 0.0, 390000.0, 0.0, -10.0, 5090000.0)),
-    (32719, (20.0, 0.0, 600000.0, 0.0, -20.0, 6300000.0)),  # southern hemisphere
-])
+@pytest.mark.parametrize(
+    "epsg, transform",
+    [
+        (32633, (10.0, 0.0, 390000.0, 0.0, -10.0, 5090000.0)),
+        (32719, (20.0, 0.0, 600000.0, 0.0, -20.0, 6300000.0)),  # southern hemisphere
+    ],
+)
 def test_item_parses_and_bbox_matches_corners(kind, epsg, transform):
-    d = synthetic.item(kind, "scene-1", "2024-06-15T10:05:00Z", epsg=epsg,
-                       transform=transform, shape=(600, 800), cloud_cover=12.5)
+    d = synthetic.item(
+        kind,
+        "scene-1",
+        "2024-06-15T10:05:00Z",
+        epsg=epsg,
+        transform=transform,
+        shape=(600, 800),
+        cloud_cover=12.5,
+    )
     item = pystac.Item.from_dict(copy.deepcopy(d), migrate=False)
     assert item.collection_id == kind
     assert item.properties["eo:cloud_cover"] == 12.5
@@ -103,35 +133,53 @@ def test_item_parses_and_bbox_matches_corners(kind, epsg, transform):
     assert d["bbox"] == pytest.approx(expected, abs=1e-5)  # < ~1 m
 
     from shapely.geometry import shape
+
     footprint = shape(d["geometry"])
     assert footprint.is_valid
     assert list(footprint.bounds) == pytest.approx(d["bbox"], abs=1e-9)
 
 
 def test_item_core_schema_and_assets():
-    d = synthetic.item(S2, "S2B_33TUL_20240714_0_L2A", "2024-07-14T10:06:22Z",
-                       transform=(10.0, 0.0, 390000.0, 0.0, -10.0, 5090000.0), shape=(512, 512),
-                       href_base="https://example.test/data")
+    d = synthetic.item(
+        S2,
+        "S2B_33TUL_20240714_0_L2A",
+        "2024-07-14T10:06:22Z",
+        transform=(10.0, 0.0, 390000.0, 0.0, -10.0, 5090000.0),
+        shape=(512, 512),
+        href_base="https://example.test/data",
+    )
     assert d["properties"]["platform"] == "sentinel-2b"
     assert d["properties"]["s2:mgrs_tile"] == "33TUL"  # Gorizia
     assert d["properties"]["grid:code"] == "MGRS-33TUL"
     assert list(d["assets"]) == ["red", "green", "blue", "nir", "scl", "visual", "thumbnail"]
     assert d["assets"]["red"]["href"] == (
-        "https://example.test/data/sentinel-2-l2a/S2B_33TUL_20240714_0_L2A/red.tif")
+        "https://example.test/data/sentinel-2-l2a/S2B_33TUL_20240714_0_L2A/red.tif"
+    )
     red = d["assets"]["red"]
     assert red["type"] == "image/tiff; application=geotiff; profile=cloud-optimized"
     assert red["roles"] == ["data"]
     assert red["raster:bands"][0] == pytest.approx(
-        {"nodata": 0, "data_type": "uint16", "bits_per_sample": 15, "spatial_resolution": 10.0,
-         "scale": 0.0001, "offset": -0.1})
+        {
+            "nodata": 0,
+            "data_type": "uint16",
+            "bits_per_sample": 15,
+            "spatial_resolution": 10.0,
+            "scale": 0.0001,
+            "offset": -0.1,
+        }
+    )
     assert red["eo:bands"][0]["common_name"] == "red"
     scl = d["assets"]["scl"]
     assert scl["proj:shape"] == [256, 256]
     assert scl["proj:transform"] == [20.0, 0.0, 390000.0, 0.0, -20.0, 5090000.0]
     assert d["assets"]["visual"]["roles"] == ["visual"]
     assert d["assets"]["thumbnail"]["type"] == "image/png"
-    for url in (synthetic.EO_SCHEMA, synthetic.PROJECTION_SCHEMA, synthetic.RASTER_SCHEMA,
-                synthetic.CLASSIFICATION_SCHEMA):
+    for url in (
+        synthetic.EO_SCHEMA,
+        synthetic.PROJECTION_SCHEMA,
+        synthetic.RASTER_SCHEMA,
+        synthetic.CLASSIFICATION_SCHEMA,
+    ):
         assert url in d["stac_extensions"]
 
     # Core STAC schema (bundled with pystac for 1.1.0 only; the 1.0 fields used are valid 1.1).
@@ -139,14 +187,20 @@ def test_item_core_schema_and_assets():
     pystac.validation.validate_dict(as_1_1, stac_version="1.1.0", extensions=[])
 
     from pystac.extensions.classification import ClassificationExtension
+
     item = pystac.Item.from_dict(d, migrate=False)
     classes = {c.value: c.name for c in ClassificationExtension.ext(item.assets["scl"]).classes}
     assert classes[9] == "cloud_high_probability" and classes[3] == "cloud_shadows"
 
 
 def test_landsat_item_fields():
-    d = synthetic.item(LANDSAT, "LC08_L2SP_191028_20240806_02_T1", "2024-08-06T09:52:55Z",
-                       transform=(30.0, 0.0, 387615.0, 0.0, -30.0, 5092215.0), shape=(256, 256))
+    d = synthetic.item(
+        LANDSAT,
+        "LC08_L2SP_191028_20240806_02_T1",
+        "2024-08-06T09:52:55Z",
+        transform=(30.0, 0.0, 387615.0, 0.0, -30.0, 5092215.0),
+        shape=(256, 256),
+    )
     props = d["properties"]
     assert props["platform"] == "landsat-8"
     assert (props["landsat:wrs_path"], props["landsat:wrs_row"]) == ("191", "028")
@@ -158,16 +212,17 @@ def test_landsat_item_fields():
     assert d["assets"]["nir08"]["raster:bands"][0]["scale"] == 0.0000275
 
     from pystac.extensions.classification import ClassificationExtension
+
     item = pystac.Item.from_dict(d, migrate=False)
-    fields = {b.name: (b.offset, b.length)
-              for b in ClassificationExtension.ext(item.assets["qa_pixel"]).bitfields}
+    fields = {
+        b.name: (b.offset, b.length) for b in ClassificationExtension.ext(item.assets["qa_pixel"]).bitfields
+    }
     assert fields["cloud"] == (3, 1) and fields["cloud_confidence"] == (8, 2)
 
 
 @pytest.mark.parametrize("kind", synthetic.KINDS)
 def test_collection_matches_items(kind):
-    d = synthetic.collection(kind, bbox=(13.5, 45.8, 13.7, 46.0),
-                             interval=("2024-06-01T00:00:00Z", None))
+    d = synthetic.collection(kind, bbox=(13.5, 45.8, 13.7, 46.0), interval=("2024-06-01T00:00:00Z", None))
     collection = pystac.Collection.from_dict(copy.deepcopy(d), migrate=False)
     assert collection.id == kind
     assert d["extent"]["temporal"]["interval"] == [["2024-06-01T00:00:00Z", None]]
@@ -193,8 +248,14 @@ def test_unknown_kind_is_rejected():
 
 # ------------------------------------------------------------- write_scene()
 
-FRACTIONS = dict(cloud_fraction=0.25, shadow_fraction=0.06, cirrus_fraction=0.03,
-                 snow_fraction=0.02, water_fraction=0.04, nodata_fraction=0.1)
+FRACTIONS = dict(
+    cloud_fraction=0.25,
+    shadow_fraction=0.06,
+    cirrus_fraction=0.03,
+    snow_fraction=0.02,
+    water_fraction=0.04,
+    nodata_fraction=0.1,
+)
 
 
 @pytest.fixture(scope="module", params=synthetic.KINDS)
@@ -202,9 +263,17 @@ def scene(request, tmp_path_factory):
     kind = request.param
     out = tmp_path_factory.mktemp(kind)
     item_id = "scene-a"
-    d, truth = synthetic.write_scene(kind, out, item_id, "2024-07-01T10:00:00Z", seed=7,
-                                     origin=(390000.0, 5090000.0), size_px=300,
-                                     blocksize=128, **FRACTIONS)
+    d, truth = synthetic.write_scene(
+        kind,
+        out,
+        item_id,
+        "2024-07-01T10:00:00Z",
+        seed=7,
+        origin=(390000.0, 5090000.0),
+        size_px=300,
+        blocksize=128,
+        **FRACTIONS,
+    )
     return kind, out / item_id, d, truth
 
 
@@ -214,8 +283,7 @@ def test_write_scene_truth_equals_written_mask(scene):
     assert_truth_equal(truth, truth_from_mask_file(kind, folder / f"{mask_key}.tif"))
     n = truth["valid_pixels"]
     for name in ("cloud", "shadow", "cirrus", "snow", "water"):  # requested fractions reached
-        assert truth[f"{name}_fraction"] == pytest.approx(FRACTIONS[f"{name}_fraction"],
-                                                          abs=1 / n)
+        assert truth[f"{name}_fraction"] == pytest.approx(FRACTIONS[f"{name}_fraction"], abs=1 / n)
     assert truth["nodata_fraction"] == pytest.approx(0.1, abs=1e-3)
     assert d["properties"]["eo:cloud_cover"] == round(truth["cloud_fraction"] * 100, 2)
 
@@ -238,14 +306,16 @@ def test_write_scene_files_and_item_json(scene):
     with rasterio.open(folder / f"{mask_key}.tif") as src:
         mask = src.read(1)
         assert [src.height, src.width] == d["assets"][mask_key].get(
-            "proj:shape", d["properties"]["proj:shape"])
+            "proj:shape", d["properties"]["proj:shape"]
+        )
     nodata = mask == (0 if kind == S2 else 1)
     if kind == S2:
-        nodata = np.repeat(np.repeat(nodata, 2, 0), 2, 1)[:red.shape[0], :red.shape[1]]
+        nodata = np.repeat(np.repeat(nodata, 2, 0), 2, 1)[: red.shape[0], : red.shape[1]]
     assert np.array_equal(red == 0, nodata)
     assert nodata[-1, -1] and not nodata[0, 0]  # the edge band is in the lower-right corner
     # The item geometry is the valid-data footprint: the nodata corner is cut off.
     from shapely.geometry import Point, shape
+
     a, _, c, _, e, f = d["properties"]["proj:transform"]
     rows, cols = d["properties"]["proj:shape"]
     to_wgs84 = Transformer.from_crs(32633, 4326, always_xy=True)
@@ -268,7 +338,7 @@ def test_write_scene_reflectance_follows_classes(scene):
     with rasterio.open(folder / f"{mask_key}.tif") as src:
         mask = src.read(1)
     if kind == S2:
-        mask = np.repeat(np.repeat(mask, 2, 0), 2, 1)[:red.shape[0], :red.shape[1]]
+        mask = np.repeat(np.repeat(mask, 2, 0), 2, 1)[: red.shape[0], : red.shape[1]]
         cloud, water, veg = np.isin(mask, [8, 9]), mask == 6, mask == 4
     else:
         cloud = ((mask >> 3) & 1 == 1) | ((mask >> 1) & 1 == 1)
@@ -318,10 +388,18 @@ def test_qa_pixel_values_are_the_usgs_ones():
 
 
 def test_qa_pixel_known_pixels_decode(tmp_path):
-    d, truth = synthetic.write_scene(LANDSAT, tmp_path, "LC09_L2SP_190028_20240701_02_T1",
-                                     "2024-07-01T09:52:00Z", seed=3, size_px=200,
-                                     cloud_fraction=0.3, shadow_fraction=0.05,
-                                     water_fraction=0.05, nodata_fraction=0.1)
+    d, truth = synthetic.write_scene(
+        LANDSAT,
+        tmp_path,
+        "LC09_L2SP_190028_20240701_02_T1",
+        "2024-07-01T09:52:00Z",
+        seed=3,
+        size_px=200,
+        cloud_fraction=0.3,
+        shadow_fraction=0.05,
+        water_fraction=0.05,
+        nodata_fraction=0.1,
+    )
     folder = tmp_path / d["id"]
     with rasterio.open(folder / "qa_pixel.tif") as src:
         qa = src.read(1).astype(int)
@@ -350,9 +428,18 @@ def test_qa_pixel_known_pixels_decode(tmp_path):
 
 
 def test_write_scene_with_href_base(tmp_path):
-    d, _ = synthetic.write_scene(S2, tmp_path, "s", "2024-07-01", size_px=64, blocksize=64,
-                                 cloud_fraction=0.0, shadow_fraction=0.0,
-                                 href_base="http://127.0.0.1:8000/c", with_visual=False)
+    d, _ = synthetic.write_scene(
+        S2,
+        tmp_path,
+        "s",
+        "2024-07-01",
+        size_px=64,
+        blocksize=64,
+        cloud_fraction=0.0,
+        shadow_fraction=0.0,
+        href_base="http://127.0.0.1:8000/c",
+        with_visual=False,
+    )
     assert d["assets"]["red"]["href"] == "http://127.0.0.1:8000/c/s/red.tif"
     assert "visual" not in d["assets"] and not (tmp_path / "s" / "visual.tif").exists()
     assert d["properties"]["datetime"] == "2024-07-01T00:00:00Z"
@@ -370,8 +457,9 @@ def test_write_scene_is_deterministic(tmp_path):
 
 def test_impossible_fractions_are_rejected(tmp_path):
     with pytest.raises(ValueError):
-        synthetic.write_scene(S2, tmp_path, "s", "2024-07-01", size_px=32,
-                              cloud_fraction=0.8, shadow_fraction=0.3)
+        synthetic.write_scene(
+            S2, tmp_path, "s", "2024-07-01", size_px=32, cloud_fraction=0.8, shadow_fraction=0.3
+        )
 
 
 def test_odc_stac_loads_written_scene(scene):
@@ -386,6 +474,7 @@ def test_odc_stac_loads_written_scene(scene):
 
 
 # ------------------------------------------------------------ sample catalog
+
 
 def sample_items():
     catalog = pystac.Catalog.from_file(str(SAMPLE / "catalog.json"))
@@ -419,8 +508,7 @@ def test_sample_truth_agrees_with_masks_and_metadata():
         mask_key = "scl" if kind == S2 else "qa_pixel"
         counted = truth_from_mask_file(kind, item.assets[mask_key].get_absolute_href())
         assert_truth_equal(truth[item.id], counted)
-        assert item.properties["eo:cloud_cover"] == pytest.approx(
-            counted["cloud_fraction"] * 100, abs=0.005)
+        assert item.properties["eo:cloud_cover"] == pytest.approx(counted["cloud_fraction"] * 100, abs=0.005)
         cloud_covers.append(item.properties["eo:cloud_cover"])
     assert min(cloud_covers) < 1 and max(cloud_covers) > 80  # a clear and an overcast scene
 

@@ -24,7 +24,7 @@ from testbed import TestbedUnavailable, pgstac_for_pytest, serve_directory, star
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 S2_COUNT, LANDSAT_COUNT = 40, 20
-START = dt.datetime(2024, 1, 1, 10, 30, tzinfo=dt.timezone.utc)
+START = dt.datetime(2024, 1, 1, 10, 30, tzinfo=dt.UTC)
 # Two 10 km x 10 km footprints in UTM 33N, 50 km apart (a bbox inside one misses the other).
 WEST = (100.0, 0.0, 400000.0, 0.0, -100.0, 5650000.0)
 EAST = (100.0, 0.0, 460000.0, 0.0, -100.0, 5650000.0)
@@ -36,18 +36,29 @@ def make_catalog() -> tuple[list[dict], list[dict]]:
     collections = [synthetic.collection("sentinel-2-l2a"), synthetic.collection("landsat-c2-l2")]
     items = []
     for i in range(S2_COUNT):
-        items.append(synthetic.item(
-            "sentinel-2-l2a", f"S2_{i:03d}", START + dt.timedelta(days=3 * i),
-            transform=WEST if i % 2 == 0 else EAST, shape=SHAPE,
-            cloud_cover=round((i * 37) % 100 + 0.25, 2),
-            platform="sentinel-2a" if i % 3 else "sentinel-2b",
-        ))  # fmt: skip
+        items.append(
+            synthetic.item(
+                "sentinel-2-l2a",
+                f"S2_{i:03d}",
+                START + dt.timedelta(days=3 * i),
+                transform=WEST if i % 2 == 0 else EAST,
+                shape=SHAPE,
+                cloud_cover=round((i * 37) % 100 + 0.25, 2),
+                platform="sentinel-2a" if i % 3 else "sentinel-2b",
+            )
+        )
     for i in range(LANDSAT_COUNT):
-        items.append(synthetic.item(
-            "landsat-c2-l2", f"LC09_{i:03d}", START + dt.timedelta(days=5 * i, hours=1),
-            transform=WEST if i % 3 == 0 else EAST, shape=SHAPE,
-            cloud_cover=round((i * 53) % 100 + 0.5, 2), platform="landsat-9",
-        ))  # fmt: skip
+        items.append(
+            synthetic.item(
+                "landsat-c2-l2",
+                f"LC09_{i:03d}",
+                START + dt.timedelta(days=5 * i, hours=1),
+                transform=WEST if i % 3 == 0 else EAST,
+                shape=SHAPE,
+                cloud_cover=round((i * 53) % 100 + 0.5, 2),
+                platform="landsat-9",
+            )
+        )
     return collections, items
 
 
@@ -60,13 +71,15 @@ def query_bbox(case: str | None, items: list[dict]) -> tuple[float, ...] | None:
     mid_y = (west[1] + west[3]) / 2
     return {
         "inside-west": (
-            west[0] + (west[2] - west[0]) / 4, west[1] + (west[3] - west[1]) / 4,
-            west[2] - (west[2] - west[0]) / 4, west[3] - (west[3] - west[1]) / 4,
+            west[0] + (west[2] - west[0]) / 4,
+            west[1] + (west[3] - west[1]) / 4,
+            west[2] - (west[2] - west[0]) / 4,
+            west[3] - (west[3] - west[1]) / 4,
         ),
         "gap": (west[2] + 0.05, mid_y - 0.01, east[0] - 0.05, mid_y + 0.01),
         "both": ((west[0] + west[2]) / 2, mid_y - 0.01, (east[0] + east[2]) / 2, mid_y + 0.01),
         "east-corner": (east[0] - 0.01, east[1] - 0.01, east[0] + 0.02, east[1] + 0.02),
-    }[case]  # fmt: skip
+    }[case]
 
 
 def _when(item: dict) -> dt.datetime:
@@ -99,9 +112,16 @@ def _ids(search) -> list[str]:
 
 def test_api_starts_quickly_and_declares_the_extensions_tests_need(stac_api):
     assert stac_api.startup_s < 30, stac_api.startup_s
-    for fragment in ("item-search", "item-search#sort", "item-search#filter",
-                     "item-search#query", "item-search#fields", "cql2-text", "cql2-json",
-                     "collection-search#free-text"):  # fmt: skip
+    for fragment in (
+        "item-search",
+        "item-search#sort",
+        "item-search#filter",
+        "item-search#query",
+        "item-search#fields",
+        "cql2-text",
+        "cql2-json",
+        "collection-search#free-text",
+    ):
         assert stac_api.conforms_to(fragment), fragment
 
 
@@ -132,8 +152,7 @@ def test_search_counts_match_item_dicts(client, catalog, bbox_case, datetime):
         if bbox and not shape(item["geometry"]).intersects(box(*bbox)):
             continue
         if datetime:
-            start, end = (dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
-                          for t in datetime.split("/"))  # fmt: skip
+            start, end = (dt.datetime.fromisoformat(t.replace("Z", "+00:00")) for t in datetime.split("/"))
             if not start <= _when(item) <= end:
                 continue
         expected.add(item["id"])
@@ -151,8 +170,7 @@ def test_sortby_cloud_cover_ascending(client, catalog):
     _, items = catalog
     search = client.search(collections=["sentinel-2-l2a"], sortby="+eo:cloud_cover", limit=100)
     got = [item.properties["eo:cloud_cover"] for item in search.items()]
-    expected = sorted(i["properties"]["eo:cloud_cover"] for i in items
-                      if i["collection"] == "sentinel-2-l2a")  # fmt: skip
+    expected = sorted(i["properties"]["eo:cloud_cover"] for i in items if i["collection"] == "sentinel-2-l2a")
     assert got == expected
     assert got != sorted(got, reverse=True)  # the data is not trivially ordered
 
@@ -258,10 +276,17 @@ def cog(tmp_path_factory) -> tuple:
     path = directory / "scene.tif"
     data = np.random.default_rng(42).integers(0, 10000, (1024, 1024), dtype=np.uint16)
     profile = {
-        "driver": "COG", "width": 1024, "height": 1024, "count": 1, "dtype": "uint16",
-        "crs": "EPSG:32633", "transform": rasterio.transform.Affine(10, 0, 500000, 0, -10, 5600000),
-        "blocksize": 256, "compress": "deflate", "overview_resampling": "average",
-    }  # fmt: skip
+        "driver": "COG",
+        "width": 1024,
+        "height": 1024,
+        "count": 1,
+        "dtype": "uint16",
+        "crs": "EPSG:32633",
+        "transform": rasterio.transform.Affine(10, 0, 500000, 0, -10, 5600000),
+        "blocksize": 256,
+        "compress": "deflate",
+        "overview_resampling": "average",
+    }
     with rasterio.open(path, "w", **profile) as dst:
         dst.write(data, 1)
     return directory, path
@@ -283,7 +308,7 @@ def test_byte_ranges_equal_file_slices(cog):
         for header, (first, last) in cases.items():
             r = http.get(f"{srv.url}/scene.tif", headers={"Range": header})
             assert r.status_code == 206, header
-            assert r.content == content[first:last + 1], header
+            assert r.content == content[first : last + 1], header
             assert r.headers["Content-Range"] == f"bytes {first}-{last}/{size}"
             assert int(r.headers["Content-Length"]) == last - first + 1
         expected_bytes = sum(last - first + 1 for first, last in cases.values())
@@ -354,4 +379,3 @@ def test_gdal_window_read_over_http_equals_local_read(cog):
     # The window touches 2 of 16 full-resolution tiles: GDAL must not fetch the whole file.
     assert 0 < stats["bytes"] < size / 2, (stats, size)
     assert stats["paths"]["/scene.tif"]["ranges"] >= 1
-

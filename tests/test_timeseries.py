@@ -19,8 +19,8 @@ import rasterio
 from fastmcp import Client
 from pyproj import Transformer
 from rasterio.features import geometry_mask
+from shapely import transform as shapely_transform
 from shapely.geometry import box, mapping
-from shapely.ops import transform as shapely_transform
 
 from stac_gdal_mcp import synthetic
 from stac_gdal_mcp.core import Core
@@ -60,17 +60,40 @@ def scenes(cog_server, pgstac_api):
     made, items = {}, []
     for item_id, (when, side, kw) in DAYS.items():
         origin = ORIGIN if side == "west" else (ORIGIN[0] + 5120, ORIGIN[1])
-        item, truth = synthetic.write_scene("sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, origin=origin,
-                                            size_px=512, blocksize=128, with_visual=False, href_base=href_base,
-                                            shadow_fraction=kw.pop("shadow_fraction", 0.05), **kw)
+        item, truth = synthetic.write_scene(
+            "sentinel-2-l2a",
+            out_dir,
+            item_id,
+            when,
+            collection_id=S2,
+            origin=origin,
+            size_px=512,
+            blocksize=128,
+            with_visual=False,
+            href_base=href_base,
+            shadow_fraction=kw.pop("shadow_fraction", 0.05),
+            **kw,
+        )
         made[item_id] = {"item": item, "dir": out_dir / item_id}
         items.append(item)
-    ls_item, _ = synthetic.write_scene("landsat-c2-l2", out_dir, "LC09_L2SP_190028_20240603_02_T1",
-                                       "2024-06-03T10:00:00Z", collection_id=LS, seed=21, origin=ORIGIN,
-                                       size_px=240, blocksize=128, href_base=href_base, cloud_fraction=0.3)
+    ls_item, _ = synthetic.write_scene(
+        "landsat-c2-l2",
+        out_dir,
+        "LC09_L2SP_190028_20240603_02_T1",
+        "2024-06-03T10:00:00Z",
+        collection_id=LS,
+        seed=21,
+        origin=ORIGIN,
+        size_px=240,
+        blocksize=128,
+        href_base=href_base,
+        cloud_fraction=0.3,
+    )
     made["LS"] = {"item": ls_item, "dir": out_dir / ls_item["id"]}
-    pgstac_api.load([synthetic.collection("sentinel-2-l2a", S2), synthetic.collection("landsat-c2-l2", LS)],
-                    items + [ls_item])
+    pgstac_api.load(
+        [synthetic.collection("sentinel-2-l2a", S2), synthetic.collection("landsat-c2-l2", LS)],
+        items + [ls_item],
+    )
     return made
 
 
@@ -89,19 +112,21 @@ def read(path):
 
 def aoi_on_grid(aoi, transform, crs, shape):
     project = Transformer.from_crs(4326, crs, always_xy=True).transform
-    local = shapely_transform(project, box(*aoi).segmentize(0.0005))
+    local = shapely_transform(box(*aoi).segmentize(0.0005), project, interleaved=False)
     return geometry_mask([mapping(local)], out_shape=shape, transform=transform, invert=True)
 
 
 def aoi_pixel_count(aoi, resolution=10.0, crs="EPSG:32633"):
     """AOI pixel centres on the 10 m grid anchored at 0 (as odc-geo snaps), padded around the AOI."""
     project = Transformer.from_crs(4326, crs, always_xy=True).transform
-    local = shapely_transform(project, box(*aoi).segmentize(0.0005))
+    local = shapely_transform(box(*aoi).segmentize(0.0005), project, interleaved=False)
     w, s, e, n = local.bounds
     x0, y1 = math.floor(w / resolution) * resolution, math.ceil(n / resolution) * resolution
     cols, rows = math.ceil((e - x0) / resolution), math.ceil((y1 - s) / resolution)
     transform = rasterio.transform.from_origin(x0, y1, resolution, resolution)
-    return int(geometry_mask([mapping(local)], out_shape=(rows, cols), transform=transform, invert=True).sum())
+    return int(
+        geometry_mask([mapping(local)], out_shape=(rows, cols), transform=transform, invert=True).sum()
+    )
 
 
 def usable_pixels(scene, bands, aoi, mask_clouds=True):
@@ -137,7 +162,13 @@ def expected_ndvi(day_scenes, aoi, reducer="mean", mask_clouds=True):
 
 def test_ndvi_series_matches_numpy(core, scenes):
     result = time_series(core, AOI, collections=[S2], datetime="2024-06-01/2024-06-30", catalog="testbed")
-    assert [r.date for r in result.rows] == ["2024-06-01", "2024-06-06", "2024-06-11", "2024-06-16", "2024-06-21"]
+    assert [r.date for r in result.rows] == [
+        "2024-06-01",
+        "2024-06-06",
+        "2024-06-11",
+        "2024-06-16",
+        "2024-06-21",
+    ]
     assert result.rows[-1].item_ids == ["S2A_P1", "S2A_P2"]  # one solar day, two items
     assert result.grid.crs == "EPSG:32633" and result.grid.resolution == 10.0
     n_aoi = aoi_pixel_count(AOI)
@@ -152,8 +183,15 @@ def test_ndvi_series_matches_numpy(core, scenes):
 
 
 def test_outputs_csv_and_chart(core, scenes):
-    result = time_series(core, AOI, collections=[S2], datetime="2024-06-01/2024-06-12", catalog="testbed",
-                         reducer="median", expression="(nir - red) / (nir + red)")
+    result = time_series(
+        core,
+        AOI,
+        collections=[S2],
+        datetime="2024-06-01/2024-06-12",
+        catalog="testbed",
+        reducer="median",
+        expression="(nir - red) / (nir + red)",
+    )
     assert result.expression == "(nir - red) / (nir + red)" and len(result.rows) == 3
     store = core.outputs
     with open(store.path(result.csv.id), newline="") as f:
@@ -211,8 +249,9 @@ def test_expression_errors(core):
 
 
 def test_median_composite_matches_numpy(core, scenes):
-    result = composite(core, AOI, bands=["red", "nir"], collections=[S2], datetime="2024-06-01/2024-06-30",
-                       catalog="testbed")
+    result = composite(
+        core, AOI, bands=["red", "nir"], collections=[S2], datetime="2024-06-01/2024-06-30", catalog="testbed"
+    )
     assert result.items == 6 and result.method == "median"
     store = core.outputs
     path = store.path(result.output.id)
@@ -257,13 +296,13 @@ def test_composite_needs_a_mask_or_mask_clouds_false(core, scenes, pgstac_api):
     pgstac_api.load([collection], [item])
     with pytest.raises(MaskNotFound, match="mask_clouds=false"):
         composite(core, AOI, bands=["red"], collections=[item["collection"]], catalog="testbed")
-    result = composite(core, AOI, bands=["red"], collections=[item["collection"]], catalog="testbed", mask_clouds=False)
+    result = composite(
+        core, AOI, bands=["red"], collections=[item["collection"]], catalog="testbed", mask_clouds=False
+    )
     assert result.items == 1 and not result.mask_clouds
 
 
 # --- through the MCP server --------------------------------------------------------------------
-
-
 
 
 async def test_tools_end_to_end(core, scenes):
@@ -271,18 +310,40 @@ async def test_tools_end_to_end(core, scenes):
         tools = {t.name: t for t in await client.list_tools()}
         assert tools["time_series"].annotations.read_only_hint is False
         assert tools["composite"].annotations.destructive_hint is False
-        ts = (await client.call_tool("time_series", {
-            "aoi": AOI, "collections": [S2], "datetime": "2024-06-10/2024-06-12", "catalog": "testbed",
-        })).structured_content
+        ts = (
+            await client.call_tool(
+                "time_series",
+                {
+                    "aoi": AOI,
+                    "collections": [S2],
+                    "datetime": "2024-06-10/2024-06-12",
+                    "catalog": "testbed",
+                },
+            )
+        ).structured_content
         assert [r["date"] for r in ts["rows"]] == ["2024-06-11"]
         want, _ = expected_ndvi([scenes["S2A_D3"]], AOI)
         assert ts["rows"][0]["value"] == pytest.approx(want, rel=1e-3)
-        assert ts["csv"]["uri"].startswith("stac-gdal://outputs/") and ts["chart"]["media_type"] == "image/png"
-        comp = (await client.call_tool("composite", {
-            "aoi": AOI, "bands": ["red"], "collections": [S2], "datetime": "2024-06-10/2024-06-22",
-            "catalog": "testbed", "method": "max",
-        })).structured_content
+        assert (
+            ts["csv"]["uri"].startswith("stac-gdal://outputs/") and ts["chart"]["media_type"] == "image/png"
+        )
+        comp = (
+            await client.call_tool(
+                "composite",
+                {
+                    "aoi": AOI,
+                    "bands": ["red"],
+                    "collections": [S2],
+                    "datetime": "2024-06-10/2024-06-22",
+                    "catalog": "testbed",
+                    "method": "max",
+                },
+            )
+        ).structured_content
         assert comp["items"] == 4 and comp["output"]["file"].endswith(".tif")
-        bad = await client.call_tool("time_series", {"aoi": AOI, "collections": [S2], "catalog": "testbed",
-                                                     "expression": "os.system('x')"}, raise_on_error=False)
+        bad = await client.call_tool(
+            "time_series",
+            {"aoi": AOI, "collections": [S2], "catalog": "testbed", "expression": "os.system('x')"},
+            raise_on_error=False,
+        )
         assert bad.is_error and "Traceback" not in bad.content[0].text

@@ -9,12 +9,11 @@ import subprocess
 import sys
 import time
 
+import discovery_data as data
 import httpx
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
-
-import discovery_data as data
 
 
 @pytest.fixture
@@ -55,7 +54,9 @@ async def test_http_requires_the_token(server_env):
     env = {**env, "STAC_GDAL_MCP_TOKEN": "s3cret-token"}
     process = subprocess.Popen(
         [sys.executable, "-m", "stac_gdal_mcp", "serve", "--transport", "http", "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
@@ -85,7 +86,10 @@ def test_http_on_a_public_address_needs_a_token(server_env):
     env, _ = server_env
     result = subprocess.run(
         [sys.executable, "-m", "stac_gdal_mcp", "serve", "--transport", "http", "--host", "0.0.0.0"],
-        env=env, capture_output=True, text=True, timeout=60,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2 and "without a token" in result.stderr
     assert result.stdout == ""
@@ -96,7 +100,9 @@ def test_bad_config_exits_with_a_message(tmp_path):
     config.write_text('default_catalog = "nope"\n')
     result = subprocess.run(
         [sys.executable, "-m", "stac_gdal_mcp", "serve", "--config", str(config)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 2
     assert "default_catalog 'nope'" in result.stderr and result.stdout == ""
@@ -106,7 +112,10 @@ def test_demo_runs_offline(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAC_GDAL_MCP_")}
     result = subprocess.run(
         [sys.executable, "-m", "stac_gdal_mcp", "demo", "--workspace", str(tmp_path)],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "demo finished: every step succeeded." in result.stdout

@@ -33,7 +33,9 @@ def register(registry):
         a: Annotated[str, Field(description="first band: asset key or common name (nir for NDVI)")] = "nir",
         b: Annotated[str, Field(description="second band: asset key or common name (red for NDVI)")] = "red",
         catalog: Annotated[str | None, Field(description="catalog id; default: the default catalog")] = None,
-        output_name: Annotated[str | None, Field(description="file name for the output; default: generated")] = None,
+        output_name: Annotated[
+            str | None, Field(description="file name for the output; default: generated")
+        ] = None,
     ) -> dict:
         """Normalized difference (a - b) / (a + b) of two bands of one item, written as a COG.
 
@@ -49,7 +51,9 @@ def register(registry):
         for source in sources:
             array, grid = _read_reflectance(source, registry.settings)
             if profile is not None and (grid["crs"], grid["transform"], grid["shape"]) != (
-                profile["crs"], profile["transform"], profile["shape"]
+                profile["crs"],
+                profile["transform"],
+                profile["shape"],
             ):
                 raise InvalidArgument(f"bands {a} and {b} are on different grids; reproject one first")
             profile = grid
@@ -66,7 +70,13 @@ def register(registry):
             record = store.commit(
                 out,
                 operation="acme_normalized_difference",
-                parameters={"collection_id": collection_id, "item_id": item_id, "a": a, "b": b, "formula": FORMULA},
+                parameters={
+                    "collection_id": collection_id,
+                    "item_id": item_id,
+                    "a": a,
+                    "b": b,
+                    "formula": FORMULA,
+                },
                 sources=[s.source_ref() for s in sources],
                 media_type=COG_TYPE,
                 raster=describe_raster(out.path),
@@ -109,8 +119,16 @@ def _write_cog(out, array, grid):
     working = out.scratch(".tif")
     height, width = grid["shape"]
     with rasterio.open(
-        working, "w", driver="GTiff", width=width, height=height, count=1, dtype="float32",
-        crs=grid["crs"], transform=grid["transform"], nodata=float("nan"),
+        working,
+        "w",
+        driver="GTiff",
+        width=width,
+        height=height,
+        count=1,
+        dtype="float32",
+        crs=grid["crs"],
+        transform=grid["transform"],
+        nodata=float("nan"),
     ) as dst:
         dst.write(array, 1)
     copy(working, out.path, driver="COG", compress="DEFLATE", predictor="3", overview_resampling="average")

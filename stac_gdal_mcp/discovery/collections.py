@@ -37,8 +37,11 @@ def _uncursor(cursor: str, catalog_id: str) -> dict:
 
 
 def list_collections(
-    catalogs: Catalogs, catalog: str | None = None, q: str | None = None,
-    limit: int | None = None, cursor: str | None = None,
+    catalogs: Catalogs,
+    catalog: str | None = None,
+    q: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
 ) -> CollectionList:
     settings = catalogs.settings
     cat = catalogs.get(catalog)
@@ -137,17 +140,27 @@ def _queryables_from_schema(schema: dict) -> list[Queryable]:
 
 
 def _infer_queryables(items: list[dict]) -> list[Queryable]:
-    kinds: dict[str, str] = {"id": "string", "collection": "string", "geometry": "geometry", "datetime": "datetime"}
+    kinds: dict[str, str] = {
+        "id": "string",
+        "collection": "string",
+        "geometry": "geometry",
+        "datetime": "datetime",
+    }
     for item in items:
         for key, value in item.get("properties", {}).items():
             if key in kinds or value is None:
                 continue
             kinds[key] = (
-                "boolean" if isinstance(value, bool)
-                else "integer" if isinstance(value, int)
-                else "number" if isinstance(value, float)
-                else "string" if isinstance(value, str)
-                else "array" if isinstance(value, list)
+                "boolean"
+                if isinstance(value, bool)
+                else "integer"
+                if isinstance(value, int)
+                else "number"
+                if isinstance(value, float)
+                else "string"
+                if isinstance(value, str)
+                else "array"
+                if isinstance(value, list)
                 else "object"
             )
     return [Queryable(name=k, type=v) for k, v in sorted(kinds.items())]

@@ -28,7 +28,7 @@ def _sort_value(item: dict, field: str):
     if field in ("id", "collection"):
         return item.get(field)
     if field.startswith("properties."):
-        field = field[len("properties."):]
+        field = field[len("properties.") :]
     return item.get("properties", {}).get(field)
 
 
@@ -47,7 +47,7 @@ def sort_items(items: list[dict], sortby: list[dict] | None) -> list[dict]:
     return out
 
 
-def local_search(items: list[dict], search: "Search") -> list[dict]:
+def local_search(items: list[dict], search: Search) -> list[dict]:
     """All items matching `search`, in its sort order."""
     from shapely.geometry import box, shape
 

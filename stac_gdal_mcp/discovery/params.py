@@ -6,7 +6,7 @@ Each helper raises a typed InvalidArgument subclass whose message says how to fi
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidArgument, InvalidBBox, InvalidDatetime, InvalidFilter
@@ -19,7 +19,7 @@ def as_list(value: str | list[str] | None, name: str) -> list[str] | None:
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise InvalidArgument(f"{name} must be a list of strings, e.g. [\"a\", \"b\"]")
+        raise InvalidArgument(f'{name} must be a list of strings, e.g. ["a", "b"]')
     return value or None
 
 
@@ -43,9 +43,7 @@ def bbox(value: Any) -> list[float] | None:
         except ValueError:
             raise InvalidBBox(f"bbox '{value}' is not four comma-separated numbers") from None
     if not isinstance(value, (list, tuple)) or len(value) not in (4, 6):
-        raise InvalidBBox(
-            f"bbox must have 4 numbers [west, south, east, north] (got {value!r})"
-        )
+        raise InvalidBBox(f"bbox must have 4 numbers [west, south, east, north] (got {value!r})")
     try:
         b = [float(v) for v in value]
     except (TypeError, ValueError):
@@ -56,7 +54,9 @@ def bbox(value: Any) -> list[float] | None:
     if not (-90 <= s <= 90 and -90 <= n <= 90):
         raise InvalidBBox(f"bbox latitudes must be within [-90, 90] (got south={s}, north={n})")
     if s > n:
-        raise InvalidBBox(f"bbox south ({s}) is greater than north ({n}); order is [west, south, east, north]")
+        raise InvalidBBox(
+            f"bbox south ({s}) is greater than north ({n}); order is [west, south, east, north]"
+        )
     if w > e:
         raise InvalidBBox(
             f"bbox west ({w}) is greater than east ({e}); order is [west, south, east, north] "
@@ -92,16 +92,16 @@ def _instant(text: str) -> datetime | None:
         return None
     try:
         if len(text) == 4 and text.isdigit():
-            return datetime(int(text), 1, 1, tzinfo=timezone.utc)
+            return datetime(int(text), 1, 1, tzinfo=UTC)
         if len(text) == 7:
-            return datetime.fromisoformat(text + "-01").replace(tzinfo=timezone.utc)
+            return datetime.fromisoformat(text + "-01").replace(tzinfo=UTC)
         dt = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise InvalidDatetime(
             f"'{text}' is not a date or RFC 3339 datetime; use e.g. 2024-06-01, "
             "2024-06-01T10:00:00Z, or an interval 2024-06-01/2024-06-30 (open: ../2024-06-30)"
         ) from None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 def _end_of(text: str, dt: datetime) -> datetime:
@@ -112,7 +112,9 @@ def _end_of(text: str, dt: datetime) -> datetime:
     if len(text) == 7:
         from calendar import monthrange
 
-        return dt.replace(day=monthrange(dt.year, dt.month)[1], hour=23, minute=59, second=59, microsecond=999999)
+        return dt.replace(
+            day=monthrange(dt.year, dt.month)[1], hour=23, minute=59, second=59, microsecond=999999
+        )
     if len(text) == 4:
         return dt.replace(month=12, day=31, hour=23, minute=59, second=59, microsecond=999999)
     return dt
@@ -149,7 +151,7 @@ def datetime_param(value: str | None) -> str | None:
         return None
 
     def fmt(dt: datetime | None) -> str:
-        return ".." if dt is None else dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return ".." if dt is None else dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
     return f"{fmt(interval[0])}/{fmt(interval[1])}"
 
@@ -172,13 +174,13 @@ def cql2_filter(value: str | dict | None, filter_lang: str | None = None):
         expr.to_json()
     except Exception as exc:
         raise InvalidFilter(
-            f"filter is not valid CQL2 ({_first_line(exc)}); example: \"eo:cloud_cover < 20 AND "
+            f'filter is not valid CQL2 ({_first_line(exc)}); example: "eo:cloud_cover < 20 AND '
             "platform = 'sentinel-2a'\""
         ) from None
     return expr
 
 
-QUERY_EXAMPLE = "query must be a JSON object such as {\"eo:cloud_cover\": {\"lt\": 20}}"
+QUERY_EXAMPLE = 'query must be a JSON object such as {"eo:cloud_cover": {"lt": 20}}'
 _QUERY_OPS = {"eq": "=", "neq": "<>", "lt": "<", "lte": "<=", "gt": ">", "gte": ">=", "in": "in"}
 
 
@@ -226,11 +228,13 @@ def sortby(value: str | list | None) -> list[dict] | None:
         elif isinstance(entry, dict) and "field" in entry:
             field, direction = entry["field"], str(entry.get("direction", "asc")).lower()
         else:
-            raise InvalidArgument("sortby entries are 'field', '-field' or {\"field\": ..., \"direction\": ...}")
+            raise InvalidArgument(
+                "sortby entries are 'field', '-field' or {\"field\": ..., \"direction\": ...}"
+            )
         if direction not in ("asc", "desc") or not field:
             raise InvalidArgument(f"sortby direction must be asc or desc (got {direction!r})")
         if field.startswith("properties."):
-            field = field[len("properties."):]
+            field = field[len("properties.") :]
         out.append({"field": field, "direction": direction})
     return out or None
 
@@ -250,4 +254,4 @@ def _first_line(exc: Exception) -> str:
     expected = next((l.lstrip("= ") for l in lines if l.startswith("= ")), None)
     if where or expected:
         return ", ".join(x for x in (f"at line:column {where}" if where else None, expected) if x)
-    return (lines[0][:200] if lines else type(exc).__name__)
+    return lines[0][:200] if lines else type(exc).__name__

@@ -67,8 +67,16 @@ def and_all(conditions: list[dict]) -> dict | None:
 
 
 def check_search(
-    collections=None, bbox=None, intersects=None, datetime=None, ids=None, query=None,
-    filter=None, filter_lang=None, sortby=None, max_cloud_cover=None,
+    collections=None,
+    bbox=None,
+    intersects=None,
+    datetime=None,
+    ids=None,
+    query=None,
+    filter=None,
+    filter_lang=None,
+    sortby=None,
+    max_cloud_cover=None,
 ) -> Search:
     if bbox is not None and intersects is not None:
         raise InvalidArgument("give either bbox or intersects, not both")
@@ -129,23 +137,31 @@ def plan_api_search(catalog: RemoteCatalog, search: Search, page_size: int) -> P
             notes.append(f"catalog '{catalog.id}' lacks the query extension: query sent as a CQL2 filter")
         else:
             client_side.append(p.query_as_cql2(search.query))
-            notes.append(f"catalog '{catalog.id}' supports neither query nor filter: query applied client-side")
+            notes.append(
+                f"catalog '{catalog.id}' supports neither query nor filter: query applied client-side"
+            )
     if search.filter:
         if has_filter:
             server_side.append(search.filter)
         else:
             client_side.append(search.filter)
-            notes.append(f"catalog '{catalog.id}' lacks the filter extension: filter applied client-side with cql2")
+            notes.append(
+                f"catalog '{catalog.id}' lacks the filter extension: filter applied client-side with cql2"
+            )
     if search.max_cloud_cover is not None:
         if has_filter:
             server_side.append(cloud_cover_condition(search.max_cloud_cover))
         elif feats.query:
             ops = body.setdefault("query", {}).setdefault("eo:cloud_cover", {})
             ops["lte"] = min(ops.get("lte", 100.0), search.max_cloud_cover)
-            notes.append(f"max_cloud_cover sent as a query (catalog '{catalog.id}' lacks the filter extension)")
+            notes.append(
+                f"max_cloud_cover sent as a query (catalog '{catalog.id}' lacks the filter extension)"
+            )
         else:
             client_side.append(cloud_cover_condition(search.max_cloud_cover))
-            notes.append(f"max_cloud_cover applied client-side (catalog '{catalog.id}' has neither filter nor query)")
+            notes.append(
+                f"max_cloud_cover applied client-side (catalog '{catalog.id}' has neither filter nor query)"
+            )
     condition = and_all(server_side)
     if condition is not None:
         if feats.filter_cql2_json:
@@ -185,9 +201,7 @@ def _as_get_params(body: dict) -> dict:
             out[key] = ",".join(str(v) for v in value)
         elif key == "sortby":
             out[key] = ",".join(("-" if s["direction"] == "desc" else "+") + s["field"] for s in value)
-        elif key == "filter" and isinstance(value, dict):
-            out[key] = json.dumps(value)
-        elif isinstance(value, (dict, list)):
+        elif (key == "filter" and isinstance(value, dict)) or isinstance(value, (dict, list)):
             out[key] = json.dumps(value)
         else:
             out[key] = value
@@ -312,12 +326,25 @@ def search_items(
 
     state = decode_cursor(cursor, cat.id) if cursor else None
     if state is not None:
-        notes.append("continuing from cursor: search arguments other than catalog, limit and detail are taken from it")
+        notes.append(
+            "continuing from cursor: search arguments other than catalog, limit and detail are taken from it"
+        )
         notes += state.get("notes", [])
 
     if isinstance(cat, LocalCatalog):
         if state is None:
-            search = check_search(collections, bbox, intersects, datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover)
+            search = check_search(
+                collections,
+                bbox,
+                intersects,
+                datetime,
+                ids,
+                query,
+                filter,
+                filter_lang,
+                sortby,
+                max_cloud_cover,
+            )
             offset = 0
         else:
             search, offset = Search(**state["search"]), int(state["offset"])
@@ -331,7 +358,18 @@ def search_items(
         )
     else:
         if state is None:
-            search = check_search(collections, bbox, intersects, datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover)
+            search = check_search(
+                collections,
+                bbox,
+                intersects,
+                datetime,
+                ids,
+                query,
+                filter,
+                filter_lang,
+                sortby,
+                max_cloud_cover,
+            )
             plan = plan_api_search(cat, search, page_size=limit)
             page, client_filter, plan_notes = first_page(cat, plan.body), plan.client_filter, plan.notes
             notes += plan_notes
@@ -349,7 +387,13 @@ def search_items(
                 "use next_cursor to keep scanning, or narrow the search"
             )
         next_state = (
-            {"v": 1, "catalog": cat.id, "page": following.__dict__, "client_filter": client_filter, "notes": plan_notes}
+            {
+                "v": 1,
+                "catalog": cat.id,
+                "page": following.__dict__,
+                "client_filter": client_filter,
+                "notes": plan_notes,
+            }
             if following is not None
             else None
         )
@@ -357,10 +401,10 @@ def search_items(
             _check_api_collections(cat, search.collections)
 
     if not features:
-        notes.append("no items matched; widen bbox/datetime, raise max_cloud_cover, or check the collection ids")
-    items = (
-        [cat.sign(f) for f in features] if detail == "full" else [item_summary(f) for f in features]
-    )
+        notes.append(
+            "no items matched; widen bbox/datetime, raise max_cloud_cover, or check the collection ids"
+        )
+    items = [cat.sign(f) for f in features] if detail == "full" else [item_summary(f) for f in features]
     return SearchResult(
         items=items,
         returned=len(items),

@@ -23,8 +23,13 @@ from .registry import Registry
 from .report import ExtensionInfo, Extensions
 
 __all__ = [
-    "ExtensionError", "ExtensionInfo", "Extensions", "ExternalServerError", "IncompatiblePluginError",
-    "Registry", "install_extensions",
+    "ExtensionError",
+    "ExtensionInfo",
+    "Extensions",
+    "ExternalServerError",
+    "IncompatiblePluginError",
+    "Registry",
+    "install_extensions",
 ]
 
 log = logging.getLogger("stac_gdal_mcp.extensions")
@@ -89,7 +94,9 @@ def _install_external_servers(mcp, configs, names: ToolNames, report: Extensions
         except ConfigError as exc:
             literal = [v for v in config.env.values() if isinstance(v, str)]
             shown = redact_argv(config.cmd, literal) if config.cmd else (config.script or "")
-            info = ExtensionInfo(kind="external_server", name=config.name, source=shown, status="failed", error=str(exc))
+            info = ExtensionInfo(
+                kind="external_server", name=config.name, source=shown, status="failed", error=str(exc)
+            )
             log.warning("external server %s skipped: %s", config.name, exc)
             report.external.append(info)
     if not specs:

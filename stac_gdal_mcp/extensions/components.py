@@ -26,10 +26,15 @@ def tool_annotations(original, trusted: bool):
     title = original.title if original is not None else None
     if trusted and original is not None:
         return ToolAnnotations(
-            title=title, readOnlyHint=original.read_only_hint, destructiveHint=original.destructive_hint,
-            idempotentHint=original.idempotent_hint, openWorldHint=True,
+            title=title,
+            readOnlyHint=original.read_only_hint,
+            destructiveHint=original.destructive_hint,
+            idempotentHint=original.idempotent_hint,
+            openWorldHint=True,
         )
-    return ToolAnnotations(title=title, readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True)
+    return ToolAnnotations(
+        title=title, readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
+    )
 
 
 def _description(text: str | None, server_name: str) -> str:
@@ -58,7 +63,9 @@ class _Forwarding:
         return self._server.spec.config.max_result_bytes
 
     def _note(self, total: int, dropped: int, structured: bool = False) -> str:
-        gone = (["the structured content"] if structured else []) + ([f"{dropped} non-text part(s)"] if dropped else [])
+        gone = (["the structured content"] if structured else []) + (
+            [f"{dropped} non-text part(s)"] if dropped else []
+        )
         return (
             f"[truncated by stac-gdal-mcp: this answer from external server '{self._server.name}' was "
             f"{total} bytes, over its limit of {self._limit} bytes (max_result_bytes)"
@@ -75,7 +82,9 @@ class ExternalTool(_Forwarding, Tool):
 
         backend = self._backend
         try:
-            result = await self._send(f"tool '{backend}'", lambda client: client.call_tool_mcp(backend, arguments))
+            result = await self._send(
+                f"tool '{backend}'", lambda client: client.call_tool_mcp(backend, arguments)
+            )
         except ExternalServerError as exc:
             raise ToolError(str(exc)) from None
         blocks = list(result.content)
@@ -92,7 +101,8 @@ class ExternalTool(_Forwarding, Tool):
     @classmethod
     def from_mcp(cls, mcp_tool, server, host):
         return cls(
-            name=mcp_tool.name, title=mcp_tool.title,
+            name=mcp_tool.name,
+            title=mcp_tool.title,
             description=_description(mcp_tool.description, server.name),
             parameters=mcp_tool.input_schema or {"type": "object", "properties": {}},
             annotations=tool_annotations(mcp_tool.annotations, server.spec.config.trusted),
@@ -104,7 +114,9 @@ class ExternalResource(_Forwarding, Resource):
         from fastmcp.exceptions import ResourceError
 
         try:
-            result = await self._send(f"resource {self._backend}", lambda client: client.read_resource_mcp(self._backend))
+            result = await self._send(
+                f"resource {self._backend}", lambda client: client.read_resource_mcp(self._backend)
+            )
         except ExternalServerError as exc:
             raise ResourceError(str(exc)) from None
         return self._contents(result)
@@ -117,7 +129,9 @@ class ExternalResource(_Forwarding, Resource):
         from mcp.types import BlobResourceContents
 
         parts = [
-            (base64.b64decode(c.blob), len(c.blob)) if isinstance(c, BlobResourceContents) else (c.text, len(c.text.encode("utf-8")))
+            (base64.b64decode(c.blob), len(c.blob))
+            if isinstance(c, BlobResourceContents)
+            else (c.text, len(c.text.encode("utf-8")))
             for c in result.contents
         ]
         total, budget, dropped = sum(size for _, size in parts), self._limit, 0
@@ -128,7 +142,11 @@ class ExternalResource(_Forwarding, Resource):
                 contents.append(ResourceContent(content=data, mime_type=mime_type))
                 budget -= size
             elif isinstance(data, str) and budget > 0:
-                contents.append(ResourceContent(content=data.encode("utf-8")[:budget].decode("utf-8", "ignore"), mime_type=mime_type))
+                contents.append(
+                    ResourceContent(
+                        content=data.encode("utf-8")[:budget].decode("utf-8", "ignore"), mime_type=mime_type
+                    )
+                )
                 budget = 0
             else:
                 dropped += 1
@@ -139,7 +157,9 @@ class ExternalResource(_Forwarding, Resource):
     @classmethod
     def from_mcp(cls, mcp_resource, server, host):
         return cls(
-            uri=mcp_resource.uri, name=mcp_resource.name, title=mcp_resource.title,
+            uri=mcp_resource.uri,
+            name=mcp_resource.name,
+            title=mcp_resource.title,
             description=_description(mcp_resource.description, server.name),
             mime_type=mcp_resource.mime_type or "text/plain",
         ).bind(server, host, str(mcp_resource.uri))
@@ -147,18 +167,25 @@ class ExternalResource(_Forwarding, Resource):
 
 class ExternalTemplate(_Forwarding, ResourceTemplate):
     async def _read(self, uri: str, params: dict[str, Any]):
-        resource = ExternalResource(uri=uri, name=self.name, mime_type=self.mime_type).bind(self._server, self._host, uri)
+        resource = ExternalResource(uri=uri, name=self.name, mime_type=self.mime_type).bind(
+            self._server, self._host, uri
+        )
         return await resource.read()
 
     async def create_resource(self, uri: str, params: dict[str, Any]):
-        return ExternalResource(uri=uri, name=self.name, mime_type=self.mime_type).bind(self._server, self._host, uri)
+        return ExternalResource(uri=uri, name=self.name, mime_type=self.mime_type).bind(
+            self._server, self._host, uri
+        )
 
     @classmethod
     def from_mcp(cls, mcp_template, server, host):
         return cls(
-            uri_template=mcp_template.uri_template, name=mcp_template.name, title=mcp_template.title,
+            uri_template=mcp_template.uri_template,
+            name=mcp_template.name,
+            title=mcp_template.title,
             description=_description(mcp_template.description, server.name),
-            mime_type=mcp_template.mime_type or "text/plain", parameters={},
+            mime_type=mcp_template.mime_type or "text/plain",
+            parameters={},
         ).bind(server, host, mcp_template.uri_template)
 
 
@@ -170,7 +197,9 @@ class ExternalPrompt(_Forwarding, Prompt):
 
         backend = self._backend
         try:
-            result = await self._send(f"prompt '{backend}'", lambda client: client.get_prompt_mcp(backend, arguments))
+            result = await self._send(
+                f"prompt '{backend}'", lambda client: client.get_prompt_mcp(backend, arguments)
+            )
         except ExternalServerError as exc:
             raise PromptError(str(exc)) from None
         blocks = [m.content for m in result.messages]
@@ -181,7 +210,9 @@ class ExternalPrompt(_Forwarding, Prompt):
         else:
             kept, dropped = bound_blocks(blocks, self._limit)
             messages = [Message(content=b, role=roles.get(id(b), "user")) for b in kept]
-            messages.append(Message(content=TextContent(type="text", text=self._note(total, dropped)), role="user"))
+            messages.append(
+                Message(content=TextContent(type="text", text=self._note(total, dropped)), role="user")
+            )
         return PromptResult(messages=messages, description=result.description)
 
     @classmethod
@@ -193,8 +224,10 @@ class ExternalPrompt(_Forwarding, Prompt):
             for a in mcp_prompt.arguments or []
         ]
         return cls(
-            name=mcp_prompt.name, title=mcp_prompt.title,
-            description=_description(mcp_prompt.description, server.name), arguments=arguments,
+            name=mcp_prompt.name,
+            title=mcp_prompt.title,
+            description=_description(mcp_prompt.description, server.name),
+            arguments=arguments,
         ).bind(server, host, mcp_prompt.name)
 
 
@@ -218,7 +251,11 @@ def bound_blocks(blocks: list, limit: int) -> tuple[list, int]:
             budget -= size
         elif isinstance(getattr(block, "text", None), str) and budget > 0:
             cut = block.text.encode("utf-8")[:budget].decode("utf-8", "ignore")
-            kept.append(TextContent(type="text", text=cut) if isinstance(block, TextContent) else block.model_copy(update={"text": cut}))
+            kept.append(
+                TextContent(type="text", text=cut)
+                if isinstance(block, TextContent)
+                else block.model_copy(update={"text": cut})
+            )
             budget = 0
         else:
             dropped += 1

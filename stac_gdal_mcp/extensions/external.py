@@ -60,11 +60,17 @@ def launch_spec(config: ExternalServerConfig, environ: dict[str, str] | None = N
         )
     extra = set(config.model_extra or {})
     if "url" in extra:
-        raise ConfigError(f"{where}: `url` is not supported; external servers are started over stdio with `cmd` or `script`")
+        raise ConfigError(
+            f"{where}: `url` is not supported; external servers are started over stdio with `cmd` or `script`"
+        )
     if extra - KNOWN_KEYS:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(extra))}; known keys: {', '.join(sorted(KNOWN_KEYS))}")
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(sorted(extra))}; known keys: {', '.join(sorted(KNOWN_KEYS))}"
+        )
     if (config.cmd is None) == (config.script is None):
-        raise ConfigError(f"{where}: give exactly one of `cmd` (a command line as a list) or `script` (a path)")
+        raise ConfigError(
+            f"{where}: give exactly one of `cmd` (a command line as a list) or `script` (a path)"
+        )
     cwd = None
     if config.cwd is not None:
         cwd_path = Path(config.cwd).expanduser()
@@ -84,7 +90,9 @@ def launch_spec(config: ExternalServerConfig, environ: dict[str, str] | None = N
 
 def _cmd_argv(cmd: list[str], where: str, env: dict[str, str], cwd: str | None) -> list[str]:
     if not cmd or any(not isinstance(part, str) or not part.strip() for part in cmd):
-        raise ConfigError(f"{where}: `cmd` must be a non-empty list of non-blank strings, e.g. [\"node\", \"server.js\"]")
+        raise ConfigError(
+            f'{where}: `cmd` must be a non-empty list of non-blank strings, e.g. ["node", "server.js"]'
+        )
     program = cmd[0]
     if os.sep in program:
         path = Path(cwd or ".", program) if not os.path.isabs(program) else Path(program)
@@ -109,7 +117,9 @@ def _script_argv(script: str, where: str, cwd: str | None) -> list[str]:
     if path.suffix == ".sh":
         return [shutil.which("sh") or "/bin/sh", str(path)]
     if not os.access(path, os.X_OK):
-        raise ConfigError(f"{where}: script {script} is neither .py nor .sh and is not executable (chmod +x it)")
+        raise ConfigError(
+            f"{where}: script {script} is neither .py nor .sh and is not executable (chmod +x it)"
+        )
     return [str(path)]
 
 
@@ -127,7 +137,11 @@ class ExternalServer:
         self.templates: list = []
         self.prompts: list = []
         self._stderr_mark = 0
-        self.exposed: tuple[list[str], list[str], list[str]] = ([], [], [])  # tool names, resource URIs, prompts
+        self.exposed: tuple[list[str], list[str], list[str]] = (
+            [],
+            [],
+            [],
+        )  # tool names, resource URIs, prompts
         fd, stderr_path = tempfile.mkstemp(prefix=f"stac-gdal-mcp-{spec.name}-", suffix=".stderr")
         os.close(fd)
         self.stderr_path = Path(stderr_path)
@@ -153,10 +167,18 @@ class ExternalServer:
         spec = self.spec
         log.info(
             "starting external server %s: %s (cwd %s; environment: %s)",
-            self.name, spec.shown, spec.cwd or os.getcwd(), ", ".join(sorted(spec.env)) or "empty",
+            self.name,
+            spec.shown,
+            spec.cwd or os.getcwd(),
+            ", ".join(sorted(spec.env)) or "empty",
         )
         transport = StdioTransport(
-            spec.argv[0], spec.argv[1:], env=spec.env, cwd=spec.cwd, keep_alive=False, log_file=self.stderr_path
+            spec.argv[0],
+            spec.argv[1:],
+            env=spec.env,
+            cwd=spec.cwd,
+            keep_alive=False,
+            log_file=self.stderr_path,
         )
         # Requests are timed by `request` (anyio.fail_after), so the client sets no timeout of its own.
         self.client = Client(transport, name="stac-gdal-mcp", init_timeout=self.timeout_s)
@@ -240,7 +262,9 @@ class ExternalServer:
 
     async def _died(self, what: str) -> None:
         self.status = "died"
-        self.error = self.redact(f"it stopped during {what}; its tools are unavailable until stac-gdal-mcp restarts")
+        self.error = self.redact(
+            f"it stopped during {what}; its tools are unavailable until stac-gdal-mcp restarts"
+        )
         self.error += self._stderr_tail(since=self._stderr_mark)
         log.warning("external server %s died: %s", self.name, self.error)
         await self._close_client()
@@ -294,8 +318,15 @@ class ExternalServer:
         tools, resources, prompts = self.exposed if self.status in ("running", "died") else ([], [], [])
         error = "; ".join(self.notes) if self.status == "running" and self.notes else self.error
         return ExtensionInfo(
-            kind="external_server", name=self.name, source=self.spec.shown, status=self.status, error=error,
-            tools=tools, resources=resources, prompts=prompts, trusted=self.spec.config.trusted,
+            kind="external_server",
+            name=self.name,
+            source=self.spec.shown,
+            status=self.status,
+            error=error,
+            tools=tools,
+            resources=resources,
+            prompts=prompts,
+            trusted=self.spec.config.trusted,
         )
 
 

@@ -10,10 +10,10 @@ import importlib.util
 import logging
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Callable
 
 from .errors import ExtensionError, IncompatiblePluginError
 from .names import ToolNames
@@ -38,19 +38,28 @@ class PluginSource:
 def discover(plugin_dir: Path | None) -> tuple[list[PluginSource], list[ExtensionInfo]]:
     """The plugins to load, in order (entry points by name, then files by name), and a failed
     record if the configured plugin directory is missing."""
-    found = [_from_entry_point(ep) for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)]
+    found = [
+        _from_entry_point(ep) for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+    ]
     problems = []
     if plugin_dir is not None:
         folder = Path(plugin_dir).expanduser()
         if not folder.is_dir():
             problems.append(
                 ExtensionInfo(
-                    kind="plugin", name=folder.name or str(folder), source=f"plugin directory {folder}",
-                    status="failed", error=f"plugin directory {folder} does not exist or is not a directory",
+                    kind="plugin",
+                    name=folder.name or str(folder),
+                    source=f"plugin directory {folder}",
+                    status="failed",
+                    error=f"plugin directory {folder} does not exist or is not a directory",
                 )
             )
         else:
-            found += [_from_file(path) for path in sorted(folder.glob("*.py")) if path.is_file() and not path.name.startswith("_")]
+            found += [
+                _from_file(path)
+                for path in sorted(folder.glob("*.py"))
+                if path.is_file() and not path.name.startswith("_")
+            ]
     return found, problems
 
 
@@ -58,8 +67,10 @@ def _from_entry_point(ep) -> PluginSource:
     dist = getattr(ep, "dist", None)
     where = f" ({dist.name} {dist.version})" if dist is not None else ""
     return PluginSource(
-        name=ep.name, source=f"entry point {ep.name} = {ep.value}{where}",
-        version=dist.version if dist is not None else None, load=ep.load,
+        name=ep.name,
+        source=f"entry point {ep.name} = {ep.value}{where}",
+        version=dist.version if dist is not None else None,
+        load=ep.load,
     )
 
 
@@ -82,7 +93,9 @@ def _from_file(path: Path) -> PluginSource:
 def load_plugin(plugin: PluginSource, mcp, core, names: ToolNames) -> ExtensionInfo | None:
     """Import and register one plugin; add its tools to `mcp` only if all of it worked.
     Returns None for a plugin-directory file that defines no `register` (not a plugin)."""
-    info = ExtensionInfo(kind="plugin", name=plugin.name, source=plugin.source, version=plugin.version, status="failed")
+    info = ExtensionInfo(
+        kind="plugin", name=plugin.name, source=plugin.source, version=plugin.version, status="failed"
+    )
     owner = f"plugin '{plugin.name}' ({plugin.source})"
     try:
         loaded = plugin.load()
@@ -95,7 +108,9 @@ def load_plugin(plugin: PluginSource, mcp, core, names: ToolNames) -> ExtensionI
         info.version = str(version) if version is not None else info.version
         register = getattr(loaded, "register", None)
         if register is None and plugin.is_file:
-            log.info("plugin directory: %s defines no register(registry); not a plugin, skipped", plugin.source)
+            log.info(
+                "plugin directory: %s defines no register(registry); not a plugin, skipped", plugin.source
+            )
             return None
     else:
         register = loaded

@@ -7,10 +7,14 @@ import re
 MASK = "***"
 _SECRET_WORD = r"(?:token|secret|passw(?:or)?d|pwd|api[-_]?key|apikey|access[-_]?key|private[-_]?key|auth\w*|credential\w*|bearer)"
 # --token abc, --api-key=abc, TOKEN=abc, token: abc
-_FLAG_VALUE = re.compile(rf"(?i)(\b[\w.-]*{_SECRET_WORD}[\w.-]*\b\s*[=:]\s*|--?[\w.-]*{_SECRET_WORD}[\w.-]*\s+)(\"[^\"]*\"|'[^']*'|\S+)")
+_FLAG_VALUE = re.compile(
+    rf"(?i)(\b[\w.-]*{_SECRET_WORD}[\w.-]*\b\s*[=:]\s*|--?[\w.-]*{_SECRET_WORD}[\w.-]*\s+)(\"[^\"]*\"|'[^']*'|\S+)"
+)
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[\w.~+/=-]+")
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@")
-_KNOWN_TOKEN = re.compile(r"\b(?:sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_\w{16,}|xox[abpr]-[\w-]{8,}|AKIA[0-9A-Z]{16}|eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*)")
+_KNOWN_TOKEN = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_\w{16,}|xox[abpr]-[\w-]{8,}|AKIA[0-9A-Z]{16}|eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*)"
+)
 _RANDOM_RUN = re.compile(r"(?<![\w/.-])[A-Za-z0-9_+=-]{24,}(?![\w/.-])")
 
 

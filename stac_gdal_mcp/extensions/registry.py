@@ -19,7 +19,6 @@ from .names import TOOL_NAME
 log = logging.getLogger("stac_gdal_mcp.extensions")
 
 
-
 class Registry:
     READ_ONLY = READ_ONLY
     WRITES_OUTPUT = WRITES_OUTPUT
@@ -61,7 +60,9 @@ class Registry:
         return resolve_input(self.core, **reference)
 
     # -- what a plugin adds ---------------------------------------------------------------
-    def add_tool(self, fn_or_definition, name: str | None = None, description: str | None = None, annotations=None):
+    def add_tool(
+        self, fn_or_definition, name: str | None = None, description: str | None = None, annotations=None
+    ):
         """Add a tool: a function (its schema comes from the type hints and docstring, as for core
         tools) or a tool made with `fastmcp.tools.Tool.from_function(...)`. Name tools
         `<org>_<tool>`; a name that is taken is an error naming both sides."""
@@ -94,7 +95,9 @@ class Registry:
         else:
             raise TypeError(f"add_tool needs a function, got {type(fn_or_definition).__name__}")
         if not TOOL_NAME.match(tool.name):
-            raise ValueError(f"tool name {tool.name!r} is not valid (letters, digits, _ . - only, at most 128)")
+            raise ValueError(
+                f"tool name {tool.name!r} is not valid (letters, digits, _ . - only, at most 128)"
+            )
         self.tools.append(tool)
         return tool
 

@@ -8,15 +8,23 @@ from pydantic import BaseModel, Field
 class ExtensionInfo(BaseModel):
     kind: Literal["plugin", "external_server"]
     name: str
-    source: str = Field(description="entry point, plugin file, or the (redacted) command of an external server")
+    source: str = Field(
+        description="entry point, plugin file, or the (redacted) command of an external server"
+    )
     version: str | None = None
     status: Literal["loaded", "failed", "running", "died", "stopped"]
     error: str | None = Field(None, description="why it failed, without a stack trace")
     tools: list[str] = Field(default_factory=list, description="tool names as clients see them")
-    resources: list[str] = Field(default_factory=list, description="resource URIs and URI templates (external servers)")
+    resources: list[str] = Field(
+        default_factory=list, description="resource URIs and URI templates (external servers)"
+    )
     prompts: list[str] = Field(default_factory=list, description="prompt names (external servers)")
-    capabilities: dict[str, Any] = Field(default_factory=dict, description="metadata recorded by add_capability")
-    trusted: bool | None = Field(None, description="external servers: whether its read-only hints are believed")
+    capabilities: dict[str, Any] = Field(
+        default_factory=dict, description="metadata recorded by add_capability"
+    )
+    trusted: bool | None = Field(
+        None, description="external servers: whether its read-only hints are believed"
+    )
 
     @property
     def failed(self) -> bool:

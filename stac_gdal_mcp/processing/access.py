@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..errors import AssetNotFound, AssetUnreadable, InvalidArgument, ProcessingFailed
@@ -35,9 +36,14 @@ log = logging.getLogger(__name__)
 # Raster formats GDAL may open for an input. Formats that reference other files or hosts
 # (VRT, GDAL_WMS, ...) are deliberately absent. The first is tried when the name says nothing.
 DRIVERS_BY_SUFFIX = {
-    ".tif": "GTiff", ".tiff": "GTiff", ".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG",
-    ".jp2": "JP2OpenJPEG", ".webp": "WEBP",
-}  # fmt: skip
+    ".tif": "GTiff",
+    ".tiff": "GTiff",
+    ".png": "PNG",
+    ".jpg": "JPEG",
+    ".jpeg": "JPEG",
+    ".jp2": "JP2OpenJPEG",
+    ".webp": "WEBP",
+}
 ALLOWED_DRIVERS = ("GTiff", "JP2OpenJPEG", "PNG", "JPEG", "WEBP")
 
 # Other words for the same band across catalogs (Earth Search, Planetary Computer, Landsat C2).
@@ -169,7 +175,7 @@ class AssetSource:
                 return unsigned_href(link["href"])
         return None
 
-    def source_ref(self) -> "SourceRef":
+    def source_ref(self) -> SourceRef:
         """The `derived_from` entry of an output made from this input (no credentials)."""
         from ..outputs import SourceRef
 
@@ -188,12 +194,12 @@ class AssetSource:
         return text.replace(self.gdal_path, self.href_unsigned)
 
 
-def local_roots(core: "Core") -> list[Path]:
+def local_roots(core: Core) -> list[Path]:
     """Folders whose files may be read as inputs: the workspace and local catalogs' folders."""
     return [Path(core.settings.workspace), *core.catalogs.local_roots()]
 
 
-def gdal_path_for(href: str, core: "Core") -> str:
+def gdal_path_for(href: str, core: Core) -> str:
     """Apply the href policy and return the path GDAL opens (`/vsicurl/`, `/vsis3/` or local)."""
     if not isinstance(href, str) or not href.strip():
         raise InvalidArgument("href must be a non-empty string")
@@ -208,7 +214,7 @@ def gdal_path_for(href: str, core: "Core") -> str:
     return f"/vsicurl/{href}"
 
 
-def asset_source(core: "Core", item: dict, asset: str, *, catalog: str | None = None) -> AssetSource:
+def asset_source(core: Core, item: dict, asset: str, *, catalog: str | None = None) -> AssetSource:
     """Resolve asset `asset` of an already fetched (and signed) `item` of catalog `catalog`."""
     key, meta = find_asset(item, asset)
     href = meta.get("href")
@@ -230,13 +236,13 @@ def asset_source(core: "Core", item: dict, asset: str, *, catalog: str | None = 
     )
 
 
-def get_item(core: "Core", collection_id: str, item_id: str, catalog: str | None = None) -> dict:
+def get_item(core: Core, collection_id: str, item_id: str, catalog: str | None = None) -> dict:
     """A catalog's item, with asset hrefs signed where the catalog needs it."""
     return core.catalogs.get(catalog).item(collection_id, item_id)
 
 
 def resolve_input(
-    core: "Core",
+    core: Core,
     *,
     href: str | None = None,
     collection_id: str | None = None,
@@ -259,7 +265,7 @@ def resolve_input(
     return asset_source(core, item, asset, catalog=catalog)
 
 
-def gdal_env(settings: "Settings", *, requester_pays: bool = False) -> dict[str, str]:
+def gdal_env(settings: Settings, *, requester_pays: bool = False) -> dict[str, str]:
     """GDAL configuration for reading COGs over HTTP/S3, applied with `rasterio.Env(**env)`."""
     from .. import __version__
 
@@ -304,8 +310,13 @@ def suffix_driver(href: str) -> str | None:
 
 
 @contextlib.contextmanager
-def open_raster(source: AssetSource, settings: "Settings", *, overview_level: int | None = None,
-                env: dict[str, str] | None = None) -> Iterator:  # fmt: skip
+def open_raster(
+    source: AssetSource,
+    settings: Settings,
+    *,
+    overview_level: int | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator:
     """Open `source` for reading under `gdal_env`; yields a rasterio dataset.
 
     Reads must happen inside the block (the GDAL environment is scoped to it).
@@ -355,4 +366,6 @@ def gdal_errors(source: AssetSource, doing: str) -> Iterator[None]:
     try:
         yield
     except (RasterioError, CPLE_BaseError) as exc:
-        raise ProcessingFailed(f"{doing} {source.href_unsigned} failed: {gdal_message(exc, source)}") from None
+        raise ProcessingFailed(
+            f"{doing} {source.href_unsigned} failed: {gdal_message(exc, source)}"
+        ) from None

@@ -17,7 +17,9 @@ def aoi_geometry(aoi: Any):
     from ..discovery import params
 
     if aoi is None:
-        raise InvalidArgument("aoi is required: a bbox [west, south, east, north] or a GeoJSON geometry (WGS84)")
+        raise InvalidArgument(
+            "aoi is required: a bbox [west, south, east, north] or a GeoJSON geometry (WGS84)"
+        )
     if isinstance(aoi, str) and aoi.strip().startswith("{"):
         aoi = params.intersects(aoi)
     if isinstance(aoi, (list, tuple, str)):
@@ -52,5 +54,7 @@ def rasterize_aoi(geom: dict, shape: tuple[int, int], transform):
     with _RASTERIZE:
         inside = geometry_mask([geom], out_shape=shape, transform=transform, invert=True)
         if not inside.any():
-            inside = geometry_mask([geom], out_shape=shape, transform=transform, invert=True, all_touched=True)
+            inside = geometry_mask(
+                [geom], out_shape=shape, transform=transform, invert=True, all_touched=True
+            )
     return inside

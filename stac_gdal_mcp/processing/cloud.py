@@ -50,10 +50,14 @@ class ItemCloudCover(BaseModel):
     snow_fraction: float | None = None
     water_fraction: float | None = None
     clear_fraction: float | None = None
-    nodata_fraction: float | None = Field(None, description="of all AOI pixels (outside the item counts as no data)")
+    nodata_fraction: float | None = Field(
+        None, description="of all AOI pixels (outside the item counts as no data)"
+    )
     valid_pixels: int | None = None
     aoi_pixels: int | None = None
-    scene_cloud_cover: float | None = Field(None, description="the item's eo:cloud_cover (whole scene, percent)")
+    scene_cloud_cover: float | None = Field(
+        None, description="the item's eo:cloud_cover (whole scene, percent)"
+    )
     mask_source: str | None = Field(None, description="mask asset and scheme used")
     resolution: float | None = Field(None, description="mask pixel size used, in the mask CRS units")
     crs: str | None = None
@@ -82,8 +86,15 @@ def decimation(native: float, resolution: float | None) -> int:
     return max(1, round(resolution / native))
 
 
-def aoi_window_counts(src, aoi_4326, source: MaskSource, *, resolution: float | None = None,
-                      resampling: str = "nearest", max_pixels: int | None = None) -> dict:
+def aoi_window_counts(
+    src,
+    aoi_4326,
+    source: MaskSource,
+    *,
+    resolution: float | None = None,
+    resampling: str = "nearest",
+    max_pixels: int | None = None,
+) -> dict:
     """Count the mask's classes inside the AOI on the mask's own grid (see the module docstring)."""
     import numpy as np
     from rasterio.enums import Resampling
@@ -117,9 +128,12 @@ def aoi_window_counts(src, aoi_4326, source: MaskSource, *, resolution: float | 
     if r0 < r1 and c0 < c1:
         from rasterio.windows import Window
 
-        native_window = Window(c0 * k, r0 * k, min(c1 * k, src.width) - c0 * k, min(r1 * k, src.height) - r0 * k)
-        block = src.read(1, window=native_window, out_shape=(r1 - r0, c1 - c0),
-                         resampling=Resampling[resampling])
+        native_window = Window(
+            c0 * k, r0 * k, min(c1 * k, src.width) - c0 * k, min(r1 * k, src.height) - r0 * k
+        )
+        block = src.read(
+            1, window=native_window, out_shape=(r1 - r0, c1 - c0), resampling=Resampling[resampling]
+        )
         data[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0] = block
         covered[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0] = True
 
@@ -132,8 +146,10 @@ def aoi_window_counts(src, aoi_4326, source: MaskSource, *, resolution: float | 
         return round(int((flags & valid).sum()) / n_valid, 6) if n_valid else None
 
     return {
-        **{f"{name}_fraction": share(getattr(classes, name))
-           for name in ("cloud", "shadow", "cirrus", "snow", "water", "clear")},
+        **{
+            f"{name}_fraction": share(getattr(classes, name))
+            for name in ("cloud", "shadow", "cirrus", "snow", "water", "clear")
+        },
         "nodata_fraction": round(1 - n_valid / n_aoi, 6) if n_aoi else None,
         "valid_pixels": n_valid,
         "aoi_pixels": n_aoi,
@@ -172,11 +188,23 @@ def check_mask_format(source) -> None:
         raise AssetUnreadable(f"{source.href_unsigned} is not a GeoTIFF or JPEG 2000 mask")
 
 
-def measure_item(core, cat, ref_or_item: dict, aoi_geom, collections: Collections, *,
-                 resolution: float | None, resampling: str, asset: str | None) -> ItemCloudCover:
+def measure_item(
+    core,
+    cat,
+    ref_or_item: dict,
+    aoi_geom,
+    collections: Collections,
+    *,
+    resolution: float | None,
+    resampling: str,
+    asset: str | None,
+) -> ItemCloudCover:
     """One row: never raises for a problem with this item, reports it in `error`."""
-    ref = ref_or_item if "item_id" in ref_or_item else {"collection_id": ref_or_item.get("collection"),
-                                                         "item_id": ref_or_item["id"]}
+    ref = (
+        ref_or_item
+        if "item_id" in ref_or_item
+        else {"collection_id": ref_or_item.get("collection"), "item_id": ref_or_item["id"]}
+    )
     row = ItemCloudCover(**ref)
     try:
         item = ref_or_item if "assets" in ref_or_item else cat.item(ref["collection_id"], ref["item_id"])
@@ -189,8 +217,14 @@ def measure_item(core, cat, ref_or_item: dict, aoi_geom, collections: Collection
         check_mask_format(mask_file)
         # items are read concurrently, one thread each: no GDAL thread pool under them
         with open_raster(mask_file, core.settings, env=ONE_THREAD_PER_READ) as src:
-            counts = aoi_window_counts(src, aoi_geom, source, resolution=resolution, resampling=resampling,
-                                       max_pixels=core.settings.limits.max_output_pixels)
+            counts = aoi_window_counts(
+                src,
+                aoi_geom,
+                source,
+                resolution=resolution,
+                resampling=resampling,
+                max_pixels=core.settings.limits.max_output_pixels,
+            )
         for key, value in counts.items():
             setattr(row, key, value)
     except StacGdalMcpError as exc:
@@ -239,10 +273,20 @@ def _outcome(row: ItemCloudCover) -> str:
     return f"{row.clear_fraction:.1%} clear"
 
 
-def cloud_cover_stats(core, aoi, *, items: list | None = None, catalog: str | None = None,
-                      resolution: float | None = None, max_items: int | None = None, sort: Sort = "clear",
-                      asset: str | None = None, resampling: str = "nearest",
-                      job: Job | None = None, **search) -> CloudCoverResult:
+def cloud_cover_stats(
+    core,
+    aoi,
+    *,
+    items: list | None = None,
+    catalog: str | None = None,
+    resolution: float | None = None,
+    max_items: int | None = None,
+    sort: Sort = "clear",
+    asset: str | None = None,
+    resampling: str = "nearest",
+    job: Job | None = None,
+    **search,
+) -> CloudCoverResult:
     """Cloud statistics over `aoi` for explicit `items` or the items a search finds.
 
     `search` takes search_items' arguments (collections, datetime, ids, query, filter,
@@ -254,8 +298,15 @@ def cloud_cover_stats(core, aoi, *, items: list | None = None, catalog: str | No
     if resolution is not None and resolution <= 0:
         raise InvalidArgument(f"resolution must be positive (got {resolution})")
     cat = core.catalogs.get(catalog)
-    selected, notes = select_items(core.catalogs, aoi_geom, catalog=catalog, items=items, search=search,
-                                   max_items=max_items, default_max=DEFAULT_MAX_ITEMS)
+    selected, notes = select_items(
+        core.catalogs,
+        aoi_geom,
+        catalog=catalog,
+        items=items,
+        search=search,
+        max_items=max_items,
+        default_max=DEFAULT_MAX_ITEMS,
+    )
     collections = Collections(cat)
     total = len(selected)
     rows: list[ItemCloudCover | None] = [None] * total
@@ -265,8 +316,17 @@ def cloud_cover_stats(core, aoi, *, items: list | None = None, catalog: str | No
         job.progress(0, total, f"measuring cloud cover of {total} items")
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cloud") as pool:
         futures = {
-            pool.submit(measure_item, core, cat, it, aoi_geom, collections, resolution=resolution,
-                        resampling=resampling, asset=asset): index
+            pool.submit(
+                measure_item,
+                core,
+                cat,
+                it,
+                aoi_geom,
+                collections,
+                resolution=resolution,
+                resampling=resampling,
+                asset=asset,
+            ): index
             for index, it in enumerate(selected)
         }
         try:

@@ -7,7 +7,8 @@ GTiff and netCDF keep values and georeferencing; PNG and JPEG are rendered for p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidArgument
 from ..outputs import OutputRecord
@@ -38,7 +39,7 @@ def band_indexes(bands: Sequence[int] | None, count: int, eight_bit: bool) -> li
 
 
 def convert_asset(
-    core: "Core",
+    core: Core,
     source: AssetSource,
     *,
     output_format: str,
@@ -67,10 +68,18 @@ def convert_asset(
         check_output_size(width, height, len(indexes), "uint8" if fmt.eight_bit else dtype, settings.limits)
         transform = src.window_transform(window)
         parameters = {
-            "output_format": fmt.name, "bbox": list(bbox) if bbox else None, "bbox_crs": bbox_crs if bbox else None,
-            "bands": indexes, "creation_options": options,
-            "window": {"col_off": int(window.col_off), "row_off": int(window.row_off), "width": width, "height": height},
-        }  # fmt: skip
+            "output_format": fmt.name,
+            "bbox": list(bbox) if bbox else None,
+            "bbox_crs": bbox_crs if bbox else None,
+            "bands": indexes,
+            "creation_options": options,
+            "window": {
+                "col_off": int(window.col_off),
+                "row_off": int(window.row_off),
+                "width": width,
+                "height": height,
+            },
+        }
         job.progress(0, 1, "planned")
         with store.writing(fmt.suffix, output_name, stem=f"convert-{source.stem}") as out:
             if fmt.eight_bit:
@@ -82,10 +91,14 @@ def convert_asset(
                 image = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=len(indexes) == 3)
                 write_8bit(fmt, out.path, image, valid, options)
                 nodata = 0 if fmt.driver == "JPEG" else None
-                facts = raster_facts(src.crs, transform, width, height, raster_bands(["uint8"] * len(indexes), nodata))
-                how = (f"8-bit rendering: uint8 kept, others stretched between the {PERCENTILES[0]}th and "
-                       f"{PERCENTILES[1]}th percentiles to 1-255 (one range for RGB); nodata "
-                       + ("transparent (alpha band)" if fmt.driver == "PNG" else "black (0)"))  # fmt: skip
+                facts = raster_facts(
+                    src.crs, transform, width, height, raster_bands(["uint8"] * len(indexes), nodata)
+                )
+                how = (
+                    f"8-bit rendering: uint8 kept, others stretched between the {PERCENTILES[0]}th and "
+                    f"{PERCENTILES[1]}th percentiles to 1-255 (one range for RGB); nodata "
+                    + ("transparent (alpha band)" if fmt.driver == "PNG" else "black (0)")
+                )
             else:
                 parts = row_strips(width, height, len(indexes), dtype)
                 strips = len(parts)
@@ -97,12 +110,20 @@ def convert_asset(
                         yield Window(0, r0, width, h), src.read(indexes, window=part)
 
                 write_chunks(
-                    out.scratch(".tif"), crs=src.crs, transform=transform, width=width, height=height,
-                    count=len(indexes), dtype=dtype, nodata=src.nodata, chunks=window_strips(),
+                    out.scratch(".tif"),
+                    crs=src.crs,
+                    transform=transform,
+                    width=width,
+                    height=height,
+                    count=len(indexes),
+                    dtype=dtype,
+                    nodata=src.nodata,
+                    chunks=window_strips(),
                     descriptions=[src.descriptions[i - 1] for i in indexes],
-                    scales=[src.scales[i - 1] for i in indexes], offsets=[src.offsets[i - 1] for i in indexes],
+                    scales=[src.scales[i - 1] for i in indexes],
+                    offsets=[src.offsets[i - 1] for i in indexes],
                     on_chunk=lambda n: job.progress(n, total, f"read strip {n}/{strips}"),
-                )  # fmt: skip
+                )
                 job.check()
                 finish(fmt, out.scratch_paths[0], out.path, formats.with_predictor(fmt, options, dtype))
                 facts = describe_raster(out.path)

@@ -30,13 +30,19 @@ def dask_client(address: str):
         try:
             client = Client(address, set_as_default=False, timeout=10)
         except (OSError, TimeoutError) as exc:
-            raise Unreachable(f"the dask scheduler at {address} (settings.dask_scheduler) cannot be reached: {exc}") from None
+            raise Unreachable(
+                f"the dask scheduler at {address} (settings.dask_scheduler) cannot be reached: {exc}"
+            ) from None
         _CLIENTS[address] = client
         return client
 
 
 def scheduler_name(core) -> str:
-    return f"dask.distributed at {core.settings.dask_scheduler}" if core.settings.dask_scheduler else "dask threads (local)"
+    return (
+        f"dask.distributed at {core.settings.dask_scheduler}"
+        if core.settings.dask_scheduler
+        else "dask threads (local)"
+    )
 
 
 def compute(core, job: Job, *arrays):
@@ -51,8 +57,12 @@ def compute(core, job: Job, *arrays):
             return _compute_distributed(dask_client(address), job, arrays)
         with _Progress(job), warnings.catch_warnings():
             # a pixel or a day with no usable value is expected (clouds): it becomes NaN, quietly
-            warnings.filterwarnings("ignore", r"All-NaN slice|Mean of empty slice|invalid value", RuntimeWarning)
-            return dask.compute(*arrays, scheduler="threads", num_workers=core.settings.limits.max_concurrency)
+            warnings.filterwarnings(
+                "ignore", r"All-NaN slice|Mean of empty slice|invalid value", RuntimeWarning
+            )
+            return dask.compute(
+                *arrays, scheduler="threads", num_workers=core.settings.limits.max_concurrency
+            )
     except (StacGdalMcpError, OperationCancelled):
         raise
     except Exception as exc:

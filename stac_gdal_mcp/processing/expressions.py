@@ -29,7 +29,9 @@ def parse_expression(expression: str) -> tuple[str, ast.Expression, list[str]]:
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:
-        raise InvalidArgument(f"expression '{expression}' is not a formula; example: (nir - red) / (nir + red)") from None
+        raise InvalidArgument(
+            f"expression '{expression}' is not a formula; example: (nir - red) / (nir + red)"
+        ) from None
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):

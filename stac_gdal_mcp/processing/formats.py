@@ -9,9 +9,9 @@ into the final format (the COG driver computes the internal overviews there).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from ..errors import InvalidArgument, ProcessingFailed
 
@@ -29,36 +29,86 @@ class OutputFormat:
     eight_bit: bool = False  # PNG/JPEG: rendered to 8 bits for people, no georeferencing kept
 
 
-_TIFF_OPTIONS = ("COMPRESS", "LEVEL", "PREDICTOR", "ZLEVEL", "ZSTD_LEVEL", "JPEG_QUALITY", "QUALITY",
-                 "BIGTIFF", "NUM_THREADS")  # fmt: skip
+_TIFF_OPTIONS = (
+    "COMPRESS",
+    "LEVEL",
+    "PREDICTOR",
+    "ZLEVEL",
+    "ZSTD_LEVEL",
+    "JPEG_QUALITY",
+    "QUALITY",
+    "BIGTIFF",
+    "NUM_THREADS",
+)
 FORMATS = {
     "COG": OutputFormat(
-        "COG", "COG", ".tif", COG_TYPE,
-        defaults={"COMPRESS": "DEFLATE", "BLOCKSIZE": "512", "BIGTIFF": "IF_SAFER", "NUM_THREADS": "ALL_CPUS"},
-        allowed_options=_TIFF_OPTIONS + ("BLOCKSIZE", "OVERVIEWS", "OVERVIEW_COUNT", "OVERVIEW_RESAMPLING",
-                                         "OVERVIEW_COMPRESS", "STATISTICS"),
+        "COG",
+        "COG",
+        ".tif",
+        COG_TYPE,
+        defaults={
+            "COMPRESS": "DEFLATE",
+            "BLOCKSIZE": "512",
+            "BIGTIFF": "IF_SAFER",
+            "NUM_THREADS": "ALL_CPUS",
+        },
+        allowed_options=_TIFF_OPTIONS
+        + (
+            "BLOCKSIZE",
+            "OVERVIEWS",
+            "OVERVIEW_COUNT",
+            "OVERVIEW_RESAMPLING",
+            "OVERVIEW_COMPRESS",
+            "STATISTICS",
+        ),
     ),
     "GTiff": OutputFormat(
-        "GTiff", "GTiff", ".tif", "image/tiff; application=geotiff",
-        defaults={"COMPRESS": "DEFLATE", "TILED": "YES", "BLOCKXSIZE": "512", "BLOCKYSIZE": "512",
-                  "BIGTIFF": "IF_SAFER", "NUM_THREADS": "ALL_CPUS"},
+        "GTiff",
+        "GTiff",
+        ".tif",
+        "image/tiff; application=geotiff",
+        defaults={
+            "COMPRESS": "DEFLATE",
+            "TILED": "YES",
+            "BLOCKXSIZE": "512",
+            "BLOCKYSIZE": "512",
+            "BIGTIFF": "IF_SAFER",
+            "NUM_THREADS": "ALL_CPUS",
+        },
         allowed_options=_TIFF_OPTIONS + ("TILED", "BLOCKXSIZE", "BLOCKYSIZE", "INTERLEAVE", "PHOTOMETRIC"),
     ),
     "netCDF": OutputFormat(
-        "netCDF", "netCDF", ".nc", "application/netcdf",
+        "netCDF",
+        "netCDF",
+        ".nc",
+        "application/netcdf",
         defaults={"FORMAT": "NC4", "COMPRESS": "DEFLATE", "ZLEVEL": "4"},
         allowed_options=("FORMAT", "COMPRESS", "ZLEVEL", "CHUNKING", "WRITE_BOTTOMUP"),
     ),
     "PNG": OutputFormat("PNG", "PNG", ".png", "image/png", allowed_options=("ZLEVEL",), eight_bit=True),
-    "JPEG": OutputFormat("JPEG", "JPEG", ".jpg", "image/jpeg", defaults={"QUALITY": "90"},
-                         allowed_options=("QUALITY",), eight_bit=True),  # fmt: skip
+    "JPEG": OutputFormat(
+        "JPEG",
+        "JPEG",
+        ".jpg",
+        "image/jpeg",
+        defaults={"QUALITY": "90"},
+        allowed_options=("QUALITY",),
+        eight_bit=True,
+    ),
 }
 _VALUE = re.compile(r"^[A-Za-z0-9_.\-]{1,32}$")
 
 
 def output_format(name: str, allowed: Iterable[str] | None = None) -> OutputFormat:
     """The format called `name` (any case; 'tif'/'geotiff' mean GTiff, 'jpg' JPEG, 'nc' netCDF)."""
-    aliases = {"tif": "GTiff", "tiff": "GTiff", "geotiff": "GTiff", "jpg": "JPEG", "nc": "netCDF", "netcdf4": "netCDF"}
+    aliases = {
+        "tif": "GTiff",
+        "tiff": "GTiff",
+        "geotiff": "GTiff",
+        "jpg": "JPEG",
+        "nc": "netCDF",
+        "netcdf4": "netCDF",
+    }
     key = aliases.get((name or "").lower(), name)
     found = next((f for n, f in FORMATS.items() if n.lower() == (key or "").lower()), None)
     allowed = list(allowed or FORMATS)
@@ -67,7 +117,9 @@ def output_format(name: str, allowed: Iterable[str] | None = None) -> OutputForm
     return found
 
 
-def creation_options(fmt: OutputFormat, user: dict[str, str | int] | None = None, **overrides: str) -> dict[str, str]:
+def creation_options(
+    fmt: OutputFormat, user: dict[str, str | int] | None = None, **overrides: str
+) -> dict[str, str]:
     """The format's defaults, then `overrides`, then the caller's options (only the allowed keys)."""
     options = {**fmt.defaults, **overrides}
     for key, value in (user or {}).items():
@@ -87,7 +139,11 @@ def with_predictor(fmt: OutputFormat, options: dict[str, str], dtype: str) -> di
     """Add a DEFLATE/ZSTD/LZW predictor (horizontal differencing; floating point for floats) unless
     the caller chose one: smaller files, and usually faster to compress."""
     compress = options.get("COMPRESS", "").upper()
-    if fmt.name not in ("COG", "GTiff") or "PREDICTOR" in options or compress not in ("DEFLATE", "ZSTD", "LZW"):
+    if (
+        fmt.name not in ("COG", "GTiff")
+        or "PREDICTOR" in options
+        or compress not in ("DEFLATE", "ZSTD", "LZW")
+    ):
         return options
     floating = dtype.startswith("float")
     return {**options, "PREDICTOR": "YES" if fmt.name == "COG" else ("3" if floating else "2")}
@@ -99,16 +155,41 @@ def overview_resampling(resampling: str) -> str:
     return resampling if resampling in known else "average"
 
 
-def write_chunks(path: Path, *, crs, transform, width: int, height: int, count: int, dtype: str,
-                 nodata, chunks: Iterable, on_chunk: Callable[[int], None], descriptions=None,
-                 scales=None, offsets=None) -> None:  # fmt: skip
+def write_chunks(
+    path: Path,
+    *,
+    crs,
+    transform,
+    width: int,
+    height: int,
+    count: int,
+    dtype: str,
+    nodata,
+    chunks: Iterable,
+    on_chunk: Callable[[int], None],
+    descriptions=None,
+    scales=None,
+    offsets=None,
+) -> None:
     """Write `(window, array)` chunks into a tiled, uncompressed working GeoTIFF at `path`
     (band descriptions, scales and offsets are carried over to the final format by GDAL)."""
     import rasterio
 
-    profile = dict(driver="GTiff", width=width, height=height, count=count, dtype=dtype, crs=crs,
-                   transform=transform, nodata=nodata, tiled=True, blockxsize=512, blockysize=512,
-                   BIGTIFF="IF_SAFER", SPARSE_OK="TRUE")  # fmt: skip
+    profile = dict(
+        driver="GTiff",
+        width=width,
+        height=height,
+        count=count,
+        dtype=dtype,
+        crs=crs,
+        transform=transform,
+        nodata=nodata,
+        tiled=True,
+        blockxsize=512,
+        blockysize=512,
+        BIGTIFF="IF_SAFER",
+        SPARSE_OK="TRUE",
+    )
     if width < 512 or height < 512:
         profile.update(tiled=False)
         profile.pop("blockxsize"), profile.pop("blockysize")
@@ -123,8 +204,14 @@ def write_chunks(path: Path, *, crs, transform, width: int, height: int, count: 
             on_chunk(number)
 
 
-def finish(fmt: OutputFormat, working: Path, out: Path, options: dict[str, str], *,
-           overview_resampling: str = "nearest") -> None:  # fmt: skip
+def finish(
+    fmt: OutputFormat,
+    working: Path,
+    out: Path,
+    options: dict[str, str],
+    *,
+    overview_resampling: str = "nearest",
+) -> None:
     """Copy the working GeoTIFF into `out` in format `fmt`.
 
     COG: the overviews are built first inside the (uncompressed) working file, and the COG
@@ -137,7 +224,11 @@ def finish(fmt: OutputFormat, working: Path, out: Path, options: dict[str, str],
     options = dict(options)
     with rasterio.Env(GDAL_PAM_ENABLED="NO"):
         if fmt.driver == "COG" and "OVERVIEWS" not in options:
-            method = options.pop("OVERVIEW_RESAMPLING", overview_resampling).lower().replace("cubicspline", "cubic_spline")
+            method = (
+                options.pop("OVERVIEW_RESAMPLING", overview_resampling)
+                .lower()
+                .replace("cubicspline", "cubic_spline")
+            )
             build_overviews(working, int(options.get("BLOCKSIZE", 512)), method)
             options["OVERVIEWS"] = "FORCE_USE_EXISTING"
         rasterio.shutil.copy(str(working), str(out), driver=fmt.driver, **options)
@@ -275,11 +366,16 @@ def write_8bit(fmt: OutputFormat, path: Path, bands, valid, options: dict[str, s
     count, height, width = bands.shape
     with rasterio.Env(GDAL_PAM_ENABLED="NO"), warnings.catch_warnings():
         warnings.simplefilter("ignore", NotGeoreferencedWarning)
-        with rasterio.open(path, "w", driver=fmt.driver, width=width, height=height, count=count,
-                           dtype="uint8", **options) as dst:  # fmt: skip
+        with rasterio.open(
+            path, "w", driver=fmt.driver, width=width, height=height, count=count, dtype="uint8", **options
+        ) as dst:
             dst.write(bands)
             if fmt.driver == "PNG":
                 from rasterio.enums import ColorInterp
 
-                gray = [ColorInterp.gray] if count == 2 else [ColorInterp.red, ColorInterp.green, ColorInterp.blue]
+                gray = (
+                    [ColorInterp.gray]
+                    if count == 2
+                    else [ColorInterp.red, ColorInterp.green, ColorInterp.blue]
+                )
                 dst.colorinterp = [*gray, ColorInterp.alpha]

@@ -4,15 +4,28 @@ and the size limits, all decided from a dataset's header before any pixel is rea
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import InvalidArgument, InvalidBBox, LimitExceeded
 
 RESAMPLING = (
-    "nearest", "bilinear", "cubic", "cubic_spline", "lanczos", "average", "mode",
-    "min", "max", "med", "q1", "q3", "sum", "rms",
-)  # fmt: skip
+    "nearest",
+    "bilinear",
+    "cubic",
+    "cubic_spline",
+    "lanczos",
+    "average",
+    "mode",
+    "min",
+    "max",
+    "med",
+    "q1",
+    "q3",
+    "sum",
+    "rms",
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +55,9 @@ def parse_crs(value: str | int, what: str = "dst_crs"):
     try:
         crs = CRS.from_user_input(f"EPSG:{value}" if isinstance(value, int) else value)
     except (CRSError, ValueError, TypeError):
-        raise InvalidArgument(f"{what} '{value}' is not a CRS GDAL knows; use e.g. 'EPSG:4326' or 'EPSG:32633'") from None
+        raise InvalidArgument(
+            f"{what} '{value}' is not a CRS GDAL knows; use e.g. 'EPSG:4326' or 'EPSG:32633'"
+        ) from None
     return crs
 
 
@@ -55,7 +70,11 @@ def parse_resampling(name: str):
 
 
 def check_bbox(bbox: Sequence[float]) -> tuple[float, float, float, float]:
-    if bbox is None or len(bbox) != 4 or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in bbox):
+    if (
+        bbox is None
+        or len(bbox) != 4
+        or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in bbox)
+    ):
         raise InvalidBBox(f"bbox must be 4 numbers [west, south, east, north], got {bbox!r}")
     west, south, east, north = (float(v) for v in bbox)
     if west >= east or south >= north:
@@ -102,8 +121,13 @@ def _round(values) -> list[float]:
     return [round(float(v), 6) for v in values]
 
 
-def warp_grid(dataset, dst_crs, resolution: float | Sequence[float] | None = None,
-              bbox: Sequence[float] | None = None, bbox_crs="EPSG:4326") -> Grid:  # fmt: skip
+def warp_grid(
+    dataset,
+    dst_crs,
+    resolution: float | Sequence[float] | None = None,
+    bbox: Sequence[float] | None = None,
+    bbox_crs="EPSG:4326",
+) -> Grid:
     """The output grid for warping `dataset` to `dst_crs`: its whole footprint, or the part
     inside `bbox`, at `resolution` (dst CRS units) or the resolution GDAL would pick."""
     from rasterio.transform import from_origin
@@ -138,8 +162,12 @@ def warp_grid(dataset, dst_crs, resolution: float | Sequence[float] | None = Non
 
 def _resolution(resolution) -> tuple[float, float]:
     values = [resolution, resolution] if isinstance(resolution, (int, float)) else list(resolution)
-    if len(values) != 2 or not all(isinstance(v, (int, float)) and v > 0 and math.isfinite(v) for v in values):
-        raise InvalidArgument(f"resolution must be a positive number or [x, y] in dst_crs units, got {resolution!r}")
+    if len(values) != 2 or not all(
+        isinstance(v, (int, float)) and v > 0 and math.isfinite(v) for v in values
+    ):
+        raise InvalidArgument(
+            f"resolution must be a positive number or [x, y] in dst_crs units, got {resolution!r}"
+        )
     return float(values[0]), float(values[1])
 
 
@@ -147,11 +175,15 @@ def native_resolution_in(dataset, dst_crs) -> tuple[float, float]:
     """The resolution (dst_crs units) GDAL would give the whole dataset reprojected to dst_crs."""
     from rasterio.warp import calculate_default_transform
 
-    default, _, _ = calculate_default_transform(dataset.crs, dst_crs, dataset.width, dataset.height, *dataset.bounds)
+    default, _, _ = calculate_default_transform(
+        dataset.crs, dst_crs, dataset.width, dataset.height, *dataset.bounds
+    )
     return abs(default.a), abs(default.e)
 
 
-def choose_overview(factors: Sequence[int], native: tuple[float, float], target: tuple[float, float]) -> int | None:
+def choose_overview(
+    factors: Sequence[int], native: tuple[float, float], target: tuple[float, float]
+) -> int | None:
     """Index of the coarsest overview that is still at least as fine as `target`
     (None: read full resolution). `factors` are the dataset's decimation factors (2, 4, ...)."""
     ratio = min(target[0] / native[0], target[1] / native[1])
@@ -162,8 +194,9 @@ def choose_overview(factors: Sequence[int], native: tuple[float, float], target:
     return best
 
 
-def check_output_size(width: int, height: int, count: int, dtype: str, limits, *,
-                      resolution: float | None = None) -> None:  # fmt: skip
+def check_output_size(
+    width: int, height: int, count: int, dtype: str, limits, *, resolution: float | None = None
+) -> None:
     """Refuse an output larger than limits.max_output_pixels or max_output_bytes, saying how to shrink it."""
     import numpy as np
 
@@ -179,7 +212,9 @@ def check_output_size(width: int, height: int, count: int, dtype: str, limits, *
     factor = math.sqrt(max(pixels / limits.max_output_pixels, nbytes / limits.max_output_bytes))
     hint = "pass a smaller bbox"
     if resolution:
-        hint += f", a coarser resolution (at least {resolution * factor:.4g}; coarse outputs read an overview)"
+        hint += (
+            f", a coarser resolution (at least {resolution * factor:.4g}; coarse outputs read an overview)"
+        )
     hint += " or fewer bands" if count > 1 else ""
     raise LimitExceeded(
         f"the output would be {width} x {height} pixels x {count} band(s) of {dtype}: {'; '.join(over)}. "

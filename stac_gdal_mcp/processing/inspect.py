@@ -53,7 +53,7 @@ def _crs_name(crs) -> str | None:
         return None
 
 
-def inspect_asset(core: "Core", source: AssetSource) -> AssetInfo:
+def inspect_asset(core: Core, source: AssetSource) -> AssetInfo:
     """Driver, size, bands, nodata, scale/offset, CRS, transform, bounds (native and WGS84),
     blocks, overviews, compression and COG validity of one asset."""
     from rasterio.warp import transform_bounds
@@ -62,7 +62,9 @@ def inspect_asset(core: "Core", source: AssetSource) -> AssetInfo:
     with open_raster(source, core.settings) as src, gdal_errors(source, "reading the header of"):
         bounds_wgs84 = None
         if src.crs is not None:
-            bounds_wgs84 = [round(v, 7) for v in transform_bounds(src.crs, "EPSG:4326", *src.bounds, densify_pts=21)]
+            bounds_wgs84 = [
+                round(v, 7) for v in transform_bounds(src.crs, "EPSG:4326", *src.bounds, densify_pts=21)
+            ]
         is_cog, errors, warnings = None, [], []
         if src.driver == "GTiff":
             is_cog, errors, warnings = cog_validate(source.gdal_path, quiet=True)

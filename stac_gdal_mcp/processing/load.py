@@ -53,9 +53,14 @@ class OutputRef(_Model):
     media_type: str
 
     @classmethod
-    def of(cls, record) -> "OutputRef":
+    def of(cls, record) -> OutputRef:
         """The reference to a committed output (an `OutputRecord`)."""
-        return cls(id=record.id, uri=record.uri, file=record.file.href.rsplit("/", 1)[-1], media_type=record.file.type)
+        return cls(
+            id=record.id,
+            uri=record.uri,
+            file=record.file.href.rsplit("/", 1)[-1],
+            media_type=record.file.type,
+        )
 
 
 class GridInfo(_Model):
@@ -125,7 +130,9 @@ def _check_readable(source: access.AssetSource) -> None:
         )
 
 
-def plan_stacks(core, items: list[dict], names: list[str], *, mask_clouds: bool, catalog: str | None) -> list[Stack]:
+def plan_stacks(
+    core, items: list[dict], names: list[str], *, mask_clouds: bool, catalog: str | None
+) -> list[Stack]:
     """Group items by collection; resolve band names and the mask from each collection's first item."""
     from .selection import Collections, item_mask
 
@@ -203,7 +210,9 @@ def native_anchor(item: dict, asset_key: str, resolution: float):
     return xy_((x0 % resolution) / resolution, (y0 % resolution) / resolution)
 
 
-def output_geobox(core, aoi_geom, stacks: list[Stack], *, crs: str | None, resolution: float | None, count: int):
+def output_geobox(
+    core, aoi_geom, stacks: list[Stack], *, crs: str | None, resolution: float | None, count: int
+):
     """The grid every stack is loaded on, checked against the size limits."""
     from odc.geo.geobox import GeoBox
     from odc.geo.geom import Geometry
@@ -214,7 +223,9 @@ def output_geobox(core, aoi_geom, stacks: list[Stack], *, crs: str | None, resol
     band_key = next(iter(first.assets.values()))
     crs_text = crs or item_crs(first.items[0], band_key)
     if crs_text is None:
-        raise InvalidArgument("the items do not say their CRS (proj:code / proj:epsg); pass crs, e.g. 'EPSG:32633'")
+        raise InvalidArgument(
+            "the items do not say their CRS (proj:code / proj:epsg); pass crs, e.g. 'EPSG:32633'"
+        )
     dst_crs = parse_crs(crs_text, "crs")
     if resolution is None:
         resolution = native_resolution(first.items[0], band_key) if crs is None else None
@@ -223,8 +234,9 @@ def output_geobox(core, aoi_geom, stacks: list[Stack], *, crs: str | None, resol
     if resolution <= 0:
         raise InvalidArgument(f"resolution must be positive (got {resolution})")
     anchor = native_anchor(first.items[0], band_key, resolution) if crs is None else "default"
-    gbox = GeoBox.from_geopolygon(Geometry(aoi_geom, "EPSG:4326"), resolution=resolution, crs=dst_crs.to_string(),
-                                  anchor=anchor)
+    gbox = GeoBox.from_geopolygon(
+        Geometry(aoi_geom, "EPSG:4326"), resolution=resolution, crs=dst_crs.to_string(), anchor=anchor
+    )
     height, width = gbox.shape
     check_output_size(width, height, count, "float32", core.settings.limits, resolution=resolution)
     return gbox
@@ -278,8 +290,11 @@ def load_stack(core, stack: Stack, gbox, inside, *, gdal_options: dict | None = 
     keys = list(dict.fromkeys([*stack.assets.values(), *([stack.mask.asset] if stack.mask else [])]))
     height, width = gbox.shape
     chunks = {"time": 1, "y": min(height, CHUNK), "x": min(width, CHUNK)}
-    env = {**access.gdal_env(core.settings, requester_pays=stack.requester_pays), **access.ONE_THREAD_PER_READ,
-           **(gdal_options or {})}  # dask runs the reads in parallel
+    env = {
+        **access.gdal_env(core.settings, requester_pays=stack.requester_pays),
+        **access.ONE_THREAD_PER_READ,
+        **(gdal_options or {}),
+    }  # dask runs the reads in parallel
     items = [pystac.Item.from_dict(i, migrate=False) for i in stack.items]
     with rasterio.Env(**env):  # captured by odc-stac into the graph: applied on every worker
         ds = load(items, bands=keys, geobox=gbox, groupby="solar_day", chunks=chunks, resampling="nearest")
@@ -300,7 +315,11 @@ def load_stack(core, stack: Stack, gbox, inside, *, gdal_options: dict | None = 
         scale, offset = _per_day(days, key, ds.time)
         value = raw.astype("float32") * scale + offset
         nodata = raw.attrs.get("nodata")
-        valid = raw.notnull() if nodata is None or (isinstance(nodata, float) and np.isnan(nodata)) else raw != nodata
+        valid = (
+            raw.notnull()
+            if nodata is None or (isinstance(nodata, float) and np.isnan(nodata))
+            else raw != nodata
+        )
         bands[name] = value.where(valid & usable)
     return Loaded(stack, bands, days)
 
@@ -315,8 +334,10 @@ def _per_day(days, key: str, time):
         scales.append(float(band.get("scale", 1.0)))
         offsets.append(float(band.get("offset", 0.0)))
     coords = {"time": time}
-    return (xr.DataArray(scales, dims="time", coords=coords).astype("float32"),
-            xr.DataArray(offsets, dims="time", coords=coords).astype("float32"))  # fmt: skip
+    return (
+        xr.DataArray(scales, dims="time", coords=coords).astype("float32"),
+        xr.DataArray(offsets, dims="time", coords=coords).astype("float32"),
+    )
 
 
 # --- one load for an AOI: items, stacks, grid, lazy bands ------------------------------------------
@@ -341,29 +362,48 @@ class _Prepared:
 
     @property
     def grid(self) -> GridInfo:
-        return GridInfo(crs=str(self.gbox.crs), resolution=abs(self.gbox.resolution.x),
-                        shape=list(self.gbox.shape), aoi_pixels=int(self.inside.sum()))  # fmt: skip
+        return GridInfo(
+            crs=str(self.gbox.crs),
+            resolution=abs(self.gbox.resolution.x),
+            shape=list(self.gbox.shape),
+            aoi_pixels=int(self.inside.sum()),
+        )
 
 
-def _prepare(core, aoi, names, *, mask_clouds, resolution, crs, catalog, max_items, search, gdal_options) -> _Prepared:
+def _prepare(
+    core, aoi, names, *, mask_clouds, resolution, crs, catalog, max_items, search, gdal_options
+) -> _Prepared:
     from ..errors import NotFound
     from .aoi import aoi_geometry
     from .selection import select_items
 
     aoi_geom = aoi_geometry(aoi)
-    items, notes = select_items(core.catalogs, aoi_geom, catalog=catalog, items=None, search=search,
-                                max_items=max_items, default_max=DEFAULT_MAX_ITEMS)  # fmt: skip
+    items, notes = select_items(
+        core.catalogs,
+        aoi_geom,
+        catalog=catalog,
+        items=None,
+        search=search,
+        max_items=max_items,
+        default_max=DEFAULT_MAX_ITEMS,
+    )
     if not items:
-        raise NotFound("no items matched the search over the AOI; widen datetime, check collections or the AOI")
+        raise NotFound(
+            "no items matched the search over the AOI; widen datetime, check collections or the AOI"
+        )
     stacks = plan_stacks(core, items, names, mask_clouds=mask_clouds, catalog=catalog)
     gbox = output_geobox(core, aoi_geom, stacks, crs=crs, resolution=resolution, count=len(names))
     inside = aoi_pixels(gbox, aoi_geom)
     if not inside.any():
-        raise InvalidArgument("the AOI covers no pixel of the output grid; use a larger AOI or a finer resolution")
+        raise InvalidArgument(
+            "the AOI covers no pixel of the output grid; use a larger AOI or a finer resolution"
+        )
     loaded = [load_stack(core, s, gbox, inside, gdal_options=gdal_options) for s in stacks]
     if len(stacks) > 1:
-        notes.append(f"items of {len(stacks)} collections were loaded on one grid: "
-                     + ", ".join(f"{s.collection_id} ({len(s.items)})" for s in stacks))  # fmt: skip
+        notes.append(
+            f"items of {len(stacks)} collections were loaded on one grid: "
+            + ", ".join(f"{s.collection_id} ({len(s.items)})" for s in stacks)
+        )
     return _Prepared(aoi_geom, stacks, gbox, inside, loaded, notes)
 
 
@@ -396,10 +436,21 @@ def _reduce(value, reducer: str):
     return getattr(value, reducer)(dims, skipna=True)
 
 
-def time_series(core, aoi, *, expression: str = "ndvi", reducer: Reducer = "mean", mask_clouds: bool = True,
-                resolution: float | None = None, crs: str | None = None, catalog: str | None = None,
-                max_items: int | None = None, job: Job | None = None, gdal_options: dict | None = None,
-                **search) -> TimeSeriesResult:
+def time_series(
+    core,
+    aoi,
+    *,
+    expression: str = "ndvi",
+    reducer: Reducer = "mean",
+    mask_clouds: bool = True,
+    resolution: float | None = None,
+    crs: str | None = None,
+    catalog: str | None = None,
+    max_items: int | None = None,
+    job: Job | None = None,
+    gdal_options: dict | None = None,
+    **search,
+) -> TimeSeriesResult:
     """One value per solar day: `reducer` of `expression` over the usable AOI pixels.
 
     `search` takes search_items' arguments (collections, datetime, ids, query, filter,
@@ -408,14 +459,24 @@ def time_series(core, aoi, *, expression: str = "ndvi", reducer: Reducer = "mean
     """
     import numpy as np
 
-    from .tables import write_csv, write_chart
+    from .tables import write_chart, write_csv
 
     job = job or Job()
     text, tree, names = parse_expression(expression)
     if reducer not in REDUCERS:
         raise InvalidArgument(f"reducer must be one of {', '.join(REDUCERS)}")
-    prep = _prepare(core, aoi, names, mask_clouds=mask_clouds, resolution=resolution, crs=crs, catalog=catalog,
-                    max_items=max_items, search=search, gdal_options=gdal_options)  # fmt: skip
+    prep = _prepare(
+        core,
+        aoi,
+        names,
+        mask_clouds=mask_clouds,
+        resolution=resolution,
+        crs=crs,
+        catalog=catalog,
+        max_items=max_items,
+        search=search,
+        gdal_options=gdal_options,
+    )
     lazy = []
     for loaded in prep.loaded:
         value = evaluate(tree, loaded.bands)
@@ -427,34 +488,75 @@ def time_series(core, aoi, *, expression: str = "ndvi", reducer: Reducer = "mean
     for index, loaded in enumerate(prep.loaded):
         values, counts = computed[2 * index], computed[2 * index + 1]
         for (day, first_time, members), v, n in zip(loaded.days, values.values, counts.values):
-            rows.append(TimeSeriesRow(
-                date=day, datetime=np.datetime_as_string(np.datetime64(first_time, "s")) + "Z",
-                value=int(n) if reducer == "count" else (
-                    None if int(n) == 0 or not np.isfinite(v) else round(float(v), 6)),
-                valid_fraction=round(int(n) / n_aoi, 6), valid_pixels=int(n),
-                collection_id=loaded.stack.collection_id, item_ids=[m["id"] for m in members],
-            ))  # fmt: skip
+            rows.append(
+                TimeSeriesRow(
+                    date=day,
+                    datetime=np.datetime_as_string(np.datetime64(first_time, "s")) + "Z",
+                    value=int(n)
+                    if reducer == "count"
+                    else (None if int(n) == 0 or not np.isfinite(v) else round(float(v), 6)),
+                    valid_fraction=round(int(n) / n_aoi, 6),
+                    valid_pixels=int(n),
+                    collection_id=loaded.stack.collection_id,
+                    item_ids=[m["id"] for m in members],
+                )
+            )
     rows.sort(key=lambda r: r.datetime)
     job.progress(1, 1, "writing the table and the chart")
-    parameters = _parameters(aoi=aoi, expression=text, reducer=reducer, mask_clouds=mask_clouds,
-                             resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, **search)  # fmt: skip
+    parameters = _parameters(
+        aoi=aoi,
+        expression=text,
+        reducer=reducer,
+        mask_clouds=mask_clouds,
+        resolution=resolution,
+        crs=crs,
+        catalog=catalog,
+        max_items=max_items,
+        **search,
+    )
     title = f"{reducer} of {text} over the AOI"
     with core.outputs.writing(".csv", stem="time-series") as out:
         write_csv(out.path, rows)
-        csv_ref = _commit(core, out, prep, operation="time_series", parameters=parameters, media_type="text/csv",
-                          title=title, properties={"aoi_bbox": [round(v, 6) for v in prep.aoi_geom.bounds]},
-                          lineage=f"{title}, one row per solar day, from {len(prep.sources)} assets loaded with odc-stac")  # fmt: skip
+        csv_ref = _commit(
+            core,
+            out,
+            prep,
+            operation="time_series",
+            parameters=parameters,
+            media_type="text/csv",
+            title=title,
+            properties={"aoi_bbox": [round(v, 6) for v in prep.aoi_geom.bounds]},
+            lineage=f"{title}, one row per solar day, from {len(prep.sources)} assets loaded with odc-stac",
+        )
     with core.outputs.writing(".png", stem="time-series-chart") as out:
         write_chart(out.path, rows, title=title, ylabel=f"{reducer}({text})" if len(text) < 30 else reducer)
-        chart_ref = _commit(core, out, prep, operation="time_series", parameters=parameters, media_type="image/png",
-                            title=f"chart: {title}", lineage=f"chart of {title}")  # fmt: skip
+        chart_ref = _commit(
+            core,
+            out,
+            prep,
+            operation="time_series",
+            parameters=parameters,
+            media_type="image/png",
+            title=f"chart: {title}",
+            lineage=f"chart of {title}",
+        )
     empty = sum(1 for r in rows if r.valid_pixels == 0)
     notes = list(prep.notes)
     if empty:
-        notes.append(f"{empty} of {len(rows)} days have no usable pixel in the AOI (clouds or no data): value null")
+        notes.append(
+            f"{empty} of {len(rows)} days have no usable pixel in the AOI (clouds or no data): value null"
+        )
     return TimeSeriesResult(
-        expression=text, reducer=reducer, mask_clouds=mask_clouds, rows=rows, csv=csv_ref, chart=chart_ref,
-        grid=prep.grid, items=prep.item_count, scheduler=scheduler_name(core), notes=notes,
+        expression=text,
+        reducer=reducer,
+        mask_clouds=mask_clouds,
+        rows=rows,
+        csv=csv_ref,
+        chart=chart_ref,
+        grid=prep.grid,
+        items=prep.item_count,
+        scheduler=scheduler_name(core),
+        notes=notes,
     )
 
 
@@ -463,10 +565,21 @@ def time_series(core, aoi, *, expression: str = "ndvi", reducer: Reducer = "mean
 METHODS = ("median", "mean", "min", "max")
 
 
-def composite(core, aoi, *, bands, method: Method = "median", mask_clouds: bool = True,
-              resolution: float | None = None, crs: str | None = None, catalog: str | None = None,
-              max_items: int | None = None, job: Job | None = None, gdal_options: dict | None = None,
-              **search):
+def composite(
+    core,
+    aoi,
+    *,
+    bands,
+    method: Method = "median",
+    mask_clouds: bool = True,
+    resolution: float | None = None,
+    crs: str | None = None,
+    catalog: str | None = None,
+    max_items: int | None = None,
+    job: Job | None = None,
+    gdal_options: dict | None = None,
+    **search,
+):
     """Per pixel, `method` over time of each band's usable values; written as a float32 COG
     (NaN = no usable value) with a record naming every item in `derived_from`."""
     import numpy as np
@@ -480,11 +593,21 @@ def composite(core, aoi, *, bands, method: Method = "median", mask_clouds: bool 
     job = job or Job()
     names = [b.strip() for b in bands.split(",")] if isinstance(bands, str) else list(bands or [])
     if not names or not all(isinstance(b, str) and b for b in names):
-        raise InvalidArgument("bands must name at least one band, e.g. [\"red\", \"green\", \"blue\"]")
+        raise InvalidArgument('bands must name at least one band, e.g. ["red", "green", "blue"]')
     if method not in METHODS:
         raise InvalidArgument(f"method must be one of {', '.join(METHODS)}")
-    prep = _prepare(core, aoi, names, mask_clouds=mask_clouds, resolution=resolution, crs=crs, catalog=catalog,
-                    max_items=max_items, search=search, gdal_options=gdal_options)  # fmt: skip
+    prep = _prepare(
+        core,
+        aoi,
+        names,
+        mask_clouds=mask_clouds,
+        resolution=resolution,
+        crs=crs,
+        catalog=catalog,
+        max_items=max_items,
+        search=search,
+        gdal_options=gdal_options,
+    )
     lazy = []
     for name in names:
         series = xr.concat([loaded.bands[name] for loaded in prep.loaded], dim="time")
@@ -494,26 +617,60 @@ def composite(core, aoi, *, bands, method: Method = "median", mask_clouds: bool 
     data[:, ~prep.inside] = np.nan
     valid = np.isfinite(data[0])[prep.inside]
     height, width = prep.gbox.shape
-    parameters = _parameters(aoi=aoi, bands=names, method=method, mask_clouds=mask_clouds, resolution=resolution,
-                             crs=crs, catalog=catalog, max_items=max_items, **search)  # fmt: skip
+    parameters = _parameters(
+        aoi=aoi,
+        bands=names,
+        method=method,
+        mask_clouds=mask_clouds,
+        resolution=resolution,
+        crs=crs,
+        catalog=catalog,
+        max_items=max_items,
+        **search,
+    )
     item_count = prep.item_count
     title = f"{method} composite of {', '.join(names)} from {item_count} items"
     job.progress(1, 1, "writing the composite")
     with core.outputs.writing(".tif", stem=f"composite-{method}") as out:
         working = out.scratch(".tif")
-        write_chunks(working, crs=CRS.from_user_input(str(prep.gbox.crs)), transform=prep.gbox.affine, width=width,
-                     height=height, count=len(names), dtype="float32", nodata=float("nan"),
-                     chunks=[(Window(0, 0, width, height), data)], on_chunk=lambda n: None,
-                     descriptions=names)  # fmt: skip
+        write_chunks(
+            working,
+            crs=CRS.from_user_input(str(prep.gbox.crs)),
+            transform=prep.gbox.affine,
+            width=width,
+            height=height,
+            count=len(names),
+            dtype="float32",
+            nodata=float("nan"),
+            chunks=[(Window(0, 0, width, height), data)],
+            on_chunk=lambda n: None,
+            descriptions=names,
+        )
         fmt = FORMATS["COG"]
         finish(fmt, working, out.path, creation_options(fmt, OVERVIEW_RESAMPLING="AVERAGE", PREDICTOR="YES"))
-        output = _commit(core, out, prep, operation="composite", parameters=parameters, media_type=COG_TYPE,
-                         raster=describe_raster(out.path), title=title,
-                         lineage=(f"{method} over time of {', '.join(names)} "
-                                  f"({'clouds masked with each item mask' if mask_clouds else 'no cloud mask'}), "
-                                  f"{item_count} items loaded with odc-stac (groupby solar_day)"))  # fmt: skip
+        output = _commit(
+            core,
+            out,
+            prep,
+            operation="composite",
+            parameters=parameters,
+            media_type=COG_TYPE,
+            raster=describe_raster(out.path),
+            title=title,
+            lineage=(
+                f"{method} over time of {', '.join(names)} "
+                f"({'clouds masked with each item mask' if mask_clouds else 'no cloud mask'}), "
+                f"{item_count} items loaded with odc-stac (groupby solar_day)"
+            ),
+        )
     return CompositeResult(
-        output=output, bands=names, method=method, mask_clouds=mask_clouds, items=item_count,
-        valid_fraction=round(float(valid.mean()) if valid.size else 0.0, 6), grid=prep.grid,
-        scheduler=scheduler_name(core), notes=prep.notes,
+        output=output,
+        bands=names,
+        method=method,
+        mask_clouds=mask_clouds,
+        items=item_count,
+        valid_fraction=round(float(valid.mean()) if valid.size else 0.0, 6),
+        grid=prep.grid,
+        scheduler=scheduler_name(core),
+        notes=prep.notes,
     )

@@ -52,7 +52,7 @@ class MaskScheme:
             hit = test if hit is None else (hit | test)
         return hit
 
-    def decode(self, mask, nodata: float | int | None = None) -> "MaskClasses":
+    def decode(self, mask, nodata: float | int | None = None) -> MaskClasses:
         """Boolean class arrays for an integer mask array (numpy, dask or xarray).
 
         `nodata` is the asset's own nodata value (from `raster:bands` or the file), if any.
@@ -203,7 +203,9 @@ def scheme_from_classification(asset_key: str, asset: dict) -> MaskScheme | None
         for c in classes:
             if "value" not in c:
                 continue
-            category = "nodata" if c.get("nodata") else _category(str(c.get("name") or c.get("description") or ""))
+            category = (
+                "nodata" if c.get("nodata") else _category(str(c.get("name") or c.get("description") or ""))
+            )
             if category:
                 codes.setdefault(category, []).append(int(c["value"]))
     elif bitfields:
@@ -277,7 +279,9 @@ def find_mask(item: dict, collection: dict | None = None, asset: str | None = No
     for key in ordered:
         meta = merged(key)
         scheme = scheme_from_classification(key, meta)
-        if scheme is not None and (key in KNOWN_ASSETS or "cloud" in " ".join(meta.get("roles") or []) or _maskish(key, meta)):
+        if scheme is not None and (
+            key in KNOWN_ASSETS or "cloud" in " ".join(meta.get("roles") or []) or _maskish(key, meta)
+        ):
             return MaskSource(key, meta["href"], scheme, "classification", asset_nodata(meta))
     # 2. known asset keys
     for key in ordered:

@@ -9,7 +9,8 @@ Reads are decimated, so GDAL reads the overviews, not the full-resolution tiles.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import AssetNotFound, InvalidArgument
 from ..outputs import OutputRecord
@@ -48,13 +49,25 @@ def preview_assets(item: dict, assets: Sequence[str] | None) -> list[str]:
     raise AssetNotFound(f"item '{item.get('id')}' has no visual, red/green/blue or data asset to preview")
 
 
-def preview_sources(core: "Core", *, href=None, collection_id=None, item_id=None, asset=None, catalog=None,
-                    assets: Sequence[str] | None = None) -> list[AssetSource]:  # fmt: skip
+def preview_sources(
+    core: Core,
+    *,
+    href=None,
+    collection_id=None,
+    item_id=None,
+    asset=None,
+    catalog=None,
+    assets: Sequence[str] | None = None,
+) -> list[AssetSource]:
     """Resolve what to preview: an href, one asset of an item, or an item (with `assets`)."""
     if href is not None or asset is not None:
         if assets:
             raise InvalidArgument("give either asset or assets, not both")
-        return [resolve_input(core, href=href, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog)]
+        return [
+            resolve_input(
+                core, href=href, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog
+            )
+        ]
     if collection_id is None or item_id is None:
         raise InvalidArgument("preview needs href, or collection_id + item_id (+ asset or assets)")
     item = get_item(core, collection_id, item_id, catalog)
@@ -62,7 +75,7 @@ def preview_sources(core: "Core", *, href=None, collection_id=None, item_id=None
 
 
 def render_preview(
-    core: "Core",
+    core: Core,
     sources: list[AssetSource],
     *,
     bbox: Sequence[float] | None = None,
@@ -74,7 +87,8 @@ def render_preview(
     import numpy as np
     from rasterio.enums import Resampling
     from rasterio.transform import Affine
-    from rasterio.windows import Window, bounds as window_bounds, from_bounds
+    from rasterio.windows import Window, from_bounds
+    from rasterio.windows import bounds as window_bounds
 
     job = job or Job()
     if not isinstance(max_size, int) or not 16 <= max_size <= MAX_PREVIEW_SIZE:
@@ -82,18 +96,27 @@ def render_preview(
     settings = core.settings
     first = sources[0]
     with open_raster(first, settings) as src, gdal_errors(first, "previewing"):
-        window = bbox_window(src, bbox, "EPSG:4326") if bbox is not None else Window(0, 0, src.width, src.height)
+        window = (
+            bbox_window(src, bbox, "EPSG:4326") if bbox is not None else Window(0, 0, src.width, src.height)
+        )
         scale = max(window.width, window.height) / max_size
         scale = max(scale, 1.0)  # never enlarge
         out_w, out_h = max(1, round(window.width / scale)), max(1, round(window.height / scale))
         crs = src.crs
         area = window_bounds(window, src.transform)
-        transform = src.window_transform(window) * Affine.scale(window.width / out_w, window.height / out_h)
+        transform = src.window_transform(window) @ Affine.scale(window.width / out_w, window.height / out_h)
         rgb_in_one = len(sources) == 1 and src.count >= 3 and src.dtypes[0] == "uint8"
         indexes = [1, 2, 3] if rgb_in_one else [1]
         resampling = Resampling.average if (rgb_in_one or len(sources) == 3) else Resampling.nearest
-        layers = [src.read(indexes, window=window, out_shape=(len(indexes), out_h, out_w),
-                           resampling=resampling, masked=True)]  # fmt: skip
+        layers = [
+            src.read(
+                indexes,
+                window=window,
+                out_shape=(len(indexes), out_h, out_w),
+                resampling=resampling,
+                masked=True,
+            )
+        ]
     job.progress(1, len(sources) + 1, f"read {first.label}")
     for number, other in enumerate(sources[1:], start=2):
         with open_raster(other, settings) as src, gdal_errors(other, "previewing"):
@@ -102,17 +125,27 @@ def render_preview(
 
                 with WarpedVRT(src, crs=crs, resampling=resampling) as vrt:
                     part = from_bounds(*area, transform=vrt.transform)
-                    layers.append(vrt.read([1], window=part, out_shape=(1, out_h, out_w), resampling=resampling, masked=True))
+                    layers.append(
+                        vrt.read(
+                            [1], window=part, out_shape=(1, out_h, out_w), resampling=resampling, masked=True
+                        )
+                    )
             else:
                 part = from_bounds(*area, transform=src.transform)
-                layers.append(src.read([1], window=part, out_shape=(1, out_h, out_w), resampling=resampling, masked=True))
+                layers.append(
+                    src.read(
+                        [1], window=part, out_shape=(1, out_h, out_w), resampling=resampling, masked=True
+                    )
+                )
         job.progress(number, len(sources) + 1, f"read {other.label}")
 
     data = np.ma.concatenate(layers)
     valid = ~np.ma.getmaskarray(data).any(axis=0)
     if data.shape[0] == 3:
         image = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=True)
-        how = "RGB" + (" as stored (8-bit)" if data.dtype == np.uint8 else f", one {PERCENTILES} percentile stretch")
+        how = "RGB" + (
+            " as stored (8-bit)" if data.dtype == np.uint8 else f", one {PERCENTILES} percentile stretch"
+        )
     else:
         gray = stretch_to_8bit(data.filled(0).astype("float32"), valid, PERCENTILES)[0]  # classes too
         image = colorize(gray, valid, "viridis")
@@ -127,8 +160,11 @@ def render_preview(
         record = store.commit(
             out,
             operation="preview",
-            parameters={"assets": [s.asset_key or s.href_unsigned for s in sources],
-                        "bbox": list(bbox) if bbox else None, "max_size": max_size},  # fmt: skip
+            parameters={
+                "assets": [s.asset_key or s.href_unsigned for s in sources],
+                "bbox": list(bbox) if bbox else None,
+                "max_size": max_size,
+            },
             sources=[s.source_ref() for s in sources],
             media_type=fmt.media_type,
             raster=facts,

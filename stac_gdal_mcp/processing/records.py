@@ -3,8 +3,9 @@ from the grid of an output whose format keeps no georeferencing (PNG, JPEG)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..outputs import RasterBand, RasterFacts
 
@@ -17,7 +18,9 @@ def _number(value: float | None) -> float | str | None:
     return int(value) if float(value).is_integer() else float(value)
 
 
-def raster_bands(dtypes: Sequence[str], nodata: float | None, scales=None, offsets=None, units=None) -> list[RasterBand]:
+def raster_bands(
+    dtypes: Sequence[str], nodata: float | None, scales=None, offsets=None, units=None
+) -> list[RasterBand]:
     """`raster:bands` entries; scale/offset only where they are not the identity."""
     count = len(dtypes)
     scales = scales or [1.0] * count
@@ -56,10 +59,18 @@ def _footprint(crs, bounds, per_edge: int = 4) -> tuple[dict[str, Any], list[flo
 
 def _array_bounds(height: int, width: int, transform) -> tuple[float, float, float, float]:
     """(north, west, south, east) of a grid (north-up or not)."""
-    xs = [transform.c, transform.c + transform.a * width + transform.b * height,
-          transform.c + transform.a * width, transform.c + transform.b * height]
-    ys = [transform.f, transform.f + transform.d * width + transform.e * height,
-          transform.f + transform.d * width, transform.f + transform.e * height]  # fmt: skip
+    xs = [
+        transform.c,
+        transform.c + transform.a * width + transform.b * height,
+        transform.c + transform.a * width,
+        transform.c + transform.b * height,
+    ]
+    ys = [
+        transform.f,
+        transform.f + transform.d * width + transform.e * height,
+        transform.f + transform.d * width,
+        transform.f + transform.e * height,
+    ]
     return max(ys), min(xs), min(ys), max(xs)
 
 
@@ -86,5 +97,7 @@ def describe_raster(path: str | Path) -> RasterFacts:
     import rasterio
 
     with rasterio.Env(GDAL_PAM_ENABLED="NO"), rasterio.open(path) as src:
-        bands = raster_bands(list(src.dtypes), src.nodata, list(src.scales), list(src.offsets), list(src.units))
+        bands = raster_bands(
+            list(src.dtypes), src.nodata, list(src.scales), list(src.offsets), list(src.units)
+        )
         return raster_facts(src.crs, src.transform, src.width, src.height, bands)

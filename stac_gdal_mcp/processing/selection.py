@@ -25,8 +25,16 @@ def search_arguments(aoi_geom, search: dict) -> dict:
     return search
 
 
-def select_items(catalogs, aoi_geom, *, catalog: str | None, items: list | None, search: dict,
-                 max_items: int | None, default_max: int) -> tuple[list, list[str]]:
+def select_items(
+    catalogs,
+    aoi_geom,
+    *,
+    catalog: str | None,
+    items: list | None,
+    search: dict,
+    max_items: int | None,
+    default_max: int,
+) -> tuple[list, list[str]]:
     """Item references ({collection_id, item_id}) given by the caller, or full item dicts from
     a search over the AOI; and notes. Searches are capped at `max_items`."""
     from ..discovery.search import search_items
@@ -38,10 +46,12 @@ def select_items(catalogs, aoi_geom, *, catalog: str | None, items: list | None,
         notes.append(f"max_items {max_items} capped at limits.max_items={limit_cap}")
     if items is not None:
         if any(v is not None for v in search.values()):
-            raise InvalidArgument("give either `items` or search arguments (collections, datetime, ...), not both")
+            raise InvalidArgument(
+                "give either `items` or search arguments (collections, datetime, ...), not both"
+            )
         refs = [_item_ref(r) for r in items]
         if not refs:
-            raise InvalidArgument("items is empty; give [{\"collection_id\": ..., \"item_id\": ...}, ...]")
+            raise InvalidArgument('items is empty; give [{"collection_id": ..., "item_id": ...}, ...]')
         if len(refs) > wanted:
             notes.append(f"only the first {wanted} of {len(refs)} items were measured (max_items)")
         return refs[:wanted], notes
@@ -51,8 +61,14 @@ def select_items(catalogs, aoi_geom, *, catalog: str | None, items: list | None,
     cursor = None
     arguments = search_arguments(aoi_geom, search)
     while len(found) < wanted:
-        page = search_items(catalogs, catalog=catalog, limit=min(wanted - len(found), catalogs.settings.limits.page_size * 5),
-                            cursor=cursor, detail="full", **({} if cursor else arguments))
+        page = search_items(
+            catalogs,
+            catalog=catalog,
+            limit=min(wanted - len(found), catalogs.settings.limits.page_size * 5),
+            cursor=cursor,
+            detail="full",
+            **({} if cursor else arguments),
+        )
         found += page.items
         notes += [n for n in page.notes if n not in notes and not n.startswith("continuing from cursor")]
         cursor = page.next_cursor
@@ -69,7 +85,7 @@ def _item_ref(ref: Any) -> dict:
         iid = ref.get("item_id") or ref.get("id")
         if cid and iid:
             return {"collection_id": str(cid), "item_id": str(iid)}
-    raise InvalidArgument(f"each item must be {{\"collection_id\": ..., \"item_id\": ...}} (got {ref!r})")
+    raise InvalidArgument(f'each item must be {{"collection_id": ..., "item_id": ...}} (got {ref!r})')
 
 
 class Collections:

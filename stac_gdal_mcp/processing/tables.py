@@ -7,8 +7,8 @@ gap in the chart.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 CSV_COLUMNS = ("date", "datetime", "value", "valid_fraction", "valid_pixels", "collection_id", "item_ids")
 
@@ -21,8 +21,17 @@ def write_csv(path: Path, rows: Sequence) -> None:
         writer = csv.writer(f)
         writer.writerow(CSV_COLUMNS)
         for r in rows:
-            writer.writerow([r.date, r.datetime, "" if r.value is None else r.value, r.valid_fraction,
-                             r.valid_pixels, r.collection_id or "", " ".join(r.item_ids)])  # fmt: skip
+            writer.writerow(
+                [
+                    r.date,
+                    r.datetime,
+                    "" if r.value is None else r.value,
+                    r.valid_fraction,
+                    r.valid_pixels,
+                    r.collection_id or "",
+                    " ".join(r.item_ids),
+                ]
+            )
 
 
 def write_chart(path: Path, rows: Sequence, *, title: str, ylabel: str) -> None:

@@ -10,11 +10,12 @@ Steps (each decided from the header, before any pixel is read):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..outputs import OutputRecord
-from .access import AssetSource, gdal_errors, open_raster
 from . import formats
+from .access import AssetSource, gdal_errors, open_raster
 from .formats import creation_options, finish, overview_resampling, row_strips, write_chunks
 from .grids import (
     check_output_size,
@@ -36,7 +37,7 @@ WARP_THREADS = 2  # GDAL warper threads per strip
 
 
 def reproject_asset(
-    core: "Core",
+    core: Core,
     source: AssetSource,
     *,
     dst_crs: str | int,
@@ -59,8 +60,14 @@ def reproject_asset(
 
     with open_raster(source, settings) as src, gdal_errors(source, "reading the header of"):
         grid = warp_grid(src, crs, resolution, bbox, bbox_crs)
-        check_output_size(grid.width, grid.height, src.count, src.dtypes[0], settings.limits,
-                          resolution=max(grid.resolution))  # fmt: skip
+        check_output_size(
+            grid.width,
+            grid.height,
+            src.count,
+            src.dtypes[0],
+            settings.limits,
+            resolution=max(grid.resolution),
+        )
         level = choose_overview(src.overviews(1), native_resolution_in(src, crs), grid.resolution)
         count, dtype, nodata, descriptions = src.count, src.dtypes[0], src.nodata, src.descriptions
         scales, offsets = src.scales, src.offsets
@@ -70,10 +77,14 @@ def reproject_asset(
     strips = len(parts)
     total = strips + 1
     parameters = {
-        "dst_crs": crs_label(crs), "resolution": list(grid.resolution), "bbox": list(bbox) if bbox else None,
-        "bbox_crs": bbox_crs if bbox else None, "resampling": resampling, "output_format": fmt.name,
+        "dst_crs": crs_label(crs),
+        "resolution": list(grid.resolution),
+        "bbox": list(bbox) if bbox else None,
+        "bbox_crs": bbox_crs if bbox else None,
+        "resampling": resampling,
+        "output_format": fmt.name,
         "source_overview_level": level,
-    }  # fmt: skip
+    }
     store = core.outputs
     with store.writing(fmt.suffix, output_name, stem=f"reproject-{source.stem}") as out:
         working = out.scratch(".tif")
@@ -88,7 +99,7 @@ def reproject_asset(
                 for row0, height in parts:
                     fill = nodata if nodata is not None else 0
                     array = np.full((count, height, grid.width), fill, dtype=dtype)
-                    strip = grid.transform * Affine.translation(0, row0)
+                    strip = grid.transform @ Affine.translation(0, row0)
                     reproject(
                         source=rasterio.band(src, list(range(1, count + 1))),
                         destination=array,
@@ -102,11 +113,20 @@ def reproject_asset(
                     yield Window(0, row0, grid.width, height), array
 
             write_chunks(
-                working, crs=crs, transform=grid.transform, width=grid.width, height=grid.height,
-                count=count, dtype=dtype, nodata=nodata, chunks=warped_strips(), descriptions=descriptions,
-                scales=scales, offsets=offsets,
+                working,
+                crs=crs,
+                transform=grid.transform,
+                width=grid.width,
+                height=grid.height,
+                count=count,
+                dtype=dtype,
+                nodata=nodata,
+                chunks=warped_strips(),
+                descriptions=descriptions,
+                scales=scales,
+                offsets=offsets,
                 on_chunk=lambda n: job.progress(n, total, f"warped strip {n}/{strips}"),
-            )  # fmt: skip
+            )
         job.check()
         options = formats.with_predictor(fmt, creation_options(fmt), dtype)
         with gdal_errors(source, f"writing {fmt.name} from"):
@@ -132,4 +152,3 @@ def reproject_asset(
 def _res_text(res: tuple[float, float]) -> str:
     x, y = res
     return f"{x:.6g}" if x == y else f"{x:.6g} x {y:.6g}"
-

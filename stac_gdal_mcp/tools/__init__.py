@@ -11,7 +11,12 @@ import inspect
 from ..errors import StacGdalMcpError
 
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True}
-WRITES_OUTPUT = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": True}
+WRITES_OUTPUT = {
+    "readOnlyHint": False,
+    "destructiveHint": False,
+    "idempotentHint": False,
+    "openWorldHint": True,
+}
 
 
 def core_errors(fn, error_type=None):

@@ -29,13 +29,20 @@ AoiArg = Annotated[
     list[float] | dict[str, Any],
     Field(description="area of interest: bbox [west, south, east, north] or a GeoJSON geometry, WGS84"),
 ]
-MaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many items (default 50, capped by limits.max_items)")]
-LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many items (default 100, capped by limits.max_items)")]
+MaxItemsArg = Annotated[
+    int | None, Field(ge=1, description="at most this many items (default 50, capped by limits.max_items)")
+]
+LoadMaxItemsArg = Annotated[
+    int | None, Field(ge=1, description="at most this many items (default 100, capped by limits.max_items)")
+]
 ResolutionArg = Annotated[
     float | None, Field(gt=0, description="pixel size in the CRS units (metres for UTM); default: native")
 ]
-MaskCloudsArg = Annotated[bool, Field(description="drop cloud, shadow and cirrus pixels using each item's mask")]
+MaskCloudsArg = Annotated[
+    bool, Field(description="drop cloud, shadow and cirrus pixels using each item's mask")
+]
 CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")]
+
 
 def _search(arguments: dict[str, Any]) -> dict[str, Any]:
     """The search_items arguments among a tool's arguments (`locals()`), passed on as they are."""
@@ -53,7 +60,7 @@ def register(mcp, core: Core) -> None:
         aoi: AoiArg,
         items: Annotated[
             list[dict[str, str]] | None,
-            Field(description="explicit items [{\"collection_id\": ..., \"item_id\": ...}] instead of a search"),
+            Field(description='explicit items [{"collection_id": ..., "item_id": ...}] instead of a search'),
         ] = None,
         collections: CollectionsArg = None,
         datetime: DatetimeArg = None,
@@ -68,7 +75,9 @@ def register(mcp, core: Core) -> None:
         max_items: MaxItemsArg = None,
         sort: Annotated[
             Literal["clear", "cloud", "datetime", "-datetime", "search"],
-            Field(description="clear: clearest first (default); cloud: least cloud first; datetime; -datetime; search: as found"),
+            Field(
+                description="clear: clearest first (default); cloud: least cloud first; datetime; -datetime; search: as found"
+            ),
         ] = "clear",
         ctx: Context = CurrentContext(),
     ) -> cloud.CloudCoverResult:
@@ -84,8 +93,16 @@ def register(mcp, core: Core) -> None:
         cannot be read has `error` set and the others are still measured.
         """
         return await run_job(
-            ctx, cloud.cloud_cover_stats, core, aoi, items=items, catalog=catalog, resolution=resolution,
-            max_items=max_items, sort=sort, **_search(locals()),
+            ctx,
+            cloud.cloud_cover_stats,
+            core,
+            aoi,
+            items=items,
+            catalog=catalog,
+            resolution=resolution,
+            max_items=max_items,
+            sort=sort,
+            **_search(locals()),
         )
 
     from ..processing import load
@@ -102,9 +119,15 @@ def register(mcp, core: Core) -> None:
         sortby: SortbyArg = None,
         max_cloud_cover: MaxCloudArg = None,
         expression: Annotated[
-            str, Field(description="an index (ndvi, ndwi, nbr, ndbi), a band (e.g. \"nir\") or a formula of band common names like (nir-red)/(nir+red)")
+            str,
+            Field(
+                description='an index (ndvi, ndwi, nbr, ndbi), a band (e.g. "nir") or a formula of band common names like (nir-red)/(nir+red)'
+            ),
         ] = "ndvi",
-        reducer: Annotated[Literal["mean", "median", "min", "max", "count"], Field(description="how the AOI pixels of a day become one value")] = "mean",
+        reducer: Annotated[
+            Literal["mean", "median", "min", "max", "count"],
+            Field(description="how the AOI pixels of a day become one value"),
+        ] = "mean",
         mask_clouds: MaskCloudsArg = True,
         resolution: ResolutionArg = None,
         crs: CrsArg = None,
@@ -123,14 +146,26 @@ def register(mcp, core: Core) -> None:
         datetime="2024-04-01/2024-09-30", expression="ndvi", reducer="median").
         """
         return await run_job(
-            ctx, load.time_series, core, aoi, expression=expression, reducer=reducer, mask_clouds=mask_clouds,
-            resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, **_search(locals()),
+            ctx,
+            load.time_series,
+            core,
+            aoi,
+            expression=expression,
+            reducer=reducer,
+            mask_clouds=mask_clouds,
+            resolution=resolution,
+            crs=crs,
+            catalog=catalog,
+            max_items=max_items,
+            **_search(locals()),
         )
 
     @tool(mcp, WRITES_OUTPUT)
     async def composite(
         aoi: AoiArg,
-        bands: Annotated[list[str], Field(description="band common names or asset keys, e.g. [\"red\", \"green\", \"blue\"]")],
+        bands: Annotated[
+            list[str], Field(description='band common names or asset keys, e.g. ["red", "green", "blue"]')
+        ],
         collections: CollectionsArg = None,
         datetime: DatetimeArg = None,
         ids: IdsArg = None,
@@ -139,7 +174,9 @@ def register(mcp, core: Core) -> None:
         filter_lang: FilterLangArg = None,
         sortby: SortbyArg = None,
         max_cloud_cover: MaxCloudArg = None,
-        method: Annotated[Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")] = "median",
+        method: Annotated[
+            Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")
+        ] = "median",
         mask_clouds: MaskCloudsArg = True,
         resolution: ResolutionArg = None,
         crs: CrsArg = None,
@@ -156,6 +193,16 @@ def register(mcp, core: Core) -> None:
         Then preview or convert the output, or read its record at `output.uri`.
         """
         return await run_job(
-            ctx, load.composite, core, aoi, bands=bands, method=method, mask_clouds=mask_clouds,
-            resolution=resolution, crs=crs, catalog=catalog, max_items=max_items, **_search(locals()),
+            ctx,
+            load.composite,
+            core,
+            aoi,
+            bands=bands,
+            method=method,
+            mask_clouds=mask_clouds,
+            resolution=resolution,
+            crs=crs,
+            catalog=catalog,
+            max_items=max_items,
+            **_search(locals()),
         )

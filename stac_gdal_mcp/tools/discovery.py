@@ -23,7 +23,6 @@ from .args import (
 )
 
 
-
 def register(mcp, core: Core) -> None:
     catalogs = core.catalogs
 
@@ -45,7 +44,9 @@ def register(mcp, core: Core) -> None:
     @tool(mcp, READ_ONLY)
     def list_collections(
         catalog: CatalogArg = None,
-        q: Annotated[str | None, Field(description="free-text words matched against id, title, description, keywords")] = None,
+        q: Annotated[
+            str | None, Field(description="free-text words matched against id, title, description, keywords")
+        ] = None,
         limit: Annotated[int | None, Field(ge=1, description="collections per page")] = None,
         cursor: Annotated[str | None, Field(description="next_cursor from a previous call")] = None,
     ) -> CollectionList:
@@ -63,7 +64,9 @@ def register(mcp, core: Core) -> None:
 
     @tool(mcp, READ_ONLY)
     def get_queryables(
-        collection_id: Annotated[str | None, Field(description="a collection id, or none for the whole catalog")] = None,
+        collection_id: Annotated[
+            str | None, Field(description="a collection id, or none for the whole catalog")
+        ] = None,
         catalog: CatalogArg = None,
     ) -> Queryables:
         """Properties that can be used in `filter` (CQL2) or `query` of search_items, with their types."""
@@ -73,8 +76,12 @@ def register(mcp, core: Core) -> None:
     def search_items(
         catalog: CatalogArg = None,
         collections: CollectionsArg = None,
-        bbox: Annotated[list[float] | None, Field(description="[west, south, east, north] in WGS84 degrees")] = None,
-        intersects: Annotated[dict[str, Any] | None, Field(description="a GeoJSON geometry (WGS84) instead of bbox")] = None,
+        bbox: Annotated[
+            list[float] | None, Field(description="[west, south, east, north] in WGS84 degrees")
+        ] = None,
+        intersects: Annotated[
+            dict[str, Any] | None, Field(description="a GeoJSON geometry (WGS84) instead of bbox")
+        ] = None,
         datetime: DatetimeArg = None,
         ids: IdsArg = None,
         query: QueryArg = None,
@@ -82,9 +89,15 @@ def register(mcp, core: Core) -> None:
         filter_lang: FilterLangArg = None,
         sortby: SortbyArg = None,
         max_cloud_cover: MaxCloudArg = None,
-        limit: Annotated[int | None, Field(ge=1, description="items to return (capped by limits.max_items)")] = None,
-        cursor: Annotated[str | None, Field(description="next_cursor from a previous call: continues that search")] = None,
-        detail: Annotated[Literal["summary", "full"], Field(description="summary (compact) or full STAC items")] = "summary",
+        limit: Annotated[
+            int | None, Field(ge=1, description="items to return (capped by limits.max_items)")
+        ] = None,
+        cursor: Annotated[
+            str | None, Field(description="next_cursor from a previous call: continues that search")
+        ] = None,
+        detail: Annotated[
+            Literal["summary", "full"], Field(description="summary (compact) or full STAC items")
+        ] = "summary",
     ) -> SearchResult:
         """Search a catalog for items (scenes). Returns compact summaries, `matched` when the API
         says, `next_cursor` for the next page, and `notes` on anything translated or applied
@@ -95,9 +108,21 @@ def register(mcp, core: Core) -> None:
         Use get_item(collection_id, item_id) for one full item (asset hrefs signed when needed).
         """
         return _search_items(
-            catalogs, catalog=catalog, collections=collections, bbox=bbox, intersects=intersects,
-            datetime=datetime, ids=ids, query=query, filter=filter, filter_lang=filter_lang,
-            sortby=sortby, max_cloud_cover=max_cloud_cover, limit=limit, cursor=cursor, detail=detail,
+            catalogs,
+            catalog=catalog,
+            collections=collections,
+            bbox=bbox,
+            intersects=intersects,
+            datetime=datetime,
+            ids=ids,
+            query=query,
+            filter=filter,
+            filter_lang=filter_lang,
+            sortby=sortby,
+            max_cloud_cover=max_cloud_cover,
+            limit=limit,
+            cursor=cursor,
+            detail=detail,
         )
 
     @tool(mcp, READ_ONLY)
@@ -115,7 +140,9 @@ def register(mcp, core: Core) -> None:
         """A collection's full STAC JSON."""
         return json.dumps(coll.get_collection_json(catalogs, collection_id, catalog))
 
-    @resource(mcp, "stac://{catalog}/collections/{collection_id}/items/{item_id}", mime_type="application/json")
+    @resource(
+        mcp, "stac://{catalog}/collections/{collection_id}/items/{item_id}", mime_type="application/json"
+    )
     def item_resource(catalog: str, collection_id: str, item_id: str) -> str:
         """An item's full STAC JSON (asset hrefs signed where needed)."""
         return json.dumps(coll.get_item(catalogs, collection_id, item_id, catalog))

@@ -19,13 +19,20 @@ from . import READ_ONLY, WRITES_OUTPUT, resource, tool
 from .args import CatalogArg
 
 LOCAL_READ = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
-LOCAL_DELETE = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False}
+LOCAL_DELETE = {
+    "readOnlyHint": False,
+    "destructiveHint": True,
+    "idempotentHint": True,
+    "openWorldHint": False,
+}
 
 Href = Annotated[
     str | None,
-    Field(description="http(s):// or s3:// URL of a raster (COG), or a path inside the workspace; "
-                      "or name the input with collection_id + item_id + asset instead"),
-]  # fmt: skip
+    Field(
+        description="http(s):// or s3:// URL of a raster (COG), or a path inside the workspace; "
+        "or name the input with collection_id + item_id + asset instead"
+    ),
+]
 CollectionId = Annotated[str | None, Field(description="collection of the item (with item_id and asset)")]
 ItemId = Annotated[str | None, Field(description="item id, e.g. from search_items")]
 Asset = Annotated[
@@ -77,19 +84,25 @@ async def run_job(ctx: Context | None, fn, /, *args, **kwargs):
 
 
 def register(mcp, core: Core) -> None:
-    from ..processing import convert, inspect, preview as previews, warp
+    from ..processing import convert, inspect, warp
+    from ..processing import preview as previews
     from ..processing.access import resolve_input
 
     store = core.outputs
 
     def source(href, collection_id, item_id, asset, catalog):
-        return resolve_input(core, href=href, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog)
+        return resolve_input(
+            core, href=href, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog
+        )
 
     @tool(mcp, READ_ONLY)
     def inspect_asset(
-        href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
-        asset: Asset = None, catalog: CatalogArg = None,
-    ) -> inspect.AssetInfo:  # fmt: skip
+        href: Href = None,
+        collection_id: CollectionId = None,
+        item_id: ItemId = None,
+        asset: Asset = None,
+        catalog: CatalogArg = None,
+    ) -> inspect.AssetInfo:
         """Describe a raster asset from its header only (no pixels are read): driver, size, bands,
         dtypes, nodata, scale/offset, CRS (EPSG code and name), transform, bounds (native and
         WGS84), block size, overview levels, compression, and whether it is a valid COG.
@@ -102,15 +115,32 @@ def register(mcp, core: Core) -> None:
     @tool(mcp, WRITES_OUTPUT)
     async def reproject_asset(
         dst_crs: Annotated[str, Field(description="target CRS, e.g. 'EPSG:4326', 'EPSG:3857', 'EPSG:32633'")],
-        href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
-        asset: Asset = None, catalog: CatalogArg = None,
-        resolution: Annotated[float | None, Field(gt=0, description="output pixel size in dst_crs units (metres or degrees); default: about the source's")] = None,
-        bbox: BBox = None, bbox_crs: BBoxCrs = "EPSG:4326",
-        resampling: Annotated[Literal[RESAMPLING], Field(description="nearest keeps values exactly (classes, masks); bilinear/cubic/average for continuous data")] = "nearest",
-        output_format: Annotated[Literal["COG", "GTiff", "netCDF"], Field(description="COG (default) has internal overviews")] = "COG",
+        href: Href = None,
+        collection_id: CollectionId = None,
+        item_id: ItemId = None,
+        asset: Asset = None,
+        catalog: CatalogArg = None,
+        resolution: Annotated[
+            float | None,
+            Field(
+                gt=0,
+                description="output pixel size in dst_crs units (metres or degrees); default: about the source's",
+            ),
+        ] = None,
+        bbox: BBox = None,
+        bbox_crs: BBoxCrs = "EPSG:4326",
+        resampling: Annotated[
+            Literal[RESAMPLING],
+            Field(
+                description="nearest keeps values exactly (classes, masks); bilinear/cubic/average for continuous data"
+            ),
+        ] = "nearest",
+        output_format: Annotated[
+            Literal["COG", "GTiff", "netCDF"], Field(description="COG (default) has internal overviews")
+        ] = "COG",
         output_name: OutputName = None,
         ctx: Context = None,
-    ) -> OutputRecord:  # fmt: skip
+    ) -> OutputRecord:
         """Warp an asset (or only its part inside bbox) to another CRS and write a valid COG into
         the workspace. Only the source tiles the output needs are read; a coarse resolution reads
         a source overview. Returns the output's STAC-like record; the record is also the resource
@@ -119,25 +149,49 @@ def register(mcp, core: Core) -> None:
         Example: reproject_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red",
         dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]).
         """
+
         def work(job):  # in the worker thread: resolving may call the catalog
             src = source(href, collection_id, item_id, asset, catalog)
-            return warp.reproject_asset(core, src, dst_crs=dst_crs, resolution=resolution, bbox=bbox,
-                                        bbox_crs=bbox_crs, resampling=resampling, output_format=output_format,
-                                        output_name=output_name, job=job)  # fmt: skip
+            return warp.reproject_asset(
+                core,
+                src,
+                dst_crs=dst_crs,
+                resolution=resolution,
+                bbox=bbox,
+                bbox_crs=bbox_crs,
+                resampling=resampling,
+                output_format=output_format,
+                output_name=output_name,
+                job=job,
+            )
 
         return await run_job(ctx, work)
 
     @tool(mcp, WRITES_OUTPUT)
     async def convert_asset(
-        output_format: Annotated[Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"], Field(description="PNG/JPEG are 8-bit renderings for people (percentile stretch, nodata transparent in PNG); the others keep values")],
-        href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
-        asset: Asset = None, catalog: CatalogArg = None,
-        bbox: BBox = None, bbox_crs: BBoxCrs = "EPSG:4326",
-        bands: Annotated[list[int] | None, Field(description="band numbers from 1; PNG/JPEG take 1 or 3")] = None,
-        creation_options: Annotated[dict[str, str | int] | None, Field(description="GDAL creation options of the format, e.g. {\"COMPRESS\": \"ZSTD\"}")] = None,
+        output_format: Annotated[
+            Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"],
+            Field(
+                description="PNG/JPEG are 8-bit renderings for people (percentile stretch, nodata transparent in PNG); the others keep values"
+            ),
+        ],
+        href: Href = None,
+        collection_id: CollectionId = None,
+        item_id: ItemId = None,
+        asset: Asset = None,
+        catalog: CatalogArg = None,
+        bbox: BBox = None,
+        bbox_crs: BBoxCrs = "EPSG:4326",
+        bands: Annotated[
+            list[int] | None, Field(description="band numbers from 1; PNG/JPEG take 1 or 3")
+        ] = None,
+        creation_options: Annotated[
+            dict[str, str | int] | None,
+            Field(description='GDAL creation options of the format, e.g. {"COMPRESS": "ZSTD"}'),
+        ] = None,
         output_name: OutputName = None,
         ctx: Context = None,
-    ) -> OutputRecord:  # fmt: skip
+    ) -> OutputRecord:
         """Convert an asset to another format, optionally only the window inside bbox (in the
         asset's own CRS and resolution, nothing resampled) and some bands. Only the tiles that
         intersect bbox are read. Returns the output's STAC-like record.
@@ -145,23 +199,45 @@ def register(mcp, core: Core) -> None:
         Example: convert_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="visual",
         output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]).
         """
+
         def work(job):
             src = source(href, collection_id, item_id, asset, catalog)
-            return convert.convert_asset(core, src, output_format=output_format, bbox=bbox, bbox_crs=bbox_crs,
-                                         bands=bands, creation_options=creation_options, output_name=output_name,
-                                         job=job)  # fmt: skip
+            return convert.convert_asset(
+                core,
+                src,
+                output_format=output_format,
+                bbox=bbox,
+                bbox_crs=bbox_crs,
+                bands=bands,
+                creation_options=creation_options,
+                output_name=output_name,
+                job=job,
+            )
 
         return await run_job(ctx, work)
 
     @tool(mcp, WRITES_OUTPUT, output_schema=OutputRecord.model_json_schema(mode="serialization"))
     async def preview(
-        href: Href = None, collection_id: CollectionId = None, item_id: ItemId = None,
-        asset: Asset = None, catalog: CatalogArg = None,
-        assets: Annotated[list[str] | None, Field(description="1 asset (single band, colormap) or 3 (red, green, blue); default: visual, else red/green/blue")] = None,
-        bbox: Annotated[list[float] | None, Field(min_length=4, max_length=4, description="[west, south, east, north] in WGS84")] = None,
-        max_size: Annotated[int, Field(ge=16, le=2048, description="longest side of the image in pixels")] = 512,
+        href: Href = None,
+        collection_id: CollectionId = None,
+        item_id: ItemId = None,
+        asset: Asset = None,
+        catalog: CatalogArg = None,
+        assets: Annotated[
+            list[str] | None,
+            Field(
+                description="1 asset (single band, colormap) or 3 (red, green, blue); default: visual, else red/green/blue"
+            ),
+        ] = None,
+        bbox: Annotated[
+            list[float] | None,
+            Field(min_length=4, max_length=4, description="[west, south, east, north] in WGS84"),
+        ] = None,
+        max_size: Annotated[
+            int, Field(ge=16, le=2048, description="longest side of the image in pixels")
+        ] = 512,
         ctx: Context = None,
-    ):  # fmt: skip
+    ):
         """A quicklook PNG of an item (true colour from its visual asset or red/green/blue bands)
         or of one asset (single band with a colormap), returned as an image you can look at and
         saved as an output. Reads overviews, so it is quick even for whole scenes.
@@ -173,8 +249,15 @@ def register(mcp, core: Core) -> None:
         from mcp.types import TextContent
 
         def work(job):
-            sources = previews.preview_sources(core, href=href, collection_id=collection_id, item_id=item_id,
-                                               asset=asset, catalog=catalog, assets=assets)  # fmt: skip
+            sources = previews.preview_sources(
+                core,
+                href=href,
+                collection_id=collection_id,
+                item_id=item_id,
+                asset=asset,
+                catalog=catalog,
+                assets=assets,
+            )
             return previews.render_preview(core, sources, bbox=bbox, max_size=max_size, job=job)
 
         record, png = await run_job(ctx, work)
@@ -191,7 +274,9 @@ def register(mcp, core: Core) -> None:
         return OutputList(outputs=[r.summary() for r in store.list()], workspace=str(store.root))
 
     @tool(mcp, LOCAL_DELETE)
-    def delete_output(output_id: Annotated[str, Field(description="an id from list_outputs")]) -> OutputSummary:
+    def delete_output(
+        output_id: Annotated[str, Field(description="an id from list_outputs")],
+    ) -> OutputSummary:
         """Delete an output's file and record from the workspace; returns what was deleted."""
         return store.delete(output_id).summary()
 
@@ -202,8 +287,12 @@ def register(mcp, core: Core) -> None:
 
     limit = core.settings.limits.max_resource_bytes
 
-    @resource(mcp, "stac-gdal://outputs/{output_id}/file", mime_type="application/octet-stream",
-              description=f"An output's file (binary), if at most limits.max_resource_bytes ({limit} bytes).")  # fmt: skip
+    @resource(
+        mcp,
+        "stac-gdal://outputs/{output_id}/file",
+        mime_type="application/octet-stream",
+        description=f"An output's file (binary), if at most limits.max_resource_bytes ({limit} bytes).",
+    )
     def output_file(output_id: str):
         from fastmcp.resources import ResourceContent, ResourceResult
 

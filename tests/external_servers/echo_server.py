@@ -13,7 +13,7 @@ if "--crash-at-start" in sys.argv:
     print(f"echo server: args {' '.join(sys.argv[1:])} KEY={os.environ.get('KEY', '-')}", file=sys.stderr)
     sys.exit(2)
 
-from fastmcp import FastMCP  # noqa: E402
+from fastmcp import FastMCP
 
 mcp = FastMCP("echo")
 

@@ -29,6 +29,7 @@ def pgstac_for_pytest():
             pytest.fail(f"pgstac test bed did not start (CI=true makes this a failure): {exc}")
         pytest.skip(f"pgstac test bed unavailable: {exc}")
 
+
 __all__ = [
     "PgstacAPI",
     "RangeServer",

@@ -30,15 +30,19 @@ class MiniAPI:
         handler = type("Handler", (_Handler,), {"api": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
-        self.url = "http://127.0.0.1:%d" % self._httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     def root(self) -> dict:
         return {
-            "type": "Catalog", "id": "mini", "description": "minimal API", "stac_version": "1.0.0",
+            "type": "Catalog",
+            "id": "mini",
+            "description": "minimal API",
+            "stac_version": "1.0.0",
             "conformsTo": ITEM_SEARCH_ONLY,
             "links": [
-                {"rel": "self", "href": self.url}, {"rel": "data", "href": f"{self.url}/collections"},
+                {"rel": "self", "href": self.url},
+                {"rel": "data", "href": f"{self.url}/collections"},
                 {"rel": "search", "href": f"{self.url}/search", "method": "GET"},
             ],
         }
@@ -53,7 +57,11 @@ class MiniAPI:
             out = [i for i in out if i["id"] in wanted]
         if "bbox" in params:
             w, s, e, n = (float(v) for v in params["bbox"].split(","))
-            out = [i for i in out if not (i["bbox"][0] > e or i["bbox"][2] < w or i["bbox"][1] > n or i["bbox"][3] < s)]
+            out = [
+                i
+                for i in out
+                if not (i["bbox"][0] > e or i["bbox"][2] < w or i["bbox"][1] > n or i["bbox"][3] < s)
+            ]
         limit = int(params.get("limit", 10))
         offset = int(params.get("token", 0))
         page = out[offset : offset + limit]
@@ -61,7 +69,12 @@ class MiniAPI:
         if offset + limit < len(out):
             query = {k: v for k, v in params.items() if k != "token"}
             query["token"] = str(offset + limit)
-            links.append({"rel": "next", "href": f"{self.url}/search?" + "&".join(f"{k}={v}" for k, v in query.items())})
+            links.append(
+                {
+                    "rel": "next",
+                    "href": f"{self.url}/search?" + "&".join(f"{k}={v}" for k, v in query.items()),
+                }
+            )
         return {"type": "FeatureCollection", "features": page, "links": links, "numberMatched": len(out)}
 
 

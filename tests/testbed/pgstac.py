@@ -224,9 +224,17 @@ class _Cluster:
                     f"user postgres cannot write {workdir}: pass a parent_dir it can reach"
                 )
         self._run(
-            "initdb", "-D", str(self.data), "-U", SUPERUSER, "--auth=trust",
-            "--encoding=UTF8", "--no-locale", "--no-sync", timeout_s=timeout_s,
-        )  # fmt: skip
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-locale",
+            "--no-sync",
+            timeout_s=timeout_s,
+        )
         options = " ".join(
             [
                 "-c listen_addresses=127.0.0.1",
@@ -239,9 +247,19 @@ class _Cluster:
             ]
         )
         self._run(
-            "pg_ctl", "start", "-D", str(self.data), "-l", str(self.log), "-w",
-            "-t", str(int(timeout_s)), "-o", options, timeout_s=timeout_s + 5,
-        )  # fmt: skip
+            "pg_ctl",
+            "start",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-w",
+            "-t",
+            str(int(timeout_s)),
+            "-o",
+            options,
+            timeout_s=timeout_s + 5,
+        )
         self.started = True
 
     def dsn(self, database: str) -> str:
@@ -329,9 +347,19 @@ def _start_api(pg_port: int, workdir: Path) -> tuple[subprocess.Popen, str, Path
         }
     )
     cmd = [
-        sys.executable, "-m", "uvicorn", "stac_fastapi.pgstac.app:create_app", "--factory",
-        "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "stac_fastapi.pgstac.app:create_app",
+        "--factory",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
     with open(log, "wb") as log_file:
         # cwd=workdir: pydantic-settings reads a .env from the working directory
         server = subprocess.Popen(

@@ -107,7 +107,7 @@ def serve_directory(directory: str | os.PathLike, delay_s: float = 0.0) -> Itera
         server.close()
 
 
-def parse_range(header: str, size: int) -> tuple[int, int] | None | str:
+def parse_range(header: str, size: int) -> tuple[int, int] | str | None:
     """(first, last) byte positions for a `Range` header, inclusive.
 
     None: header not understood, serve the whole file (RFC 9110 allows ignoring it).
@@ -139,7 +139,7 @@ class _RangeHandler(BaseHTTPRequestHandler):
     timeout = 30  # close idle keep-alive connections
     range_server: RangeServer  # set on the per-server subclass
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 (stdlib signature)
+    def log_message(self, format: str, *args) -> None:
         logger.debug("%s %s", self.address_string(), format % args)
 
     def do_HEAD(self) -> None:
