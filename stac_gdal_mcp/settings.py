@@ -126,6 +126,10 @@ class LimitSettings(BaseModel):
     max_output_bytes: int = Field(2 * 1024**3, ge=1)
     max_resource_bytes: int = Field(5 * 1024**2, ge=1)
     max_concurrency: int = Field(8, ge=1)
+    # source pixels one operation may read (from the overview it uses), checked before reading
+    max_read_pixels: int = Field(400_000_000, ge=1)
+    # wall time of one processing job (reproject, convert, preview, cloud stats, loads), seconds
+    job_timeout_s: float = Field(600, gt=0)
 
 
 class PluginSettings(BaseModel):
