@@ -60,6 +60,15 @@ def test_server_error_after_and_times(served):
     assert served.stats()["paths"]["/a.bin"]["faults"] == 1
 
 
+def test_from_byte_spares_the_header(served):
+    served.set_fault("/a.bin", ServerError(from_byte=1024, times=1))
+    assert get(served, "/a.bin", {"Range": "bytes=0-99"})[0].status == 206
+    assert get(served, "/a.bin")[0].status == 200  # no Range: not a pixel read
+    assert get(served, "/a.bin", {"Range": "bytes=2048-4095"})[0].status == 500
+    resp, _ = get(served, "/a.bin", {"Range": "bytes=2048-4095"})  # `times` counts only these
+    assert resp.status == 206 and resp.read() == served.data[2048:4096]
+
+
 def test_stall_times_out(served):
     served.set_fault(None, Stall(seconds=30))
     start = time.monotonic()

@@ -21,6 +21,8 @@ per-fault counter; the handler has helpers to send a normal file answer (`send_f
 
 Modes:
 
+Every mode also takes `after` and `from_byte` (see `Fault`). All arguments are keywords.
+
 - `Stall(seconds, after=0)`: say nothing for `seconds` (past the client's timeout), then close.
 - `ServerError(status=500, after=0, times=None)`: answer `status` from the `after`+1-th request
   on (`times` requests, then serve normally again: a transient error that a retry overcomes).
@@ -81,13 +83,24 @@ class Request:
         return self.file.stat().st_size if self.file else 0
 
 
+@dataclass(kw_only=True)
 class Fault:
     """Base class. `respond` answers a request (True) or leaves it to the normal server (False).
 
-    `after`: serve this many requests normally before the fault starts (0: at once).
+    Every mode takes, as keywords:
+    `after`: serve this many requests normally before the fault starts (0: at once);
+    `from_byte`: only misbehave for Range requests starting at or after this byte (0: any
+    request), e.g. the first tile's offset, so that a raster's header is read fine and its
+    pixels are not.
     """
 
     after: int = 0
+    from_byte: int = 0
+
+    def applies(self, request: Request) -> bool:
+        """Whether this request counts for the fault at all (`from_byte`); `index` counts only
+        the requests it applies to."""
+        return not self.from_byte or (request.range is not None and request.range[0] >= self.from_byte)
 
     def respond(self, handler: FaultHandler, request: Request) -> bool:
         if request.index < self.after:
@@ -98,10 +111,9 @@ class Fault:
         raise NotImplementedError
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Stall(Fault):
     seconds: float = 60.0
-    after: int = 0
 
     def inject(self, handler, request):
         handler.server_ref.wait(self.seconds)
@@ -109,10 +121,9 @@ class Stall(Fault):
         return True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ServerError(Fault):
     status: int = 500
-    after: int = 0
     times: int | None = None
 
     def inject(self, handler, request):
@@ -122,9 +133,8 @@ class ServerError(Fault):
         return True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AbortMidBody(Fault):
-    after: int = 0
     fraction: float = 0.5
 
     def inject(self, handler, request):
@@ -137,9 +147,8 @@ class AbortMidBody(Fault):
         return True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class WrongLength(Fault):
-    after: int = 0
     extra: int = 1000
 
     def inject(self, handler, request):
@@ -155,10 +164,9 @@ class WrongLength(Fault):
         return True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Drip(Fault):
     interval_s: float = 2.0
-    after: int = 0
 
     def inject(self, handler, request):
         if request.file is None:
@@ -167,11 +175,10 @@ class Drip(Fault):
         return True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Redirect(Fault):
     location: str = "http://127.0.0.1/"
     status: int = 302
-    after: int = 0
     append_path: bool = False
 
     def inject(self, handler, request):
@@ -182,20 +189,18 @@ class Redirect(Fault):
         return True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MalformedJSON(Fault):
     body: bytes = b'{"type": "FeatureCollection", "features": ['
-    after: int = 0
 
     def inject(self, handler, request):
         handler.send_body(200, self.body, "application/json")
         return True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LoopNext(Fault):
     pages: int | None = None
-    after: int = 0
 
     def inject(self, handler, request):
         if request.file is None:
@@ -212,12 +217,11 @@ class LoopNext(Fault):
         return True
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Respond(Fault):
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] | None = None
-    after: int = 0
 
     def inject(self, handler, request):
         headers = dict(self.headers or {})
@@ -441,10 +445,12 @@ class FaultHandler(BaseHTTPRequestHandler):
             wanted = parse_range(header, file.stat().st_size)
         slot = srv._slot(path)
         if slot is not None and wanted != "unsatisfiable":
-            request = Request(self.command, path, target, file, wanted, slot.next_index())
-            if slot.fault.respond(self, request):
-                srv._count(path, faults=1)
-                return
+            request = Request(self.command, path, target, file, wanted, -1)
+            if slot.fault.applies(request):
+                request.index = slot.next_index()
+                if slot.fault.respond(self, request):
+                    srv._count(path, faults=1)
+                    return
         if file is None:
             self.send_body(HTTPStatus.NOT_FOUND, b"", "text/plain")
             return
