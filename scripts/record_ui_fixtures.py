@@ -1,0 +1,94 @@
+"""Record real tool results on the bundled `sample` catalog for the map app's tests.
+
+Writes tests/ui_fixtures/<name>.json, each {"tool", "arguments", "result"} where `result` is the
+CallToolResult exactly as a host would pass it to the app in `ui/notifications/tool-result`
+(content, structuredContent, isError). Run again whenever a tool's result shape changes:
+
+    .venv/bin/python scripts/record_ui_fixtures.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "tests" / "ui_fixtures"
+
+AOI = [13.55, 45.85, 13.75, 45.98]  # the demo's AOI: covers every sample scene
+FIELD = [13.595, 45.915, 13.63, 45.94]  # a few fields inside both footprints
+SEARCH = {"catalog": "sample", "collections": ["sentinel-2-l2a", "landsat-c2-l2"]}
+S2_ITEM = {"catalog": "sample", "collection_id": "sentinel-2-l2a", "item_id": "S2A_33TUL_20240619_0_L2A"}
+
+CALLS = {
+    "search_items": (
+        "search_items",
+        {**SEARCH, "bbox": AOI, "datetime": "2024-06-01/2024-09-30", "limit": 20},
+    ),
+    "cloud_cover_stats": (
+        "cloud_cover_stats",
+        {**SEARCH, "aoi": FIELD, "datetime": "2024-06-01/2024-09-30"},
+    ),
+    "preview": ("preview", {**S2_ITEM, "bbox": FIELD, "max_size": 192}),
+    "reproject_asset": (
+        "reproject_asset",
+        {**S2_ITEM, "asset": "nir", "dst_crs": "EPSG:4326", "bbox": FIELD},
+    ),
+}
+
+
+def _clean(result) -> dict:
+    """The CallToolResult as JSON, as a host passes it on."""
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _scrub(value, workspace: str):
+    """Machine paths out of the fixtures: the workspace and the checkout's own folder."""
+    if isinstance(value, str):
+        return value.replace(workspace, "<workspace>").replace(str(ROOT), "<repo>")
+    if isinstance(value, list):
+        return [_scrub(v, workspace) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub(v, workspace) for k, v in value.items()}
+    return value
+
+
+async def record() -> None:
+    from fastmcp import Client
+
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ui-fixtures-") as tmp:
+        mcp = build_server(load_settings(default_catalog="sample", workspace=tmp))
+        async with Client(mcp) as client:
+            recorded = {}
+            for name, (tool, arguments) in CALLS.items():
+                result = await client.call_tool_mcp(tool, arguments)
+                if result.is_error:
+                    raise SystemExit(f"{tool} failed: {result.content}")
+                recorded[name] = {"tool": tool, "arguments": arguments, "result": _clean(result)}
+            # What a host answers when the app asks for the ranked scenes' footprints (tools/call).
+            rows = recorded["cloud_cover_stats"]["result"]["structuredContent"]["items"]
+            ids = [row["item_id"] for row in rows]
+            collections = list(dict.fromkeys(row["collection_id"] for row in rows))
+            arguments = {"ids": ids, "limit": len(ids), "catalog": "sample", "collections": collections}
+            result = await client.call_tool_mcp("search_items", arguments)
+            recorded["cloud_cover_stats.footprints"] = {
+                "tool": "search_items",
+                "arguments": arguments,
+                "result": _clean(result),
+            }
+        for name, fixture in recorded.items():
+            path = OUT / f"{name}.json"
+            path.write_text(json.dumps(_scrub(fixture, str(tmp)), indent=1) + "\n")
+            print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    asyncio.run(record())

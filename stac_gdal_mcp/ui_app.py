@@ -1,0 +1,327 @@
+"""The map in the host: an MCP App (the `io.modelcontextprotocol/ui` extension).
+
+`register_map_app(mcp)` registers the `ui://` resource, a self-contained HTML page
+(`server/ui/map.html`: inline script and style, no library, no network at view time). Tools point
+to it with `_meta.ui.resourceUri` (`app=map_app_config()` on the tool); hosts that implement MCP
+Apps show the page next to the tool result and pass it the result, hosts that do not show the
+result as before.
+
+`build_map_view(calls)` is the page's view data, computed in Python: the AOI, scene footprints
+(with the clear fraction and rank when a `cloud_cover_stats` ranking is present), the ranking and
+the outputs (bbox, footprint and quicklook as a data URI). The page builds the same data in
+JavaScript (`buildView`); the tests check that both agree. Notebooks can draw it with matplotlib.
+
+Temporary home: moves into the `server` package with the rest of the MCP layer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
+
+MAP_URI = "ui://stac-gdal-mcp/map.html"
+MAP_HTML = ("server", "ui", "map.html")  # inside the stac_gdal_mcp package
+
+_WGS84 = ("EPSG:4326", "OGC:CRS84", "WGS84", "CRS84")
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp")
+_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
+_JSON_TEXT = re.compile(r"^\s*[\[{]")
+
+
+@cache
+def map_html() -> str:
+    """The page, as served to hosts."""
+    return resources.files("stac_gdal_mcp").joinpath(*MAP_HTML).read_text(encoding="utf-8")
+
+
+def map_app_config():
+    """`app=` for a tool whose results the map can show: `_meta.ui.resourceUri` = MAP_URI."""
+    from fastmcp.apps import AppConfig
+
+    return AppConfig(resource_uri=MAP_URI)
+
+
+def register_map_app(mcp) -> str:
+    """Register the map page as the `ui://` resource on `mcp`; returns its URI."""
+    from fastmcp.apps import AppConfig
+
+    html = map_html()
+
+    @mcp.resource(
+        MAP_URI,
+        name="map",
+        title="Map: footprints, AOI, clear-sky ranking, quicklooks",
+        description=(
+            "MCP App (text/html;profile=mcp-app) that draws the result of search_items, "
+            "cloud_cover_stats and the processing tools on a map. Self-contained: no network."
+        ),
+        app=AppConfig(prefers_border=True),
+    )
+    def map_page() -> str:
+        return html
+
+    return MAP_URI
+
+
+# --- the view data: keep in step with buildView in map.html ---------------------------------------
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _parse_maybe_json(value: Any) -> Any:
+    if isinstance(value, str) and _JSON_TEXT.match(value):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _as_bbox(value: Any) -> list[float] | None:
+    if not isinstance(value, list) or not all(_is_num(v) for v in value):
+        return None
+    if len(value) == 4:
+        return list(value)
+    if len(value) == 6:
+        return [value[0], value[1], value[3], value[4]]
+    return None
+
+
+def _polygonal(geom: Any) -> dict | None:
+    if (
+        isinstance(geom, dict)
+        and geom.get("type") in ("Polygon", "MultiPolygon")
+        and isinstance(geom.get("coordinates"), list)
+    ):
+        return geom
+    return None
+
+
+def _geometry_bbox(geom: Any) -> list[float] | None:
+    if not isinstance(geom, dict):
+        return None
+    if geom.get("type") == "Feature":
+        return _geometry_bbox(geom.get("geometry"))
+    xs: list[float] = []
+    ys: list[float] = []
+
+    def walk(c: Any) -> None:
+        if not isinstance(c, list):
+            return
+        if len(c) >= 2 and _is_num(c[0]) and _is_num(c[1]):
+            xs.append(c[0])
+            ys.append(c[1])
+            return
+        for part in c:
+            walk(part)
+
+    walk(geom.get("coordinates"))
+    return [min(xs), min(ys), max(xs), max(ys)] if xs else None
+
+
+def _pick(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _structured(result: Any) -> dict | None:
+    if not isinstance(result, dict):
+        return None
+    sc = result["structuredContent"] if "structuredContent" in result else result.get("structured_content")
+    return sc if isinstance(sc, dict) else None
+
+
+def _is_error(result: Any) -> bool:
+    return isinstance(result, dict) and (result.get("isError") is True or result.get("is_error") is True)
+
+
+def _content(result: Any) -> list:
+    content = result.get("content") if isinstance(result, dict) else None
+    return [c for c in content if isinstance(c, dict)] if isinstance(content, list) else []
+
+
+def _result_text(result: Any) -> str:
+    return "\n".join(
+        c["text"] for c in _content(result) if c.get("type") == "text" and isinstance(c.get("text"), str)
+    )
+
+
+def _result_image(result: Any) -> str | None:
+    for c in _content(result):
+        data = c.get("data")
+        if (
+            c.get("type") == "image"
+            and c.get("mimeType") in _IMAGE_TYPES
+            and isinstance(data, str)
+            and _BASE64.match(data)
+        ):
+            return f"data:{c['mimeType']};base64," + re.sub(r"\s+", "", data)
+    return None
+
+
+def _aoi(args: dict, sc: dict | None) -> dict | None:
+    aoi_arg = _parse_maybe_json(args.get("aoi"))
+    if sc is not None and _as_bbox(sc.get("aoi_bbox")):
+        return {"bbox": _as_bbox(sc["aoi_bbox"]), "geometry": _polygonal(aoi_arg)}
+    if aoi_arg is not None:
+        if _as_bbox(aoi_arg):
+            return {"bbox": _as_bbox(aoi_arg), "geometry": None}
+        geom = _polygonal(aoi_arg)
+        if geom and _geometry_bbox(geom):
+            return {"bbox": _geometry_bbox(geom), "geometry": geom}
+    intersects = _polygonal(_parse_maybe_json(args.get("intersects")))
+    if intersects and _geometry_bbox(intersects):
+        return {"bbox": _geometry_bbox(intersects), "geometry": intersects}
+    bbox = _as_bbox(_parse_maybe_json(args.get("bbox")))
+    crs = args.get("bbox_crs")
+    if bbox and (crs is None or str(crs).upper() in _WGS84):
+        return {"bbox": bbox, "geometry": None}
+    return None
+
+
+def _footprint(item: Any) -> dict | None:
+    if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+        return None
+    props = item.get("properties") if isinstance(item.get("properties"), dict) else {}
+    geometry = _polygonal(item.get("geometry"))
+    bbox = _as_bbox(item.get("bbox")) or _geometry_bbox(geometry)
+    if not bbox:
+        return None
+    return {
+        "id": item["id"],
+        "collection": _pick(item.get("collection"), item.get("collection_id")),
+        "datetime": _pick(item.get("datetime"), props.get("datetime")),
+        "bbox": bbox,
+        "geometry": geometry,
+        "cloud_cover": _pick(item.get("cloud_cover"), props.get("eo:cloud_cover")),
+        "clear_fraction": None,
+        "rank": None,
+    }
+
+
+def _same_item(a: dict, b: dict) -> bool:
+    return a["id"] == b["id"] and (
+        a["collection"] is None or b["collection"] is None or a["collection"] == b["collection"]
+    )
+
+
+def _ranking_row(row: dict) -> dict:
+    return {
+        "id": row["item_id"],
+        "collection": row.get("collection_id"),
+        "datetime": row.get("datetime"),
+        "clear_fraction": row.get("clear_fraction"),
+        "cloud_fraction": row.get("cloud_fraction"),
+        "nodata_fraction": row.get("nodata_fraction"),
+        "scene_cloud_cover": row.get("scene_cloud_cover"),
+        "error": row.get("error"),
+    }
+
+
+def _add_footprint(footprints: list[dict], fp: dict) -> None:
+    known = next((f for f in footprints if _same_item(f, fp)), None)
+    if known is None:
+        footprints.append(fp)
+        return
+    for key, value in fp.items():
+        if known[key] is None and value is not None:
+            known[key] = value
+
+
+def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The map's view data from tool calls, each `{"arguments": {...}, "result": CallToolResult}`
+    (the result as JSON: `content`, `structuredContent`, `isError`).
+
+    Returns `{"aoi", "footprints", "ranking", "outputs", "notes", "errors"}`:
+    - `aoi`: `{"bbox", "geometry"}` (WGS84; geometry only when a polygon was given) or None;
+    - `footprints`: one per scene with a bbox — id, collection, datetime, bbox, geometry,
+      cloud_cover (scene-wide), clear_fraction and rank (from a cloud_cover_stats ranking);
+    - `ranking`: the cloud_cover_stats rows, in the tool's order;
+    - `outputs`: processing outputs with a WGS84 bbox — id, title, bbox, geometry, image
+      (a `data:` URI of the quicklook the tool returned as image content, else None);
+    - `notes`: the tools' notes; `errors`: texts of results that are tool errors.
+    Later calls add footprints (e.g. a search_items for the ranked ids) and replace the AOI.
+    """
+    view: dict[str, Any] = {
+        "aoi": None,
+        "footprints": [],
+        "ranking": [],
+        "outputs": [],
+        "notes": [],
+        "errors": [],
+    }
+    for call in calls:
+        if not isinstance(call, Mapping):
+            continue
+        args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+        result = call.get("result")
+        if _is_error(result):
+            view["errors"].append(_result_text(result) or "the tool reported an error")
+            continue
+        sc = _structured(result)
+        aoi = _aoi(args, sc)
+        if aoi:
+            view["aoi"] = aoi
+        if sc is None:
+            continue
+        if isinstance(sc.get("notes"), list):
+            for note in sc["notes"]:
+                if isinstance(note, str) and note not in view["notes"]:
+                    view["notes"].append(note)
+        items = sc.get("items")
+        if isinstance(items, list) and "aoi_bbox" in sc:  # cloud_cover_stats
+            rows = [r for r in items if isinstance(r, dict) and isinstance(r.get("item_id"), str)]
+            view["ranking"] = [_ranking_row(r) for r in rows]
+            for row in rows:
+                fp = _footprint({**row, "id": row["item_id"], "cloud_cover": row.get("scene_cloud_cover")})
+                if fp:
+                    _add_footprint(view["footprints"], fp)
+        elif isinstance(items, list):  # search_items
+            for item in items:
+                fp = _footprint(item)
+                if fp:
+                    _add_footprint(view["footprints"], fp)
+        elif (
+            sc.get("type") == "Feature"
+            and isinstance(sc.get("properties"), dict)
+            and isinstance(sc.get("assets"), dict)
+        ):  # an output record
+            geometry = _polygonal(sc.get("geometry"))
+            bbox = _as_bbox(sc.get("bbox")) or _geometry_bbox(geometry)
+            if bbox:
+                view["outputs"].append(
+                    {
+                        "id": str(_pick(sc.get("id"), "")),
+                        "title": sc["properties"].get("title"),
+                        "bbox": bbox,
+                        "geometry": geometry,
+                        "image": _result_image(result),
+                    }
+                )
+        elif (
+            isinstance(sc.get("output"), dict)
+            and isinstance(sc.get("grid"), dict)
+            and isinstance(sc.get("bands"), list)
+            and aoi
+        ):  # composite: its grid is the AOI's
+            view["outputs"].append(
+                {
+                    "id": str(_pick(sc["output"].get("id"), "")),
+                    "title": f"composite ({', '.join(str(b) for b in sc['bands'])})",
+                    "bbox": aoi["bbox"],
+                    "geometry": None,
+                    "image": _result_image(result),
+                }
+            )
+    for rank, row in enumerate(view["ranking"]):
+        for fp in view["footprints"]:
+            if _same_item(fp, row):
+                fp["clear_fraction"] = row["clear_fraction"]
+                fp["rank"] = rank
+    return view

@@ -1,0 +1,603 @@
+"""The map MCP App: its ui:// resource, its view data, and the page in a real headless Chromium.
+
+The page is loaded with tool results recorded on the sample catalog (tests/ui_fixtures/, written
+by scripts/record_ui_fixtures.py): through the `#data=` fragment, through `window.postMessage`,
+and inside an iframe of a minimal MCP Apps host (ui/initialize, tool-input, tool-result, and the
+tools/call the page makes for footprints). Screenshots are checked pixel by pixel: where each
+footprint's bbox projects, the outline has the colour the docs give it; the AOI is drawn; far
+from everything is the map background; the quicklook shows the PNG's own pixels. Expected pixel
+positions are computed here from the items' bboxes and the projection the <svg> declares
+(data-west/north/kx/ky/left/top), whose own sanity (aspect = cos(latitude), extent covers every
+bbox) is checked too.
+
+Chromium is Debian's (`apt-get install chromium`, done by scripts/install-test-deps.sh), driven
+by playwright; when either is missing the browser tests skip locally and fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import os
+import re
+import shutil
+import urllib.parse
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from stac_gdal_mcp.ui_app import MAP_URI, build_map_view, map_app_config, map_html, register_map_app
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "ui_fixtures"
+PAGE = ROOT / "stac_gdal_mcp" / "server" / "ui" / "map.html"
+DOCS_IMAGE = ROOT / "docs" / "img" / "map-app.png"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+# The colours docs/map-app.md gives (the page's legend): the test's own copy of the spec.
+BACKGROUND = "#f7f5ef"
+FOOTPRINT = "#2b6cb0"
+AOI = "#c026d3"
+CLEAR_CLASSES = [(0.9, "#1a9850"), (0.7, "#66bd63"), (0.5, "#d9a400"), (0.3, "#f46d43"), (0.0, "#d73027")]
+UNMEASURED = "#8a8a8a"
+# The restrictive default CSP an MCP Apps host applies when a resource declares no domains.
+HOST_CSP = (
+    "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; media-src 'self' data:; connect-src 'none'; frame-src 'none'; "
+    "object-src 'none'; base-uri 'self'"
+)
+
+
+def fixture(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def rgb(color: str) -> tuple[int, int, int]:
+    return tuple(int(color[i : i + 2], 16) for i in (1, 3, 5))
+
+
+def clear_color(fraction) -> str:
+    if fraction is None:
+        return UNMEASURED
+    return next(color for minimum, color in CLEAR_CLASSES if fraction >= minimum)
+
+
+def item_bboxes(search_fixture: dict) -> dict[str, list[float]]:
+    return {item["id"]: item["bbox"] for item in search_fixture["result"]["structuredContent"]["items"]}
+
+
+# --- without a browser -----------------------------------------------------------------------------
+
+
+class _Attributes(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.urls: list[tuple[str, str, str]] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href", "action", "srcset", "poster", "data", "xlink:href") and value:
+                self.urls.append((tag, name, value))
+
+
+def test_page_makes_no_network_fetches():
+    html = PAGE.read_text()
+    parser = _Attributes()
+    parser.feed(html)
+    assert parser.urls == [], f"the page must not reference any URL: {parser.urls}"
+    assert not {"link", "iframe", "object", "embed", "base"} & set(parser.tags)
+    assert "<script src" not in html.lower()
+    for api in (
+        "fetch(",
+        "XMLHttpRequest",
+        "WebSocket",
+        "EventSource",
+        "sendBeacon",
+        "import(",
+        "@import",
+    ):
+        assert api not in html, f"the page must not use {api}"
+    assert re.findall(r"url\(\s*['\"]?(?!#)", html) == [], "CSS url() only for in-page references (#id)"
+    urls = set(re.findall(r"[a-z]+://[^\s\"'<>)]*", html))
+    assert urls == {"http://www.w3.org/2000/svg"}, f"only the SVG namespace may look like a URL: {urls}"
+    assert html == map_html()
+
+
+async def test_resource_and_tool_meta_follow_the_ui_extension():
+    from fastmcp import Client, FastMCP
+
+    mcp = FastMCP("map-app-test")
+    assert register_map_app(mcp) == MAP_URI
+
+    @mcp.tool(app=map_app_config())
+    def shown_on_the_map() -> dict:
+        return {"items": []}
+
+    async with Client(mcp) as client:
+        listed = {str(r.uri): r for r in await client.list_resources()}
+        assert listed[MAP_URI].mime_type == "text/html;profile=mcp-app"
+        (content,) = await client.read_resource(MAP_URI)
+        assert content.mime_type == "text/html;profile=mcp-app"
+        assert content.text == PAGE.read_text()
+        meta = listed[MAP_URI].meta or {}
+        assert meta.get("ui") == {"prefersBorder": True}
+        (tool,) = [t for t in await client.list_tools() if t.name == "shown_on_the_map"]
+        assert tool.meta["ui"] == {"resourceUri": MAP_URI}
+
+
+def test_view_of_a_search():
+    search = fixture("search_items")
+    view = build_map_view([search])
+    items = search["result"]["structuredContent"]["items"]
+    assert [f["id"] for f in view["footprints"]] == [i["id"] for i in items]
+    assert [f["bbox"] for f in view["footprints"]] == [i["bbox"] for i in items]
+    assert [f["cloud_cover"] for f in view["footprints"]] == [i["cloud_cover"] for i in items]
+    assert view["aoi"] == {"bbox": search["arguments"]["bbox"], "geometry": None}
+    assert view["ranking"] == [] and view["outputs"] == [] and view["errors"] == []
+
+
+def test_view_of_a_ranking_with_its_footprints_and_a_quicklook():
+    stats, footprints, preview = (
+        fixture("cloud_cover_stats"),
+        fixture("cloud_cover_stats.footprints"),
+        fixture("preview"),
+    )
+    rows = stats["result"]["structuredContent"]["items"]
+
+    alone = build_map_view([stats])
+    assert [r["id"] for r in alone["ranking"]] == [r["item_id"] for r in rows]
+    assert alone["footprints"] == []  # the rows carry no footprint: the page asks for them
+    assert alone["aoi"] == {"bbox": stats["arguments"]["aoi"], "geometry": None}
+
+    view = build_map_view([stats, footprints, preview])
+    bboxes = item_bboxes(footprints)
+    clear = {r["item_id"]: r["clear_fraction"] for r in rows}
+    assert {f["id"]: f["bbox"] for f in view["footprints"]} == bboxes
+    assert {f["id"]: f["clear_fraction"] for f in view["footprints"]} == clear
+    assert {f["id"]: f["rank"] for f in view["footprints"]} == {r["item_id"]: i for i, r in enumerate(rows)}
+    (out,) = view["outputs"]
+    record = preview["result"]["structuredContent"]
+    assert out["id"] == record["id"] and out["bbox"] == record["bbox"]
+    (image,) = [c for c in preview["result"]["content"] if c["type"] == "image"]
+    assert out["image"] == f"data:image/png;base64,{image['data']}"
+    assert view["aoi"]["bbox"] == preview["arguments"]["bbox"]
+
+
+def test_view_of_aoi_given_as_geometry_or_json_text_and_of_errors():
+    polygon = {"type": "Polygon", "coordinates": [[[1, 2], [3, 2], [3, 5], [1, 5], [1, 2]]]}
+    ranked = {"result": {"structuredContent": {"aoi_bbox": [1, 2, 3, 5], "items": []}}}
+    assert build_map_view([{**ranked, "arguments": {"aoi": json.dumps(polygon)}}])["aoi"] == {
+        "bbox": [1, 2, 3, 5],
+        "geometry": polygon,
+    }
+    searched = {"arguments": {"intersects": polygon}, "result": {"structuredContent": {"items": []}}}
+    assert build_map_view([searched])["aoi"] == {"bbox": [1, 2, 3, 5], "geometry": polygon}
+    utm = {"arguments": {"bbox": [500000, 5000000, 510000, 5010000], "bbox_crs": "EPSG:32633"}, "result": {}}
+    assert build_map_view([utm])["aoi"] is None
+    failed = {"result": {"isError": True, "content": [{"type": "text", "text": "collection 'x' not found"}]}}
+    assert build_map_view([failed])["errors"] == ["collection 'x' not found"]
+
+
+# --- in Chromium -----------------------------------------------------------------------------------
+
+
+def _unavailable(reason: str):
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"headless Chromium unavailable (CI=true makes this a failure): {reason}")
+    pytest.skip(f"headless Chromium unavailable: {reason}")
+
+
+@pytest.fixture
+def browser():
+    """Per test: sync playwright keeps an event loop running while it is open, which async tests
+    of the same module must not see."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        _unavailable(f"playwright is not installed ({exc}); pip install -e '.[test]'")
+    executable = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(executable).exists():
+        _unavailable(f"{executable} not found; bash scripts/install-test-deps.sh installs Debian's chromium")
+    with sync_playwright() as p:
+        try:
+            launched = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, timeout=60_000)
+        except Exception as exc:
+            _unavailable(f"{executable} did not start: {exc}")
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A page at 900 x 800 CSS px (scale 1), recording every request, console error and page error."""
+    context = browser.new_context(viewport={"width": 900, "height": 800}, device_scale_factor=1)
+    pg = context.new_page()
+    pg.requests, pg.problems = [], []
+    pg.on("request", lambda r: pg.requests.append(r.url))
+    pg.on("console", lambda m: pg.problems.append(m.text) if m.type in ("error", "warning") else None)
+    pg.on("pageerror", lambda e: pg.problems.append(str(e)))
+    yield pg
+    context.close()
+    assert pg.problems == [], f"console errors or CSP violations: {pg.problems}"
+    fetched = [u for u in pg.requests if not u.startswith(("data:", "about:", PAGE.as_uri()))]
+    assert fetched == [], f"the page fetched something at view time: {fetched}"
+
+
+def open_with_fragment(pg, calls: list[dict]) -> None:
+    pg.goto(PAGE.as_uri() + "#data=" + urllib.parse.quote(json.dumps({"calls": calls})))
+    pg.wait_for_selector("body[data-state=rendered]")
+
+
+def screenshot(target, path: Path):
+    from PIL import Image
+
+    path.write_bytes(target.screenshot())
+    return Image.open(path).convert("RGB")
+
+
+class Projection:
+    """The page's declared projection, as screenshot pixels (origin: the svg's top-left corner)."""
+
+    def __init__(self, frame, offset=(0.0, 0.0)):
+        data = frame.evaluate(
+            """() => { const svg = document.getElementById('map'); const r = svg.getBoundingClientRect();
+                       return { ...svg.dataset, x: r.left, y: r.top }; }"""
+        )
+        self.west, self.south, self.east, self.north = (
+            float(data[k]) for k in ("west", "south", "east", "north")
+        )
+        self.kx, self.ky = float(data["kx"]), float(data["ky"])
+        self.left, self.top = float(data["left"]), float(data["top"])
+        self.width, self.height = float(data["width"]), float(data["height"])
+        self.step_lon, self.step_lat = float(data["stepLon"]), float(data["stepLat"])
+        self.ox, self.oy = data["x"] + offset[0], data["y"] + offset[1]
+
+    def px(self, lon: float, lat: float) -> tuple[float, float]:
+        return (
+            self.ox + self.left + (lon - self.west) * self.kx,
+            self.oy + self.top + (self.north - lat) * self.ky,
+        )
+
+    def check(self, bboxes) -> None:
+        """Equirectangular with x scaled by cos(mid latitude), and every bbox inside the view."""
+        mid = math.radians((self.south + self.north) / 2)
+        assert self.kx / self.ky == pytest.approx(math.cos(mid), rel=1e-6)
+        assert (self.east - self.west) * self.kx == pytest.approx(self.width, rel=1e-6)
+        assert (self.north - self.south) * self.ky == pytest.approx(self.height, rel=1e-6)
+        for w, s, e, n in bboxes:
+            assert self.west < w < e < self.east and self.south < s < n < self.north
+
+
+def edge_points(bbox, fractions=(0.2, 0.4, 0.6, 0.8)):
+    """Points on the four edges of a bbox, in lon/lat."""
+    w, s, e, n = bbox
+    for t in fractions:
+        yield (w + t * (e - w), n)
+        yield (w + t * (e - w), s)
+        yield (w, s + t * (n - s))
+        yield (e, s + t * (n - s))
+
+
+def distance_to_outline(proj, bbox, x, y) -> float:
+    """Pixels from (x, y) to the nearest edge of bbox's projected rectangle."""
+    (x0, y0), (x1, y1) = proj.px(bbox[0], bbox[3]), proj.px(bbox[2], bbox[1])
+    dx = 0 if x0 <= x <= x1 else min(abs(x - x0), abs(x - x1))
+    dy = 0 if y0 <= y <= y1 else min(abs(y - y0), abs(y - y1))
+    if dx == 0 and dy == 0:
+        return min(abs(x - x0), abs(x - x1), abs(y - y0), abs(y - y1))
+    on_x = x0 <= x <= x1
+    on_y = y0 <= y <= y1
+    if on_x:
+        return min(abs(y - y0), abs(y - y1))
+    if on_y:
+        return min(abs(x - x0), abs(x - x1))
+    return math.hypot(dx, dy)
+
+
+def color_near(img, x, y, color, radius=2, tolerance=12) -> bool:
+    want = rgb(color)
+    for i in range(round(x) - radius, round(x) + radius + 1):
+        for j in range(round(y) - radius, round(y) + radius + 1):
+            inside = 0 <= i < img.width and 0 <= j < img.height
+            if inside and all(abs(a - b) <= tolerance for a, b in zip(img.getpixel((i, j)), want)):
+                return True
+    return False
+
+
+def check_outlines(img, proj, drawn: list[tuple[list[float], str]], others=()) -> int:
+    """Each bbox in `drawn` ([(bbox, colour)], bottom to top) shows its colour on its outline, or
+    the colour of the topmost outline passing within 3 px. Returns how many points were checked."""
+    checked = 0
+    for bbox, color in drawn:
+        for lon, lat in edge_points(bbox):
+            x, y = proj.px(lon, lat)
+            if any(distance_to_outline(proj, other, x, y) < 6 for other in others):
+                continue  # the AOI or an output outline is drawn over here
+            near = [c for b, c in drawn if distance_to_outline(proj, b, x, y) <= 3]
+            expected = near[-1] if near else color
+            assert color_near(img, x, y, expected), (
+                f"no {expected} at ({x:.1f}, {y:.1f}) on the outline of {bbox}; "
+                f"found {img.getpixel((round(x), round(y)))}"
+            )
+            checked += 1
+    return checked
+
+
+def check_background(img, proj, bboxes) -> int:
+    """Points of the plot 12 px or more from every drawn bbox and 3 px from the graticule lines
+    show the map background. Returns how many were checked."""
+    checked = 0
+    step = 23
+    for i in range(1, int(proj.width // step)):
+        for j in range(1, int(proj.height // step)):
+            x, y = proj.ox + proj.left + i * step, proj.oy + proj.top + j * step
+            lon = proj.west + (x - proj.ox - proj.left) / proj.kx
+            lat = proj.north - (y - proj.oy - proj.top) / proj.ky
+            inside = any(b[0] <= lon <= b[2] and b[1] <= lat <= b[3] for b in bboxes)
+            if inside or any(distance_to_outline(proj, b, x, y) < 12 for b in bboxes):
+                continue
+            grid_x = [
+                proj.px(k * proj.step_lon, 0)[0]
+                for k in range(round(lon / proj.step_lon) - 1, round(lon / proj.step_lon) + 2)
+            ]
+            grid_y = [
+                proj.px(0, k * proj.step_lat)[1]
+                for k in range(round(lat / proj.step_lat) - 1, round(lat / proj.step_lat) + 2)
+            ]
+            if min(abs(x - g) for g in grid_x) < 3 or min(abs(y - g) for g in grid_y) < 3:
+                continue
+            assert color_near(img, x, y, BACKGROUND, radius=0, tolerance=2), (
+                f"({x}, {y}) far from everything is {img.getpixel((x, y))}, not the background"
+            )
+            checked += 1
+    return checked
+
+
+def drawn_order(view_footprints: list[dict], ranked: bool) -> list[dict]:
+    """Bottom to top, as docs/map-app.md says: in a ranking the clearest scene of a stack is on
+    top (cloudiest first; ties: the earlier item on top); otherwise the first result on top."""
+    indexed = list(enumerate(view_footprints))
+    if ranked:
+        indexed.sort(key=lambda p: (p[1]["clear"] if p[1]["clear"] is not None else -1, -p[0]))
+    else:
+        indexed.reverse()
+    return [fp for _, fp in indexed]
+
+
+@pytest.mark.testbed
+def test_search_footprints_drawn_where_their_bboxes_project(page, tmp_path):
+    search = fixture("search_items")
+    open_with_fragment(page, [search])
+    img = screenshot(page, tmp_path / "map-search.png")
+    proj = Projection(page)
+    items = search["result"]["structuredContent"]["items"]
+    aoi = search["arguments"]["bbox"]
+    proj.check([i["bbox"] for i in items] + [aoi])
+
+    drawn = [(i["bbox"], FOOTPRINT) for i in reversed(items)]
+    assert check_outlines(img, proj, drawn, others=[aoi]) >= 16
+    assert check_outlines(img, proj, [(aoi, AOI)]) == 16
+    assert check_background(img, proj, [aoi] + [i["bbox"] for i in items]) >= 20
+    assert page.evaluate("window.stacMap.view") == build_map_view([search])
+
+
+@pytest.mark.testbed
+def test_ranking_with_footprints_and_quicklook(page, tmp_path):
+    from PIL import Image
+
+    stats, footprints, preview = (
+        fixture("cloud_cover_stats"),
+        fixture("cloud_cover_stats.footprints"),
+        fixture("preview"),
+    )
+    calls = [stats, footprints, preview]
+    open_with_fragment(page, calls)
+    img = screenshot(page, tmp_path / "map-ranking.png")
+    DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tmp_path / "map-ranking.png", DOCS_IMAGE)
+    assert page.evaluate("window.stacMap.view") == build_map_view(calls)
+
+    proj = Projection(page)
+    rows = stats["result"]["structuredContent"]["items"]
+    clear = {r["item_id"]: r["clear_fraction"] for r in rows}
+    items = [
+        {"bbox": i["bbox"], "clear": clear[i["id"]], "id": i["id"]}
+        for i in footprints["result"]["structuredContent"]["items"]
+    ]
+    aoi, record = stats["arguments"]["aoi"], preview["result"]["structuredContent"]
+    proj.check([i["bbox"] for i in items] + [aoi, record["bbox"]])
+    drawn = [(fp["bbox"], clear_color(fp["clear"])) for fp in drawn_order(items, ranked=True)]
+    assert check_outlines(img, proj, drawn, others=[aoi, record["bbox"]]) >= 16
+    assert check_outlines(img, proj, [(aoi, AOI)], others=[]) >= 8
+    assert check_background(img, proj, [aoi, record["bbox"]] + [i["bbox"] for i in items]) >= 20
+
+    # the quicklook: the PNG's own pixels where its bbox projects (uniform spots, off the outlines)
+    (content,) = [c for c in preview["result"]["content"] if c["type"] == "image"]
+    png = Image.open(io.BytesIO(base64.b64decode(content["data"]))).convert("RGBA")
+    w, s, e, n = record["bbox"]
+    compared = matched = 0
+    for fx in [k / 10 for k in range(1, 10)]:
+        for fy in [k / 10 for k in range(1, 10)]:
+            px, py = int(fx * png.width), int(fy * png.height)
+            spot = [png.getpixel((i, j)) for i in range(px - 2, px + 3) for j in range(py - 2, py + 3)]
+            if any(p[3] < 255 for p in spot) or max(max(c) - min(c) for c in zip(*[p[:3] for p in spot])) > 8:
+                continue
+            x, y = proj.px(w + fx * (e - w), n - fy * (n - s))
+            if any(distance_to_outline(proj, b, x, y) < 6 for b in [aoi, record["bbox"]]):
+                continue
+            compared += 1
+            matched += color_near(
+                img, x, y, "#{:02x}{:02x}{:02x}".format(*png.getpixel((px, py))[:3]), radius=1, tolerance=24
+            )
+    assert compared >= 10 and matched >= 0.9 * compared, f"{matched} of {compared} quicklook pixels found"
+
+    # hovering a row brings that scene's outline on top, in its class colour
+    for row in rows:
+        page.hover(f"#list tr[data-id='{row['item_id']}']")
+        img = screenshot(page, tmp_path / f"map-hover-{row['item_id']}.png")
+        bbox = next(i["bbox"] for i in items if i["id"] == row["item_id"])
+        hovered = [(bbox, clear_color(row["clear_fraction"]))]
+        assert check_outlines(img, proj, hovered, others=[aoi, record["bbox"]]) >= 8, row["item_id"]
+
+    # a click where only the Landsat footprints are: the best-ranked Landsat scene is selected
+    landsat = [i for i in items if i["id"].startswith("LC0")]
+    s2 = [i for i in items if i["id"].startswith("S2")]
+    lon = (landsat[0]["bbox"][0] + min(i["bbox"][0] for i in s2)) / 2
+    lat = (landsat[0]["bbox"][3] + max(i["bbox"][3] for i in s2)) / 2
+    under = [
+        r["item_id"]
+        for r in rows
+        if any(
+            i["id"] == r["item_id"]
+            and i["bbox"][0] <= lon <= i["bbox"][2]
+            and i["bbox"][1] <= lat <= i["bbox"][3]
+            for i in items
+        )
+    ]
+    assert under and all(i.startswith("LC0") for i in under)
+    page.mouse.click(*proj.px(lon, lat))
+    assert page.get_attribute("#selected", "data-id") == under[0]
+    assert page.is_visible("#tip") and under[0] in page.inner_text("#tip")
+
+
+@pytest.mark.testbed
+def test_output_record_without_quicklook_and_post_message_input(page, tmp_path):
+    reproject = fixture("reproject_asset")
+    page.goto(PAGE.as_uri())
+    page.evaluate(
+        """(call) => {
+            window.postMessage({jsonrpc: '2.0', method: 'ui/notifications/tool-input', params: {arguments: call.arguments}}, '*');
+            window.postMessage({jsonrpc: '2.0', method: 'ui/notifications/tool-result', params: call.result}, '*');
+        }""",
+        reproject,
+    )
+    page.wait_for_selector("body[data-state=rendered]")
+    assert page.evaluate("window.stacMap.view") == build_map_view([reproject])
+    img = screenshot(page, tmp_path / "map-output.png")
+    proj = Projection(page)
+    record = reproject["result"]["structuredContent"]
+    proj.check([record["bbox"]])
+    assert check_outlines(img, proj, [(reproject["arguments"]["bbox"], AOI)]) >= 8
+    assert record["id"] in page.inner_text("#status")
+
+
+HOST = """<!doctype html><html><head><meta charset="utf-8"><style>body{margin:0}iframe{border:0;width:900px;height:700px;display:block}</style></head>
+<body><iframe id="app" sandbox="allow-scripts"></iframe><script>
+const CALL = __CALL__, FOOTPRINTS = __FOOTPRINTS__, PAGE = __PAGE__;
+window.received = []; window.toolCalls = [];
+const frame = document.getElementById('app');
+window.addEventListener('message', (event) => {
+  if (event.source !== frame.contentWindow) return;
+  const m = event.data, send = (msg) => frame.contentWindow.postMessage(msg, '*');
+  window.received.push(m);
+  if (m.method === 'ui/initialize') {
+    send({jsonrpc: '2.0', id: m.id, result: {protocolVersion: '2026-01-26', hostInfo: {name: 'test-host', version: '0'},
+          hostCapabilities: {serverTools: {}}, hostContext: {theme: 'light', displayMode: 'inline',
+          containerDimensions: {width: 900, maxHeight: 1200}}}});
+  } else if (m.method === 'ui/notifications/initialized') {
+    send({jsonrpc: '2.0', method: 'ui/notifications/tool-input', params: {arguments: CALL.arguments}});
+    send({jsonrpc: '2.0', method: 'ui/notifications/tool-result', params: CALL.result});
+  } else if (m.method === 'tools/call') {
+    window.toolCalls.push(m.params);
+    send({jsonrpc: '2.0', id: m.id, result: FOOTPRINTS.result});
+  } else if (m.method === 'ui/notifications/size-changed') {
+    frame.style.height = m.params.height + 'px';
+  }
+});
+frame.srcdoc = PAGE;
+</script></body></html>"""
+
+
+def _js(value) -> str:
+    return json.dumps(value).replace("</", "<\\/")
+
+
+@pytest.mark.testbed
+def test_in_a_host_over_the_mcp_apps_protocol(page, tmp_path):
+    """The page in a sandboxed iframe under the host's default CSP: handshake, tool-input and
+    tool-result from the host, footprints asked with tools/call search_items, size reported."""
+    stats, footprints = fixture("cloud_cover_stats"), fixture("cloud_cover_stats.footprints")
+    app = PAGE.read_text().replace(
+        "<head>", f'<head><meta http-equiv="Content-Security-Policy" content="{HOST_CSP}">', 1
+    )
+    host = (
+        HOST.replace("__CALL__", _js(stats))
+        .replace("__FOOTPRINTS__", _js(footprints))
+        .replace("__PAGE__", _js(app))
+    )
+    host_file = tmp_path / "host.html"
+    host_file.write_text(host)
+    page.requests.clear()
+    page.goto(host_file.as_uri())
+    frame = page.frame_locator("#app")
+    frame.locator("body[data-state=rendered] #map path.fp").first.wait_for()
+    app_frame = next(f for f in page.frames if f != page.main_frame)
+    app_frame.wait_for_function(
+        f"document.querySelectorAll('#map path.fp').length === {len(footprints['result']['structuredContent']['items'])}"
+    )
+    page.wait_for_function(
+        "window.received.some(m => m.method === 'ui/notifications/size-changed' && m.params.height > 500)"
+    )
+    page.requests[:] = [u for u in page.requests if u != host_file.as_uri()]
+
+    received = page.evaluate("window.received")
+    methods = [m.get("method") for m in received]
+    assert methods[:2] == ["ui/initialize", "ui/notifications/initialized"]
+    init = received[0]["params"]
+    assert init["protocolVersion"] == "2026-01-26" and init["appInfo"]["name"] and "appCapabilities" in init
+    assert page.evaluate("window.toolCalls") == [
+        {"name": "search_items", "arguments": footprints["arguments"]}
+    ]
+    assert app_frame.evaluate("window.stacMap.view") == build_map_view([stats, footprints])
+
+    box = page.locator("#app").bounding_box()
+    img = screenshot(page, tmp_path / "map-in-host.png")
+    proj = Projection(app_frame, offset=(box["x"], box["y"]))
+    rows = stats["result"]["structuredContent"]["items"]
+    clear = {r["item_id"]: r["clear_fraction"] for r in rows}
+    items = [
+        {"bbox": i["bbox"], "clear": clear[i["id"]]}
+        for i in footprints["result"]["structuredContent"]["items"]
+    ]
+    aoi = stats["arguments"]["aoi"]
+    proj.check([i["bbox"] for i in items] + [aoi])
+    drawn = [(fp["bbox"], clear_color(fp["clear"])) for fp in drawn_order(items, ranked=True)]
+    assert check_outlines(img, proj, drawn, others=[aoi]) >= 16
+    assert check_outlines(img, proj, [(aoi, AOI)]) >= 8
+    assert check_background(img, proj, [aoi] + [i["bbox"] for i in items]) >= 20
+
+
+async def test_recorded_fixtures_match_the_tools_today(tmp_path):
+    """The fixtures are what the tools return now (else: scripts/record_ui_fixtures.py), and the
+    page's resource sits beside the real tools without clashing with their resources."""
+    from fastmcp import Client
+
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    mcp = build_server(load_settings(default_catalog="sample", workspace=tmp_path))
+    register_map_app(mcp)
+    try:
+        async with Client(mcp) as client:
+            assert MAP_URI in {str(r.uri) for r in await client.list_resources()}
+            for name in ("search_items", "cloud_cover_stats", "cloud_cover_stats.footprints"):
+                recorded = fixture(name)
+                live = await client.call_tool_mcp(recorded["tool"], recorded["arguments"])
+                live = live.model_dump(mode="json", by_alias=True, exclude_none=True)
+                call = {"arguments": recorded["arguments"], "result": live}
+                assert build_map_view([call]) == build_map_view([recorded]), name
+    finally:
+        mcp.extensions.close()
