@@ -89,7 +89,7 @@ def convert_asset(
                 valid = ~np.ma.getmaskarray(data).any(axis=0)
                 job.progress(1, 2, "read")
                 image = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=len(indexes) == 3)
-                write_8bit(fmt, out.path, image, valid, options)
+                write_8bit(fmt, out.path, image, valid, options, crs=src.crs, transform=transform)
                 nodata = 0 if fmt.driver == "JPEG" else None
                 facts = raster_facts(
                     src.crs, transform, width, height, raster_bands(["uint8"] * len(indexes), nodata)

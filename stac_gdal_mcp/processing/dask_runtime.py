@@ -45,12 +45,29 @@ def scheduler_name(core) -> str:
     )
 
 
+def _no_spurious_rasterio_warning() -> None:
+    """odc-stac reads each chunk with `rasterio.warp.reproject` into an array; rasterio gives the
+    array a georeferenced in-memory dataset, which it opens before setting its transform and
+    hides the resulting NotGeoreferencedWarning with `warnings.catch_warnings()`. That is not
+    thread-safe: with several dask threads, one thread's catch_warnings ending restores the
+    filters while another thread is inside, and the spurious warning reaches stderr (in some
+    runs of the demo). A standing filter for exactly that warning, raised in `rasterio.warp`,
+    is not undone that way. Warnings of files that really lack georeferencing are raised
+    elsewhere (rasterio.open) and still show."""
+    import warnings
+
+    from rasterio.errors import NotGeoreferencedWarning
+
+    warnings.filterwarnings("ignore", category=NotGeoreferencedWarning, module=r"rasterio\.warp\Z")
+
+
 def compute(core, job: Job, *arrays):
     """Compute dask-backed objects on the configured scheduler, with progress and cancellation."""
     import warnings
 
     import dask
 
+    _no_spurious_rasterio_warning()
     try:
         address = core.settings.dask_scheduler
         if address:

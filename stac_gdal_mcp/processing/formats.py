@@ -351,31 +351,44 @@ def colorize(gray, valid, colormap: str = "viridis"):
     return np.where(valid[None], rgb, 0).astype("uint8")
 
 
-def write_8bit(fmt: OutputFormat, path: Path, bands, valid, options: dict[str, str]) -> None:
-    """Write 1 or 3 uint8 bands as PNG (with an alpha band: nodata transparent) or JPEG."""
+def write_8bit(
+    fmt: OutputFormat, path: Path, bands, valid, options: dict[str, str], *, crs, transform
+) -> None:
+    """Write 1 or 3 uint8 bands as PNG (with an alpha band: nodata transparent) or JPEG.
+
+    `crs` and `transform` are the image's georeferencing. The file does not keep it (no
+    .aux.xml or world file: PAM is off; the output's record carries it), but rasterio is given
+    it: a dataset opened without one warns NotGeoreferencedWarning, and hiding that with
+    `warnings.catch_warnings()` is not thread-safe (another thread's catch_warnings can undo
+    the filter mid-write, so the warning reached stderr in some runs).
+    """
     import numpy as np
     import rasterio
 
     if fmt.driver == "PNG":
         alpha = np.where(valid, 255, 0).astype("uint8")[None]
         bands = np.concatenate([bands, alpha])
-    import warnings
-
-    from rasterio.errors import NotGeoreferencedWarning
-
     count, height, width = bands.shape
-    with rasterio.Env(GDAL_PAM_ENABLED="NO"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", NotGeoreferencedWarning)
-        with rasterio.open(
-            path, "w", driver=fmt.driver, width=width, height=height, count=count, dtype="uint8", **options
-        ) as dst:
-            dst.write(bands)
-            if fmt.driver == "PNG":
-                from rasterio.enums import ColorInterp
+    with (
+        rasterio.Env(GDAL_PAM_ENABLED="NO"),
+        rasterio.open(
+            path,
+            "w",
+            driver=fmt.driver,
+            width=width,
+            height=height,
+            count=count,
+            dtype="uint8",
+            crs=crs,
+            transform=transform,
+            **options,
+        ) as dst,
+    ):
+        dst.write(bands)
+        if fmt.driver == "PNG":
+            from rasterio.enums import ColorInterp
 
-                gray = (
-                    [ColorInterp.gray]
-                    if count == 2
-                    else [ColorInterp.red, ColorInterp.green, ColorInterp.blue]
-                )
-                dst.colorinterp = [*gray, ColorInterp.alpha]
+            gray = (
+                [ColorInterp.gray] if count == 2 else [ColorInterp.red, ColorInterp.green, ColorInterp.blue]
+            )
+            dst.colorinterp = [*gray, ColorInterp.alpha]

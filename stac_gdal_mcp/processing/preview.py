@@ -154,7 +154,7 @@ def render_preview(
     store = core.outputs
     stem = f"preview-{first.item_id or first.stem}"
     with store.writing(fmt.suffix, None, stem=stem) as out:
-        write_8bit(fmt, out.path, image, valid, {})
+        write_8bit(fmt, out.path, image, valid, {}, crs=crs, transform=transform)
         png = out.path.read_bytes()
         facts = raster_facts(crs, transform, out_w, out_h, raster_bands(["uint8"] * 3, None))
         record = store.commit(
