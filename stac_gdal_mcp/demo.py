@@ -35,7 +35,7 @@ async def call(client, tool: str, **arguments) -> Any:
 async def step_catalogs(client, say):
     tools = await client.list_tools()
     say("tools/list", [t.name for t in tools])
-    catalogs = (await call(client, "list_catalogs"))["result"]
+    catalogs = (await call(client, "list_catalogs"))["catalogs"]
     say("list_catalogs()", [{k: c.get(k) for k in ("id", "kind", "url", "path")} for c in catalogs])
 
 

@@ -37,6 +37,10 @@ class CatalogInfo(_Model):
     features: SearchFeatures | None = None
 
 
+class CatalogList(_Model):
+    catalogs: list[CatalogInfo]
+
+
 class AssetSummary(_Model):
     roles: list[str] = []
     bands: list[str] = Field(default=[], description="band common names (e.g. red, nir)")

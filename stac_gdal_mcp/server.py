@@ -45,6 +45,7 @@ def build_server(
 
     from . import __version__
     from .tools import analysis, discovery, processing
+    from .tools.errors import argument_errors_middleware
 
     core = core or Core(settings)
     mcp = FastMCP(
@@ -53,6 +54,7 @@ def build_server(
         version=__version__,
         mask_error_details=True,
         auth=_token_auth(http_token) if http_token else None,
+        middleware=[argument_errors_middleware()],
     )
     discovery.register(mcp, core)
     processing.register(mcp, core)

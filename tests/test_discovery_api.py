@@ -62,7 +62,7 @@ async def test_tools_are_listed_with_annotations(client):
 
 async def test_list_catalogs_reports_conformance(client, pgstac_api):
     result = await call(client, "list_catalogs", check_reachable=True)
-    by_id = {c["id"]: c for c in result["result"]}
+    by_id = {c["id"]: c for c in result["catalogs"]}
     testbed = by_id["testbed"]
     assert testbed["reachable"] is True
     features = testbed["features"]

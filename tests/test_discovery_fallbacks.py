@@ -101,7 +101,7 @@ async def test_api_without_filter_gets_conditions_client_side(make_settings, dat
         )
         async with Client(build_server(settings)) as client:
             info = (await client.call_tool("list_catalogs", {"check_reachable": True})).structured_content[
-                "result"
+                "catalogs"
             ]
             features = next(c for c in info if c["id"] == "mini")["features"]
             assert features["item_search"] and not features["filter_cql2_text"] and not features["query"]
@@ -189,7 +189,7 @@ async def test_catalog_down_is_reported(make_settings):
         assert result.is_error and "catalog 'down'" in result.content[0].text
         assert "unavailable" in result.content[0].text
         catalogs = (await client.call_tool("list_catalogs", {"check_reachable": True})).structured_content[
-            "result"
+            "catalogs"
         ]
         down = next(c for c in catalogs if c["id"] == "down")
         assert down["reachable"] is False and "ConnectionError" in down["error"]

@@ -30,7 +30,7 @@ def settings_with(tmp_path, *servers, **overrides):
 
 
 def listed(result) -> dict:
-    return {e["name"]: e for e in result.structured_content["result"]}
+    return {e["name"]: e for e in result.structured_content["extensions"]}
 
 
 def entries(mcp) -> dict:
@@ -303,8 +303,8 @@ async def test_collision_with_a_core_tool_names_both(build, tmp_path):
     mcp = build(settings_with(tmp_path, {"name": "list", "script": str(ECHO)}))
     async with Client(mcp) as client:
         catalogs = await client.call_tool("list_catalogs", {})
-    assert isinstance(catalogs.structured_content["result"], list)
-    assert catalogs.structured_content["result"]  # the core tool, not the server's empty list
+    assert isinstance(catalogs.structured_content["catalogs"], list)
+    assert catalogs.structured_content["catalogs"]  # the core tool, not the server's empty list
     info = entries(mcp)["list"]
     assert info.status == "failed"
     assert info.error.startswith(

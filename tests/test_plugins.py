@@ -55,7 +55,7 @@ def settings_with(tmp_path, **overrides):
 
 
 def extensions_by_name(result) -> dict:
-    return {e["name"]: e for e in result.structured_content["result"]}
+    return {e["name"]: e for e in result.structured_content["extensions"]}
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

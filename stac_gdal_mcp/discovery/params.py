@@ -13,9 +13,10 @@ from ..errors import InvalidArgument, InvalidBBox, InvalidDatetime, InvalidFilte
 
 
 def as_list(value: str | list[str] | None, name: str) -> list[str] | None:
-    """Accept a list of strings or a comma-separated string."""
+    """Accept a list of strings, a comma-separated string or the list as JSON text."""
     if value is None:
         return None
+    value = json_text(value, name)
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -23,20 +24,33 @@ def as_list(value: str | list[str] | None, name: str) -> list[str] | None:
     return value or None
 
 
-def _from_json(value: Any, error: Exception) -> Any:
-    """Arguments that are objects may also arrive as JSON text (some clients send strings)."""
-    if not isinstance(value, str):
+def json_text(
+    value: Any,
+    name: str,
+    *,
+    always: bool = False,
+    hint: str = "",
+    kind: str = "JSON text",
+    error: type[InvalidArgument] = InvalidArgument,
+) -> Any:
+    """An array or object argument that arrived as JSON text (as some MCP clients and LLM hosts
+    send them), parsed; any other value is returned as it is. Text is parsed when it starts
+    with `[` or `{`, or always with `always=True` (for arguments that have no text form of their
+    own). The one place such text is parsed, for the library and the MCP tools alike."""
+    if not isinstance(value, str) or not (always or value.lstrip().startswith(("[", "{"))):
         return value
     try:
         return json.loads(value)
-    except ValueError:
-        raise error from None
+    except json.JSONDecodeError as exc:
+        where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise error(f"{name} is not valid {kind} ({where}){'; ' + hint if hint else ''}") from None
 
 
 def bbox(value: Any) -> list[float] | None:
     """[west, south, east, north] in WGS84 degrees (a 6-number 3D bbox is also accepted)."""
     if value is None:
         return None
+    value = json_text(value, "bbox", error=InvalidBBox)
     if isinstance(value, str):
         try:
             value = [float(v) for v in value.replace(" ", "").split(",")]
@@ -69,7 +83,7 @@ def intersects(value: Any) -> dict | None:
     """A GeoJSON geometry (dict or JSON text), checked with shapely."""
     if value is None:
         return None
-    value = _from_json(value, InvalidArgument("intersects must be a GeoJSON geometry object"))
+    value = json_text(value, "intersects", always=True, hint="give a GeoJSON geometry object")
     if isinstance(value, dict) and value.get("type") == "Feature":
         value = value.get("geometry")
     try:
@@ -164,13 +178,11 @@ def cql2_filter(value: str | dict | None, filter_lang: str | None = None):
 
     if filter_lang not in (None, "cql2-text", "cql2-json"):
         raise InvalidFilter(f"filter_lang must be 'cql2-text' or 'cql2-json' (got '{filter_lang}')")
+    value = json_text(
+        value, "filter", always=filter_lang == "cql2-json", kind="CQL2 JSON", error=InvalidFilter
+    )
     try:
-        if isinstance(value, dict):
-            expr = cql2.Expr(value)
-        elif filter_lang == "cql2-json" or value.lstrip().startswith("{"):
-            expr = cql2.Expr(json.loads(value))
-        else:
-            expr = cql2.Expr(value)
+        expr = cql2.Expr(value)
         expr.to_json()
     except Exception as exc:
         raise InvalidFilter(
@@ -188,7 +200,7 @@ def query(value: dict | str | None) -> dict | None:
     """The STAC query extension: {"eo:cloud_cover": {"lt": 20}, "platform": {"eq": "x"}}."""
     if value is None:
         return None
-    value = _from_json(value, InvalidFilter(QUERY_EXAMPLE))
+    value = json_text(value, "query", always=True, hint=QUERY_EXAMPLE, error=InvalidFilter)
     if not isinstance(value, dict):
         raise InvalidFilter(QUERY_EXAMPLE)
     for prop, ops in value.items():
@@ -215,6 +227,7 @@ def sortby(value: str | list | None) -> list[dict] | None:
     """'-eo:cloud_cover,datetime' or [{"field": ..., "direction": "asc"|"desc"}]."""
     if value is None:
         return None
+    value = json_text(value, "sortby")
     if isinstance(value, str):
         value = [v.strip() for v in value.split(",") if v.strip()]
     out = []

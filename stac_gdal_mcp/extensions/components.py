@@ -14,6 +14,7 @@ from fastmcp.resources import Resource, ResourceTemplate
 from fastmcp.tools import Tool
 from pydantic import PrivateAttr
 
+from ..tools.errors import client_error
 from .errors import ExternalServerError
 
 DESCRIPTION_CHARS = 2000
@@ -86,7 +87,7 @@ class ExternalTool(_Forwarding, Tool):
                 f"tool '{backend}'", lambda client: client.call_tool_mcp(backend, arguments)
             )
         except ExternalServerError as exc:
-            raise ToolError(str(exc)) from None
+            raise client_error(ToolError, str(exc), f"tool '{self._server.name}_{backend}'") from None
         blocks = list(result.content)
         structured = result.structured_content
         total = sum(_size(b) for b in blocks) + (len(json.dumps(structured)) if structured is not None else 0)
@@ -118,7 +119,7 @@ class ExternalResource(_Forwarding, Resource):
                 f"resource {self._backend}", lambda client: client.read_resource_mcp(self._backend)
             )
         except ExternalServerError as exc:
-            raise ResourceError(str(exc)) from None
+            raise client_error(ResourceError, str(exc), f"resource {self._backend}") from None
         return self._contents(result)
 
     def _contents(self, result):
@@ -201,7 +202,7 @@ class ExternalPrompt(_Forwarding, Prompt):
                 f"prompt '{backend}'", lambda client: client.get_prompt_mcp(backend, arguments)
             )
         except ExternalServerError as exc:
-            raise PromptError(str(exc)) from None
+            raise client_error(PromptError, str(exc), f"prompt '{self._server.name}_{backend}'") from None
         blocks = [m.content for m in result.messages]
         roles = {id(m.content): m.role for m in result.messages}
         total = sum(_size(b) for b in blocks)

@@ -266,7 +266,8 @@ class ExternalServer:
             f"it stopped during {what}; its tools are unavailable until stac-gdal-mcp restarts"
         )
         self.error += self._stderr_tail(since=self._stderr_mark)
-        log.warning("external server %s died: %s", self.name, self.error)
+        # not a warning of its own: the failed request is logged, in one line that quotes this
+        log.debug("external server %s died: %s", self.name, self.error)
         await self._close_client()
 
     async def _fail(self, why: str) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import StacGdalMcpError
 from ..tools import READ_ONLY, WRITES_OUTPUT
+from ..tools.errors import client_error
 from .names import TOOL_NAME
 
 log = logging.getLogger("stac_gdal_mcp.extensions")
@@ -141,12 +142,10 @@ def contain(fn, tool_name: str, plugin_name: str):
 
 
 def _tool_error(exc: Exception, tool_name: str, plugin_name: str):
+    """The tool error for what a plugin tool raised, logged once (see tools/errors.py)."""
     from fastmcp.exceptions import ToolError
 
-    if isinstance(exc, ToolError):
-        return exc
-    if isinstance(exc, StacGdalMcpError):
-        return ToolError(str(exc))
+    if isinstance(exc, (ToolError, StacGdalMcpError)):
+        return client_error(ToolError, str(exc), f"tool '{tool_name}' (plugin '{plugin_name}')")
     message = f"tool '{tool_name}' (plugin '{plugin_name}') failed: {type(exc).__name__}: {exc}"
-    log.warning(message, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
-    return ToolError(message)
+    return client_error(ToolError, message, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)

@@ -31,6 +31,12 @@ class ExtensionInfo(BaseModel):
         return self.status in ("failed", "died")
 
 
+class ExtensionList(BaseModel):
+    extensions: list[ExtensionInfo] = Field(
+        description="every plugin and external server, loaded or not; empty when none is configured"
+    )
+
+
 class Extensions:
     """Everything install_extensions did: plugin records, external servers (live status), and
     the host loop that runs them. `close()` stops the external servers."""

@@ -1,14 +1,12 @@
 """The MCP layer: one module per tool family, each with `register(mcp, core)`.
 
 Tool bodies are one call into the core; schemas come from the type hints and the
-`Field(description=...)` of each argument; docstrings are written for an agent. Core errors
-become tool errors here, once, through `core_errors`.
+`Field(description=...)` of each argument (array and object arguments through `args.json_text`);
+docstrings are written for an agent. Core errors become tool errors once, through `core_errors`
+(see errors.py: one log line per error).
 """
 
-import functools
-import inspect
-
-from ..errors import StacGdalMcpError
+from .errors import core_errors
 
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True}
 WRITES_OUTPUT = {
@@ -17,33 +15,6 @@ WRITES_OUTPUT = {
     "idempotentHint": False,
     "openWorldHint": True,
 }
-
-
-def core_errors(fn, error_type=None):
-    """Wrap a tool or resource function so that a core error reaches the client as a
-    ToolError (ResourceError for resources) carrying its message, without a traceback."""
-    if error_type is None:
-        from fastmcp.exceptions import ToolError as error_type
-
-    if inspect.iscoroutinefunction(fn):
-
-        @functools.wraps(fn)
-        async def wrapper(*args, **kwargs):
-            try:
-                return await fn(*args, **kwargs)
-            except StacGdalMcpError as exc:
-                raise error_type(str(exc)) from None
-
-    else:
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except StacGdalMcpError as exc:
-                raise error_type(str(exc)) from None
-
-    return wrapper
 
 
 def tool(mcp, annotations, **kwargs):

@@ -22,13 +22,14 @@ from .args import (
     MaxCloudArg,
     QueryArg,
     SortbyArg,
+    json_text,
 )
 from .processing import run_job
 
-AoiArg = Annotated[
+AoiArg = json_text(
     list[float] | dict[str, Any],
-    Field(description="area of interest: bbox [west, south, east, north] or a GeoJSON geometry, WGS84"),
-]
+    "area of interest: bbox [west, south, east, north] or a GeoJSON geometry, WGS84",
+)
 MaxItemsArg = Annotated[
     int | None, Field(ge=1, description="at most this many items (default 50, capped by limits.max_items)")
 ]
@@ -58,10 +59,10 @@ def register(mcp, core: Core) -> None:
     @tool(mcp, READ_ONLY)
     async def cloud_cover_stats(
         aoi: AoiArg,
-        items: Annotated[
+        items: json_text(
             list[dict[str, str]] | None,
-            Field(description='explicit items [{"collection_id": ..., "item_id": ...}] instead of a search'),
-        ] = None,
+            'explicit items [{"collection_id": ..., "item_id": ...}] instead of a search',
+        ) = None,
         collections: CollectionsArg = None,
         datetime: DatetimeArg = None,
         ids: IdsArg = None,
@@ -163,9 +164,7 @@ def register(mcp, core: Core) -> None:
     @tool(mcp, WRITES_OUTPUT)
     async def composite(
         aoi: AoiArg,
-        bands: Annotated[
-            list[str], Field(description='band common names or asset keys, e.g. ["red", "green", "blue"]')
-        ],
+        bands: json_text(list[str], 'band common names or asset keys, e.g. ["red", "green", "blue"]'),
         collections: CollectionsArg = None,
         datetime: DatetimeArg = None,
         ids: IdsArg = None,

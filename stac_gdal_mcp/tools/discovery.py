@@ -8,7 +8,7 @@ from pydantic import Field
 from ..core import Core
 from ..discovery import collections as coll
 from ..discovery.search import search_items as _search_items
-from ..models import CatalogInfo, CollectionDetail, CollectionList, Queryables, SearchResult
+from ..models import CatalogList, CollectionDetail, CollectionList, Queryables, SearchResult
 from . import READ_ONLY, resource, tool
 from .args import (
     CatalogArg,
@@ -20,7 +20,13 @@ from .args import (
     MaxCloudArg,
     QueryArg,
     SortbyArg,
+    json_text,
 )
+
+CollectionIdArg = Annotated[
+    str, Field(description='a collection id, e.g. "sentinel-2-l2a" (from list_collections)')
+]
+ItemIdArg = Annotated[str, Field(description="an item id, e.g. from search_items")]
 
 
 def register(mcp, core: Core) -> None:
@@ -31,7 +37,7 @@ def register(mcp, core: Core) -> None:
         check_reachable: Annotated[
             bool, Field(description="contact each remote catalog to report reachability and search features")
         ] = False,
-    ) -> list[CatalogInfo]:
+    ) -> CatalogList:
         """List the configured STAC catalogs (remote APIs and local/offline ones).
 
         For each: id, title, url or path, and - for local catalogs, or for all when
@@ -39,7 +45,7 @@ def register(mcp, core: Core) -> None:
         (item search, CQL2 filter, query, sort, fields, free-text collection search,
         aggregation). Use the id as `catalog` in the other tools.
         """
-        return catalogs.info(check_reachable=check_reachable)
+        return CatalogList(catalogs=catalogs.info(check_reachable=check_reachable))
 
     @tool(mcp, READ_ONLY)
     def list_collections(
@@ -58,7 +64,7 @@ def register(mcp, core: Core) -> None:
         return coll.list_collections(catalogs, catalog, q, limit, cursor)
 
     @tool(mcp, READ_ONLY)
-    def get_collection(collection_id: str, catalog: CatalogArg = None) -> CollectionDetail:
+    def get_collection(collection_id: CollectionIdArg, catalog: CatalogArg = None) -> CollectionDetail:
         """One collection: extent, summaries, item_assets (keys, roles, band common names, gsd), providers, license, links."""
         return coll.get_collection(catalogs, collection_id, catalog)
 
@@ -76,12 +82,8 @@ def register(mcp, core: Core) -> None:
     def search_items(
         catalog: CatalogArg = None,
         collections: CollectionsArg = None,
-        bbox: Annotated[
-            list[float] | None, Field(description="[west, south, east, north] in WGS84 degrees")
-        ] = None,
-        intersects: Annotated[
-            dict[str, Any] | None, Field(description="a GeoJSON geometry (WGS84) instead of bbox")
-        ] = None,
+        bbox: json_text(list[float] | None, "[west, south, east, north] in WGS84 degrees") = None,
+        intersects: json_text(dict[str, Any] | None, "a GeoJSON geometry (WGS84) instead of bbox") = None,
         datetime: DatetimeArg = None,
         ids: IdsArg = None,
         query: QueryArg = None,
@@ -126,14 +128,16 @@ def register(mcp, core: Core) -> None:
         )
 
     @tool(mcp, READ_ONLY)
-    def get_item(collection_id: str, item_id: str, catalog: CatalogArg = None) -> dict[str, Any]:
+    def get_item(
+        collection_id: CollectionIdArg, item_id: ItemIdArg, catalog: CatalogArg = None
+    ) -> dict[str, Any]:
         """The full STAC item (GeoJSON Feature) with all assets; hrefs are signed where the catalog needs it."""
         return coll.get_item(catalogs, collection_id, item_id, catalog)
 
     @resource(mcp, "stac://catalogs", mime_type="application/json")
     def catalogs_resource() -> str:
         """The configured catalogs."""
-        return json.dumps([c.model_dump(exclude_none=True) for c in catalogs.info()])
+        return CatalogList(catalogs=catalogs.info()).model_dump_json(exclude_none=True)
 
     @resource(mcp, "stac://{catalog}/collections/{collection_id}", mime_type="application/json")
     def collection_resource(catalog: str, collection_id: str) -> str:

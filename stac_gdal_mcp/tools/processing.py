@@ -16,7 +16,7 @@ from ..core import Core
 from ..outputs import OutputList, OutputRecord, OutputSummary
 from ..processing.grids import RESAMPLING
 from . import READ_ONLY, WRITES_OUTPUT, resource, tool
-from .args import CatalogArg
+from .args import CatalogArg, json_text
 
 LOCAL_READ = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 LOCAL_DELETE = {
@@ -39,10 +39,10 @@ Asset = Annotated[
     str | None,
     Field(description="asset key or band common name: 'red', 'nir', 'scl', 'visual', 'B04' (any case)"),
 ]
-BBox = Annotated[
-    list[float] | None,
-    Field(min_length=4, max_length=4, description="area of interest [west, south, east, north] in bbox_crs"),
-]
+BBox = json_text(
+    Annotated[list[float], Field(min_length=4, max_length=4)] | None,
+    "area of interest [west, south, east, north] in bbox_crs",
+)
 BBoxCrs = Annotated[str, Field(description="CRS of bbox, default WGS84 degrees")]
 OutputName = Annotated[
     str | None,
@@ -182,13 +182,10 @@ def register(mcp, core: Core) -> None:
         catalog: CatalogArg = None,
         bbox: BBox = None,
         bbox_crs: BBoxCrs = "EPSG:4326",
-        bands: Annotated[
-            list[int] | None, Field(description="band numbers from 1; PNG/JPEG take 1 or 3")
-        ] = None,
-        creation_options: Annotated[
-            dict[str, str | int] | None,
-            Field(description='GDAL creation options of the format, e.g. {"COMPRESS": "ZSTD"}'),
-        ] = None,
+        bands: json_text(list[int] | None, "band numbers from 1; PNG/JPEG take 1 or 3") = None,
+        creation_options: json_text(
+            dict[str, str | int] | None, 'GDAL creation options of the format, e.g. {"COMPRESS": "ZSTD"}'
+        ) = None,
         output_name: OutputName = None,
         ctx: Context = None,
     ) -> OutputRecord:
@@ -223,16 +220,14 @@ def register(mcp, core: Core) -> None:
         item_id: ItemId = None,
         asset: Asset = None,
         catalog: CatalogArg = None,
-        assets: Annotated[
+        assets: json_text(
             list[str] | None,
-            Field(
-                description="1 asset (single band, colormap) or 3 (red, green, blue); default: visual, else red/green/blue"
-            ),
-        ] = None,
-        bbox: Annotated[
-            list[float] | None,
-            Field(min_length=4, max_length=4, description="[west, south, east, north] in WGS84"),
-        ] = None,
+            "1 asset (single band, colormap) or 3 (red, green, blue); default: visual, else red/green/blue",
+        ) = None,
+        bbox: json_text(
+            Annotated[list[float], Field(min_length=4, max_length=4)] | None,
+            "[west, south, east, north] in WGS84",
+        ) = None,
         max_size: Annotated[
             int, Field(ge=16, le=2048, description="longest side of the image in pixels")
         ] = 512,

@@ -1,0 +1,91 @@
+"""How errors reach the client and the log: once each, in one line.
+
+- An expected failure (a core error, an external server that is down, a plugin that raised) is
+  given to the client as a tool (resource, prompt) error with its message, and logged here as
+  ONE warning line. The fastmcp error carries `log_level=DEBUG`, so fastmcp's own record of it
+  (once per server layer - mounted external servers are a second layer - without the message,
+  and with a traceback for resources) only shows in a debug log.
+- Arguments that do not validate get a one-line error naming each bad parameter instead of
+  pydantic's multi-line report (`ArgumentErrors`); fastmcp logs such a call as one line.
+- Anything else is a bug: fastmcp masks it for the client and logs its traceback.
+"""
+
+import functools
+import inspect
+import logging
+
+from ..errors import StacGdalMcpError
+
+log = logging.getLogger("stac_gdal_mcp.tools")
+
+
+def client_error(error_type, message: str, what: str | None = None, exc_info=None):
+    """`error_type(message)` (ToolError, ResourceError, PromptError) for an expected failure,
+    logged here as one line: "<what> failed: <message>" (just the message without `what`)."""
+    if what is None:
+        log.warning("%s", message, exc_info=exc_info)
+    else:
+        log.warning("%s failed: %s", what, message, exc_info=exc_info)
+    return error_type(message, log_level=logging.DEBUG)
+
+
+def core_errors(fn, error_type=None):
+    """Wrap a tool or resource function so that a core error reaches the client as a
+    ToolError (ResourceError for resources) carrying its message, without a traceback."""
+    if error_type is None:
+        from fastmcp.exceptions import ToolError as error_type
+    what = f"{'tool' if error_type.__name__ == 'ToolError' else 'resource'} '{fn.__name__}'"
+
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def wrapper(*args, **kwargs):
+            try:
+                return await fn(*args, **kwargs)
+            except StacGdalMcpError as exc:
+                raise client_error(error_type, str(exc), what) from None
+
+    else:
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except StacGdalMcpError as exc:
+                raise client_error(error_type, str(exc), what) from None
+
+    return wrapper
+
+
+def argument_errors(error) -> str:
+    """A pydantic ValidationError of a call's arguments as one line: each bad parameter with
+    what is wrong (our own validators' messages, e.g. from the JSON-text parser, as they are)."""
+    parts = []
+    for e in error.errors(include_url=False):
+        name = ".".join(str(part) for part in e["loc"]) or "arguments"
+        if e["type"] == "value_error" and "error" in e.get("ctx", {}):
+            text = str(e["ctx"]["error"])
+            parts.append(text if text.startswith(name) else f"{name}: {text}")
+        else:
+            parts.append(f"{name}: {e['msg']}")
+    return "; ".join(parts)
+
+
+def argument_errors_middleware():
+    """fastmcp middleware: a tool call whose arguments do not validate fails with one line."""
+    from fastmcp.exceptions import ToolError, ValidationError
+    from fastmcp.server.middleware import Middleware
+    from pydantic import ValidationError as PydanticValidationError
+
+    class ArgumentErrors(Middleware):
+        async def on_call_tool(self, context, call_next):
+            try:
+                return await call_next(context)
+            except ValidationError as exc:
+                cause = exc.__cause__
+                if not isinstance(cause, PydanticValidationError):
+                    raise
+                message = f"invalid arguments for {context.message.name}: {argument_errors(cause)}"
+                raise ToolError(message, log_level=logging.DEBUG) from None
+
+    return ArgumentErrors()

@@ -1,0 +1,255 @@
+"""Array and object arguments given as JSON text, as MCP Inspector CLI 0.15 and several LLM hosts
+send them, through an MCP client on the bundled `sample` catalog: each call must give what the
+same call with real arrays and objects gives. Then what clients read in `tools/list`: every
+parameter described, every array/object parameter with its JSON-text alternative; and the
+shapes of list_catalogs and list_extensions."""
+
+import json
+
+import numpy as np
+import pytest
+import rasterio
+from fastmcp import Client
+
+AOI = [13.60, 45.92, 13.62, 45.935]  # a few fields inside the sample catalog's area
+POLYGON = {
+    "type": "Polygon",
+    "coordinates": [[[13.60, 45.92], [13.62, 45.92], [13.62, 45.935], [13.60, 45.935], [13.60, 45.92]]],
+}
+S2 = "sentinel-2-l2a"
+JUNE_JULY = "2024-06-01/2024-07-31"
+
+
+@pytest.fixture
+def mcp(build, make_settings):
+    return build(make_settings())
+
+
+def as_text(arguments: dict) -> dict:
+    """The arguments as such a client sends them: every array and object as JSON text."""
+    return {k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in arguments.items()}
+
+
+async def both(client, tool: str, arguments: dict) -> tuple[dict, dict]:
+    real = await client.call_tool(tool, arguments)
+    text = await client.call_tool(tool, as_text(arguments))
+    return real.structured_content, text.structured_content
+
+
+# --- the same results from JSON text -----------------------------------------------------------
+
+
+async def test_search_items_bbox_collections_sortby_as_text(mcp):
+    arguments = {
+        "catalog": "sample",
+        "collections": [S2, "landsat-c2-l2"],
+        "bbox": AOI,
+        "datetime": JUNE_JULY,
+        "sortby": ["-datetime"],
+        "limit": 50,
+    }
+    async with Client(mcp) as client:
+        real, text = await both(client, "search_items", arguments)
+    assert len(real["items"]) >= 4 and real["matched"] == len(real["items"])
+    assert text == real
+    dates = [i["datetime"] for i in real["items"]]
+    assert dates == sorted(dates, reverse=True)
+
+
+async def test_search_items_intersects_ids_query_filter_as_text(mcp):
+    async with Client(mcp) as client:
+        everything = (
+            await client.call_tool("search_items", {"catalog": "sample", "limit": 50})
+        ).structured_content
+        s2 = [i for i in everything["items"] if i["collection"] == S2]
+        ids = [i["id"] for i in s2]
+        arguments = {
+            "catalog": "sample",
+            "intersects": POLYGON,
+            "ids": ids,
+            "query": {"eo:cloud_cover": {"lte": 20}},
+            "filter": {"op": "<=", "args": [{"property": "eo:cloud_cover"}, 20]},
+            "filter_lang": "cql2-json",
+        }
+        real, text = await both(client, "search_items", arguments)
+    want = sorted(i["id"] for i in s2 if i["cloud_cover"] <= 20)
+    assert want and sorted(i["id"] for i in real["items"]) == want
+    assert text == real
+
+
+async def test_cloud_cover_stats_aoi_and_items_as_text(mcp):
+    async with Client(mcp) as client:
+        for arguments in (
+            {"catalog": "sample", "aoi": AOI, "collections": [S2], "datetime": JUNE_JULY},
+            {"catalog": "sample", "aoi": POLYGON, "collections": [S2], "datetime": JUNE_JULY},
+            {
+                "catalog": "sample",
+                "aoi": AOI,
+                "items": [
+                    {"collection_id": S2, "item_id": "S2B_33TUL_20240604_0_L2A"},
+                    {"collection_id": "landsat-c2-l2", "item_id": "LC08_L2SP_190028_20240806_02_T1"},
+                ],
+            },
+        ):
+            real, text = await both(client, "cloud_cover_stats", arguments)
+            assert real["items"] and all(row["error"] is None for row in real["items"])
+            assert text == real
+
+
+async def test_time_series_aoi_as_text(mcp):
+    arguments = {"catalog": "sample", "aoi": AOI, "collections": [S2], "datetime": JUNE_JULY}
+    async with Client(mcp) as client:
+        real, text = await both(client, "time_series", arguments)
+        polygon = (
+            await client.call_tool("time_series", as_text({**arguments, "aoi": POLYGON}))
+        ).structured_content
+    assert len(real["rows"]) >= 2
+    for result in (text, polygon):
+        assert result["rows"] == real["rows"] and result["grid"] == real["grid"]
+        assert result["csv"]["id"] != real["csv"]["id"]  # a new output each call
+
+
+async def test_composite_aoi_and_bands_as_text(mcp):
+    arguments = {
+        "catalog": "sample",
+        "aoi": AOI,
+        "bands": ["red", "nir"],
+        "collections": [S2],
+        "datetime": JUNE_JULY,
+    }
+    async with Client(mcp) as client:
+        real, text = await both(client, "composite", arguments)
+    same = ("bands", "items", "valid_fraction", "grid")
+    assert {k: text[k] for k in same} == {k: real[k] for k in same}
+    assert real["bands"] == ["red", "nir"] and real["items"] >= 2
+    store = mcp.core.outputs
+    with (
+        rasterio.open(store.path(real["output"]["id"])) as a,
+        rasterio.open(store.path(text["output"]["id"])) as b,
+    ):
+        assert a.count == b.count == 2 and a.transform == b.transform
+        np.testing.assert_array_equal(a.read(), b.read())
+
+
+async def test_comma_separated_text_keeps_its_meaning(mcp):
+    """Parameters with a text form of their own (collections, sortby) still take it."""
+    async with Client(mcp) as client:
+        listed = await client.call_tool(
+            "search_items",
+            {"catalog": "sample", "collections": f"{S2},landsat-c2-l2", "sortby": "-datetime", "limit": 50},
+        )
+        as_json = await client.call_tool(
+            "search_items",
+            {"catalog": "sample", "collections": json.dumps([S2, "landsat-c2-l2"]), "limit": 50},
+        )
+    assert {i["id"] for i in listed.structured_content["items"]} == {
+        i["id"] for i in as_json.structured_content["items"]
+    }
+    assert len(listed.structured_content["items"]) == 8
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "name"),
+    [
+        ("search_items", {"catalog": "sample", "bbox": "[13.6, 45.92, 13.62"}, "bbox"),
+        ("search_items", {"catalog": "sample", "intersects": '{"type": "Polygon",'}, "intersects"),
+        ("search_items", {"catalog": "sample", "ids": "S2A_33TUL_20240619_0_L2A"}, "ids"),
+        ("search_items", {"catalog": "sample", "collections": '["sentinel-2-l2a"'}, "collections"),
+        ("cloud_cover_stats", {"catalog": "sample", "aoi": "{'type': 'Point'}"}, "aoi"),
+        ("cloud_cover_stats", {"catalog": "sample", "aoi": AOI, "items": "[{]"}, "items"),
+        ("time_series", {"catalog": "sample", "aoi": "13.6 45.92 13.62 45.935"}, "aoi"),
+        ("composite", {"catalog": "sample", "aoi": AOI, "bands": "red, nir"}, "bands"),
+    ],
+)
+async def test_bad_json_text_is_one_line_naming_the_parameter(mcp, tool, arguments, name):
+    async with Client(mcp) as client:
+        result = await client.call_tool(tool, arguments, raise_on_error=False)
+    text = result.content[0].text
+    assert result.is_error
+    assert "\n" not in text and "errors.pydantic.dev" not in text
+    assert f"{name} is not valid JSON text (" in text, text
+    assert text.startswith(f"invalid arguments for {tool}: ") or name == "collections", text
+
+
+# --- what clients see in tools/list ------------------------------------------------------------
+
+
+def _types(schema: dict) -> set[str]:
+    found = set()
+    if isinstance(schema.get("type"), str):
+        found.add(schema["type"])
+    if "$ref" in schema:
+        found.add("object")
+    for option in schema.get("anyOf", []) + schema.get("oneOf", []):
+        found |= _types(option)
+    return found
+
+
+async def test_every_parameter_of_every_tool_has_a_description(mcp):
+    async with Client(mcp) as client:
+        tools = await client.list_tools()
+    assert len(tools) >= 15
+    missing = [
+        f"{tool.name}.{name}"
+        for tool in tools
+        for name, schema in tool.input_schema.get("properties", {}).items()
+        if not (schema.get("description") or "").strip()
+    ]
+    assert missing == []
+
+
+async def test_every_array_or_object_parameter_also_takes_json_text(mcp):
+    async with Client(mcp) as client:
+        tools = await client.list_tools()
+    checked, missing = [], []
+    for tool in tools:
+        for name, schema in tool.input_schema.get("properties", {}).items():
+            if not _types(schema) & {"array", "object"}:
+                continue
+            checked.append(f"{tool.name}.{name}")
+            strings = [o for o in schema.get("anyOf", []) if o.get("type") == "string"]
+            if not (strings and "JSON text" in strings[0].get("description", "")):
+                missing.append(f"{tool.name}.{name}")
+    assert {
+        "search_items.bbox",
+        "cloud_cover_stats.items",
+        "composite.bands",
+        "convert_asset.creation_options",
+    } <= set(checked)
+    assert missing == []
+
+
+async def test_bbox_schema(mcp):
+    async with Client(mcp) as client:
+        tools = {t.name: t for t in await client.list_tools()}
+    assert tools["search_items"].input_schema["properties"]["bbox"] == {
+        "anyOf": [
+            {"items": {"type": "number"}, "type": "array"},
+            {"description": "the same value as JSON text", "type": "string"},
+            {"type": "null"},
+        ],
+        "default": None,
+        "description": "[west, south, east, north] in WGS84 degrees",
+    }
+    preview_bbox = tools["preview"].input_schema["properties"]["bbox"]["anyOf"][0]
+    assert preview_bbox["minItems"] == preview_bbox["maxItems"] == 4
+
+
+# --- result shapes -----------------------------------------------------------------------------
+
+
+async def test_list_catalogs_is_an_object_with_catalogs(mcp):
+    async with Client(mcp) as client:
+        result = await client.call_tool("list_catalogs", {})
+        resource = json.loads((await client.read_resource("stac://catalogs"))[0].text)
+    assert list(result.structured_content) == ["catalogs"]
+    ids = [c["id"] for c in result.structured_content["catalogs"]]
+    assert "sample" in ids and "earth-search" in ids
+    assert [c["id"] for c in resource["catalogs"]] == ids
+
+
+async def test_list_extensions_with_nothing_installed_says_so(mcp):
+    async with Client(mcp) as client:
+        result = await client.call_tool("list_extensions", {})
+    assert result.structured_content == {"extensions": []}
+    assert json.loads(result.content[0].text) == {"extensions": []}
