@@ -17,13 +17,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
-from ..errors import AssetNotFound, AssetUnreadable, InvalidArgument, ProcessingFailed
+from ..errors import AssetNotFound, AssetUnreadable, InvalidArgument, LimitExceeded, ProcessingFailed
 from ..security import check_local_path, check_url
 
 if TYPE_CHECKING:
@@ -284,7 +286,10 @@ def gdal_env(settings: Settings, *, requester_pays: bool = False) -> dict[str, s
         "VSI_CACHE_SIZE": str(32 * 1024**2),  # per open file
         "CPL_VSIL_CURL_CACHE_SIZE": str(128 * 1024**2),  # all /vsicurl/ files of the process
         "GDAL_PAM_ENABLED": "NO",  # never write .aux.xml sidecars
-        "GDAL_NUM_THREADS": "ALL_CPUS",  # decode the tiles of one read in parallel
+        # One thread per read: GDAL 3.10's multi-threaded GeoTIFF reading fetches tiles through
+        # a path that neither retries nor reports a failed range request (uncompressed tiles
+        # silently become zeros) and keeps the bad blocks in its cache. See docs/reliability.md.
+        "GDAL_NUM_THREADS": "1",
     }
     if requester_pays:
         env["AWS_REQUEST_PAYER"] = "requester"  # needs AWS credentials in GDAL's usual places
@@ -295,7 +300,7 @@ def gdal_env(settings: Settings, *, requester_pays: bool = False) -> dict[str, s
 
 # For a read that runs in one of many concurrent threads (one item each): GDAL's own
 # multi-threaded tile reading (its global pool, sized to the CPU count) would funnel every
-# item's HTTP reads through that pool.
+# item's HTTP reads through that pool. (Now the default of gdal_env too; kept for callers.)
 ONE_THREAD_PER_READ = {"GDAL_NUM_THREADS": "1"}
 
 
@@ -331,19 +336,28 @@ def open_raster(
     with rasterio.Env(**{**gdal_env(settings, requester_pays=source.requester_pays), **(env or {})}):
         src, errors = None, []
         for driver in drivers:
-            try:
-                # (passing overview_level=None would hide the overviews: only pass a level)
-                extra = {} if overview_level is None else {"overview_level": overview_level}
-                src = rasterio.open(source.gdal_path, driver=driver, **extra)
-                break
-            except RasterioError as exc:
-                errors.append(gdal_message(exc, source))
-                if "not recognized as being in a supported file format" not in errors[-1]:
+            with capture_gdal_messages() as messages:
+                try:
+                    # (passing overview_level=None would hide the overviews: only pass a level)
+                    extra = {} if overview_level is None else {"overview_level": overview_level}
+                    src = rasterio.open(source.gdal_path, driver=driver, **extra)
                     break
+                except RasterioError as exc:
+                    errors.append(gdal_message(exc, source))
+                    failure = diagnose(messages, exc, settings)
+            if is_transfer_failure(failure):
+                raise read_failed(source, failure, "opening")
+            if "not recognized as being in a supported file format" not in errors[-1]:
+                break
         if src is None:
             raise AssetUnreadable(_open_failure(source, errors[-1]))
         with src:
             yield src
+
+
+def is_transfer_failure(failure: ReadFailure) -> bool:
+    """A failure of the HTTP transfer itself (status, timeout, short answer), not of the file."""
+    return failure.retryable or failure.reason.startswith(("the server", "the connection"))
 
 
 def _open_failure(source: AssetSource, message: str) -> str:
@@ -357,15 +371,194 @@ def _open_failure(source: AssetSource, message: str) -> str:
     return f"cannot open {source.href_unsigned}: {message}"
 
 
+def check_read_size(pixels: float, settings: Settings, *, what: str, hint: str) -> None:
+    """Refuse an operation that would read more than limits.max_read_pixels source pixels (from
+    the overview level it uses), before any pixel is read: a small header may claim a huge raster."""
+    limit = settings.limits.max_read_pixels
+    if pixels > limit:
+        raise LimitExceeded(
+            f"{what} would read about {pixels:,.0f} source pixels, more than limits.max_read_pixels={limit:,}; {hint}"
+        )
+
+
+# --- failed reads are errors, never pixels --------------------------------------------------------
+#
+# GDAL reports why an HTTP read failed (status code, timeout, short body) as CPLE warnings that
+# rasterio logs on "rasterio._err", and then fails the read with a generic message ("IReadBlock
+# failed ..."). `capture_gdal_messages` collects those warnings for the current thread, so the
+# error can say what really happened; `Reader` retries what GDAL itself does not retry (a body
+# cut short) on a freshly opened dataset (GDAL may keep a failed block in its cache).
+
+_capture = threading.local()
+_handler_installed = False
+_handler_lock = threading.Lock()
+
+
+class _GdalMessages(logging.Filter):
+    """On the "rasterio._err" logger (whose level is lowered to INFO, where rasterio logs GDAL's
+    errors): hands every record to the captures of its thread, and lets through only what the
+    "rasterio" logger's own level would have let through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        stack = getattr(_capture, "stack", None)
+        if stack:
+            with contextlib.suppress(Exception):
+                stack[-1].append(record.getMessage())
+        return record.levelno >= logging.getLogger("rasterio").getEffectiveLevel()
+
+
+def _install_handler() -> None:
+    global _handler_installed
+    with _handler_lock:
+        if not _handler_installed:
+            logger = logging.getLogger("rasterio._err")
+            logger.addFilter(_GdalMessages())
+            if logger.getEffectiveLevel() > logging.INFO:
+                logger.setLevel(logging.INFO)
+            _handler_installed = True
+
+
+@contextlib.contextmanager
+def capture_gdal_messages() -> Iterator[list[str]]:
+    """Collect the GDAL messages (warnings and errors) logged by this thread inside the block."""
+    _install_handler()
+    stack = getattr(_capture, "stack", None)
+    if stack is None:
+        stack = _capture.stack = []
+    messages: list[str] = []
+    stack.append(messages)
+    try:
+        yield messages
+    finally:
+        stack.remove(messages)
+        if stack and stack[-1] is not messages:
+            stack[-1].extend(messages)  # an outer capture sees them too
+
+
+_HTTP_CODE = re.compile(r"HTTP error code: (\d+)|response_code=(\d+)|HTTP response code: (\d+)")
+_SHORT = re.compile(r"got (\d+) bytes, expected (\d+)")
+_CURL = re.compile(r"CURL error: ([^;]+)")
+
+
+@dataclass
+class ReadFailure:
+    reason: str
+    retryable: bool  # worth retrying on a fresh dataset (GDAL did not retry it itself)
+
+
+def diagnose(messages: list[str], exc: BaseException | None, settings: Settings | None = None) -> ReadFailure:
+    """Why a read failed, in words, from GDAL's messages and the exception."""
+    text = " ".join([*messages, str(exc or "")])
+    retried = sum("Retrying again" in m for m in messages)
+    after = " (after retrying)" if retried else ""
+    codes = [int(next(g for g in m.groups() if g)) for m in _HTTP_CODE.finditer(text)]
+    failed = [c for c in codes if c not in (200, 206)]
+    timeout = settings.network.timeout_s if settings is not None else None
+    if failed and failed[-1] != 0:
+        code = failed[-1]
+        return ReadFailure(f"the server answered HTTP {code}{after}", retryable=code >= 500 and not retried)
+    if failed or "timed out" in text.lower():  # code 0: no HTTP answer at all
+        within = f" within {timeout:g} s" if timeout else ""
+        return ReadFailure(
+            f"the server did not answer{within} (timed out or the connection failed){after}",
+            retryable=not retried,
+        )
+    curl = _CURL.search(text)
+    if curl:
+        return ReadFailure(f"the connection failed ({curl.group(1).strip()}){after}", retryable=not retried)
+    short = _SHORT.search(text)
+    if codes or short or "Decoding error" in text:
+        got = f" ({short.group(1)} of {short.group(2)} bytes)" if short else ""
+        return ReadFailure(f"the connection was closed before the whole answer arrived{got}", retryable=True)
+    return ReadFailure(" ".join(str(exc or "unknown GDAL error").split()), retryable=False)
+
+
+def describe_source(source: AssetSource) -> str:
+    """'asset 'red' of item 'X' (href)' or the href: for messages."""
+    if source.item_id:
+        return f"asset '{source.asset_key}' of item '{source.item_id}' ({source.href_unsigned})"
+    return source.href_unsigned
+
+
+def read_failed(source: AssetSource, failure: ReadFailure, doing: str = "reading") -> AssetUnreadable:
+    return AssetUnreadable(f"{doing} {describe_source(source)} failed: {source.scrub(failure.reason)}")
+
+
+class Reader:
+    """An open input whose reads fail loudly: `reader.run(fn)` calls `fn(dataset)`; a GDAL failure
+    becomes AssetUnreadable naming the asset and the reason, after up to `network.max_retries`
+    further attempts on a freshly opened dataset for failures GDAL did not retry itself (a body cut
+    short; a multi-range request). `reader.src` is the open dataset (for header facts)."""
+
+    def __init__(self, source: AssetSource, settings: Settings, *, overview_level=None, env=None, job=None):
+        self.source, self.settings, self.job = source, settings, job
+        self._open_args = {"overview_level": overview_level, "env": env}
+        self._stack = contextlib.ExitStack()
+        self.src = None
+
+    def __enter__(self) -> Reader:
+        self._open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+
+    def _open(self) -> None:
+        self._stack.close()
+        self._stack = contextlib.ExitStack()
+        self.src = self._stack.enter_context(open_raster(self.source, self.settings, **self._open_args))
+
+    def run(self, fn, doing: str = "reading"):
+        from rasterio._err import CPLE_BaseError
+        from rasterio.errors import RasterioError
+
+        attempts = 1 + max(0, int(self.settings.network.max_retries))
+        for attempt in range(attempts):
+            with capture_gdal_messages() as messages:
+                try:
+                    return fn(self.src)
+                except (RasterioError, CPLE_BaseError) as exc:
+                    failure = diagnose(messages, exc, self.settings)
+            log.warning("%s %s failed: %s", doing, self.source.href_unsigned, failure.reason)
+            if not failure.retryable or attempt == attempts - 1:
+                raise read_failed(self.source, failure, doing) from None
+            delay = min(0.5 * 2**attempt, 4.0)
+            if self.job is not None:
+                self.job.sleep(delay)
+            else:
+                time.sleep(delay)
+            # a fresh dataset and no cached bytes: GDAL may keep the block or the short answer
+            from .gdal_calls import forget_remote_file
+
+            self._stack.close()
+            forget_remote_file(self.source.gdal_path)
+            self._open()
+        raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def open_reader(
+    source: AssetSource, settings: Settings, *, overview_level=None, env=None, job=None
+) -> Iterator[Reader]:
+    """`open_raster`, with reads through `Reader.run` (see Reader)."""
+    with Reader(source, settings, overview_level=overview_level, env=env, job=job) as reader:
+        yield reader
+
+
 @contextlib.contextmanager
 def gdal_errors(source: AssetSource, doing: str) -> Iterator[None]:
-    """Turn a GDAL/rasterio failure inside the block into ProcessingFailed (message scrubbed)."""
+    """Turn a GDAL/rasterio failure inside the block into an error naming the source and the
+    reason (AssetUnreadable when a read of the source failed, else ProcessingFailed)."""
     from rasterio._err import CPLE_BaseError
     from rasterio.errors import RasterioError
 
-    try:
-        yield
-    except (RasterioError, CPLE_BaseError) as exc:
-        raise ProcessingFailed(
-            f"{doing} {source.href_unsigned} failed: {gdal_message(exc, source)}"
-        ) from None
+    with capture_gdal_messages() as messages:
+        try:
+            yield
+        except (RasterioError, CPLE_BaseError) as exc:
+            failure = diagnose(messages, exc)
+            if is_transfer_failure(failure):
+                raise read_failed(source, failure, doing) from None
+            raise ProcessingFailed(
+                f"{doing} {source.href_unsigned} failed: {gdal_message(exc, source)}"
+            ) from None

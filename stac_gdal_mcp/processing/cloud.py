@@ -25,7 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import AssetUnreadable, InvalidArgument, LimitExceeded, StacGdalMcpError
-from .access import ONE_THREAD_PER_READ, asset_source, open_raster, suffix_driver
+from .access import ONE_THREAD_PER_READ, asset_source, open_reader, suffix_driver
 from .aoi import aoi_geometry, project_aoi, rasterize_aoi
 from .jobs import Job
 from .masks import MaskSource
@@ -216,14 +216,17 @@ def measure_item(
         mask_file = asset_source(core, item, source.asset, catalog=cat.id)
         check_mask_format(mask_file)
         # items are read concurrently, one thread each: no GDAL thread pool under them
-        with open_raster(mask_file, core.settings, env=ONE_THREAD_PER_READ) as src:
-            counts = aoi_window_counts(
-                src,
-                aoi_geom,
-                source,
-                resolution=resolution,
-                resampling=resampling,
-                max_pixels=core.settings.limits.max_output_pixels,
+        # a failed read of the mask is this row's error (never counted as clear or no data)
+        with open_reader(mask_file, core.settings, env=ONE_THREAD_PER_READ) as reader:
+            counts = reader.run(
+                lambda src: aoi_window_counts(
+                    src,
+                    aoi_geom,
+                    source,
+                    resolution=resolution,
+                    resampling=resampling,
+                    max_pixels=core.settings.limits.max_output_pixels,
+                )
             )
         for key, value in counts.items():
             setattr(row, key, value)
@@ -312,6 +315,7 @@ def cloud_cover_stats(
     rows: list[ItemCloudCover | None] = [None] * total
     workers = max(1, min(core.settings.limits.max_concurrency, total))
     job = job or Job()
+    job.limit_time(core.settings.limits.job_timeout_s)
     if total:
         job.progress(0, total, f"measuring cloud cover of {total} items")
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cloud") as pool:

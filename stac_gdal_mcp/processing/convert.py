@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..errors import InvalidArgument
 from ..outputs import OutputRecord
 from . import formats
-from .access import AssetSource, gdal_errors, open_raster
+from .access import AssetSource, check_read_size, gdal_errors, open_reader
 from .formats import finish, row_strips, stretch_to_8bit, write_8bit, write_chunks
 from .grids import bbox_window, check_output_size
 from .jobs import Job
@@ -54,11 +54,13 @@ def convert_asset(
     from rasterio.windows import Window
 
     job = job or Job()
+    job.limit_time(core.settings.limits.job_timeout_s)
     fmt = formats.output_format(output_format)
     options = formats.creation_options(fmt, creation_options)
     settings = core.settings
     store = core.outputs
-    with open_raster(source, settings) as src, gdal_errors(source, "converting"):
+    with open_reader(source, settings, job=job) as reader, gdal_errors(source, "converting"):
+        src = reader.src
         window = bbox_window(src, bbox, bbox_crs) if bbox is not None else Window(0, 0, src.width, src.height)
         indexes = band_indexes(bands, src.count, fmt.eight_bit)
         dtype = src.dtypes[indexes[0] - 1]
@@ -66,6 +68,12 @@ def convert_asset(
             raise InvalidArgument("the chosen bands have different data types; convert them separately")
         width, height = int(window.width), int(window.height)
         check_output_size(width, height, len(indexes), "uint8" if fmt.eight_bit else dtype, settings.limits)
+        check_read_size(
+            width * height * len(indexes),
+            settings,
+            what=f"converting {source.label}",
+            hint="pass a smaller bbox or fewer bands",
+        )
         transform = src.window_transform(window)
         parameters = {
             "output_format": fmt.name,
@@ -85,14 +93,14 @@ def convert_asset(
             if fmt.eight_bit:
                 import numpy as np
 
-                data = src.read(indexes, window=window, masked=True)
+                data = reader.run(lambda s: s.read(indexes, window=window, masked=True))
                 valid = ~np.ma.getmaskarray(data).any(axis=0)
                 job.progress(1, 2, "read")
                 image = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=len(indexes) == 3)
-                write_8bit(fmt, out.path, image, valid, options, crs=src.crs, transform=transform)
+                write_8bit(fmt, out.path, image, valid, options, crs=reader.src.crs, transform=transform)
                 nodata = 0 if fmt.driver == "JPEG" else None
                 facts = raster_facts(
-                    src.crs, transform, width, height, raster_bands(["uint8"] * len(indexes), nodata)
+                    reader.src.crs, transform, width, height, raster_bands(["uint8"] * len(indexes), nodata)
                 )
                 how = (
                     f"8-bit rendering: uint8 kept, others stretched between the {PERCENTILES[0]}th and "
@@ -107,25 +115,33 @@ def convert_asset(
                 def window_strips():
                     for r0, h in parts:
                         part = Window(window.col_off, window.row_off + r0, width, h)
-                        yield Window(0, r0, width, h), src.read(indexes, window=part)
+                        yield Window(0, r0, width, h), reader.run(lambda s, w=part: s.read(indexes, window=w))
 
                 write_chunks(
                     out.scratch(".tif"),
-                    crs=src.crs,
+                    crs=reader.src.crs,
                     transform=transform,
                     width=width,
                     height=height,
                     count=len(indexes),
                     dtype=dtype,
-                    nodata=src.nodata,
+                    nodata=reader.src.nodata,
                     chunks=window_strips(),
-                    descriptions=[src.descriptions[i - 1] for i in indexes],
-                    scales=[src.scales[i - 1] for i in indexes],
-                    offsets=[src.offsets[i - 1] for i in indexes],
+                    descriptions=[reader.src.descriptions[i - 1] for i in indexes],
+                    scales=[reader.src.scales[i - 1] for i in indexes],
+                    offsets=[reader.src.offsets[i - 1] for i in indexes],
                     on_chunk=lambda n: job.progress(n, total, f"read strip {n}/{strips}"),
                 )
                 job.check()
-                finish(fmt, out.scratch_paths[0], out.path, formats.with_predictor(fmt, options, dtype))
+                finish(
+                    fmt,
+                    out.scratch_paths[0],
+                    out.path,
+                    formats.with_predictor(fmt, options, dtype),
+                    job=job,
+                    step=strips,
+                    total=total,
+                )
                 facts = describe_raster(out.path)
                 how = "values unchanged"
             job.progress(1, 1, "written")

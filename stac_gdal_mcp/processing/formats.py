@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InvalidArgument, ProcessingFailed
+from .jobs import Job
 
 COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
 
@@ -211,27 +212,59 @@ def finish(
     options: dict[str, str],
     *,
     overview_resampling: str = "nearest",
+    job: Job | None = None,
+    step: float = 0,
+    total: float = 1,
 ) -> None:
     """Copy the working GeoTIFF into `out` in format `fmt`.
 
     COG: the overviews are built first inside the (uncompressed) working file, and the COG
     driver then compresses each level once (OVERVIEWS=FORCE_USE_EXISTING), instead of building
     them into a compressed temporary file and compressing them again.
+
+    Both GDAL calls report progress to `job` as the part `step`..`step + 1` of `total`, and stop
+    mid-way when the job is cancelled or out of time (`gdal_calls`).
     """
     import rasterio
-    import rasterio.shutil
 
+    from . import gdal_calls
+
+    job = job or Job()
     options = dict(options)
+
+    def callback(start: float, end: float, message: str):
+        return job.gdal_callback(step + start, step + end, total, message)
+
+    def stopped(exc: ProcessingFailed) -> None:
+        job.check()  # cancelled or out of time: say so, not GDAL's "User terminated"
+        raise exc
+
     with rasterio.Env(GDAL_PAM_ENABLED="NO"):
+        copy_from = 0.0
         if fmt.driver == "COG" and "OVERVIEWS" not in options:
             method = (
                 options.pop("OVERVIEW_RESAMPLING", overview_resampling)
                 .lower()
                 .replace("cubicspline", "cubic_spline")
             )
-            build_overviews(working, int(options.get("BLOCKSIZE", 512)), method)
+            try:
+                build_overviews(
+                    working,
+                    int(options.get("BLOCKSIZE", 512)),
+                    method,
+                    progress=callback(0.0, 0.3, "building overviews"),
+                )
+            except ProcessingFailed as exc:
+                stopped(exc)
             options["OVERVIEWS"] = "FORCE_USE_EXISTING"
-        rasterio.shutil.copy(str(working), str(out), driver=fmt.driver, **options)
+            copy_from = 0.3
+        job.check()
+        try:
+            gdal_calls.create_copy(
+                fmt.driver, working, out, options, callback(copy_from, 1.0, f"writing {fmt.name}")
+            )
+        except ProcessingFailed as exc:
+            stopped(exc)
         if fmt.driver not in ("COG", "GTiff"):
             return
         try:
@@ -240,7 +273,12 @@ def finish(
             # Once more in one thread, where GDAL raises the error it hit (and says what it was).
             single = {k: v for k, v in options.items() if k != "NUM_THREADS"}
             with rasterio.Env(GDAL_NUM_THREADS="1"):
-                rasterio.shutil.copy(str(working), str(out), driver=fmt.driver, **single)
+                try:
+                    gdal_calls.create_copy(
+                        fmt.driver, working, out, single, callback(copy_from, 1.0, "writing")
+                    )
+                except ProcessingFailed as exc:
+                    stopped(exc)
             check_tiles(out)
 
 
@@ -253,18 +291,24 @@ def overview_factors(width: int, height: int, blocksize: int) -> list[int]:
     return factors
 
 
-def build_overviews(path: Path, blocksize: int, resampling: str) -> None:
+_GDAL_RESAMPLING = {"cubic_spline": "CUBICSPLINE"}
+
+
+def build_overviews(path: Path, blocksize: int, resampling: str, progress=None) -> None:
     import rasterio
     from rasterio.enums import Resampling
 
+    from . import gdal_calls
+
     try:
-        method = Resampling[resampling]
+        Resampling[resampling]
     except KeyError:
         raise InvalidArgument(f"overview resampling '{resampling}' is not known to GDAL") from None
-    with rasterio.open(path, "r+") as dst:
+    with rasterio.open(path) as dst:
         factors = overview_factors(dst.width, dst.height, blocksize)
-        if factors:
-            dst.build_overviews(factors, method)
+    if factors:
+        name = _GDAL_RESAMPLING.get(resampling, resampling.upper())
+        gdal_calls.build_overviews(path, factors, name, progress)
 
 
 def check_tiles(path: Path) -> None:

@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .access import AssetSource, gdal_errors, open_raster
+from .access import (
+    AssetSource,
+    capture_gdal_messages,
+    diagnose,
+    gdal_errors,
+    is_transfer_failure,
+    open_raster,
+    read_failed,
+)
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -67,7 +75,11 @@ def inspect_asset(core: Core, source: AssetSource) -> AssetInfo:
             ]
         is_cog, errors, warnings = None, [], []
         if src.driver == "GTiff":
-            is_cog, errors, warnings = cog_validate(source.gdal_path, quiet=True)
+            with capture_gdal_messages() as messages:
+                is_cog, errors, warnings = cog_validate(source.gdal_path, quiet=True)
+            failure = diagnose(messages, None, core.settings)
+            if not is_cog and is_transfer_failure(failure):  # a failed read is not "not a COG"
+                raise read_failed(source, failure, "checking the COG layout of")
         epsg = src.crs.to_epsg() if src.crs else None
         return AssetInfo(
             href=source.href_unsigned,

@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 
 from ..errors import AssetNotFound, InvalidArgument
 from ..outputs import OutputRecord
-from .access import AssetSource, asset_source, gdal_errors, get_item, open_raster, resolve_input
+from .access import (
+    AssetSource,
+    asset_source,
+    check_read_size,
+    gdal_errors,
+    get_item,
+    open_reader,
+    resolve_input,
+)
 from .formats import FORMATS, colorize, stretch_to_8bit, write_8bit
 from .grids import bbox_window
 from .jobs import Job
@@ -74,6 +82,21 @@ def preview_sources(
     return [asset_source(core, item, name, catalog=catalog) for name in preview_assets(item, assets)]
 
 
+def check_preview_read(
+    source: AssetSource, src, window_pixels: float, scale: float, bands: int, settings
+) -> None:
+    """The source pixels a decimated read takes: GDAL reads the coarsest overview whose
+    decimation is at most `scale`; without one, every full-resolution pixel of the window."""
+    factors = [f for f in (src.overviews(1) if src.count else []) if f <= max(scale, 1.0) * (1 + 1e-6)]
+    factor = max(factors, default=1)
+    check_read_size(
+        window_pixels / factor**2 * bands,
+        settings,
+        what=f"a preview of {source.label}",
+        hint=f"pass a smaller bbox (the file has {'overviews ' + str(src.overviews(1)) if src.count and src.overviews(1) else 'no overviews'})",
+    )
+
+
 def render_preview(
     core: Core,
     sources: list[AssetSource],
@@ -91,11 +114,13 @@ def render_preview(
     from rasterio.windows import bounds as window_bounds
 
     job = job or Job()
+    job.limit_time(core.settings.limits.job_timeout_s)
     if not isinstance(max_size, int) or not 16 <= max_size <= MAX_PREVIEW_SIZE:
         raise InvalidArgument(f"max_size must be between 16 and {MAX_PREVIEW_SIZE} pixels")
     settings = core.settings
     first = sources[0]
-    with open_raster(first, settings) as src, gdal_errors(first, "previewing"):
+    with open_reader(first, settings, job=job) as reader, gdal_errors(first, "previewing"):
+        src = reader.src
         window = (
             bbox_window(src, bbox, "EPSG:4326") if bbox is not None else Window(0, 0, src.width, src.height)
         )
@@ -108,33 +133,46 @@ def render_preview(
         rgb_in_one = len(sources) == 1 and src.count >= 3 and src.dtypes[0] == "uint8"
         indexes = [1, 2, 3] if rgb_in_one else [1]
         resampling = Resampling.average if (rgb_in_one or len(sources) == 3) else Resampling.nearest
+        check_preview_read(first, src, window.width * window.height, scale, len(indexes), settings)
         layers = [
-            src.read(
-                indexes,
-                window=window,
-                out_shape=(len(indexes), out_h, out_w),
-                resampling=resampling,
-                masked=True,
+            reader.run(
+                lambda s: s.read(
+                    indexes,
+                    window=window,
+                    out_shape=(len(indexes), out_h, out_w),
+                    resampling=resampling,
+                    masked=True,
+                ),
+                "previewing",
             )
         ]
     job.progress(1, len(sources) + 1, f"read {first.label}")
     for number, other in enumerate(sources[1:], start=2):
-        with open_raster(other, settings) as src, gdal_errors(other, "previewing"):
+        with open_reader(other, settings, job=job) as reader, gdal_errors(other, "previewing"):
+            src = reader.src
             if src.crs != crs:
                 from rasterio.vrt import WarpedVRT
 
-                with WarpedVRT(src, crs=crs, resampling=resampling) as vrt:
-                    part = from_bounds(*area, transform=vrt.transform)
-                    layers.append(
-                        vrt.read(
+                def read_warped(s, other=other):
+                    with WarpedVRT(s, crs=crs, resampling=resampling) as vrt:
+                        part = from_bounds(*area, transform=vrt.transform)
+                        check_preview_read(
+                            other, s, part.width * part.height, part.width / out_w, 1, settings
+                        )
+                        return vrt.read(
                             [1], window=part, out_shape=(1, out_h, out_w), resampling=resampling, masked=True
                         )
-                    )
+
+                layers.append(reader.run(read_warped, "previewing"))
             else:
                 part = from_bounds(*area, transform=src.transform)
+                check_preview_read(other, src, part.width * part.height, part.width / out_w, 1, settings)
                 layers.append(
-                    src.read(
-                        [1], window=part, out_shape=(1, out_h, out_w), resampling=resampling, masked=True
+                    reader.run(
+                        lambda s, p=part: s.read(
+                            [1], window=p, out_shape=(1, out_h, out_w), resampling=resampling, masked=True
+                        ),
+                        "previewing",
                     )
                 )
         job.progress(number, len(sources) + 1, f"read {other.label}")

@@ -4,8 +4,11 @@ Steps (each decided from the header, before any pixel is read):
 1. the output grid (`grids.warp_grid`): the footprint, or its part inside `bbox`, at `resolution`;
 2. the size limits (`grids.check_output_size`);
 3. the source overview: the coarsest one still at least as fine as the target resolution;
-4. warp strip by strip into a working GeoTIFF (GDAL reads only the source blocks each strip
-   needs; progress and cancellation between strips), then copy into the output format.
+4. the read budget: the source pixels of that overview under the output (limits.max_read_pixels);
+5. warp strip by strip into a working GeoTIFF through a WarpedVRT (GDAL reads only the source
+   blocks each strip needs; a failed read fails the job, it is never warped as no-data;
+   progress, cancellation and the time limit between strips), then copy into the output format
+   (cancellable inside GDAL, see formats.finish).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..outputs import OutputRecord
 from . import formats
-from .access import AssetSource, gdal_errors, open_raster
+from .access import AssetSource, check_read_size, gdal_errors, open_raster, open_reader
 from .formats import creation_options, finish, overview_resampling, row_strips, write_chunks
 from .grids import (
     check_output_size,
@@ -50,9 +53,8 @@ def reproject_asset(
     job: Job | None = None,
 ) -> OutputRecord:
     """Warp `source` (or its part inside `bbox`) to `dst_crs`; return the output's record."""
-    from rasterio.transform import Affine
-
     job = job or Job()
+    job.limit_time(core.settings.limits.job_timeout_s)
     fmt = formats.output_format(output_format, allowed=WARP_FORMATS)
     crs = parse_crs(dst_crs)
     method = parse_resampling(resampling)
@@ -68,7 +70,24 @@ def reproject_asset(
             settings.limits,
             resolution=max(grid.resolution),
         )
-        level = choose_overview(src.overviews(1), native_resolution_in(src, crs), grid.resolution)
+        factors = src.overviews(1)
+        native = native_resolution_in(src, crs)
+        level = choose_overview(factors, native, grid.resolution)
+        factor = factors[level] if level is not None else 1
+        read = source_pixels_read(grid, native, factor, src.width * src.height)
+        check_read_size(
+            read * src.count,
+            settings,
+            what=f"reprojecting {source.label} at {_res_text(grid.resolution)}",
+            hint=(
+                "pass a smaller bbox"
+                + (
+                    f" (the source has no overview coarse enough; its overviews: {list(factors) or 'none'})"
+                    if read > grid.width * grid.height
+                    else ""
+                )
+            ),
+        )
         count, dtype, nodata, descriptions = src.count, src.dtypes[0], src.nodata, src.descriptions
         scales, offsets = src.scales, src.offsets
     job.progress(0, 1, "planned")
@@ -88,49 +107,63 @@ def reproject_asset(
     store = core.outputs
     with store.writing(fmt.suffix, output_name, stem=f"reproject-{source.stem}") as out:
         working = out.scratch(".tif")
-        with open_raster(source, settings, overview_level=level) as src, gdal_errors(source, "warping"):
+        with open_reader(source, settings, overview_level=level, job=job) as reader:
+
+            def warp_strip(src, row0: int, height: int):
+                from rasterio.vrt import WarpedVRT
+                from rasterio.windows import Window
+
+                # A WarpedVRT read fails when a source read fails (rasterio's reproject() ignores
+                # GDAL's warp status and would leave the strip as no-data).
+                with WarpedVRT(
+                    src,
+                    crs=crs,
+                    transform=grid.transform,
+                    width=grid.width,
+                    height=grid.height,
+                    resampling=method,
+                    src_nodata=nodata,
+                    nodata=nodata,
+                    warp_extras={"NUM_THREADS": WARP_THREADS},
+                ) as vrt:
+                    return vrt.read(window=Window(0, row0, grid.width, height))
 
             def warped_strips():
-                import numpy as np
-                import rasterio
-                from rasterio.warp import reproject
                 from rasterio.windows import Window
 
                 for row0, height in parts:
-                    fill = nodata if nodata is not None else 0
-                    array = np.full((count, height, grid.width), fill, dtype=dtype)
-                    strip = grid.transform @ Affine.translation(0, row0)
-                    reproject(
-                        source=rasterio.band(src, list(range(1, count + 1))),
-                        destination=array,
-                        dst_transform=strip,
-                        dst_crs=crs,
-                        src_nodata=nodata,
-                        dst_nodata=nodata,
-                        resampling=method,
-                        num_threads=WARP_THREADS,
-                    )
+                    array = reader.run(lambda src, r=row0, h=height: warp_strip(src, r, h), "warping")
                     yield Window(0, row0, grid.width, height), array
 
-            write_chunks(
-                working,
-                crs=crs,
-                transform=grid.transform,
-                width=grid.width,
-                height=grid.height,
-                count=count,
-                dtype=dtype,
-                nodata=nodata,
-                chunks=warped_strips(),
-                descriptions=descriptions,
-                scales=scales,
-                offsets=offsets,
-                on_chunk=lambda n: job.progress(n, total, f"warped strip {n}/{strips}"),
-            )
+            with gdal_errors(source, "warping"):
+                write_chunks(
+                    working,
+                    crs=crs,
+                    transform=grid.transform,
+                    width=grid.width,
+                    height=grid.height,
+                    count=count,
+                    dtype=dtype,
+                    nodata=nodata,
+                    chunks=warped_strips(),
+                    descriptions=descriptions,
+                    scales=scales,
+                    offsets=offsets,
+                    on_chunk=lambda n: job.progress(n, total, f"warped strip {n}/{strips}"),
+                )
         job.check()
         options = formats.with_predictor(fmt, creation_options(fmt), dtype)
         with gdal_errors(source, f"writing {fmt.name} from"):
-            finish(fmt, working, out.path, options, overview_resampling=overview_resampling(resampling))
+            finish(
+                fmt,
+                working,
+                out.path,
+                options,
+                overview_resampling=overview_resampling(resampling),
+                job=job,
+                step=strips,
+                total=total,
+            )
             facts = describe_raster(out.path)
         job.progress(total, total, "written")
         return store.commit(
@@ -147,6 +180,14 @@ def reproject_asset(
                 f"written as {fmt.name}"
             ),
         )
+
+
+def source_pixels_read(grid, native: tuple[float, float], factor: int, source_pixels: int) -> float:
+    """About how many source pixels (of the overview with decimation `factor`) lie under the output
+    grid: output pixels x (output pixel / source pixel) in each direction, at most the whole level."""
+    ratio_x = grid.resolution[0] / (native[0] * factor)
+    ratio_y = grid.resolution[1] / (native[1] * factor)
+    return min(grid.width * grid.height * ratio_x * ratio_y, source_pixels / factor**2)
 
 
 def _res_text(res: tuple[float, float]) -> str:

@@ -21,11 +21,10 @@ per-fault counter; the handler has helpers to send a normal file answer (`send_f
 
 Modes:
 
-Every mode also takes `after` and `from_byte` (see `Fault`). All arguments are keywords.
+Every mode also takes `after`, `from_byte` and `times` (see `Fault`). All arguments are keywords.
 
 - `Stall(seconds, after=0)`: say nothing for `seconds` (past the client's timeout), then close.
-- `ServerError(status=500, after=0, times=None)`: answer `status` from the `after`+1-th request
-  on (`times` requests, then serve normally again: a transient error that a retry overcomes).
+- `ServerError(status=500)`: answer `status`.
 - `AbortMidBody(after=0, fraction=0.5)`: send the headers with the full Content-Length, then
   `fraction` of the body, then close the socket.
 - `WrongLength(after=0, extra=1000)`: declare `extra` more bytes in Content-Length than are
@@ -91,11 +90,14 @@ class Fault:
     `after`: serve this many requests normally before the fault starts (0: at once);
     `from_byte`: only misbehave for Range requests starting at or after this byte (0: any
     request), e.g. the first tile's offset, so that a raster's header is read fine and its
-    pixels are not.
+    pixels are not;
+    `times`: misbehave this many times, then serve normally again (None: for ever), a
+    transient failure that a retry overcomes.
     """
 
     after: int = 0
     from_byte: int = 0
+    times: int | None = None
 
     def applies(self, request: Request) -> bool:
         """Whether this request counts for the fault at all (`from_byte`); `index` counts only
@@ -104,6 +106,8 @@ class Fault:
 
     def respond(self, handler: FaultHandler, request: Request) -> bool:
         if request.index < self.after:
+            return False
+        if self.times is not None and request.index >= self.after + self.times:
             return False
         return self.inject(handler, request)
 
@@ -124,11 +128,8 @@ class Stall(Fault):
 @dataclass(kw_only=True)
 class ServerError(Fault):
     status: int = 500
-    times: int | None = None
 
     def inject(self, handler, request):
-        if self.times is not None and request.index >= self.after + self.times:
-            return False
         handler.send_body(self.status, b"injected failure\n", "text/plain")
         return True
 
@@ -448,9 +449,10 @@ class FaultHandler(BaseHTTPRequestHandler):
             request = Request(self.command, path, target, file, wanted, -1)
             if slot.fault.applies(request):
                 request.index = slot.next_index()
+                srv._count(path, faults=1)  # counted before answering: a stall is seen at once
                 if slot.fault.respond(self, request):
-                    srv._count(path, faults=1)
                     return
+                srv._count(path, faults=-1)
         if file is None:
             self.send_body(HTTPStatus.NOT_FOUND, b"", "text/plain")
             return
