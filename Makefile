@@ -37,7 +37,7 @@ demo: install
 # Test install: the package with its test extra, pinned by the same lock; PostgreSQL 15 +
 # PostGIS 3 where missing (apt, as root or with sudo).
 $(VENV)/.test-installed: $(PY) pyproject.toml $(LOCK)
-	$(PIP) install -q -c $(LOCK) -e ".[test]"
+	$(PIP) install -q -c $(LOCK) -e ".[test,docs]"
 	@touch $@ $(VENV)/.installed
 
 test-deps: $(VENV)/.test-installed

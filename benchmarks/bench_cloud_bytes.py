@@ -37,7 +37,7 @@ def make_scl(path: Path, size: int = SIZE, seed: int = 42) -> Path:
     import rasterio.shutil
     from rasterio.transform import from_origin
 
-    from stac_gdal_mcp import synthetic
+    from stac_gdal_mcp.testing import synthetic
 
     if path.exists():
         return path
@@ -85,7 +85,7 @@ def fresh_href(server, path: Path) -> tuple[str, str]:
 
 def scene_item(item_id: str, scl_href: str, size: int = SIZE, when: str = "2024-07-01T10:00:00Z") -> dict:
     """A Sentinel-2 L2A item for a (2 * size) px 10 m grid whose SCL asset is `scl_href`."""
-    from stac_gdal_mcp import synthetic
+    from stac_gdal_mcp.testing import synthetic
 
     transform = (10.0, 0.0, ORIGIN[0], 0.0, -10.0, ORIGIN[1])
     item = synthetic.item("sentinel-2-l2a", item_id, when, transform=transform, shape=(2 * size, 2 * size))

@@ -7,7 +7,7 @@ Rebuild (from the repository root)::
 
 The output is a self-contained static catalog: ``catalog.json`` -> collections
 ``sentinel-2-l2a`` (5 items) and ``landsat-c2-l2`` (3 items) -> items with relative links and
-COG assets written by :func:`stac_gdal_mcp.synthetic.write_scene`, all over one small area
+COG assets written by :func:`stac_gdal_mcp.testing.synthetic.write_scene`, all over one small area
 around Gorizia / Nova Gorica (about 45.93 N, 13.61 E, UTM zone 33N, MGRS tile 33TUL, WRS-2
 190/028), June to September 2024, from clear to overcast.  ``truth.json`` maps each item id
 to the cloud/shadow/... fractions counted from its mask.  The build is deterministic: the
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run from a checkout without installing the package
     sys.path.insert(0, str(REPO))
 
-from stac_gdal_mcp import synthetic  # noqa: E402
+from stac_gdal_mcp.testing import synthetic  # noqa: E402
 
 DEFAULT_OUT = REPO / "stac_gdal_mcp" / "data" / "sample"
 EPSG = 32633

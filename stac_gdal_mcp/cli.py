@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 
@@ -17,11 +16,9 @@ def _serve(args: argparse.Namespace) -> int:
     except StacGdalMcpError as exc:
         print(f"stac-gdal-mcp: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from .server.logs import setup_logging
+
+    setup_logging(settings.log_level)
     token = args.token or settings.token
     if args.transport == "http" and not token and args.host not in ("127.0.0.1", "localhost", "::1"):
         print(

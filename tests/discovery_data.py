@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta
 
-from stac_gdal_mcp import synthetic
+from stac_gdal_mcp.testing import synthetic
 
 S2 = "disc-s2"
 LS = "disc-ls"

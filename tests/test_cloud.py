@@ -19,12 +19,12 @@ from rasterio.features import geometry_mask
 from shapely import transform as shapely_transform
 from shapely.geometry import Polygon, box, mapping
 
-from stac_gdal_mcp import synthetic
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import InvalidArgument, OperationCancelled
 from stac_gdal_mcp.processing.cloud import cloud_cover_stats
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.testing import synthetic
 
 UID = uuid.uuid4().hex[:8]
 S2, LS = f"cloud-s2-{UID}", f"cloud-ls-{UID}"

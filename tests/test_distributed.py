@@ -15,10 +15,10 @@ import pytest
 import rasterio
 import test_timeseries as ts  # its numpy helpers (module import: its tests are not collected here)
 
-from stac_gdal_mcp import synthetic
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import AssetUnreadable
 from stac_gdal_mcp.processing.load import composite, time_series
+from stac_gdal_mcp.testing import synthetic
 
 UID = uuid.uuid4().hex[:8]
 S2 = f"dist-s2-{UID}"

@@ -15,8 +15,8 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from stac_gdal_mcp.errors import ConfigError
-from stac_gdal_mcp.extensions import ExtensionError
 from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.server.extensions import ExtensionError
 from stac_gdal_mcp.settings import CHILD_ENV_VARS, load_settings
 
 SERVERS = Path(__file__).parent / "external_servers"
@@ -468,6 +468,6 @@ async def test_through_the_stdio_cli_and_children_stop_with_it(tmp_path):
     ],
 )
 def test_command_lines_are_shown_without_secrets(argv, shown):
-    from stac_gdal_mcp.extensions.redact import redact_argv
+    from stac_gdal_mcp.server.extensions.redact import redact_argv
 
     assert redact_argv(argv, secrets=["my-configured-value"]) == shown

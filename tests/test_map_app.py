@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from stac_gdal_mcp.ui_app import MAP_URI, build_map_view, map_app_config, map_html, register_map_app
+from stac_gdal_mcp.server.map_app import MAP_URI, build_map_view, map_app_config, map_html, register_map_app
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "ui_fixtures"

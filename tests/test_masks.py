@@ -11,7 +11,6 @@ import copy
 import numpy as np
 import pytest
 
-from stac_gdal_mcp import synthetic
 from stac_gdal_mcp.errors import AssetNotFound, MaskNotFound, NotFound
 from stac_gdal_mcp.processing.masks import (
     HLS_FMASK,
@@ -21,6 +20,7 @@ from stac_gdal_mcp.processing.masks import (
     qa_field,
     scheme_from_classification,
 )
+from stac_gdal_mcp.testing import synthetic
 
 NAMES = ("nodata", "cloud", "shadow", "cirrus", "snow", "water", "clear")
 

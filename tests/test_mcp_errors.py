@@ -71,7 +71,7 @@ LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ER
 SESSION = """
 import asyncio, sys
 from fastmcp import Client
-from stac_gdal_mcp.logs import setup_logging
+from stac_gdal_mcp.server.logs import setup_logging
 from stac_gdal_mcp.server import build_server
 from stac_gdal_mcp.settings import load_settings
 

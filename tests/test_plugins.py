@@ -12,8 +12,8 @@ import pytest
 from fastmcp import Client
 
 from stac_gdal_mcp.errors import ConfigError
-from stac_gdal_mcp.extensions import ExtensionError
 from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.server.extensions import ExtensionError
 from stac_gdal_mcp.settings import load_settings
 
 PLUGINS = Path(__file__).parent / "plugins"
@@ -300,7 +300,7 @@ async def test_example_plugin_writes_an_output_with_a_record(build, tmp_path):
     import numpy as np
     import rasterio
 
-    from stac_gdal_mcp import synthetic
+    from stac_gdal_mcp.testing import synthetic
 
     scenes = tmp_path / "scenes"
     item, _ = synthetic.write_scene(

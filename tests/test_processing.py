@@ -24,8 +24,8 @@ from rasterio.windows import Window
 from rio_cogeo.cogeo import cog_validate
 from test_processing_access import write_cog
 
-from stac_gdal_mcp import synthetic
 from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.testing import synthetic
 
 UID = uuid.uuid4().hex[:8]
 COLLECTION = f"proc-s2-{UID}"

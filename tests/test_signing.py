@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from fastmcp import Client
 
-from stac_gdal_mcp import synthetic
 from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.testing import synthetic
 
 TOKEN = "sv=2024-01-01&se=2030-01-01&sig=local-test-signature"
 

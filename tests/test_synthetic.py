@@ -1,4 +1,4 @@
-"""Tests of stac_gdal_mcp.synthetic and of the bundled sample catalog.
+"""Tests of stac_gdal_mcp.testing.synthetic and of the bundled sample catalog.
 
 Truth is recomputed here from the written rasters with rasterio/numpy, following the mask
 definitions of the synthetic module's docstring (SCL classes, Landsat QA_PIXEL bits).
@@ -17,9 +17,9 @@ import rasterio
 from pyproj import Transformer
 from rio_cogeo.cogeo import cog_validate
 
-from stac_gdal_mcp import synthetic
+from stac_gdal_mcp.testing import synthetic
 
-SAMPLE = Path(synthetic.__file__).parent / "data" / "sample"
+SAMPLE = Path(synthetic.__file__).parents[1] / "data" / "sample"
 S2, LANDSAT = "sentinel-2-l2a", "landsat-c2-l2"
 TRUTH_KEYS = {
     "cloud_fraction",

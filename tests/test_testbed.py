@@ -18,7 +18,7 @@ from pystac_client import Client
 from rasterio.windows import Window
 from shapely.geometry import box, shape
 
-from stac_gdal_mcp import synthetic
+from stac_gdal_mcp.testing import synthetic
 from testbed import TestbedUnavailable, pgstac_for_pytest, serve_directory, start_pgstac
 
 IN_CI = os.environ.get("CI", "").lower() == "true"

@@ -22,11 +22,11 @@ from rasterio.features import geometry_mask
 from shapely import transform as shapely_transform
 from shapely.geometry import box, mapping
 
-from stac_gdal_mcp import synthetic
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import InvalidArgument, MaskNotFound
 from stac_gdal_mcp.processing.load import composite, time_series
 from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.testing import synthetic
 
 UID = uuid.uuid4().hex[:8]
 S2, LS = f"ts-s2-{UID}", f"ts-ls-{UID}"

@@ -22,7 +22,7 @@ COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
 
 def register(registry):
     from stac_gdal_mcp.errors import InvalidArgument, LimitExceeded
-    from stac_gdal_mcp.extensions import IncompatiblePluginError
+    from stac_gdal_mcp.server.extensions import IncompatiblePluginError
 
     if registry.version.split(".")[0] != "0":
         raise IncompatiblePluginError(f"written for stac-gdal-mcp 0.x, this is {registry.version}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hmac
 import logging
 
-from .core import Core
-from .settings import Settings
+from ..core import Core
+from ..settings import Settings
 
 log = logging.getLogger("stac_gdal_mcp")
 
@@ -43,7 +43,8 @@ def build_server(
     """The MCP server over a `Core`; `http_token` protects the HTTP transport."""
     from fastmcp import FastMCP
 
-    from . import __version__
+    from .. import __version__
+    from .map_app import register_map_app
     from .tools import analysis, discovery, processing
     from .tools.errors import argument_errors_middleware
 
@@ -59,6 +60,7 @@ def build_server(
     discovery.register(mcp, core)
     processing.register(mcp, core)
     analysis.register(mcp, core)
+    register_map_app(mcp)  # the ui:// map the tools above point to (MCP Apps hosts)
     mcp.core = core  # for in-process users (tests, notebooks, extensions)
     # Last step: plugins and external servers, after every core tool, so name collisions are caught.
     from .extensions import install_extensions

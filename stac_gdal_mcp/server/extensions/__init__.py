@@ -16,7 +16,7 @@ import atexit
 import logging
 import re
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 from .errors import ExtensionError, ExternalServerError, IncompatiblePluginError
 from .names import ToolNames
 from .registry import Registry
@@ -32,7 +32,7 @@ __all__ = [
     "install_extensions",
 ]
 
-log = logging.getLogger("stac_gdal_mcp.extensions")
+log = logging.getLogger("stac_gdal_mcp.server.extensions")
 
 
 def install_extensions(mcp, core) -> Extensions:

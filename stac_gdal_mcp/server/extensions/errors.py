@@ -1,6 +1,6 @@
 """Errors of the extension machinery (plugins and external servers)."""
 
-from ..errors import ConfigError, StacGdalMcpError
+from ...errors import ConfigError, StacGdalMcpError
 
 
 class IncompatiblePluginError(StacGdalMcpError):

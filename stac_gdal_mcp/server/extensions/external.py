@@ -17,13 +17,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..settings import ExternalServerConfig
+from ...errors import ConfigError
+from ...settings import ExternalServerConfig
 from .errors import ExternalServerError
 from .redact import redact, redact_argv
 from .report import ExtensionInfo
 
-log = logging.getLogger("stac_gdal_mcp.extensions")
+log = logging.getLogger("stac_gdal_mcp.server.extensions")
 
 NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 KNOWN_KEYS = set(ExternalServerConfig.model_fields)

@@ -23,7 +23,7 @@ from .report import ExtensionInfo
 ENTRY_POINT_GROUP = "stac_gdal_mcp.plugins"
 MODULE_PREFIX = "stac_gdal_mcp_plugins"
 
-log = logging.getLogger("stac_gdal_mcp.extensions")
+log = logging.getLogger("stac_gdal_mcp.server.extensions")
 
 
 @dataclass

@@ -12,12 +12,12 @@ import json
 import logging
 from typing import Any
 
-from ..errors import StacGdalMcpError
+from ...errors import StacGdalMcpError
 from ..tools import READ_ONLY, WRITES_OUTPUT
 from ..tools.errors import client_error
 from .names import TOOL_NAME
 
-log = logging.getLogger("stac_gdal_mcp.extensions")
+log = logging.getLogger("stac_gdal_mcp.server.extensions")
 
 
 class Registry:
@@ -34,7 +34,7 @@ class Registry:
     # -- read access to the core ---------------------------------------------------------
     @property
     def version(self) -> str:
-        from .. import __version__
+        from ... import __version__
 
         return __version__
 
@@ -56,7 +56,7 @@ class Registry:
         """Resolve an input the way every processing tool does: `href=...`, or `collection_id=`,
         `item_id=`, `asset=` (a key or a band common name) and optionally `catalog=`. Returns an
         `AssetSource` (open it with `stac_gdal_mcp.processing.access.open_raster`)."""
-        from ..processing.access import resolve_input
+        from ...processing.access import resolve_input
 
         return resolve_input(self.core, **reference)
 

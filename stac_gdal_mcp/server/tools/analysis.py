@@ -9,7 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ..core import Core
+from ...core import Core
+from ..map_app import map_app_config
 from . import READ_ONLY, WRITES_OUTPUT, tool
 from .args import (
     SEARCH_ARGS,
@@ -54,9 +55,9 @@ def register(mcp, core: Core) -> None:
     from fastmcp import Context
     from fastmcp.dependencies import CurrentContext
 
-    from ..processing import cloud
+    from ...processing import cloud
 
-    @tool(mcp, READ_ONLY)
+    @tool(mcp, READ_ONLY, app=map_app_config())
     async def cloud_cover_stats(
         aoi: AoiArg,
         items: json_text(
@@ -106,7 +107,7 @@ def register(mcp, core: Core) -> None:
             **_search(locals()),
         )
 
-    from ..processing import load
+    from ...processing import load
 
     @tool(mcp, WRITES_OUTPUT)
     async def time_series(
@@ -161,7 +162,7 @@ def register(mcp, core: Core) -> None:
             **_search(locals()),
         )
 
-    @tool(mcp, WRITES_OUTPUT)
+    @tool(mcp, WRITES_OUTPUT, app=map_app_config())
     async def composite(
         aoi: AoiArg,
         bands: json_text(list[str], 'band common names or asset keys, e.g. ["red", "green", "blue"]'),

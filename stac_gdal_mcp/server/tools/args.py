@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BeforeValidator, Field, ValidationInfo
 
-from ..discovery import params
+from ...discovery import params
 
 JSON_TEXT = "the same value as JSON text"
 

@@ -5,10 +5,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ..core import Core
-from ..discovery import collections as coll
-from ..discovery.search import search_items as _search_items
-from ..models import CatalogList, CollectionDetail, CollectionList, Queryables, SearchResult
+from ...core import Core
+from ...discovery import collections as coll
+from ...discovery.search import search_items as _search_items
+from ...models import CatalogList, CollectionDetail, CollectionList, Queryables, SearchResult
+from ..map_app import map_app_config
 from . import READ_ONLY, resource, tool
 from .args import (
     CatalogArg,
@@ -78,7 +79,7 @@ def register(mcp, core: Core) -> None:
         """Properties that can be used in `filter` (CQL2) or `query` of search_items, with their types."""
         return coll.get_queryables(catalogs, collection_id, catalog)
 
-    @tool(mcp, READ_ONLY)
+    @tool(mcp, READ_ONLY, app=map_app_config())
     def search_items(
         catalog: CatalogArg = None,
         collections: CollectionsArg = None,

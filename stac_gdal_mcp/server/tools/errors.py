@@ -14,7 +14,7 @@ import functools
 import inspect
 import logging
 
-from ..errors import StacGdalMcpError
+from ...errors import StacGdalMcpError
 
 log = logging.getLogger("stac_gdal_mcp.tools")
 

@@ -12,9 +12,10 @@ from typing import Annotated, Literal
 from fastmcp import Context
 from pydantic import Field
 
-from ..core import Core
-from ..outputs import OutputList, OutputRecord, OutputSummary
-from ..processing.grids import RESAMPLING
+from ...core import Core
+from ...outputs import OutputList, OutputRecord, OutputSummary
+from ...processing.grids import RESAMPLING
+from ..map_app import map_app_config
 from . import READ_ONLY, WRITES_OUTPUT, resource, tool
 from .args import CatalogArg, json_text
 
@@ -58,7 +59,7 @@ async def run_job(ctx: Context | None, fn, /, *args, **kwargs):
     import anyio
     from anyio import from_thread, to_thread
 
-    from ..processing.jobs import Job
+    from ...processing.jobs import Job
 
     def report(done: float, total: float, message: str | None) -> None:
         if ctx is not None:
@@ -84,9 +85,9 @@ async def run_job(ctx: Context | None, fn, /, *args, **kwargs):
 
 
 def register(mcp, core: Core) -> None:
-    from ..processing import convert, inspect, warp
-    from ..processing import preview as previews
-    from ..processing.access import resolve_input
+    from ...processing import convert, inspect, warp
+    from ...processing import preview as previews
+    from ...processing.access import resolve_input
 
     store = core.outputs
 
@@ -112,7 +113,7 @@ def register(mcp, core: Core) -> None:
         """
         return inspect.inspect_asset(core, source(href, collection_id, item_id, asset, catalog))
 
-    @tool(mcp, WRITES_OUTPUT)
+    @tool(mcp, WRITES_OUTPUT, app=map_app_config())
     async def reproject_asset(
         dst_crs: Annotated[str, Field(description="target CRS, e.g. 'EPSG:4326', 'EPSG:3857', 'EPSG:32633'")],
         href: Href = None,
@@ -167,7 +168,7 @@ def register(mcp, core: Core) -> None:
 
         return await run_job(ctx, work)
 
-    @tool(mcp, WRITES_OUTPUT)
+    @tool(mcp, WRITES_OUTPUT, app=map_app_config())
     async def convert_asset(
         output_format: Annotated[
             Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"],
@@ -213,7 +214,12 @@ def register(mcp, core: Core) -> None:
 
         return await run_job(ctx, work)
 
-    @tool(mcp, WRITES_OUTPUT, output_schema=OutputRecord.model_json_schema(mode="serialization"))
+    @tool(
+        mcp,
+        WRITES_OUTPUT,
+        output_schema=OutputRecord.model_json_schema(mode="serialization"),
+        app=map_app_config(),
+    )
     async def preview(
         href: Href = None,
         collection_id: CollectionId = None,
@@ -291,7 +297,7 @@ def register(mcp, core: Core) -> None:
     def output_file(output_id: str):
         from fastmcp.resources import ResourceContent, ResourceResult
 
-        from ..errors import LimitExceeded
+        from ...errors import LimitExceeded
 
         record = store.get(output_id)
         path = store.path(output_id)

@@ -1,4 +1,4 @@
-from stac_gdal_mcp.extensions import IncompatiblePluginError
+from stac_gdal_mcp.server.extensions import IncompatiblePluginError
 
 
 def register(registry):

@@ -1,0 +1,6 @@
+"""The MCP face: `build_server(settings)` returns a FastMCP server whose tools, resources and
+prompts call the library (`stac_gdal_mcp.Session`). Nothing below this package imports it."""
+
+from .app import build_server
+
+__all__ = ["build_server"]

@@ -1,0 +1,1 @@
+"""Synthetic data for tests, benchmarks and the bundled sample catalog (never imported at run time)."""
