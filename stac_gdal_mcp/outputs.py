@@ -7,10 +7,23 @@
                               sources=[source.source_ref()], media_type=COG_TYPE, raster=facts)
 
 Files live in `<workspace>/outputs/`, records in `<workspace>/records/<output_id>.json`.
-Leaving the block without `commit` (an error, a cancellation) removes the temporary file and
-any scratch files: nothing partial is ever visible under a final name, and there is no record
-without its file. `commit` renames the file into place, then writes the record (itself via a
-temporary name); if the record cannot be written the file is removed again.
+Everything being written (the output under a temporary name, scratch files, GDAL's own
+temporary files next to them, records before their rename) lives in `<workspace>/.tmp/`, named
+`<pid>-<session>-...` after the process and store that wrote it. Leaving the block without
+`commit` (an error, a cancellation) removes the temporary file and any scratch files: nothing
+partial is ever visible under a final name, and there is no record without its file. `commit`
+renames the file into place, then writes the record (itself via a temporary name); if the record
+cannot be written the file is removed again.
+
+A process killed mid-write (kill -9, power loss) cannot clean up; the next store to start on the
+workspace does (`sweep`): it removes the `.tmp/` entries of processes that no longer run (and of
+earlier stores of its own pid), and, when no other live store uses the workspace, files without
+a record and records without a file.
+
+Nothing is read or written through a symbolic link: the `outputs`, `records` and `.tmp` folders
+and every file in them must be real entries inside the workspace (AccessDenied otherwise), so a
+link planted in the workspace cannot make a resource read return, or a write land in, a file
+outside it.
 
 A record is a STAC Item (projection, raster, file and processing extensions) whose
 `derived_from` links name the source items and asset hrefs, without credentials.
@@ -33,7 +46,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
-from .errors import LimitExceeded, NotFound, OutputExists
+from .errors import AccessDenied, LimitExceeded, NotFound, OutputExists
 from .security import check_output_name
 from .settings import Settings
 
@@ -220,6 +233,50 @@ class PendingOutput:
         self.scratch_paths.append(p)
         return p
 
+    def temporary_files(self) -> list[Path]:
+        """Every file this write may have left: the output, scratch files and what GDAL puts
+        next to them (`<name>.ovr.tmp`, `<name>.aux.xml`, ...)."""
+        found = {self.path, *self.scratch_paths}
+        with contextlib.suppress(OSError):
+            found.update(self.path.parent.glob(f"{self.path.name}*"))
+        return sorted(found)
+
+
+TMP_DIR = ".tmp"
+# stores alive in this process (their session ids): leftovers of another session of the same
+# pid (a restarted server that got the same pid, e.g. in a container) are stale
+_LIVE_SESSIONS: set[str] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _owner(name: str) -> tuple[int, str] | None:
+    """(pid, session) from a `.tmp` entry name `<pid>-<session>-...`, None if not one of ours."""
+    match = re.match(r"^(\d+)-([0-9a-f]{8})(?:[-.]|$)", name)
+    return (int(match.group(1)), match.group(2)) if match else None
+
+
+def _stale(name: str) -> bool:
+    owner = _owner(name)
+    if owner is None:
+        return True  # not a name this store writes: nothing may live here
+    pid, session = owner
+    if pid == os.getpid():
+        with _LIVE_LOCK:
+            return session not in _LIVE_SESSIONS
+    return not _pid_alive(pid)
+
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -244,8 +301,9 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+def _write_atomic(path: Path, text: str, tmp: Path | None = None) -> None:
+    """Write `text` to `tmp` (default: a hidden name next to `path`), then rename it to `path`."""
+    tmp = tmp or path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
         with open(tmp, "w") as f:
             f.write(text)
@@ -323,12 +381,115 @@ def _no_output(output_id: str) -> NotFound:
 class OutputStore:
     """Output files and their records in the workspace. Thread-safe."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, *, sweep: bool = True):
         self.settings = settings
-        self.root = Path(settings.workspace) / "outputs"
-        self.records = Path(settings.workspace) / "records"
+        self.workspace = Path(settings.workspace).expanduser().resolve()
+        self.root = self.workspace / "outputs"
+        self.records = self.workspace / "records"
+        self.tmp = self.workspace / TMP_DIR
         self._lock = threading.Lock()
         self._reserved: set[str] = set()
+        self.session = secrets.token_hex(4)
+        with _LIVE_LOCK:
+            _LIVE_SESSIONS.add(self.session)
+        self._marker: Path | None = None
+        if sweep:
+            try:
+                self.sweep()
+            except (OSError, AccessDenied) as exc:
+                log.warning("could not sweep the workspace %s: %s", self.workspace, exc)
+
+    def close(self) -> None:
+        """Forget this store (its `.tmp` entries become stale for later sweeps)."""
+        if self._marker is not None:
+            _remove(self._marker)
+        with _LIVE_LOCK:
+            _LIVE_SESSIONS.discard(self.session)
+
+    @property
+    def prefix(self) -> str:
+        """Start of the names of this store's `.tmp` entries."""
+        return f"{os.getpid()}-{self.session}"
+
+    # --- the workspace's folders, never through a link ---------------------------------------
+
+    def _folder(self, path: Path, *, create: bool) -> Path:
+        """`path` (outputs, records or .tmp) as a real folder inside the workspace."""
+        if create:
+            self.workspace.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise AccessDenied(
+                f"the workspace folder '{path.name}' is a link or not a folder; refused "
+                "(move it away and let the server create a plain folder)"
+            )
+        if create:
+            path.mkdir(exist_ok=True)
+        real = path.resolve()
+        if path.exists() and real != self.workspace / path.name:
+            raise AccessDenied(f"the workspace folder '{path.name}' leads outside the workspace; refused")
+        return path
+
+    def _entry(self, folder: Path, name: str) -> Path:
+        """`folder/name` if it is a plain file (or absent), never a link or something outside."""
+        path = folder / name
+        if path.is_symlink():
+            raise AccessDenied(f"'{folder.name}/{name}' in the workspace is a symbolic link; refused")
+        if path.exists() and (not path.is_file() or path.resolve().parent != folder.resolve()):
+            raise AccessDenied(f"'{folder.name}/{name}' in the workspace is not a plain file; refused")
+        return path
+
+    # --- leftovers of dead processes -----------------------------------------------------------
+
+    def sweep(self) -> dict[str, list[str]]:
+        """Remove what dead writers left (see the module docstring); returns what was removed
+        (workspace-relative names) by kind: "temporary", "orphan_files", "orphan_records"."""
+        removed: dict[str, list[str]] = {"temporary": [], "orphan_files": [], "orphan_records": []}
+        tmp = self._folder(self.tmp, create=True)  # creates the workspace: the marker must exist
+        for entry in sorted(tmp.iterdir()):
+            if _stale(entry.name):
+                _remove_tree(entry)
+                removed["temporary"].append(f"{TMP_DIR}/{entry.name}")
+        self._marker = tmp / f"{self.prefix}.alive"
+        self._marker.touch()
+        for folder in (self.root, self.records):  # temporary names of earlier versions
+            if folder.is_dir() and not folder.is_symlink():
+                for entry in folder.glob(".*.tmp*"):
+                    _remove_tree(entry)
+                    removed["temporary"].append(f"{folder.name}/{entry.name}")
+        others = [e.name for e in tmp.glob("*.alive") if e.name != self._marker.name]
+        if others:
+            log.info("workspace shared with live stores %s: orphans left alone", others)
+        else:
+            self._sweep_orphans(removed)
+        total = sum(len(v) for v in removed.values())
+        if total:
+            log.warning("swept the workspace after an unclean stop: %s", removed)
+        return removed
+
+    def _sweep_orphans(self, removed: dict[str, list[str]]) -> None:
+        if not (self.root.is_dir() and self.records.is_dir()):
+            return
+        if self.root.is_symlink() or self.records.is_symlink():
+            return
+        files: dict[str, Path] = {}
+        for record_path in self.records.glob("*.json"):
+            if record_path.is_symlink():
+                continue
+            try:
+                record = OutputRecord.model_validate_json(record_path.read_text())
+            except (OSError, ValueError):
+                continue  # unreadable: list() reports it; not ours to judge
+            name = Path(record.file.href).name
+            file = self.root / name
+            if file.is_file() and not file.is_symlink():
+                files[name] = file
+            else:
+                _remove(record_path)
+                removed["orphan_records"].append(f"records/{record_path.name}")
+        for entry in self.root.iterdir():
+            if entry.name not in files and not entry.name.startswith("."):
+                _remove_tree(entry)
+                removed["orphan_files"].append(f"outputs/{entry.name}")
 
     # --- writing -------------------------------------------------------------------------
 
@@ -372,14 +533,21 @@ class OutputStore:
         new) or None for `<stem>-<random>`.
         """
         output_id, file_name = self._reserve(suffix, output_name, stem)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.records.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{output_id}.{secrets.token_hex(4)}.tmp{suffix}"
-        pending = PendingOutput(output_id=output_id, path=tmp, final_path=self.root / file_name)
+        try:
+            root = self._folder(self.root, create=True)
+            self._folder(self.records, create=True)
+            tmp_dir = self._folder(self.tmp, create=True)
+            final = self._entry(root, file_name)
+        except BaseException:
+            with self._lock:
+                self._reserved.discard(output_id)
+            raise
+        tmp = tmp_dir / f"{self.prefix}-{output_id}.{secrets.token_hex(4)}.tmp{suffix}"
+        pending = PendingOutput(output_id=output_id, path=tmp, final_path=final)
         try:
             yield pending
         finally:
-            for p in [pending.path, *pending.scratch_paths]:
+            for p in pending.temporary_files():
                 _remove(p)
             with self._lock:
                 self._reserved.discard(output_id)
@@ -422,9 +590,14 @@ class OutputStore:
             properties=properties,
             software=software,
         )
+        self._entry(self.root, pending.final_path.name)  # still no link planted there
         os.replace(pending.path, pending.final_path)
         try:
-            _write_atomic(self.records / f"{pending.output_id}.json", record.model_dump_json(indent=1))
+            _write_atomic(
+                self._entry(self.records, f"{pending.output_id}.json"),
+                record.model_dump_json(indent=1),
+                tmp=self.tmp / f"{self.prefix}-record-{pending.output_id}.{secrets.token_hex(4)}.tmp",
+            )
         except BaseException:
             _remove(pending.final_path)
             raise
@@ -508,31 +681,37 @@ class OutputStore:
             check_output_name(output_id)
         except Exception:
             raise _no_output(output_id) from None
-        return self.records / f"{output_id}.json"
+        return self._entry(self._folder(self.records, create=False), f"{output_id}.json")
 
     def get(self, output_id: str) -> OutputRecord:
         """The record of one output (NotFound if there is none)."""
         path = self._record_path(output_id)
         try:
-            return OutputRecord.model_validate_json(path.read_text())
+            return OutputRecord.model_validate_json(_read_plain(path))
         except FileNotFoundError:
             raise _no_output(output_id) from None
 
     def path(self, output_id: str) -> Path:
-        """The file of one output."""
-        path = self.root / Path(self.get(output_id).file.href).name
+        """The file of one output: a plain file inside the outputs folder, never a link."""
+        name = Path(self.get(output_id).file.href).name
+        path = self._entry(self._folder(self.root, create=False), name)
         if not path.is_file():
             raise NotFound(f"the file of output '{output_id}' is missing from the workspace")
         return path
+
+    def read_bytes(self, output_id: str) -> bytes:
+        """The content of an output's file, opened without following a link (O_NOFOLLOW)."""
+        return _read_plain(self.path(output_id), binary=True)
 
     def list(self) -> list[OutputRecord]:
         """All outputs, newest first."""
         if not self.records.is_dir():
             return []
+        records = self._folder(self.records, create=False)
         found = []
-        for path in self.records.glob("*.json"):
+        for path in records.glob("*.json"):
             try:
-                found.append(OutputRecord.model_validate_json(path.read_text()))
+                found.append(OutputRecord.model_validate_json(_read_plain(path)))
             except (OSError, ValueError) as exc:
                 log.warning("skipping unreadable output record %s: %s", path.name, exc)
         return sorted(found, key=lambda r: r.properties.created, reverse=True)
@@ -541,6 +720,33 @@ class OutputStore:
         """Remove an output's file and record; return the record it had."""
         record = self.get(output_id)
         with self._lock:
-            _remove(self.root / Path(record.file.href).name)
+            file = self.root / Path(record.file.href).name
+            if not file.is_symlink():
+                self._entry(self._folder(self.root, create=False), file.name)
+            _remove(file)  # a link is removed itself, never what it points to
             _remove(self._record_path(output_id))
         return record
+
+
+def _read_plain(path: Path, *, binary: bool = False):
+    """Read a file, refusing a symbolic link at the last moment (O_NOFOLLOW)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: a link
+            raise AccessDenied(f"'{path.name}' in the workspace is a symbolic link; refused") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    return data if binary else data.decode("utf-8")
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a file, a link (not its target) or a folder of them."""
+    import shutil
+
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        _remove(path)

@@ -44,9 +44,9 @@ def store(make_settings):
 
 def _files(store: OutputStore) -> list[str]:
     found = []
-    for folder in (store.root, store.records):
+    for folder in (store.root, store.records, store.tmp):
         if folder.exists():
-            found += sorted(p.name for p in folder.iterdir())
+            found += sorted(p.name for p in folder.iterdir() if p.suffix != ".alive")
     return found
 
 
@@ -61,7 +61,7 @@ def _commit(store, out, **kw):
 def test_commit_writes_file_and_record(store):
     payload = b"0123456789" * 1000
     with store.writing(".tif", stem="reproject-red") as out:
-        assert out.path.parent == store.root and out.path.name.startswith(".")
+        assert out.path.parent == store.tmp and out.path.name.startswith(store.prefix)
         out.path.write_bytes(payload)
         record = _commit(store, out, title="a test")
     assert record.id.startswith("reproject-red-")
