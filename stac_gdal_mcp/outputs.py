@@ -31,6 +31,7 @@ A record is a STAC Item (projection, raster, file and processing extensions) who
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as dt
 import hashlib
@@ -258,7 +259,11 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:  # someone else's process: alive
         return True
-    return True
+    try:  # a zombie (ended, not yet reaped by its parent) is dead too
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _owner(name: str) -> tuple[int, str] | None:
@@ -451,6 +456,7 @@ class OutputStore:
                 removed["temporary"].append(f"{TMP_DIR}/{entry.name}")
         self._marker = tmp / f"{self.prefix}.alive"
         self._marker.touch()
+        atexit.register(self.close)
         for folder in (self.root, self.records):  # temporary names of earlier versions
             if folder.is_dir() and not folder.is_symlink():
                 for entry in folder.glob(".*.tmp*"):
