@@ -68,6 +68,7 @@ def compute(core, job: Job, *arrays):
     import dask
 
     _no_spurious_rasterio_warning()
+    job.limit_time(core.settings.limits.job_timeout_s)
     try:
         address = core.settings.dask_scheduler
         if address:
@@ -85,6 +86,23 @@ def compute(core, job: Job, *arrays):
     except Exception as exc:
         log.debug("load failed", exc_info=True)
         raise AssetUnreadable(f"loading the items failed: {_clean(exc)}") from None
+
+
+def compute_each(core, job: Job, parts: dict[Any, tuple]) -> tuple[dict[Any, tuple], dict[Any, str]]:
+    """Compute each part (e.g. one solar day's arrays) on its own: a part whose reads fail is
+    left out and reported, never filled with no-data. Returns ({key: computed}, {key: error}).
+
+    odc-stac must load with fail_on_error=True (its default), so that a failed read raises
+    here instead of becoming no-data; cancellation and the time limit still stop everything."""
+    results, failures = {}, {}
+    for key, arrays in parts.items():
+        job.check()
+        try:
+            results[key] = compute(core, job, *arrays)
+        except AssetUnreadable as exc:
+            log.warning("part %s could not be read: %s", key, exc)
+            failures[key] = str(exc).removeprefix("loading the items failed: ")
+    return results, failures
 
 
 def _compute_distributed(client, job: Job, arrays):
