@@ -1,0 +1,117 @@
+"""The docs site builds with `mkdocs build --strict`, and its generated pages match the code.
+
+The tool reference (docs/hooks/tool_reference.py) is checked against a `tools/list` taken here,
+independently, through fastmcp's Client; the Python API page against `stac_gdal_mcp.__all__`.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+import stac_gdal_mcp
+from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAC_GDAL_MCP_")}
+    env["NO_MKDOCS_2_WARNING"] = "1"
+    # Not -q: mkdocs counts warnings for --strict only when they are logged.
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    problems = [line for line in proc.stderr.splitlines() if line.startswith(("WARNING", "ERROR"))]
+    assert proc.returncode == 0, "mkdocs build --strict failed:\n" + "\n".join(
+        problems or [proc.stderr[-3000:]]
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+async def listings(tmp_path_factory) -> dict:
+    workspace = tmp_path_factory.mktemp("workspace")
+    with pytest.MonkeyPatch.context() as mp:
+        for name in [k for k in os.environ if k.startswith("STAC_GDAL_MCP_")]:
+            mp.delenv(name)
+        server = build_server(load_settings(default_catalog="sample", workspace=str(workspace)))
+        async with Client(server) as client:
+            return {
+                "tools": await client.list_tools(),
+                "resources": await client.list_resources(),
+                "templates": await client.list_resource_templates(),
+                "prompts": await client.list_prompts(),
+            }
+
+
+def _section(page: str, anchor: str) -> str:
+    """The HTML from the heading with id `anchor` to the next h2 or h3."""
+    start = page.find(f'id="{anchor}"')
+    assert start >= 0, f"no heading #{anchor} in the page"
+    end = re.compile(r"<h[23][ >]").search(page, start)
+    return page[start : end.start() if end else len(page)]
+
+
+def _row(section: str, name: str) -> str:
+    for row in re.findall(r"<tr>.*?</tr>", section, flags=re.S):
+        if re.search(rf"<td><code>{re.escape(name)}</code></td>", row):
+            return row
+    raise AssertionError(f"no table row for `{name}`")
+
+
+def test_tool_reference_lists_every_tool_and_parameter(site, listings):
+    page = (site / "tools" / "index.html").read_text()
+    assert listings["tools"], "the server lists no tools"
+    for tool in listings["tools"]:
+        section = _section(page, tool.name)
+        schema = tool.input_schema
+        required = set(schema.get("required") or [])
+        params = section.split("Result fields")[0]  # the parameters table comes first
+        for name in schema.get("properties") or {}:
+            row = _row(params, name)
+            assert ("<strong>required</strong>" in row) == (name in required), (
+                f"{tool.name}.{name}: required mark wrong"
+            )
+        if tool.annotations and tool.annotations.read_only_hint is not None:
+            expected = "yes" if tool.annotations.read_only_hint else "no"
+            assert f"read-only: <strong>{expected}</strong>" in section, tool.name
+
+
+def test_tool_reference_lists_resources_templates_and_prompts(site, listings):
+    page = html.unescape((site / "tools" / "index.html").read_text())
+    for resource in listings["resources"]:
+        assert f"<code>{resource.uri}</code>" in page
+    for template in listings["templates"]:
+        assert f"<code>{template.uri_template}</code>" in page
+    for prompt in listings["prompts"]:
+        section = _section(page, prompt.name)
+        for argument in prompt.arguments or []:
+            _row(section, argument.name)
+
+
+def test_api_page_shows_every_public_name(site):
+    page = (site / "api" / "index.html").read_text()
+    names = getattr(stac_gdal_mcp, "__all__", [])
+    missing = [name for name in names if f'id="stac_gdal_mcp.{name}"' not in page]
+    assert not missing, f"stac_gdal_mcp.__all__ names missing from the API page: {missing}"
+
+
+def test_site_has_the_nav_pages(site):
+    for page in ["quickstart", "catalogs", "configuration", "security", "extending", "figures", "api"]:
+        assert (site / page / "index.html").is_file(), page
