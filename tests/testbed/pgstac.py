@@ -181,6 +181,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def as_postgres() -> list[str]:
+    """The command prefix that runs a program as user postgres (PostgreSQL refuses root).
+    runuser lives in /usr/sbin, which a minimal PATH (`env -i PATH=/usr/bin:/bin`) lacks."""
+    runuser = shutil.which("runuser") or shutil.which("runuser", path="/usr/sbin:/sbin")
+    if runuser is None:
+        raise TestbedUnavailable("running as root, and runuser (util-linux) was not found to run as postgres")
+    return [runuser, "-u", "postgres", "--"]
+
+
 class _Cluster:
     """A throw-away PostgreSQL cluster under `workdir`, listening on 127.0.0.1 only."""
 
@@ -196,7 +205,7 @@ class _Cluster:
     def _run(self, *args: str, timeout_s: float) -> None:
         cmd = [str(self.bindir / args[0]), *args[1:]]
         if self._as_postgres:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+            cmd = [*as_postgres(), *cmd]
         try:
             proc = subprocess.run(
                 cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
@@ -218,7 +227,7 @@ class _Cluster:
             workdir = self.data.parent
             shutil.chown(workdir, user="postgres")
             shutil.chown(self.socket_dir, user="postgres")
-            check = subprocess.run(["runuser", "-u", "postgres", "--", "test", "-w", str(workdir)])
+            check = subprocess.run([*as_postgres(), "test", "-w", str(workdir)])
             if check.returncode != 0:
                 raise TestbedUnavailable(
                     f"user postgres cannot write {workdir}: pass a parent_dir it can reach"
