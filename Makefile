@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: install demo test-deps lint format test test-fast bench sample lock wheel clean
+.PHONY: install demo test-deps lint format test test-fast bench sample lock wheel docs clean
 
 # The virtual environment. Debian/Ubuntu ship `venv` separately (python3-venv): install it
 # when missing and we are root, else say what to do.
@@ -65,6 +65,11 @@ bench: test-deps
 
 sample: install
 	$(PY) scripts/make_sample_catalog.py
+
+# The docs site in site/ (the tool reference is generated from the tool schemas at build time).
+# No -q: with -q, mkdocs does not count warnings and --strict passes anyway.
+docs: $(VENV)/.test-installed
+	$(BIN)/mkdocs build --strict
 
 # Refresh the lock: resolve pyproject's ranges afresh in a throw-away venv and pin the result.
 lock:
