@@ -69,7 +69,9 @@ def settings(make_settings):
 def leftovers(settings) -> list[str]:
     workspace = settings.workspace
     return sorted(
-        str(p.relative_to(workspace)) for p in workspace.rglob("*") if p.is_file() and p.name != ".lock"
+        str(p.relative_to(workspace))
+        for p in workspace.rglob("*")
+        if p.is_file() and p.suffix != ".alive"  # the live store's marker in .tmp
     )
 
 
