@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import stat
 import tomllib
 import typing
@@ -111,11 +112,39 @@ BUILTIN_CATALOGS = [
 ]
 
 
+# "host", "host:port", "1.2.3.4:80", "[fd00::1]", "[fd00::1]:443", "fd00::1"
+_HOST_PORT = re.compile(
+    r"^(?:(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::\d{1,5})?|[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f:.]*)$"
+)
+
+
 class NetworkSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     allow_private_hosts: bool = False
-    timeout_s: float = Field(30, gt=0)
+    # single non-public hosts allowed even so: "stac.internal", "10.0.0.5:8080", "[fd00::5]:443"
+    allowed_private_hosts: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(30, gt=0)  # the whole of one HTTP request (not one read)
     max_retries: int = Field(3, ge=0, le=10)
+    # streamable-HTTP transport: Host names (beyond loopback and the bound address) and browser
+    # Origins (beyond loopback ones) it answers; others get 403 (DNS rebinding, cross-site pages)
+    http_allowed_hosts: list[str] = Field(default_factory=list)
+    http_allowed_origins: list[str] = Field(default_factory=list)
+
+    @field_validator("allowed_private_hosts", "http_allowed_hosts")
+    @classmethod
+    def _hosts(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not _HOST_PORT.match(value.strip()):
+                raise ValueError(f"'{value}' is not a host name, an address, or either with :port")
+        return [v.strip() for v in values]
+
+    @field_validator("http_allowed_origins")
+    @classmethod
+    def _origins(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value.startswith(("http://", "https://")) or value.rstrip("/").count("/") != 2:
+                raise ValueError(f"'{value}' is not an origin such as https://app.example.com")
+        return [v.rstrip("/") for v in values]
 
 
 class LimitSettings(BaseModel):
@@ -130,6 +159,8 @@ class LimitSettings(BaseModel):
     max_read_pixels: int = Field(400_000_000, ge=1)
     # wall time of one processing job (reproject, convert, preview, cloud stats, loads), seconds
     job_timeout_s: float = Field(600, gt=0)
+    # bytes of items one search_items(detail="full") answer may carry (a note and next_cursor past it)
+    max_result_bytes: int = Field(1024**2, ge=1024)
 
 
 class PluginSettings(BaseModel):

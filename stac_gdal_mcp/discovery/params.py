@@ -6,10 +6,73 @@ Each helper raises a typed InvalidArgument subclass whose message says how to fi
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidArgument, InvalidBBox, InvalidDatetime, InvalidFilter
+
+# Bounds on every structured argument (array/object, or its JSON text), checked before any work:
+# a CQL2-JSON `not` nested thousands deep, a nested `query` or GeometryCollection, or an array of
+# millions of numbers would otherwise keep a worker (and the libraries under it) busy for minutes.
+MAX_DEPTH = 64  # nested arrays/objects; CQL2 trees, GeoJSON and queries need far fewer
+MAX_NODES = 200_000  # values in one argument (numbers, strings, arrays, objects)
+MAX_TEXT = 4_000_000  # characters of one JSON or CQL2 text argument
+MAX_STRING = 100_000  # characters of one string inside an argument
+
+
+def check_structure(value: Any, name: str, *, error: type[InvalidArgument] = InvalidArgument) -> Any:
+    """`value` if it is within MAX_DEPTH, MAX_NODES and MAX_STRING; else `error` in one line.
+    Iterative (no recursion) and linear in the size of `value`."""
+    if not isinstance(value, (dict, list, tuple, str)):
+        return value
+    stack = [(value, 1)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise error(f"{name} is too large: more than {MAX_NODES:,} values; send a smaller argument")
+        if isinstance(node, str):
+            if len(node) > MAX_STRING:
+                raise error(f"{name} has a string longer than {MAX_STRING:,} characters")
+            continue
+        if isinstance(node, dict):
+            children = [*node.keys(), *node.values()]
+        elif isinstance(node, (list, tuple)):
+            children = node
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise error(f"{name} is nested more than {MAX_DEPTH} levels deep; flatten it")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple, str)))
+        nodes += sum(1 for child in children if not isinstance(child, (dict, list, tuple, str)))
+    return value
+
+
+def _text_depth(text: str) -> int:
+    """The deepest nesting of [ and { outside JSON strings (a linear scan, before parsing)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_DEPTH:
+                    return deepest
+        elif char in "]}":
+            depth -= 1
+    return deepest
 
 
 def as_list(value: str | list[str] | None, name: str) -> list[str] | None:
@@ -38,12 +101,19 @@ def json_text(
     with `[` or `{`, or always with `always=True` (for arguments that have no text form of their
     own). The one place such text is parsed, for the library and the MCP tools alike."""
     if not isinstance(value, str) or not (always or value.lstrip().startswith(("[", "{"))):
-        return value
+        return check_structure(value, name, error=error)
+    if len(value) > MAX_TEXT:
+        raise error(f"{name} is too large: more than {MAX_TEXT:,} characters; send a smaller argument")
+    if _text_depth(value) > MAX_DEPTH:
+        raise error(f"{name} is nested more than {MAX_DEPTH} levels deep; flatten it")
     try:
-        return json.loads(value)
+        parsed = json.loads(value)
     except json.JSONDecodeError as exc:
         where = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
         raise error(f"{name} is not valid {kind} ({where}){'; ' + hint if hint else ''}") from None
+    except RecursionError:
+        raise error(f"{name} is nested more than {MAX_DEPTH} levels deep; flatten it") from None
+    return check_structure(parsed, name, error=error)
 
 
 def bbox(value: Any) -> list[float] | None:
@@ -181,15 +251,45 @@ def cql2_filter(value: str | dict | None, filter_lang: str | None = None):
     value = json_text(
         value, "filter", always=filter_lang == "cql2-json", kind="CQL2 JSON", error=InvalidFilter
     )
+    if isinstance(value, str):
+        _check_cql2_text(value)
     try:
         expr = cql2.Expr(value)
-        expr.to_json()
+        check_structure(expr.to_json(), "filter", error=InvalidFilter)
+    except InvalidFilter:
+        raise
     except Exception as exc:
         raise InvalidFilter(
             f'filter is not valid CQL2 ({_first_line(exc)}); example: "eo:cloud_cover < 20 AND '
             "platform = 'sentinel-2a'\""
         ) from None
     return expr
+
+
+_NOT = re.compile(r"\bNOT\b", re.IGNORECASE)
+
+
+def _check_cql2_text(text: str) -> None:
+    """CQL2 text within MAX_STRING characters, at most MAX_DEPTH parentheses deep and with at most
+    MAX_DEPTH NOTs (each may nest), checked by a linear scan before cql2 parses it."""
+    if len(text) > MAX_STRING:
+        raise InvalidFilter(f"filter is too large: more than {MAX_STRING:,} characters")
+    depth = deepest = 0
+    outside: list[str] = []
+    in_string = False
+    for char in text:
+        if char == "'":
+            in_string = not in_string  # '' inside a literal toggles twice: still right
+        elif not in_string:
+            outside.append(char)
+            if char == "(":
+                depth += 1
+                deepest = max(deepest, depth)
+            elif char == ")":
+                depth -= 1
+    nots = len(_NOT.findall("".join(outside)))
+    if deepest > MAX_DEPTH or nots > MAX_DEPTH:
+        raise InvalidFilter(f"filter is nested more than {MAX_DEPTH} levels deep; flatten it")
 
 
 QUERY_EXAMPLE = 'query must be a JSON object such as {"eo:cloud_cover": {"lt": 20}}'
@@ -206,10 +306,16 @@ def query(value: dict | str | None) -> dict | None:
     for prop, ops in value.items():
         if not isinstance(ops, dict) or not ops:
             raise InvalidFilter(f"query['{prop}'] must be an object of operators, e.g. {{\"lt\": 20}}")
-        for op in ops:
+        for op, operand in ops.items():
             if op not in _QUERY_OPS:
                 raise InvalidFilter(
                     f"query operator '{op}' on '{prop}' is unknown; use one of {', '.join(_QUERY_OPS)}"
+                )
+            operands = operand if op == "in" and isinstance(operand, list) else [operand]
+            if not all(isinstance(v, (str, int, float, bool)) or v is None for v in operands):
+                raise InvalidFilter(
+                    f"query['{prop}']['{op}'] must be a string, a number or a boolean"
+                    + (" (or a list of them for 'in')" if op == "in" else "")
                 )
     return value
 

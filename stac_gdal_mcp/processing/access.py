@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..errors import AssetNotFound, AssetUnreadable, InvalidArgument, LimitExceeded, ProcessingFailed
-from ..security import check_local_path, check_url
+from ..netguard import gdal_proxy_env
+from ..security import check_local_path, check_url, network_policy
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -209,7 +210,7 @@ def gdal_path_for(href: str, core: Core) -> str:
     scheme = urlsplit(href).scheme.lower()
     if len(scheme) <= 1:  # a local path (a one-letter "scheme" is a Windows drive)
         return str(check_local_path(href, local_roots(core)))
-    check_url(href, allow_private=core.settings.network.allow_private_hosts)  # refuses other schemes
+    check_url(href, policy=network_policy(core.settings))  # refuses other schemes
     if scheme == "s3":
         parts = urlsplit(href)
         return f"/vsis3/{parts.netloc}{parts.path}"
@@ -295,6 +296,7 @@ def gdal_env(settings: Settings, *, requester_pays: bool = False) -> dict[str, s
         env["AWS_REQUEST_PAYER"] = "requester"  # needs AWS credentials in GDAL's usual places
     else:
         env["AWS_NO_SIGN_REQUEST"] = "YES"  # public buckets (Earth Search's COGs)
+    env.update(gdal_proxy_env(settings))  # every connection, redirects too, checked (netguard.py)
     return env
 
 

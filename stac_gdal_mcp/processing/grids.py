@@ -4,6 +4,7 @@ and the size limits, all decided from a dataset's header before any pixel is rea
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,18 +48,135 @@ class Grid:
         return (abs(self.transform.a), abs(self.transform.e))
 
 
+# Words that make PROJ read a file or fetch a URL when the CRS is used (grids, init files).
+_CRS_REFERENCES = re.compile(
+    r"nadgrids|geoidgrids|[+]init\b|init\s*=|hgridshift|vgridshift|xyzgridshift|tinshift|deformation|"
+    r"[+]grids\b|PARAMETERFILE|@|file:|(?<![a-z])(?:https?|ftp)://(?!www\.opengis\.net/def/crs/)",
+    re.IGNORECASE,
+)
+_AUTHORITY_CODE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*:{1,2}[A-Za-z0-9._-]+(\+[A-Za-z0-9._-]+)?$")
+_OGC_URN = re.compile(r"^urn:ogc:def:crs:[A-Za-z0-9_]+:[0-9.]*:[A-Za-z0-9._-]+$", re.IGNORECASE)
+_OGC_URL = re.compile(r"^https?://www\.opengis\.net/def/crs/[A-Za-z0-9_]+/[0-9.]+/[A-Za-z0-9._-]+$")
+MAX_CRS_TEXT = 50_000
+_RASTER_CRS_TYPES = ("Projected CRS", "Geographic 2D CRS", "Derived Projected CRS")
+CRS_HINT = "use an authority code such as 'EPSG:4326', 'EPSG:32633' or 'OGC:CRS84', or its WKT/PROJJSON"
+
+
 def parse_crs(value: str | int, what: str = "dst_crs"):
-    """A rasterio CRS from 'EPSG:32633', 32633, a WKT or PROJ string."""
+    """A rasterio CRS from an authority code ('EPSG:32633', 32633, 'OGC:CRS84', an OGC URN or
+    opengis.net URL), WKT, PROJJSON or a PROJ string, that can be the CRS of a raster grid:
+    projected or geographic 2D. Refused, each with one line saying what to give instead:
+    anything that names a file or a URL (grid shifts `+nadgrids=`, `+geoidgrids=`, `@...`,
+    `+init=`, WKT PARAMETERFILE), and geocentric, vertical, 3D, compound and engineering CRSs."""
     from rasterio.crs import CRS
     from rasterio.errors import CRSError
 
-    try:
-        crs = CRS.from_user_input(f"EPSG:{value}" if isinstance(value, int) else value)
-    except (CRSError, ValueError, TypeError):
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidArgument(f"{what} must be a string such as 'EPSG:4326' (got {type(value).__name__})")
+    text = f"EPSG:{value}" if isinstance(value, int) else value.strip()
+    shown = _shown(text)
+    if not text or len(text) > MAX_CRS_TEXT:
+        raise InvalidArgument(f"{what} must be 1 to {MAX_CRS_TEXT:,} characters; {CRS_HINT}")
+    if text.startswith("{"):  # PROJJSON: its $schema URL is a name, never fetched
+        text = _projjson_text(text, what, shown)
+    if _CRS_REFERENCES.search(text):
         raise InvalidArgument(
-            f"{what} '{value}' is not a CRS GDAL knows; use e.g. 'EPSG:4326' or 'EPSG:32633'"
-        ) from None
-    return crs
+            f"{what} {shown} refers to a grid, file or URL, which is not allowed; {CRS_HINT} without grids"
+        )
+    if text.lower().startswith(("http://", "https://")) and not _OGC_URL.match(text):
+        raise InvalidArgument(f"{what} {shown} is a URL, which is not allowed; {CRS_HINT}")
+    pj = _pyproj_crs(text, what, shown)
+    kind = pj.type_name
+    base = pj.source_crs if pj.is_bound and pj.source_crs is not None else pj
+    if pj.is_bound:
+        _check_bound(pj, what, shown)
+        kind = base.type_name
+    if kind not in _RASTER_CRS_TYPES:
+        raise InvalidArgument(
+            f"{what} {shown} is not a projected or 2D geographic CRS ({kind}), so it cannot be the CRS "
+            f"of a raster grid; {_instead(base)}"
+        )
+    try:
+        return CRS.from_user_input(text)
+    except (CRSError, ValueError, TypeError):
+        raise InvalidArgument(f"{what} {shown} is not a CRS GDAL knows; {CRS_HINT}") from None
+
+
+def _projjson_text(text: str, what: str, shown: str) -> str:
+    import json
+
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        raise InvalidArgument(f"{what} {shown} is not valid PROJJSON; {CRS_HINT}") from None
+    if not isinstance(doc, dict):
+        raise InvalidArgument(f"{what} {shown} is not a PROJJSON object; {CRS_HINT}")
+    doc.pop("$schema", None)
+    return json.dumps(doc)
+
+
+def _pyproj_crs(text: str, what: str, shown: str):
+    from pyproj import CRS as ProjCRS
+    from pyproj.exceptions import CRSError as ProjCRSError
+
+    looks_like = (
+        _AUTHORITY_CODE.match(text)
+        or _OGC_URN.match(text)
+        or _OGC_URL.match(text)
+        or text.startswith(("{", "+"))
+        or "+proj=" in text
+        or re.match(r"^[A-Z][A-Z0-9_]*\[", text)  # WKT1/WKT2
+    )
+    if not looks_like:
+        raise InvalidArgument(f"{what} {shown} is not a CRS; {CRS_HINT}")
+    try:
+        return ProjCRS.from_user_input(text)
+    except (ProjCRSError, ValueError, TypeError, RecursionError):
+        raise InvalidArgument(f"{what} {shown} is not a CRS GDAL knows; {CRS_HINT}") from None
+
+
+def _check_bound(pj, what: str, shown: str) -> None:
+    """A bound CRS (a CRS plus a transformation to WGS84) is fine with a Helmert transformation
+    (`+towgs84=`), not with one that reads a grid file."""
+    doc = pj.to_json_dict()
+
+    def files(node) -> bool:
+        if isinstance(node, dict):
+            if "value" in node and isinstance(node["value"], str):
+                return True
+            return any(files(v) for v in node.values())
+        if isinstance(node, list):
+            return any(files(v) for v in node)
+        return False
+
+    if files(doc.get("transformation", {}).get("parameters", [])):
+        raise InvalidArgument(
+            f"{what} {shown} refers to a grid, file or URL, which is not allowed; {CRS_HINT} without grids"
+        )
+
+
+def _instead(pj) -> str:
+    """What to give instead of a CRS that cannot describe a raster grid."""
+    if pj.is_compound and pj.sub_crs_list:
+        code = pj.sub_crs_list[0].to_authority()
+        if code:
+            return f"use its horizontal part, {':'.join(code)}"
+    elif pj.type_name == "Geographic 3D CRS":
+        try:
+            code = pj.to_2d().to_authority(min_confidence=70)
+        except Exception:  # pyproj raises several kinds here; the generic hint follows
+            code = None
+        if code:
+            return f"use a 2D geographic or projected CRS such as {':'.join(code)}"
+    return "use a projected or 2D geographic CRS such as EPSG:4326 or EPSG:32633"
+
+
+def _shown(text: str) -> str:
+    """`text` quoted on one short line, for messages."""
+    import json
+
+    one_line = " ".join(text.split())
+    return json.dumps(one_line if len(one_line) <= 60 else one_line[:57] + "...")
 
 
 def parse_resampling(name: str):
