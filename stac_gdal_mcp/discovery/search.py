@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from ..catalogs import Catalogs, LocalCatalog, RemoteCatalog
+from ..catalogs import Catalogs, LocalCatalog, PageTrail, RemoteCatalog, ResultBudget
 from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, NotSupported
 from ..models import SearchResult
 from . import params as p
@@ -227,13 +227,20 @@ def _matched(response: dict) -> int | None:
 
 
 def api_pages(
-    catalog: RemoteCatalog, page: Page, limit: int, client_filter: dict | None
+    catalog: RemoteCatalog,
+    page: Page,
+    limit: int,
+    client_filter: dict | None,
+    trail: PageTrail | None = None,
+    budget: ResultBudget | None = None,
 ) -> tuple[list[dict], int | None, Page | None, bool]:
-    """Read pages from `page` until `limit` features are collected.
+    """Read pages from `page` until `limit` features are collected (or `budget` is spent).
 
     Returns (features, matched on the first page read, where the next call starts, whether the
-    scan stopped early because of the client-side page budget).
+    scan stopped early because of the client-side page budget). A `next` link back to a page
+    already read, or a page of items already returned, ends the run (`trail.looped`).
     """
+    trail = trail if trail is not None else PageTrail()
     expr = None
     if client_filter is not None:
         import cql2
@@ -242,20 +249,32 @@ def api_pages(
     collected: list[dict] = []
     matched = None
     for scanned in range(MAX_SCAN_PAGES if expr is not None else 10**9):
+        trail.visit(page.href, page.method, page.body)
         response = catalog.request(page.href, page.method, page.body)
         if scanned == 0:
             matched = _matched(response)
         features = response.get("features", [])
         following = next_page(page, response)
+        if following is not None and trail.leads_back(following.href, following.method, following.body):
+            following = None
+        fresh = 0
         for index in range(page.skip, len(features)):
             feature = features[index]
+            if not trail.new_item(feature):
+                continue
+            fresh += 1
             if expr is not None and not expr.matches(feature):
                 continue
+            if budget is not None and not budget.take(feature):
+                return collected, matched, Page(page.href, page.method, page.body, index), False
             collected.append(feature)
             if len(collected) == limit:
                 if index + 1 < len(features):
                     return collected, matched, Page(page.href, page.method, page.body, index + 1), False
                 return collected, matched, following, False
+        if features and not fresh:
+            trail.stale_page()
+            following = None
         if following is None or not features:
             return collected, matched, None, False
         page = following
@@ -324,6 +343,7 @@ def search_items(
         )
         limit = settings.limits.max_items
 
+    budget = ResultBudget(settings.limits.max_result_bytes)
     state = decode_cursor(cursor, cat.id) if cursor else None
     if state is not None:
         notes.append(
@@ -351,6 +371,11 @@ def search_items(
         _check_local_collections(cat, search)
         matches = local_search(cat.items, search)
         features = matches[offset : offset + limit]
+        if detail == "full":  # as many whole items as limits.max_result_bytes holds
+            kept = 0
+            while kept < len(features) and budget.take(features[kept]):
+                kept += 1
+            features = features[:kept]
         matched = len(matches)
         end = offset + len(features)
         next_state = (
@@ -378,7 +403,12 @@ def search_items(
             if not _same_origin(page.href, cat.url):
                 raise InvalidCursor(f"cursor does not point into catalog '{cat.id}'")
             client_filter, plan_notes, search = state.get("client_filter"), state.get("notes", []), None
-        features, matched, following, stopped = api_pages(cat, page, limit, client_filter)
+        trail = PageTrail()
+        features, matched, following, stopped = api_pages(
+            cat, page, limit, client_filter, trail, budget if detail == "full" else None
+        )
+        if trail.looped:
+            notes.append(trail.note)
         if client_filter is not None:
             matched = None  # the API's count does not include the client-side conditions
         if stopped:
@@ -400,6 +430,8 @@ def search_items(
         if not features and search is not None and search.collections:
             _check_api_collections(cat, search.collections)
 
+    if budget.cut:
+        notes.append(budget.note)
     if not features:
         notes.append(
             "no items matched; widen bbox/datetime, raise max_cloud_cover, or check the collection ids"
