@@ -47,6 +47,14 @@ def _demo(args: argparse.Namespace) -> int:
     return asyncio.run(run_demo(workspace=args.workspace))
 
 
+def _index(args: argparse.Namespace) -> int:
+    from .indexing import run_index_command
+
+    return run_index_command(
+        args.directory, args.output, args.collection, args.datetime_pattern, not args.no_recursive
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
 
@@ -79,6 +87,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     demo.add_argument("--workspace", help="folder for the demo's outputs (default: a temporary folder)")
     demo.set_defaults(func=_demo)
+
+    index = sub.add_parser(
+        "index",
+        help="index a folder of GeoTIFF/COG files as a local STAC catalog (an ItemCollection) "
+        "that [[catalogs]] path = ... makes searchable and processable",
+    )
+    index.add_argument("directory", help="folder holding the .tif/.tiff files (searched recursively)")
+    index.add_argument(
+        "--output",
+        help="the index file (.json ItemCollection or .ndjson), in the folder or above it "
+        "(default: DIRECTORY/stac-index.json); re-running updates it incrementally",
+    )
+    index.add_argument("--collection", help="collection id of the items (default: the folder's name)")
+    index.add_argument(
+        "--datetime-pattern",
+        help="strftime pattern of the acquisition time in file paths, e.g. %%Y%%m%%d or %%Y-%%m-%%dT%%H%%M "
+        "(default: the TIFFTAG_DATETIME tag, else the file's modification time)",
+    )
+    index.add_argument(
+        "--no-recursive", action="store_true", help="index only the files directly in the folder"
+    )
+    index.set_defaults(func=_index)
 
     args = parser.parse_args(argv)
     if args.command is None:  # like pip: no command prints the help

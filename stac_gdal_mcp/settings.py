@@ -231,6 +231,9 @@ class Settings(BaseSettings):
     default_catalog: str = "earth-search"
     builtin_catalogs: bool = True
     catalogs: list[CatalogConfig] = Field(default_factory=list)
+    # canonical collection name -> {catalog id: that catalog's collection id(s)}; extends and
+    # overrides the built-in table of discovery/aliases.py (see docs/discovery.md)
+    collection_aliases: dict[str, dict[str, str | list[str]]] = Field(default_factory=dict)
     network: NetworkSettings = Field(default_factory=NetworkSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     plugins: PluginSettings = Field(default_factory=PluginSettings)
