@@ -1,7 +1,9 @@
-"""What the tools (and plugins) share: the settings and the services built from them once.
+"""The services every core function takes as its first argument, built once from the settings.
 
-A notebook user can build one `Core` and call the core functions with it, exactly as the
-MCP tools do.
+`Core` holds the settings, the catalogs, the output store and the cursor codec. Core functions
+(`discovery.search.search_items(core, ...)`, `processing.warp.reproject_asset(core, ...)`, ...)
+take it first; the public `stac_gdal_mcp.Session` wraps one and is what notebooks, the
+server's tools and plugins use.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from .catalogs import Catalogs
 from .settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    from .discovery.cursors import Cursors
     from .outputs import OutputStore
 
 
@@ -29,3 +32,17 @@ class Core:
         from .outputs import OutputStore
 
         return OutputStore(self.settings)
+
+    @cached_property
+    def cursors(self) -> Cursors:
+        """Signs and checks paging cursors; its key is random, so cursors are this Core's own."""
+        from .discovery.cursors import Cursors
+
+        return Cursors()
+
+    def close(self) -> None:
+        """Release what was opened (the output store's claim on the workspace)."""
+        store = self.__dict__.get("outputs")
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()

@@ -1,4 +1,4 @@
-"""Core errors. Nothing here knows about MCP: the server maps them to tool errors once.
+"""Core errors. Nothing here knows about the server: it maps them to tool errors once.
 
 Every message is meant for the person (or agent) who made the request: it says what was
 wrong and what to do about it.
@@ -91,3 +91,7 @@ class OperationCancelled(StacGdalMcpError):
 
 class OutputExists(InvalidArgument):
     """An output with that name already exists in the workspace."""
+
+
+class OutputNotFound(NotFound):
+    """The workspace has no output with that id."""

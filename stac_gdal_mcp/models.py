@@ -1,4 +1,4 @@
-"""Result shapes shared by the core and the MCP tools. JSON only: no arrays in here."""
+"""Result shapes shared by the library and the server's tools. JSON only: no arrays in here."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class _Model(BaseModel):
+class Model(BaseModel):
+    """The one pydantic base of every result model: unknown fields are an error."""
+
     model_config = ConfigDict(extra="forbid")
 
 
-class SearchFeatures(_Model):
+class SearchFeatures(Model):
     """What a catalog can do, read from its conformance classes (or known for local catalogs)."""
 
     item_search: bool = False
@@ -25,7 +27,7 @@ class SearchFeatures(_Model):
     aggregation: bool = False
 
 
-class CatalogInfo(_Model):
+class CatalogInfo(Model):
     id: str
     title: str | None = None
     url: str | None = None
@@ -37,16 +39,16 @@ class CatalogInfo(_Model):
     features: SearchFeatures | None = None
 
 
-class CatalogList(_Model):
+class CatalogList(Model):
     catalogs: list[CatalogInfo]
 
 
-class AssetSummary(_Model):
+class AssetSummary(Model):
     roles: list[str] = []
     bands: list[str] = Field(default=[], description="band common names (e.g. red, nir)")
 
 
-class ItemSummary(_Model):
+class ItemSummary(Model):
     id: str
     collection: str | None = None
     datetime: str | None = None
@@ -59,7 +61,7 @@ class ItemSummary(_Model):
     thumbnail: str | None = None
 
 
-class SearchResult(_Model):
+class SearchResult(Model):
     items: list[ItemSummary | dict[str, Any]]
     returned: int
     matched: int | None = None
@@ -67,7 +69,7 @@ class SearchResult(_Model):
     notes: list[str] = []
 
 
-class CollectionSummary(_Model):
+class CollectionSummary(Model):
     id: str
     title: str | None = None
     description: str | None = None
@@ -77,7 +79,7 @@ class CollectionSummary(_Model):
     asset_keys: list[str] = []
 
 
-class CollectionList(_Model):
+class CollectionList(Model):
     collections: list[CollectionSummary]
     returned: int
     matched: int | None = None
@@ -85,7 +87,7 @@ class CollectionList(_Model):
     notes: list[str] = []
 
 
-class AssetDefinition(_Model):
+class AssetDefinition(Model):
     title: str | None = None
     type: str | None = None
     roles: list[str] = []
@@ -93,7 +95,7 @@ class AssetDefinition(_Model):
     gsd: float | None = None
 
 
-class CollectionDetail(_Model):
+class CollectionDetail(Model):
     id: str
     title: str | None = None
     description: str | None = None
@@ -107,7 +109,7 @@ class CollectionDetail(_Model):
     keywords: list[str] = []
 
 
-class Queryable(_Model):
+class Queryable(Model):
     name: str
     type: str | None = None
     title: str | None = None
@@ -115,7 +117,7 @@ class Queryable(_Model):
     enum: list[Any] | None = None
 
 
-class Queryables(_Model):
+class Queryables(Model):
     collection_id: str | None
     queryables: list[Queryable]
     notes: list[str] = []

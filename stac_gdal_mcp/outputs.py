@@ -40,20 +40,20 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_serializer
+from pydantic import ConfigDict, Field, model_serializer
 
-from .errors import AccessDenied, LimitExceeded, NotFound, OutputExists
+from .errors import AccessDenied, LimitExceeded, NotFound, OutputExists, OutputNotFound
+from .models import Model
 from .security import check_output_name
 from .settings import Settings
 
 log = logging.getLogger(__name__)
 
-URI_PREFIX = "stac-gdal://outputs/"
 STAC_EXTENSIONS = [
     "https://stac-extensions.github.io/projection/v2.0.0/schema.json",
     "https://stac-extensions.github.io/raster/v1.1.0/schema.json",
@@ -62,17 +62,7 @@ STAC_EXTENSIONS = [
 ]
 
 
-def output_uri(output_id: str) -> str:
-    """The MCP resource holding an output's record."""
-    return f"{URI_PREFIX}{output_id}"
-
-
-def file_uri(output_id: str) -> str:
-    """The MCP resource holding an output's file (when it is small enough)."""
-    return f"{URI_PREFIX}{output_id}/file"
-
-
-class _Model(BaseModel):
+class _Model(Model):
     """Serialized by alias (`proj:code`), without null fields except `datetime` (STAC needs it)."""
 
     model_config = ConfigDict(
@@ -179,7 +169,8 @@ class OutputRecord(_Model):
 
     @property
     def uri(self) -> str:
-        return output_uri(self.id)
+        """Where the record is: its `self` link (a resource URI on the server, else a file URI)."""
+        return next((link.href for link in self.links if link.rel == "self"), "")
 
     @property
     def operation(self) -> str | None:
@@ -380,14 +371,23 @@ def _derived_from(sources: list[SourceRef]) -> list[Link]:
 
 
 def _no_output(output_id: str) -> NotFound:
-    return NotFound(f"no output '{output_id}'; list_outputs shows the outputs there are")
+    return OutputNotFound(f"no output '{output_id}'")
+
+
+# How a record links to itself: (output_id, media type, file size) -> its `self` (and other) links.
+RecordLinks = Callable[[str, "str | None", int], "list[Link]"]
 
 
 class OutputStore:
-    """Output files and their records in the workspace. Thread-safe."""
+    """Output files and their records in the workspace. Thread-safe.
 
-    def __init__(self, settings: Settings, *, sweep: bool = True):
+    `links` says how a record names itself (its `self` link, and `uri`): by default the file URI
+    of the record; the MCP server sets its resource URIs. Records are re-linked when read, so
+    every record a store returns names itself the way that store does."""
+
+    def __init__(self, settings: Settings, *, sweep: bool = True, links: RecordLinks | None = None):
         self.settings = settings
+        self.links: RecordLinks = links or self._file_links
         self.workspace = Path(settings.workspace).expanduser().resolve()
         self.root = self.workspace / "outputs"
         self.records = self.workspace / "records"
@@ -515,8 +515,7 @@ class OutputStore:
             with self._lock:
                 if self._taken(output_id, file_name):
                     raise OutputExists(
-                        f"an output named '{output_id}' already exists; choose another output_name "
-                        "or delete_output it first"
+                        f"an output named '{output_id}' already exists; choose another output_name"
                     )
                 self._reserved.add(output_id)
             return output_id, file_name
@@ -651,17 +650,7 @@ class OutputStore:
                 )
             )
         props.update(properties or {})
-        links = [Link(rel="self", href=output_uri(pending.output_id), type="application/geo+json")]
-        if size <= self.settings.limits.max_resource_bytes:
-            links.append(
-                Link(
-                    rel="enclosure",
-                    href=file_uri(pending.output_id),
-                    type=media_type,
-                    title="the file, as an MCP resource",
-                )
-            )
-        links += _derived_from(sources)
+        links = self.links(pending.output_id, media_type, size) + _derived_from(sources)
         return OutputRecord(
             id=pending.output_id,
             geometry=raster.geometry if raster else None,
@@ -689,11 +678,22 @@ class OutputStore:
             raise _no_output(output_id) from None
         return self._entry(self._folder(self.records, create=False), f"{output_id}.json")
 
+    def _file_links(self, output_id: str, media_type: str | None, size: int) -> list[Link]:
+        record = self.records / f"{output_id}.json"
+        return [Link(rel="self", href=record.as_uri(), type="application/geo+json")]
+
+    def _relinked(self, record: OutputRecord) -> OutputRecord:
+        """`record` with this store's own links to itself (whoever wrote it)."""
+        own = self.links(record.id, record.file.type, record.file.file_size)
+        kinds = {link.rel for link in own} | {"self", "enclosure"}
+        record.links = own + [link for link in record.links if link.rel not in kinds]
+        return record
+
     def get(self, output_id: str) -> OutputRecord:
-        """The record of one output (NotFound if there is none)."""
+        """The record of one output (OutputNotFound if there is none)."""
         path = self._record_path(output_id)
         try:
-            return OutputRecord.model_validate_json(_read_plain(path))
+            return self._relinked(OutputRecord.model_validate_json(_read_plain(path)))
         except FileNotFoundError:
             raise _no_output(output_id) from None
 
@@ -717,7 +717,7 @@ class OutputStore:
         found = []
         for path in records.glob("*.json"):
             try:
-                found.append(OutputRecord.model_validate_json(_read_plain(path)))
+                found.append(self._relinked(OutputRecord.model_validate_json(_read_plain(path))))
             except (OSError, ValueError) as exc:
                 log.warning("skipping unreadable output record %s: %s", path.name, exc)
         return sorted(found, key=lambda r: r.properties.created, reverse=True)

@@ -1,4 +1,5 @@
 """Shared fixtures: the real services the suite starts on 127.0.0.1, and settings for tests.
+(Shared helper functions are in helpers.py.)
 
 - `pgstac_api` (session): PostgreSQL/PostGIS + pgstac + stac-fastapi-pgstac. Each test module
   loads its own collections (unique ids) with `pgstac_api.load(collections, items)`.
@@ -7,8 +8,9 @@
   GDAL caches /vsicurl/ reads per process: write fresh file names, never rewrite one.
 - `make_settings(**overrides)`: settings with a fresh workspace and private hosts allowed
   (the test services are on loopback).
-- `build(settings)`: `build_server(settings)`, with any external MCP servers it started closed
-  at the end of the test.
+- `build(settings)`: `build_server(settings)`, its session closed at the end of the test (which
+  stops any external MCP server it started); `build.parts(mcp)` gives the `ServerParts` (the
+  server's session and extensions).
 """
 
 from __future__ import annotations
@@ -16,6 +18,17 @@ from __future__ import annotations
 import pytest
 
 from testbed import pgstac_for_pytest, serve_directory
+
+# Fixtures that start services: a test using one (directly or through another fixture) is in the
+# `testbed` lane; `pytest -m "not testbed"` runs the rest, the fast unit lane. Modules and tests
+# that start subprocesses or a browser carry the mark themselves.
+SERVICES = {"pgstac_api", "cog_server"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SERVICES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.testbed)
 
 
 @pytest.fixture(scope="session")
@@ -47,15 +60,16 @@ def make_settings(tmp_path):
 
 @pytest.fixture
 def build():
-    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.server import build_server_parts
 
-    built = []
+    built = {}
 
     def make(settings):
-        mcp = build_server(settings)
-        built.append(mcp)
-        return mcp
+        parts = build_server_parts(settings)
+        built[id(parts.mcp)] = parts
+        return parts.mcp
 
+    make.parts = lambda mcp: built[id(mcp)]
     yield make
-    for mcp in built:
-        mcp.extensions.close()
+    for parts in built.values():
+        parts.session.close()

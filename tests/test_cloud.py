@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 import rasterio
 from fastmcp import Client
+from helpers import utm_aoi
 from pyproj import Transformer
 from rasterio.features import geometry_mask
 from shapely import transform as shapely_transform
 from shapely.geometry import Polygon, box, mapping
 
+from stac_gdal_mcp import Session
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import InvalidArgument, OperationCancelled
 from stac_gdal_mcp.processing.cloud import cloud_cover_stats
@@ -32,13 +34,6 @@ TOLERANCE = 0.005  # 0.5 percentage points
 FRACTIONS = ("cloud", "shadow", "cirrus", "snow", "water", "clear", "nodata")
 NODATA_VALUE = {"sentinel-2-l2a": 0, "landsat-c2-l2": 1}
 ORIGIN = (500000.0, 5000000.0)  # EPSG:32633, near 15 E 45.1 N
-
-
-def utm_aoi(x0, y0, x1, y1, epsg=32633) -> list[float]:
-    """The WGS84 bbox around a box given in UTM metres."""
-    to_wgs84 = Transformer.from_crs(epsg, 4326, always_xy=True)
-    lons, lats = to_wgs84.transform([x0, x1, x0, x1], [y0, y0, y1, y1])
-    return [min(lons), min(lats), max(lons), max(lats)]
 
 
 @pytest.fixture(scope="module")
@@ -413,7 +408,8 @@ async def test_tool_end_to_end(core, scenes):
         progress.append((value, total, message))
 
     aoi = AOIS["crossing-tiles"]
-    async with Client(build_server(core=core), progress_handler=on_progress) as client:
+    session = Session(core.settings)  # the tools' session over the same settings
+    async with Client(build_server(session=session), progress_handler=on_progress) as client:
         tools = {t.name: t for t in await client.list_tools()}
         assert tools["cloud_cover_stats"].annotations.read_only_hint is True
         result = await client.call_tool(

@@ -275,7 +275,7 @@ async def test_limit_is_capped_by_max_items(make_settings, pgstac_api, loaded):
         ({"filter": "eo:cloud_cover <"}, "not valid CQL2"),
         ({"filter": '{"op": "<"'}, "not valid CQL2"),
         ({"query": {"eo:cloud_cover": {"about": 3}}}, "query operator 'about'"),
-        ({"cursor": "bm90IGEgY3Vyc29y"}, "cursor is not one this server produced"),
+        ({"cursor": "bm90IGEgY3Vyc29y"}, "cursor was not produced by this server"),
         ({"collections": ["disc-s3"]}, "did you mean"),
     ],
 )

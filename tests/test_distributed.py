@@ -13,16 +13,18 @@ import uuid
 import numpy as np
 import pytest
 import rasterio
-import test_timeseries as ts  # its numpy helpers (module import: its tests are not collected here)
+from helpers import expected_ndvi, run_composite, run_time_series, utm_aoi
 
-from stac_gdal_mcp.core import Core
+from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import AssetUnreadable
-from stac_gdal_mcp.processing.load import composite, time_series
 from stac_gdal_mcp.testing import synthetic
+
+pytestmark = pytest.mark.testbed  # a dask LocalCluster of worker processes
 
 UID = uuid.uuid4().hex[:8]
 S2 = f"dist-s2-{UID}"
-AOI = ts.utm_aoi(ts.ORIGIN[0] + 1500, ts.ORIGIN[1] - 4000, ts.ORIGIN[0] + 4500, ts.ORIGIN[1] - 1000)
+ORIGIN = (500000.0, 5000000.0)  # EPSG:32633, where synthetic scenes start
+AOI = utm_aoi(ORIGIN[0] + 1500, ORIGIN[1] - 4000, ORIGIN[0] + 4500, ORIGIN[1] - 1000)
 DAYS = {"S2B_D1": "2024-07-01T10:00:00Z", "S2B_D2": "2024-07-06T10:00:00Z", "S2B_D3": "2024-07-11T10:00:00Z"}
 
 
@@ -65,8 +67,8 @@ def scenes(cog_server, pgstac_api):
 @pytest.fixture
 def cores(make_settings, pgstac_api, scenes, cluster):
     catalogs = [{"id": "testbed", "url": pgstac_api.url}]
-    local = Core(make_settings(catalogs=catalogs, default_catalog="testbed"))
-    remote = Core(
+    local = Session(make_settings(catalogs=catalogs, default_catalog="testbed"))
+    remote = Session(
         make_settings(catalogs=catalogs, default_catalog="testbed", dask_scheduler=cluster.scheduler_address)
     )
     return local, remote
@@ -83,15 +85,15 @@ def executed(cluster) -> int:
 def test_time_series_on_the_cluster(cores, scenes, cluster):
     local, remote = cores
     before = executed(cluster)
-    on_cluster = time_series(remote, AOI, collections=[S2], catalog="testbed")
+    on_cluster = run_time_series(remote, AOI, collections=[S2], catalog="testbed")
     assert executed(cluster) > before + 3  # the loads and reductions ran in the worker processes
     assert on_cluster.scheduler == f"dask.distributed at {cluster.scheduler_address}"
-    on_threads = time_series(local, AOI, collections=[S2], catalog="testbed")
+    on_threads = run_time_series(local, AOI, collections=[S2], catalog="testbed")
     assert on_threads.scheduler == "dask threads (local)"
     assert [r.date for r in on_cluster.rows] == ["2024-07-01", "2024-07-06", "2024-07-11"]
     for a, b in zip(on_cluster.rows, on_threads.rows):
         assert (a.value, a.valid_pixels, a.item_ids) == (b.value, b.valid_pixels, b.item_ids)
-        want, count = ts.expected_ndvi([scenes[i] for i in a.item_ids], AOI)
+        want, count = expected_ndvi([scenes[i] for i in a.item_ids], AOI)
         assert a.value == pytest.approx(want, rel=1e-3) and a.valid_pixels == pytest.approx(
             count, rel=0.005, abs=3
         )
@@ -99,8 +101,8 @@ def test_time_series_on_the_cluster(cores, scenes, cluster):
 
 def test_composite_on_the_cluster(cores, scenes):
     local, remote = cores
-    a = composite(remote, AOI, bands=["nir"], collections=[S2], catalog="testbed", method="mean")
-    b = composite(local, AOI, bands=["nir"], collections=[S2], catalog="testbed", method="mean")
+    a = run_composite(remote, AOI, bands=["nir"], collections=[S2], catalog="testbed", method="mean")
+    b = run_composite(local, AOI, bands=["nir"], collections=[S2], catalog="testbed", method="mean")
     with (
         rasterio.open(remote.outputs.path(a.output.id)) as x,
         rasterio.open(local.outputs.path(b.output.id)) as y,
@@ -116,7 +118,7 @@ def test_gdal_settings_reach_the_workers(cores):
     pixel). The same call without it succeeds (test above)."""
     _, remote = cores
     with pytest.raises(AssetUnreadable) as info:
-        time_series(
+        run_time_series(
             remote,
             AOI,
             collections=[S2],

@@ -20,6 +20,8 @@ import stac_gdal_mcp
 from stac_gdal_mcp.server import build_server
 from stac_gdal_mcp.settings import load_settings
 
+pytestmark = pytest.mark.testbed  # runs mkdocs in a subprocess
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -15,9 +15,11 @@ from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
 from stac_gdal_mcp.errors import ConfigError
-from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.server import build_server, build_server_parts
 from stac_gdal_mcp.server.extensions import ExtensionError
 from stac_gdal_mcp.settings import CHILD_ENV_VARS, load_settings
+
+pytestmark = pytest.mark.testbed  # starts external MCP servers as subprocesses
 
 SERVERS = Path(__file__).parent / "external_servers"
 ECHO = SERVERS / "echo_server.py"
@@ -33,8 +35,9 @@ def listed(result) -> dict:
     return {e["name"]: e for e in result.structured_content["extensions"]}
 
 
-def entries(mcp) -> dict:
-    return {e.name: e for e in mcp.extensions.entries()}
+def entries(build, mcp) -> dict:
+    """The extensions of a server made with the `build` fixture, by name."""
+    return {e.name: e for e in build.parts(mcp).extensions.entries()}
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -91,7 +94,7 @@ async def test_server_through_sh_c_with_cwd(build, tmp_path):
         assert (await client.call_tool("terrain_echo", {"text": "via sh"})).content[0].text == "via sh"
         cwd = await client.call_tool("terrain_working_directory", {})
     assert Path(cwd.content[0].text).resolve() == workdir.resolve()
-    assert entries(mcp)["terrain"].source.startswith(f"{shutil.which('sh')} -c ")
+    assert entries(build, mcp)["terrain"].source.startswith(f"{shutil.which('sh')} -c ")
 
 
 async def test_sh_script_and_executable_script(build, tmp_path):
@@ -108,8 +111,8 @@ async def test_sh_script_and_executable_script(build, tmp_path):
     async with Client(mcp) as client:
         assert (await client.call_tool("viash_echo", {"text": "a"})).content[0].text == "a"
         assert (await client.call_tool("viaexe_echo", {"text": "b"})).content[0].text == "b"
-    assert entries(mcp)["viash"].source == f"{shutil.which('sh')} {SERVERS / 'echo_server.sh'}"
-    assert entries(mcp)["viaexe"].source == str(executable)
+    assert entries(build, mcp)["viash"].source == f"{shutil.which('sh')} {SERVERS / 'echo_server.sh'}"
+    assert entries(build, mcp)["viaexe"].source == str(executable)
 
 
 async def test_child_gets_a_minimal_environment_and_its_own_env(build, tmp_path, monkeypatch):
@@ -146,7 +149,7 @@ async def test_secrets_never_in_logs_errors_or_list_extensions(build, tmp_path, 
     async with Client(mcp) as client:
         shown = json.dumps((await client.call_tool("list_extensions", {})).structured_content)
         result = await client.call_tool("echo_fail", {"message": f"bad key {SECRET}"}, raise_on_error=False)
-    info = entries(mcp)
+    info = entries(build, mcp)
     assert info["echo"].source == f"{sys.executable} {ECHO} --token ***"
     assert info["leaky"].status == "failed"
     assert info["leaky"].error.startswith("failed to start: ")
@@ -277,7 +280,7 @@ async def test_error_from_a_tool_is_passed_on_and_the_server_keeps_running(build
         result = await client.call_tool("echo_fail", {"message": "slope needs a DEM"}, raise_on_error=False)
         assert result.is_error and "slope needs a DEM" in result.content[0].text
         assert (await client.call_tool("echo_echo", {"text": "ok"})).content[0].text == "ok"
-    assert entries(mcp)["echo"].status == "running"
+    assert entries(build, mcp)["echo"].status == "running"
 
 
 async def test_a_call_that_takes_longer_than_timeout_s(build, tmp_path):
@@ -296,7 +299,7 @@ async def test_allow_list_limits_the_tools(build, tmp_path):
     async with Client(mcp) as client:
         names = {t.name for t in await client.list_tools() if t.name.startswith("echo_")}
     assert names == {"echo_echo", "echo_big"}
-    assert entries(mcp)["echo"].error == "allow-listed tools not offered by the server: slope"
+    assert entries(build, mcp)["echo"].error == "allow-listed tools not offered by the server: slope"
 
 
 async def test_collision_with_a_core_tool_names_both(build, tmp_path):
@@ -305,7 +308,7 @@ async def test_collision_with_a_core_tool_names_both(build, tmp_path):
         catalogs = await client.call_tool("list_catalogs", {})
     assert isinstance(catalogs.structured_content["catalogs"], list)
     assert catalogs.structured_content["catalogs"]  # the core tool, not the server's empty list
-    info = entries(mcp)["list"]
+    info = entries(build, mcp)["list"]
     assert info.status == "failed"
     assert info.error.startswith(
         f"tool 'list_catalogs' of external server 'list' ({sys.executable} {ECHO}) collides with 'list_catalogs' of a core tool"
@@ -364,11 +367,11 @@ def test_validation_errors(tmp_path, monkeypatch, entry, message):
     (tmp_path / "x.py").write_text("print('never started')\n")
     (tmp_path / "NOTEXEC").write_text("#!/bin/sh\n")
     entry = {"name": "bad", **entry}
-    mcp = build_server(settings_with(tmp_path, entry))
-    info = entries(mcp)[entry["name"]]
+    parts = build_server_parts(settings_with(tmp_path, entry))
+    info = {e.name: e for e in parts.extensions.entries()}[entry["name"]]
     assert info.status == "failed" and info.tools == []
     assert info.error.startswith(message)
-    assert mcp.extensions.host is None  # nothing was started
+    assert parts.extensions.host is None  # nothing was started
     with pytest.raises(ExtensionError, match="strict plugin mode"):
         build_server(settings_with(tmp_path, entry, plugins={"strict": True}))
 
@@ -377,7 +380,7 @@ def test_duplicate_names_are_refused(build, tmp_path):
     mcp = build(
         settings_with(tmp_path, {"name": "echo", "script": str(ECHO)}, {"name": "echo", "script": str(ECHO)})
     )
-    kinds = [(e.name, e.status, e.error) for e in mcp.extensions.entries()]
+    kinds = [(e.name, e.status, e.error) for e in build.parts(mcp).extensions.entries()]
     assert ("echo", "failed", "external server 'echo': another external server has this name") in kinds
     assert ("echo", "running", None) in kinds
 

@@ -585,10 +585,12 @@ async def test_recorded_fixtures_match_the_tools_today(tmp_path):
     page's resource sits beside the real tools without clashing with their resources."""
     from fastmcp import Client
 
+    from stac_gdal_mcp import Session
     from stac_gdal_mcp.server import build_server
     from stac_gdal_mcp.settings import load_settings
 
-    mcp = build_server(load_settings(default_catalog="sample", workspace=tmp_path))
+    session = Session(load_settings(default_catalog="sample", workspace=tmp_path))
+    mcp = build_server(session=session)
     try:
         async with Client(mcp) as client:
             if MAP_URI not in {str(r.uri) for r in await client.list_resources()}:
@@ -601,4 +603,4 @@ async def test_recorded_fixtures_match_the_tools_today(tmp_path):
                 call = {"arguments": recorded["arguments"], "result": live}
                 assert build_map_view([call]) == build_map_view([recorded]), name
     finally:
-        mcp.extensions.close()
+        session.close()

@@ -21,8 +21,18 @@ JUNE_JULY = "2024-06-01/2024-07-31"
 
 
 @pytest.fixture
-def mcp(build, make_settings):
-    return build(make_settings())
+def session(make_settings):
+    from stac_gdal_mcp import Session
+
+    with Session(make_settings()) as session:
+        yield session
+
+
+@pytest.fixture
+def mcp(session):
+    from stac_gdal_mcp.server import build_server
+
+    return build_server(session=session)
 
 
 def as_text(arguments: dict) -> dict:
@@ -109,7 +119,7 @@ async def test_time_series_aoi_as_text(mcp):
         assert result["csv"]["id"] != real["csv"]["id"]  # a new output each call
 
 
-async def test_composite_aoi_and_bands_as_text(mcp):
+async def test_composite_aoi_and_bands_as_text(mcp, session):
     arguments = {
         "catalog": "sample",
         "aoi": AOI,
@@ -122,7 +132,7 @@ async def test_composite_aoi_and_bands_as_text(mcp):
     same = ("bands", "items", "valid_fraction", "grid")
     assert {k: text[k] for k in same} == {k: real[k] for k in same}
     assert real["bands"] == ["red", "nir"] and real["items"] >= 2
-    store = mcp.core.outputs
+    store = session.outputs
     with (
         rasterio.open(store.path(real["output"]["id"])) as a,
         rasterio.open(store.path(text["output"]["id"])) as b,

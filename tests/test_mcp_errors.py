@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from fastmcp import Client
 
 
@@ -70,6 +71,7 @@ LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ER
 
 SESSION = """
 import asyncio, sys
+import pytest
 from fastmcp import Client
 from stac_gdal_mcp.server.logs import setup_logging
 from stac_gdal_mcp.server import build_server
@@ -93,6 +95,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.testbed  # a subprocess
 def test_setup_logging_gives_one_format_and_one_line_per_error(tmp_path):
     """As `stac-gdal-mcp serve` logs: fastmcp's lines too in our format, no wrapped rich output."""
     done = subprocess.run(

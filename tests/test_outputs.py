@@ -13,7 +13,7 @@ import pystac
 import pytest
 
 from stac_gdal_mcp.errors import InvalidArgument, LimitExceeded, NotFound, OutputExists
-from stac_gdal_mcp.outputs import OutputStore, RasterBand, RasterFacts, SourceRef, output_uri
+from stac_gdal_mcp.outputs import OutputStore, RasterBand, RasterFacts, SourceRef
 
 SOURCE = SourceRef(
     href="https://example.com/S2A_1/red.tif",
@@ -88,7 +88,9 @@ def test_commit_writes_file_and_record(store):
     assert doc["assets"]["data"]["file:size"] == len(payload)
     derived = [l["href"] for l in doc["links"] if l["rel"] == "derived_from"]
     assert derived == ["stac://testbed/collections/s2/items/S2A_1", "https://example.com/S2A_1/red.tif"]
-    assert {"rel": "self", "href": output_uri(record.id), "type": "application/geo+json"} in doc["links"]
+    self_link = (store.records / f"{record.id}.json").as_uri()  # a library store: the record's file
+    assert {"rel": "self", "href": self_link, "type": "application/geo+json"} in doc["links"]
+    assert record.uri == self_link
     assert doc["bbox"] == FACTS.bbox
 
 
@@ -175,7 +177,8 @@ def test_list_get_path_delete(store):
     assert store.get("first").id == "first"
     assert store.path("first").read_bytes() == b"first"
     summary = store.get("first").summary()
-    assert summary.uri == "stac-gdal://outputs/first" and summary.size == 5 and summary.operation == "test_op"
+    assert summary.uri == (store.records / "first.json").as_uri()
+    assert summary.size == 5 and summary.operation == "test_op"
 
     deleted = store.delete("first")
     assert deleted.id == "first"
@@ -206,3 +209,28 @@ def test_record_without_raster_and_several_sources(store):
     assert (props.start_datetime, props.end_datetime) == ("2024-06-01T10:00:00Z", "2024-07-01T10:00:00Z")
     assert record.bbox is None and record.file.raster_bands is None
     assert len([l for l in record.links if l.rel == "derived_from"]) == 4
+
+
+def test_records_name_themselves_as_the_reading_store_does(make_settings):
+    """A record written by a library session is listed by the server with the server's resource
+    URIs (and the other way round): the self/enclosure links are the reading store's."""
+    from stac_gdal_mcp.server.resources import record_links
+
+    settings = make_settings()
+    library, server = OutputStore(settings), OutputStore(settings, links=record_links(settings))
+    with library.writing(".tif", output_name="shared") as out:
+        out.path.write_bytes(b"12345")
+        written = _commit(library, out)
+    assert written.uri.startswith("file://")
+    served = server.get("shared")
+    assert served.uri == "stac-gdal://outputs/shared" and server.list()[0].uri == served.uri
+    assert [(link.rel, link.href) for link in served.links[:2]] == [
+        ("self", "stac-gdal://outputs/shared"),
+        ("enclosure", "stac-gdal://outputs/shared/file"),
+    ]
+    assert [link.href for link in served.links if link.rel == "derived_from"] == [
+        link.href for link in written.links if link.rel == "derived_from"
+    ]
+    assert library.get("shared").uri == written.uri
+    library.close()
+    server.close()

@@ -12,7 +12,7 @@ import pytest
 from fastmcp import Client
 
 from stac_gdal_mcp.errors import ConfigError
-from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.server import build_server, build_server_parts
 from stac_gdal_mcp.server.extensions import ExtensionError
 from stac_gdal_mcp.settings import load_settings
 
@@ -174,6 +174,7 @@ async def test_plugin_versus_plugin_collision_names_both(build, tmp_path):
     assert "beta_other" not in names  # a plugin is installed whole or not at all
 
 
+@pytest.mark.testbed  # an external server subprocess
 async def test_plugin_versus_external_server_collision_names_both(build, tmp_path):
     settings = settings_with(
         tmp_path,
@@ -256,20 +257,21 @@ def test_strict_mode_refuses_to_start_and_says_why(tmp_path, monkeypatch, how):
 
 
 def test_strict_mode_starts_when_every_plugin_loads(tmp_path):
-    mcp = build_server(settings_with(tmp_path, plugins={"dir": PLUGINS / "good", "strict": True}))
-    assert [e.status for e in mcp.extensions.entries()] == ["loaded"]
+    parts = build_server_parts(settings_with(tmp_path, plugins={"dir": PLUGINS / "good", "strict": True}))
+    assert [e.status for e in parts.extensions.entries()] == ["loaded"]
 
 
 def test_missing_plugin_directory(tmp_path):
     missing = tmp_path / "no-such-dir"
-    mcp = build_server(settings_with(tmp_path, plugins={"dir": missing}))
-    [entry] = mcp.extensions.entries()
+    parts = build_server_parts(settings_with(tmp_path, plugins={"dir": missing}))
+    [entry] = parts.extensions.entries()
     assert entry.status == "failed"
     assert entry.error == f"plugin directory {missing} does not exist or is not a directory"
     with pytest.raises(ExtensionError, match="does not exist"):
         build_server(settings_with(tmp_path, plugins={"dir": missing, "strict": True}))
 
 
+@pytest.mark.testbed  # a subprocess
 def test_cli_serve_refuses_to_start_in_strict_mode(tmp_path):
     env = {
         **os.environ,
@@ -333,8 +335,9 @@ async def test_example_plugin_writes_an_output_with_a_record(build, tmp_path):
     assert listed["acme_stac_plugin"]["capabilities"]["spectral_index"]["formula"] == "(a - b) / (a + b)"
 
     summary = result.structured_content
-    record = mcp.core.outputs.get(summary["id"])
-    out_path = mcp.core.outputs.path(summary["id"])
+    store = build.parts(mcp).session.outputs
+    record = store.get(summary["id"])
+    out_path = store.path(summary["id"])
     assert out_path.parent == settings.workspace / "outputs" and out_path.name == "ndvi.tif"
     derived = {link.href for link in record.links if link.rel == "derived_from"}
     assert {item["assets"]["nir"]["href"], item["assets"]["red"]["href"]} <= derived

@@ -17,12 +17,12 @@ import pytest
 import rasterio
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
+from helpers import utm_aoi, write_cog
 from pyproj import Transformer
 from rasterio.io import MemoryFile
 from rasterio.transform import from_origin
 from rasterio.windows import Window
 from rio_cogeo.cogeo import cog_validate
-from test_processing_access import write_cog
 
 from stac_gdal_mcp.server import build_server
 from stac_gdal_mcp.testing import synthetic
@@ -35,11 +35,6 @@ ORIGIN = (500000.0, 5000000.0)  # EPSG:32633, about 15 E 45.1 N
 SIZE = 1024  # px at 10 m
 TO_WGS84 = Transformer.from_crs(32633, 4326, always_xy=True)
 TO_UTM = Transformer.from_crs(4326, 32633, always_xy=True)
-
-
-def utm_aoi(x0, y0, x1, y1) -> list[float]:
-    lons, lats = TO_WGS84.transform([x0, x1, x0, x1], [y0, y0, y1, y1])
-    return [min(lons), min(lats), max(lons), max(lats)]
 
 
 @pytest.fixture(scope="module")

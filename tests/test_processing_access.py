@@ -12,7 +12,7 @@ import uuid
 import numpy as np
 import pytest
 import rasterio
-from rasterio.transform import from_origin
+from helpers import write_cog  # (test_faults_processing imports it from here too)
 
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import AccessDenied, AssetNotFound, AssetUnreadable, InvalidArgument
@@ -204,32 +204,6 @@ def test_input_must_be_named_one_way(strict_core):
 
 
 # --- reading: Range server, local catalog, pgstac items -------------------------------------
-
-
-def write_cog(path, array, *, epsg=32633, transform=None, nodata=None, blocksize=256):
-    """A DEFLATE COG with overviews, written with rasterio + GDAL's COG driver (test truth)."""
-    import rasterio.shutil
-    from rasterio.io import MemoryFile
-
-    array = array if array.ndim == 3 else array[None]
-    count, rows, cols = array.shape
-    transform = transform or from_origin(500000, 5000000, 10, 10)
-    profile = dict(
-        driver="GTiff",
-        width=cols,
-        height=rows,
-        count=count,
-        dtype=array.dtype.name,
-        crs=f"EPSG:{epsg}",
-        transform=transform,
-        nodata=nodata,
-    )
-    with rasterio.Env(GDAL_PAM_ENABLED="NO"), MemoryFile() as memory:
-        with memory.open(**profile) as dst:
-            dst.write(array)
-        with memory.open() as src:
-            rasterio.shutil.copy(src, str(path), driver="COG", BLOCKSIZE=blocksize, COMPRESS="DEFLATE")
-    return path
 
 
 @pytest.fixture

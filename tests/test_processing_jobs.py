@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
+from helpers import write_cog
 from mcp.shared.exceptions import MCPError
-from test_processing_access import write_cog
 
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import LimitExceeded, OperationCancelled, ProcessingFailed
@@ -23,6 +23,8 @@ from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.processing.warp import reproject_asset
 from stac_gdal_mcp.server import build_server
 from testbed import serve_directory
+
+pytestmark = pytest.mark.testbed  # a slow Range server
 
 SIZE = 2048
 

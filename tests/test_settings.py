@@ -233,6 +233,7 @@ def run_cli(*args):
     )
 
 
+@pytest.mark.testbed  # a subprocess
 def test_no_command_prints_the_help():
     done = run_cli()
     assert done.returncode == 0, done.stderr
@@ -242,6 +243,7 @@ def test_no_command_prints_the_help():
     assert "error" not in done.stderr
 
 
+@pytest.mark.testbed  # a subprocess
 def test_every_serve_flag_has_help_text():
     done = run_cli("serve", "--help")
     assert done.returncode == 0, done.stderr
@@ -253,6 +255,7 @@ def test_every_serve_flag_has_help_text():
     assert all(len(block.split()) > 2 for block in described if block.strip().startswith("--"))
 
 
+@pytest.mark.testbed  # a subprocess
 def test_serve_reports_a_config_typo_on_stderr(tmp_path):
     config = write(tmp_path, "[limits]\npage_sise = 5\n")
     done = run_cli("serve", "--config", str(config))

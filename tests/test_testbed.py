@@ -21,6 +21,8 @@ from shapely.geometry import box, shape
 from stac_gdal_mcp.testing import synthetic
 from testbed import TestbedUnavailable, pgstac_for_pytest, serve_directory, start_pgstac
 
+pytestmark = pytest.mark.testbed  # starts its own pgstac API and Range server
+
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 S2_COUNT, LANDSAT_COUNT = 40, 20

@@ -17,28 +17,28 @@ import numpy as np
 import pytest
 import rasterio
 from fastmcp import Client
+from helpers import (
+    aoi_on_grid,
+    expected_ndvi,
+    read,
+    run_composite,
+    run_time_series,
+    usable_pixels,
+    utm_aoi,
+)
 from pyproj import Transformer
 from rasterio.features import geometry_mask
 from shapely import transform as shapely_transform
 from shapely.geometry import box, mapping
 
-from stac_gdal_mcp.core import Core
+from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import InvalidArgument, MaskNotFound
-from stac_gdal_mcp.processing.load import composite, time_series
 from stac_gdal_mcp.server import build_server
 from stac_gdal_mcp.testing import synthetic
 
 UID = uuid.uuid4().hex[:8]
 S2, LS = f"ts-s2-{UID}", f"ts-ls-{UID}"
 ORIGIN = (500000.0, 5000000.0)  # EPSG:32633
-SCALE, OFFSET = 0.0001, -0.1  # synthetic Sentinel-2 raster:bands
-NOT_CLEAR_SCL = (0, 1, 3, 8, 9, 10)  # nodata, defective, shadow, cloud x2, cirrus
-
-
-def utm_aoi(x0, y0, x1, y1, epsg=32633) -> list[float]:
-    to_wgs84 = Transformer.from_crs(epsg, 4326, always_xy=True)
-    lons, lats = to_wgs84.transform([x0, x1, x0, x1], [y0, y0, y1, y1])
-    return [min(lons), min(lats), max(lons), max(lats)]
 
 
 # crosses the boundary between the west items (x < 505120) and the east one
@@ -98,22 +98,13 @@ def scenes(cog_server, pgstac_api):
 
 
 @pytest.fixture
-def core(make_settings, pgstac_api, scenes):
-    return Core(make_settings(catalogs=[{"id": "testbed", "url": pgstac_api.url}], default_catalog="testbed"))
+def session(make_settings, pgstac_api, scenes):
+    return Session(
+        make_settings(catalogs=[{"id": "testbed", "url": pgstac_api.url}], default_catalog="testbed")
+    )
 
 
 # --- the independent computation ---------------------------------------------------------------
-
-
-def read(path):
-    with rasterio.open(path) as src:
-        return src.read(1), src.transform, src.crs
-
-
-def aoi_on_grid(aoi, transform, crs, shape):
-    project = Transformer.from_crs(4326, crs, always_xy=True).transform
-    local = shapely_transform(box(*aoi).segmentize(0.0005), project, interleaved=False)
-    return geometry_mask([mapping(local)], out_shape=shape, transform=transform, invert=True)
 
 
 def aoi_pixel_count(aoi, resolution=10.0, crs="EPSG:32633"):
@@ -129,34 +120,6 @@ def aoi_pixel_count(aoi, resolution=10.0, crs="EPSG:32633"):
     )
 
 
-def usable_pixels(scene, bands, aoi, mask_clouds=True):
-    """{band: reflectance of usable AOI pixels} plus their (row, col) on the item grid."""
-    folder = scene["dir"]
-    arrays = {b: read(folder / f"{b}.tif") for b in bands}
-    first, transform, crs = arrays[bands[0]]
-    keep = aoi_on_grid(aoi, transform, crs, first.shape)
-    for b in bands:
-        keep &= arrays[b][0] != 0
-    if mask_clouds:
-        scl = read(folder / "scl.tif")[0]
-        scl10 = np.repeat(np.repeat(scl, 2, 0), 2, 1)[: first.shape[0], : first.shape[1]]
-        keep &= ~np.isin(scl10, NOT_CLEAR_SCL)
-    values = {b: arrays[b][0].astype("float64") * SCALE + OFFSET for b in bands}
-    return values, keep, transform
-
-
-def expected_ndvi(day_scenes, aoi, reducer="mean", mask_clouds=True):
-    picked = []
-    for scene in day_scenes:
-        values, keep, _ = usable_pixels(scene, ["red", "nir"], aoi, mask_clouds)
-        ndvi = (values["nir"] - values["red"]) / (values["nir"] + values["red"])
-        picked.append(ndvi[keep & np.isfinite(ndvi)])
-    v = np.concatenate(picked)
-    if reducer == "count":
-        return float(v.size), v.size
-    return (float(getattr(np, reducer)(v)) if v.size else None), v.size
-
-
 def same_value(got, want, rel) -> bool:
     """A day without a usable pixel has no value (None) on both sides; numbers agree within `rel`."""
     if got is None or want is None:
@@ -167,8 +130,10 @@ def same_value(got, want, rel) -> bool:
 # --- time series -------------------------------------------------------------------------------
 
 
-def test_ndvi_series_matches_numpy(core, scenes):
-    result = time_series(core, AOI, collections=[S2], datetime="2024-06-01/2024-06-30", catalog="testbed")
+def test_ndvi_series_matches_numpy(session, scenes):
+    result = run_time_series(
+        session, AOI, collections=[S2], datetime="2024-06-01/2024-06-30", catalog="testbed"
+    )
     assert [r.date for r in result.rows] == [
         "2024-06-01",
         "2024-06-06",
@@ -189,9 +154,9 @@ def test_ndvi_series_matches_numpy(core, scenes):
     assert all(r.valid_fraction < 0.55 for r in result.rows[:-1]) and result.rows[-1].valid_fraction > 0.5
 
 
-def test_outputs_csv_and_chart(core, scenes):
-    result = time_series(
-        core,
+def test_outputs_csv_and_chart(session, scenes):
+    result = run_time_series(
+        session,
         AOI,
         collections=[S2],
         datetime="2024-06-01/2024-06-12",
@@ -200,7 +165,7 @@ def test_outputs_csv_and_chart(core, scenes):
         expression="(nir - red) / (nir + red)",
     )
     assert result.expression == "(nir - red) / (nir + red)" and len(result.rows) == 3
-    store = core.outputs
+    store = session.outputs
     with open(store.path(result.csv.id), newline="") as f:
         table = list(csv.DictReader(f))
     assert [t["date"] for t in table] == [r.date for r in result.rows]
@@ -216,23 +181,23 @@ def test_outputs_csv_and_chart(core, scenes):
     assert record.properties.processing_expression["expression"]["operation"] == "time_series"
 
 
-def test_band_count_and_no_mask(core, scenes):
+def test_band_count_and_no_mask(session, scenes):
     day = dict(collections=[S2], datetime="2024-06-06/2024-06-06", catalog="testbed", expression="red")
-    masked = time_series(core, AOI, reducer="count", **day)
-    unmasked = time_series(core, AOI, reducer="count", mask_clouds=False, **day)
+    masked = run_time_series(session, AOI, reducer="count", **day)
+    unmasked = run_time_series(session, AOI, reducer="count", mask_clouds=False, **day)
     _, keep_masked, _ = usable_pixels(scenes["S2A_D2"], ["red"], AOI, mask_clouds=True)
     _, keep_all, _ = usable_pixels(scenes["S2A_D2"], ["red"], AOI, mask_clouds=False)
     assert masked.rows[0].value == pytest.approx(keep_masked.sum(), rel=0.005, abs=3)
     assert unmasked.rows[0].value == pytest.approx(keep_all.sum(), rel=0.005, abs=3)
     assert unmasked.rows[0].value > 1.5 * masked.rows[0].value > 0  # 55 % cloud and cirrus that day
-    empty = time_series(core, AOI, reducer="count", **dict(day, datetime="2024-06-16/2024-06-16"))
+    empty = run_time_series(session, AOI, reducer="count", **dict(day, datetime="2024-06-16/2024-06-16"))
     assert empty.rows[0].value == 0 and any("no usable pixel" in n for n in empty.notes)  # 100 % cloud/shadow
 
 
-def test_landsat_common_names_and_scale(core, scenes):
+def test_landsat_common_names_and_scale(session, scenes):
     """`nir` finds Landsat's nir08; scale 0.0000275 offset -0.2; QA_PIXEL masks clouds."""
     aoi = utm_aoi(ORIGIN[0] + 1000, ORIGIN[1] - 5000, ORIGIN[0] + 5000, ORIGIN[1] - 1000)
-    result = time_series(core, aoi, collections=[LS], catalog="testbed", expression="nir")
+    result = run_time_series(session, aoi, collections=[LS], catalog="testbed", expression="nir")
     folder = scenes["LS"]["dir"]
     nir, transform, crs = read(folder / "nir08.tif")
     qa = read(folder / "qa_pixel.tif")[0]
@@ -244,23 +209,28 @@ def test_landsat_common_names_and_scale(core, scenes):
     assert result.rows[0].valid_pixels == pytest.approx(keep.sum(), rel=0.01)
 
 
-def test_expression_errors(core):
+def test_expression_errors(session):
     for bad in ("__import__('os').system('x')", "nir.real", "nir[0]", "f(nir)", "", "1 + 2", "nir +"):
         with pytest.raises(InvalidArgument):
-            time_series(core, AOI, collections=[S2], catalog="testbed", expression=bad)
+            run_time_series(session, AOI, collections=[S2], catalog="testbed", expression=bad)
     with pytest.raises(InvalidArgument, match="reducer"):
-        time_series(core, AOI, collections=[S2], catalog="testbed", reducer="sum")
+        run_time_series(session, AOI, collections=[S2], catalog="testbed", reducer="sum")
 
 
 # --- composite ---------------------------------------------------------------------------------
 
 
-def test_median_composite_matches_numpy(core, scenes):
-    result = composite(
-        core, AOI, bands=["red", "nir"], collections=[S2], datetime="2024-06-01/2024-06-30", catalog="testbed"
+def test_median_composite_matches_numpy(session, scenes):
+    result = run_composite(
+        session,
+        AOI,
+        bands=["red", "nir"],
+        collections=[S2],
+        datetime="2024-06-01/2024-06-30",
+        catalog="testbed",
     )
     assert result.items == 6 and result.method == "median"
-    store = core.outputs
+    store = session.outputs
     path = store.path(result.output.id)
     with rasterio.open(path) as out:
         assert out.driver == "GTiff" and out.count == 2 and out.dtypes[0] == "float32"
@@ -294,7 +264,7 @@ def test_median_composite_matches_numpy(core, scenes):
     assert 0.5 < result.valid_fraction <= 1.0
 
 
-def test_composite_needs_a_mask_or_mask_clouds_false(core, scenes, pgstac_api):
+def test_composite_needs_a_mask_or_mask_clouds_false(session, scenes, pgstac_api):
     item = json.loads(json.dumps(scenes["S2A_D1"]["item"]))
     item["id"], item["collection"] = "NOMASK", f"ts-nomask-{UID}"
     del item["assets"]["scl"]
@@ -302,9 +272,9 @@ def test_composite_needs_a_mask_or_mask_clouds_false(core, scenes, pgstac_api):
     del collection["item_assets"]["scl"]
     pgstac_api.load([collection], [item])
     with pytest.raises(MaskNotFound, match="mask_clouds=false"):
-        composite(core, AOI, bands=["red"], collections=[item["collection"]], catalog="testbed")
-    result = composite(
-        core, AOI, bands=["red"], collections=[item["collection"]], catalog="testbed", mask_clouds=False
+        run_composite(session, AOI, bands=["red"], collections=[item["collection"]], catalog="testbed")
+    result = run_composite(
+        session, AOI, bands=["red"], collections=[item["collection"]], catalog="testbed", mask_clouds=False
     )
     assert result.items == 1 and not result.mask_clouds
 
@@ -312,8 +282,8 @@ def test_composite_needs_a_mask_or_mask_clouds_false(core, scenes, pgstac_api):
 # --- through the MCP server --------------------------------------------------------------------
 
 
-async def test_tools_end_to_end(core, scenes):
-    async with Client(build_server(core=core)) as client:
+async def test_tools_end_to_end(session, scenes):
+    async with Client(build_server(session=session)) as client:
         tools = {t.name: t for t in await client.list_tools()}
         assert tools["time_series"].annotations.read_only_hint is False
         assert tools["composite"].annotations.destructive_hint is False

@@ -15,6 +15,8 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 
+pytestmark = pytest.mark.testbed  # runs the server as a subprocess
+
 
 @pytest.fixture
 def server_env(tmp_path):

@@ -1,1 +1,1 @@
-"""Discovery: search, items, collections, queryables and compact summaries (no MCP here)."""
+"""Discovery: search, items, collections, queryables and compact summaries (nothing of the server here)."""

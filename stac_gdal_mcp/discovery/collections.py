@@ -1,15 +1,23 @@
-"""Collections, queryables and single items of a catalog."""
+"""Collections, queryables and single items of a catalog.
+
+Every function takes the `Core` (settings, catalogs, cursor codec) first, like the rest of the
+core; `get_item` is the one way an item is fetched (asset hrefs signed where the catalog needs it).
+"""
 
 from __future__ import annotations
 
-import base64
-import json
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..catalogs import Catalogs, LocalCatalog, RemoteCatalog
+from ..catalogs import LocalCatalog, RemoteCatalog
 from ..errors import InvalidArgument, InvalidCursor, NotFound
 from ..models import CollectionDetail, CollectionList, Queryable, Queryables
+from ..stac import link_href
+from . import cursors
 from .summaries import collection_detail, collection_summary
+
+if TYPE_CHECKING:
+    from ..core import Core
 
 
 def _matches_text(collection: dict, q: str) -> bool:
@@ -21,36 +29,22 @@ def _matches_text(collection: dict, q: str) -> bool:
     return any(w in haystack for w in words)
 
 
-def _cursor(state: dict) -> str:
-    return base64.urlsafe_b64encode(json.dumps(state).encode()).decode().rstrip("=")
-
-
-def _uncursor(cursor: str, catalog_id: str) -> dict:
-    try:
-        state = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        assert state["catalog"] == catalog_id
-        return state
-    except Exception:
-        raise InvalidCursor(
-            "cursor is not a list_collections cursor for this catalog; pass next_cursor unchanged"
-        ) from None
-
-
 def list_collections(
-    catalogs: Catalogs,
+    core: Core,
     catalog: str | None = None,
     q: str | None = None,
     limit: int | None = None,
     cursor: str | None = None,
 ) -> CollectionList:
-    settings = catalogs.settings
-    cat = catalogs.get(catalog)
+    """One page of a catalog's collections (free-text `q` applied here when the API cannot)."""
+    settings = core.settings
+    cat = core.catalogs.get(catalog)
     limit = limit or settings.limits.page_size
     if limit < 1:
         raise InvalidArgument("limit must be a positive integer")
     limit = min(limit, settings.limits.max_items)
     notes: list[str] = []
-    state = _uncursor(cursor, cat.id) if cursor else None
+    state = core.cursors.decode(cursor, "collections", cat.id) if cursor else None
 
     if isinstance(cat, LocalCatalog) or (not cat.features.free_text and q):
         # Filter the whole list here: local catalogs, or APIs without free-text collection search.
@@ -60,29 +54,31 @@ def list_collections(
             list(cat.collections.values()) if isinstance(cat, LocalCatalog) else _all_collections(cat)
         )
         chosen = [c for c in all_collections if not q or _matches_text(c, q)]
-        offset = state["offset"] if state else 0
+        offset = cursors.offset(state, total=len(chosen)) if state else 0
         page = chosen[offset : offset + limit]
         end = offset + len(page)
         return CollectionList(
             collections=[collection_summary(c) for c in page],
             returned=len(page),
             matched=len(chosen),
-            next_cursor=_cursor({"catalog": cat.id, "offset": end}) if end < len(chosen) else None,
+            next_cursor=core.cursors.encode("collections", cat.id, {"offset": end})
+            if end < len(chosen)
+            else None,
             notes=notes,
         )
 
-    href = state["href"] if state else cat.link("data", "collections")
+    href = cursors.checked(state, "href", str, optional=False) if state else cat.link("data", "collections")
     if urlsplit(href).netloc != urlsplit(cat.url).netloc:
         raise InvalidCursor(f"cursor does not point into catalog '{cat.id}'")
     params = None if state else {"limit": limit, **({"q": q} if q else {})}
     response = cat.request(href, "GET", params)
     collections = response.get("collections", [])
-    following = next((l["href"] for l in response.get("links", []) if l.get("rel") == "next"), None)
+    following = link_href(response, "next")
     return CollectionList(
         collections=[collection_summary(c) for c in collections],
         returned=len(collections),
         matched=response.get("numberMatched"),
-        next_cursor=_cursor({"catalog": cat.id, "href": following}) if following else None,
+        next_cursor=core.cursors.encode("collections", cat.id, {"href": following}) if following else None,
         notes=notes,
     )
 
@@ -92,7 +88,7 @@ def _all_collections(cat: RemoteCatalog, max_pages: int = 50) -> list[dict]:
     for _ in range(max_pages):
         response = cat.request(href, "GET", params)
         out += response.get("collections", [])
-        href = next((l["href"] for l in response.get("links", []) if l.get("rel") == "next"), None)
+        href = link_href(response, "next")
         if not href:
             break
         params = None
@@ -105,18 +101,20 @@ def all_collection_ids(cat: RemoteCatalog | LocalCatalog) -> list[str]:
     return [c["id"] for c in _all_collections(cat)]
 
 
-def get_collection(catalogs: Catalogs, collection_id: str, catalog: str | None = None) -> CollectionDetail:
-    return collection_detail(catalogs.get(catalog).collection(collection_id))
+def get_collection(core: Core, collection_id: str, catalog: str | None = None) -> CollectionDetail:
+    """One collection: extent, summaries, item_assets, providers, license, useful links."""
+    return collection_detail(core.catalogs.get(catalog).collection(collection_id))
 
 
-def get_collection_json(catalogs: Catalogs, collection_id: str, catalog: str | None = None) -> dict:
-    return catalogs.get(catalog).collection(collection_id)
+def get_collection_json(core: Core, collection_id: str, catalog: str | None = None) -> dict:
+    """A collection's full STAC JSON."""
+    return core.catalogs.get(catalog).collection(collection_id)
 
 
-def get_item(catalogs: Catalogs, collection_id: str, item_id: str, catalog: str | None = None) -> dict:
-    """The full STAC item, asset hrefs signed where the catalog needs it."""
-    cat = catalogs.get(catalog)
-    return cat.sign(cat.item(collection_id, item_id))
+def get_item(core: Core, collection_id: str, item_id: str, catalog: str | None = None) -> dict:
+    """The full STAC item, asset hrefs signed where the catalog needs it (signed once, by the
+    catalog's `item`)."""
+    return core.catalogs.get(catalog).item(collection_id, item_id)
 
 
 def _queryables_from_schema(schema: dict) -> list[Queryable]:
@@ -166,10 +164,9 @@ def _infer_queryables(items: list[dict]) -> list[Queryable]:
     return [Queryable(name=k, type=v) for k, v in sorted(kinds.items())]
 
 
-def get_queryables(
-    catalogs: Catalogs, collection_id: str | None = None, catalog: str | None = None
-) -> Queryables:
-    cat = catalogs.get(catalog)
+def get_queryables(core: Core, collection_id: str | None = None, catalog: str | None = None) -> Queryables:
+    """Properties usable in `filter`/`query`, with types (inferred for local catalogs)."""
+    cat = core.catalogs.get(catalog)
     if isinstance(cat, LocalCatalog):
         items = cat.items
         if collection_id is not None:

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from . import params as p
-
-if TYPE_CHECKING:
-    from .search import Search
+from .query import Search, and_all
 
 
 def _item_interval(item: dict) -> tuple[datetime | None, datetime | None]:
@@ -62,8 +59,6 @@ def local_search(items: list[dict], search: Search) -> list[dict]:
     conditions = search.cql2_conditions()
     if conditions:
         import cql2
-
-        from .search import and_all
 
         condition = cql2.Expr(and_all(conditions))
 

@@ -5,93 +5,34 @@ each condition goes to the API when it can take it, is translated when an equiva
 (e.g. `max_cloud_cover` as CQL2 or as a query), and is otherwise applied here with `cql2`.
 Every translation or client-side step is reported in `notes`; nothing is dropped silently.
 
-A cursor is base64url JSON holding where the next page starts: for an API, the page request
-(its `next` link, or the same page with a number of features to skip); for a local catalog,
-the checked search and an offset. Passing it back continues the same search with no gaps and
-no duplicates.
+A cursor (signed, see `cursors.py`) holds where the next page starts: for an API, the page
+request (its `next` link, or the same page with a number of features to skip); for a local
+catalog, the checked search and an offset. Passing it back continues the same search with no
+gaps and no duplicates.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from ..catalogs import Catalogs, LocalCatalog, PageTrail, RemoteCatalog, ResultBudget
+from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog, ResultBudget
 from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, NotSupported
 from ..models import SearchResult
+from ..stac import find_link
+from . import cursors
 from . import params as p
 from .local import local_search
+from .query import Search, and_all, check_search, cloud_cover_condition
 from .summaries import item_summary
+
+if TYPE_CHECKING:
+    from ..core import Core
 
 # How many pages may be read to fill one answer when conditions are applied client-side.
 MAX_SCAN_PAGES = 50
-
-
-@dataclass
-class Search:
-    """The checked search: every argument in one normal form."""
-
-    collections: list[str] | None = None
-    bbox: list[float] | None = None
-    intersects: dict | None = None
-    datetime: str | None = None
-    ids: list[str] | None = None
-    query: dict | None = None
-    filter: dict | None = None  # CQL2-JSON
-    sortby: list[dict] | None = None
-    max_cloud_cover: float | None = None
-
-    def cql2_conditions(self) -> list[dict]:
-        """query, filter and max_cloud_cover as CQL2-JSON conditions."""
-        out = []
-        if self.query:
-            out.append(p.query_as_cql2(self.query))
-        if self.filter:
-            out.append(self.filter)
-        if self.max_cloud_cover is not None:
-            out.append(cloud_cover_condition(self.max_cloud_cover))
-        return out
-
-
-def cloud_cover_condition(value: float) -> dict:
-    return {"op": "<=", "args": [{"property": "eo:cloud_cover"}, value]}
-
-
-def and_all(conditions: list[dict]) -> dict | None:
-    if not conditions:
-        return None
-    return conditions[0] if len(conditions) == 1 else {"op": "and", "args": conditions}
-
-
-def check_search(
-    collections=None,
-    bbox=None,
-    intersects=None,
-    datetime=None,
-    ids=None,
-    query=None,
-    filter=None,
-    filter_lang=None,
-    sortby=None,
-    max_cloud_cover=None,
-) -> Search:
-    if bbox is not None and intersects is not None:
-        raise InvalidArgument("give either bbox or intersects, not both")
-    expr = p.cql2_filter(filter, filter_lang)
-    return Search(
-        collections=p.as_list(collections, "collections"),
-        bbox=p.bbox(bbox),
-        intersects=p.intersects(intersects),
-        datetime=p.datetime_param(datetime),
-        ids=p.as_list(ids, "ids"),
-        query=p.query(query),
-        filter=None if expr is None else expr.to_json(),
-        sortby=p.sortby(sortby),
-        max_cloud_cover=p.max_cloud_cover(max_cloud_cover),
-    )
 
 
 @dataclass
@@ -116,8 +57,7 @@ def plan_api_search(catalog: RemoteCatalog, search: Search, page_size: int) -> P
     feats = catalog.features
     if not feats.item_search:
         raise NotSupported(
-            f"catalog '{catalog.id}' does not declare STAC API item search; "
-            "use list_collections/get_collection to browse it"
+            f"catalog '{catalog.id}' does not declare STAC API item search; browse its collections instead"
         )
     body: dict[str, Any] = {"limit": page_size}
     for key in ("collections", "bbox", "intersects", "datetime", "ids"):
@@ -183,11 +123,7 @@ def plan_api_search(catalog: RemoteCatalog, search: Search, page_size: int) -> P
 
 def first_page(catalog: RemoteCatalog, body: dict) -> Page:
     href = catalog.link("search", "search")
-    post = any(
-        l.get("rel") == "search" and str(l.get("method", "GET")).upper() == "POST"
-        for l in catalog.root.get("links", [])
-    )
-    if post:
+    if find_link(catalog.root, "search", method="POST"):
         return Page(href=href, method="POST", body=body)
     return Page(href=href, method="GET", body=_as_get_params(body))
 
@@ -209,14 +145,14 @@ def _as_get_params(body: dict) -> dict:
 
 
 def next_page(page: Page, response: dict) -> Page | None:
-    for link in response.get("links", []):
-        if link.get("rel") == "next" and link.get("href"):
-            method = str(link.get("method", "GET")).upper()
-            body = link.get("body")
-            if method == "POST" and link.get("merge") and page.body:
-                body = {**page.body, **(body or {})}
-            return Page(href=link["href"], method=method, body=body if method == "POST" else None)
-    return None
+    link = find_link(response, "next")
+    if link is None:
+        return None
+    method = str(link.get("method", "GET")).upper()
+    body = link.get("body")
+    if method == "POST" and link.get("merge") and page.body:
+        body = {**page.body, **(body or {})}
+    return Page(href=link["href"], method=method, body=body if method == "POST" else None)
 
 
 def _matched(response: dict) -> int | None:
@@ -281,26 +217,25 @@ def api_pages(
     return collected, matched, page, True
 
 
-def encode_cursor(state: dict) -> str:
-    raw = json.dumps(state, separators=(",", ":"), sort_keys=True).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+def _page_from_cursor(state: dict, cat: RemoteCatalog) -> Page:
+    """The page a (signed) cursor continues from, every field checked."""
+    page = cursors.checked(state, "page", dict, optional=False)
+    href = cursors.checked(page, "href", str, optional=False)
+    method = cursors.checked(page, "method", str, optional=False)
+    if method not in ("GET", "POST"):
+        raise InvalidCursor(f"cursor is malformed: method {method!r}")
+    if not _same_origin(href, cat.url):
+        raise InvalidCursor(f"cursor does not point into catalog '{cat.id}'")
+    body = cursors.checked(page, "body", dict)
+    return Page(href=href, method=method, body=body, skip=cursors.page_skip(page.get("skip", 0)))
 
 
-def decode_cursor(cursor: str, catalog_id: str) -> dict:
+def _search_from_cursor(state: dict) -> Search:
+    search = cursors.checked(state, "search", dict, optional=False)
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        state = json.loads(raw)
-        assert isinstance(state, dict) and state.get("v") == 1
-    except Exception:
-        raise InvalidCursor(
-            "cursor is not one this server produced; pass next_cursor from a previous search_items "
-            "result unchanged, or search again without cursor"
-        ) from None
-    if state.get("catalog") != catalog_id:
-        raise InvalidCursor(
-            f"cursor belongs to catalog '{state.get('catalog')}', not '{catalog_id}'; pass the same catalog"
-        )
-    return state
+        return Search(**search)
+    except TypeError:
+        raise InvalidCursor("cursor is malformed: search") from None
 
 
 def _same_origin(href: str, base: str) -> bool:
@@ -309,7 +244,7 @@ def _same_origin(href: str, base: str) -> bool:
 
 
 def search_items(
-    catalogs: Catalogs,
+    core: Core,
     *,
     catalog: str | None = None,
     collections=None,
@@ -329,8 +264,8 @@ def search_items(
     """Search a catalog; see the module docstring for how conditions and cursors work."""
     if detail not in ("summary", "full"):
         raise InvalidArgument("detail must be 'summary' or 'full'")
-    settings = catalogs.settings
-    cat = catalogs.get(catalog)
+    settings = core.settings
+    cat = core.catalogs.get(catalog)
     notes: list[str] = []
     if limit is None:
         limit = settings.limits.page_size
@@ -344,12 +279,12 @@ def search_items(
         limit = settings.limits.max_items
 
     budget = ResultBudget(settings.limits.max_result_bytes)
-    state = decode_cursor(cursor, cat.id) if cursor else None
+    state = core.cursors.decode(cursor, "items", cat.id) if cursor else None
     if state is not None:
         notes.append(
             "continuing from cursor: search arguments other than catalog, limit and detail are taken from it"
         )
-        notes += state.get("notes", [])
+        notes += cursors.checked(state, "notes", list) or []
 
     if isinstance(cat, LocalCatalog):
         if state is None:
@@ -367,9 +302,11 @@ def search_items(
             )
             offset = 0
         else:
-            search, offset = Search(**state["search"]), int(state["offset"])
+            search = _search_from_cursor(state)
         _check_local_collections(cat, search)
         matches = local_search(cat.items, search)
+        if state is not None:
+            offset = cursors.offset(state, total=len(matches))
         features = matches[offset : offset + limit]
         if detail == "full":  # as many whole items as limits.max_result_bytes holds
             kept = 0
@@ -378,9 +315,7 @@ def search_items(
             features = features[:kept]
         matched = len(matches)
         end = offset + len(features)
-        next_state = (
-            {"v": 1, "catalog": cat.id, "search": search.__dict__, "offset": end} if end < matched else None
-        )
+        next_state = {"search": search.__dict__, "offset": end} if end < matched else None
     else:
         if state is None:
             search = check_search(
@@ -399,10 +334,9 @@ def search_items(
             page, client_filter, plan_notes = first_page(cat, plan.body), plan.client_filter, plan.notes
             notes += plan_notes
         else:
-            page = Page(**state["page"])
-            if not _same_origin(page.href, cat.url):
-                raise InvalidCursor(f"cursor does not point into catalog '{cat.id}'")
-            client_filter, plan_notes, search = state.get("client_filter"), state.get("notes", []), None
+            page = _page_from_cursor(state, cat)
+            client_filter = cursors.checked(state, "client_filter", dict)
+            plan_notes, search = cursors.checked(state, "notes", list) or [], None
         trail = PageTrail()
         features, matched, following, stopped = api_pages(
             cat, page, limit, client_filter, trail, budget if detail == "full" else None
@@ -418,8 +352,6 @@ def search_items(
             )
         next_state = (
             {
-                "v": 1,
-                "catalog": cat.id,
                 "page": following.__dict__,
                 "client_filter": client_filter,
                 "notes": plan_notes,
@@ -441,7 +373,7 @@ def search_items(
         items=items,
         returned=len(items),
         matched=matched,
-        next_cursor=encode_cursor(next_state) if next_state else None,
+        next_cursor=core.cursors.encode("items", cat.id, next_state) if next_state else None,
         notes=notes,
     )
 

@@ -1,4 +1,8 @@
-"""Compact summaries of STAC items and collections: what an agent needs to choose, nothing more."""
+"""Compact summaries of STAC items and collections: what an agent needs to choose, nothing more.
+
+(`band_common_names`, `proj_code` and `thumbnail_href` live in `stac_gdal_mcp.stac`; they are
+imported here for the modules that still look for them here.)
+"""
 
 from __future__ import annotations
 
@@ -11,35 +15,7 @@ from ..models import (
     CollectionSummary,
     ItemSummary,
 )
-
-
-def band_common_names(asset: dict) -> list[str]:
-    """Band common names of an asset, from STAC 1.0 `eo:bands` or STAC 1.1 `bands`."""
-    names = []
-    for band in asset.get("eo:bands") or []:
-        if band.get("common_name"):
-            names.append(band["common_name"])
-    for band in asset.get("bands") or []:
-        name = band.get("eo:common_name") or band.get("common_name")
-        if name:
-            names.append(name)
-    return names
-
-
-def proj_code(properties: dict) -> str | None:
-    if properties.get("proj:code"):
-        return properties["proj:code"]
-    if properties.get("proj:epsg") is not None:
-        return f"EPSG:{properties['proj:epsg']}"
-    return None
-
-
-def thumbnail_href(item: dict) -> str | None:
-    assets = item.get("assets", {})
-    for key, asset in assets.items():
-        if "thumbnail" in (asset.get("roles") or []) or key == "thumbnail":
-            return asset.get("href")
-    return None
+from ..stac import band_common_names, is_thumbnail, item_datetime, proj_code, thumbnail_href
 
 
 def item_summary(item: dict) -> ItemSummary:
@@ -52,7 +28,7 @@ def item_summary(item: dict) -> ItemSummary:
     return ItemSummary(
         id=item["id"],
         collection=item.get("collection"),
-        datetime=props.get("datetime") or props.get("start_datetime"),
+        datetime=item_datetime(item),
         cloud_cover=None if cloud is None else round(float(cloud), 2),
         bbox=[round(v, 5) for v in item["bbox"]] if item.get("bbox") else None,
         platform=props.get("platform"),
@@ -61,7 +37,7 @@ def item_summary(item: dict) -> ItemSummary:
         assets={
             key: AssetSummary(roles=asset.get("roles") or [], bands=band_common_names(asset))
             for key, asset in assets.items()
-            if "thumbnail" not in (asset.get("roles") or []) and key != "thumbnail"
+            if not is_thumbnail(key, asset)
         },
         thumbnail=thumbnail_href(item),
     )

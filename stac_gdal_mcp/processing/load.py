@@ -1,4 +1,4 @@
-"""Stacks of items through odc-stac: time series over an AOI and cloud-masked composites.
+"""Stacks of items through odc-stac: the lazy, cloud-masked load every analysis starts from.
 
 The pipeline, in order (each step a small function):
 1. items from a search over the AOI (`selection.select_items`);
@@ -10,29 +10,26 @@ The pipeline, in order (each step a small function):
 4. `odc.stac.load(..., groupby="solar_day", chunks=...)` under the GDAL environment of
    `access.gdal_env` (odc-stac captures it into the dask graph, so it reaches every worker);
 5. lazily: nodata -> NaN, `raster:bands` scale/offset of each item, clouds masked with the
-   scheme, pixels outside the AOI dropped; then the expression (`expressions`) or the composite;
-6. compute (`dask_runtime`: dask's local threads, or the `dask.distributed` cluster at
-   `settings.dask_scheduler`); write the outputs (CSV + PNG chart via `tables`, or a COG) with
-   records.
+   scheme, pixels outside the AOI dropped (`prepare` returns this, `as_dataset` shows it as one
+   xarray Dataset);
+6. what is made of it: a time series (`series`) or a composite (`composite`), computed on
+   dask (`dask_runtime`) and written as outputs only when saved.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from ..errors import InvalidArgument, MaskNotFound, NotSupported, StacGdalMcpError
+from ..errors import InvalidArgument, MaskNotFound, NotFound, NotSupported, StacGdalMcpError
+from ..models import Model
+from ..stac import proj_code, raster_band
 from . import access
-from .dask_runtime import compute, scheduler_name
-from .expressions import evaluate, parse_expression
-from .jobs import Job
 from .masks import MaskSource
 
-Reducer = Literal["mean", "median", "min", "max", "count"]
-Method = Literal["median", "mean", "min", "max"]
 DEFAULT_MAX_ITEMS = 100
 CHUNK = 2048  # pixels per side of a dask chunk, at most
 SOFTWARE = ("odc-stac", "dask", "xarray")  # versions added to the records' processing:software
@@ -42,11 +39,7 @@ _READABLE_SUFFIXES = tuple(access.DRIVERS_BY_SUFFIX)
 # --- results ---------------------------------------------------------------------------------------
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class OutputRef(_Model):
+class OutputRef(Model):
     id: str
     uri: str = Field(description="resource with the output's record; the file is at <uri>/file")
     file: str
@@ -63,46 +56,11 @@ class OutputRef(_Model):
         )
 
 
-class GridInfo(_Model):
+class GridInfo(Model):
     crs: str
     resolution: float
     shape: list[int] = Field(description="[rows, columns]")
     aoi_pixels: int
-
-
-class TimeSeriesRow(_Model):
-    date: str = Field(description="solar day")
-    datetime: str = Field(description="acquisition time of the first item of the day (UTC)")
-    value: float | None = Field(description="null when no valid pixel was left")
-    valid_fraction: float = Field(description="share of the AOI pixels with a valid, unmasked value")
-    valid_pixels: int
-    collection_id: str | None = None
-    item_ids: list[str]
-
-
-class TimeSeriesResult(_Model):
-    expression: str
-    reducer: str
-    mask_clouds: bool
-    rows: list[TimeSeriesRow]
-    csv: OutputRef
-    chart: OutputRef
-    grid: GridInfo
-    items: int
-    scheduler: str
-    notes: list[str] = []
-
-
-class CompositeResult(_Model):
-    output: OutputRef
-    bands: list[str]
-    method: str
-    mask_clouds: bool
-    items: int = Field(description="items that went into the composite (all in derived_from)")
-    valid_fraction: float = Field(description="share of the AOI pixels with a value in the composite")
-    grid: GridInfo
-    scheduler: str
-    notes: list[str] = []
 
 
 # --- planning: items, bands, masks, grid -----------------------------------------------------------
@@ -170,8 +128,6 @@ def plan_stacks(
 
 def item_crs(item: dict, asset_key: str | None = None) -> str | None:
     """The asset's CRS (proj:code / proj:epsg), else the item's."""
-    from ..discovery.summaries import proj_code
-
     asset = (item.get("assets") or {}).get(asset_key or "", {})
     for where in (asset, item.get("properties") or {}):
         code = proj_code(where)
@@ -330,7 +286,7 @@ def _per_day(days, key: str, time):
 
     scales, offsets = [], []
     for _, _, members in days:
-        band = ((members[0]["assets"][key].get("raster:bands") or [{}])[0]) or {}
+        band = raster_band(members[0]["assets"][key])
         scales.append(float(band.get("scale", 1.0)))
         offsets.append(float(band.get("offset", 0.0)))
     coords = {"time": time}
@@ -344,7 +300,9 @@ def _per_day(days, key: str, time):
 
 
 @dataclass
-class _Prepared:
+class Prepared:
+    """One load over an AOI: the items in stacks, the grid, the AOI pixels, the lazy bands."""
+
     aoi_geom: Any
     stacks: list[Stack]
     gbox: Any
@@ -370,16 +328,28 @@ class _Prepared:
         )
 
 
-def _prepare(
-    core, aoi, names, *, mask_clouds, resolution, crs, catalog, max_items, search, gdal_options
-) -> _Prepared:
-    from ..errors import NotFound
+def prepare(
+    core,
+    aoi,
+    names: list[str],
+    *,
+    mask_clouds: bool = True,
+    resolution: float | None = None,
+    crs: str | None = None,
+    catalog: str | None = None,
+    max_items: int | None = None,
+    search: dict | None = None,
+    gdal_options: dict | None = None,
+) -> Prepared:
+    """Steps 1-5 for bands `names` over `aoi`: nothing is read yet (the bands are dask arrays).
+    `search` holds search arguments (`discovery.query.SearchArgs`)."""
     from .aoi import aoi_geometry
     from .selection import select_items
 
+    search = dict(search or {})
     aoi_geom = aoi_geometry(aoi)
     items, notes = select_items(
-        core.catalogs,
+        core,
         aoi_geom,
         catalog=catalog,
         items=None,
@@ -404,273 +374,35 @@ def _prepare(
             f"items of {len(stacks)} collections were loaded on one grid: "
             + ", ".join(f"{s.collection_id} ({len(s.items)})" for s in stacks)
         )
-    return _Prepared(aoi_geom, stacks, gbox, inside, loaded, notes)
+    return Prepared(aoi_geom, stacks, gbox, inside, loaded, notes)
 
 
-# --- records of the outputs --------------------------------------------------------------------
-
-
-def _parameters(**values) -> dict:
-    return {k: v for k, v in values.items() if v is not None}
-
-
-def _commit(core, out, prep: _Prepared, **record) -> OutputRef:
-    """Commit a written output with the load's sources (every asset read) and software."""
-    from ..outputs import package_versions
-
-    committed = core.outputs.commit(out, sources=prep.sources, software=package_versions(*SOFTWARE), **record)
-    return OutputRef.of(committed)
-
-
-# --- time series -----------------------------------------------------------------------------------
-
-REDUCERS = ("mean", "median", "min", "max", "count")
-
-
-def _reduce(value, reducer: str):
-    dims = ("y", "x")
-    if reducer == "count":
-        return value.notnull().sum(dims)
-    if reducer == "median":
-        return value.chunk({"y": -1, "x": -1}).median(dims, skipna=True)
-    return getattr(value, reducer)(dims, skipna=True)
-
-
-def time_series(
-    core,
-    aoi,
-    *,
-    expression: str = "ndvi",
-    reducer: Reducer = "mean",
-    mask_clouds: bool = True,
-    resolution: float | None = None,
-    crs: str | None = None,
-    catalog: str | None = None,
-    max_items: int | None = None,
-    job: Job | None = None,
-    gdal_options: dict | None = None,
-    **search,
-) -> TimeSeriesResult:
-    """One value per solar day: `reducer` of `expression` over the usable AOI pixels.
-
-    `search` takes search_items' arguments (collections, datetime, ids, query, filter,
-    filter_lang, sortby, max_cloud_cover). Writes a CSV table and a PNG chart as outputs.
-    `gdal_options` adds GDAL settings to the load (they reach dask workers too).
-    """
-    import numpy as np
-
-    from .tables import write_chart, write_csv
-
-    job = job or Job()
-    text, tree, names = parse_expression(expression)
-    if reducer not in REDUCERS:
-        raise InvalidArgument(f"reducer must be one of {', '.join(REDUCERS)}")
-    prep = _prepare(
-        core,
-        aoi,
-        names,
-        mask_clouds=mask_clouds,
-        resolution=resolution,
-        crs=crs,
-        catalog=catalog,
-        max_items=max_items,
-        search=search,
-        gdal_options=gdal_options,
-    )
-    lazy = []
-    for loaded in prep.loaded:
-        value = evaluate(tree, loaded.bands)
-        value = value.where(np.isfinite(value))
-        lazy += [_reduce(value, reducer), value.notnull().sum(("y", "x"))]
-    computed = compute(core, job, *lazy)
-    n_aoi = int(prep.inside.sum())
-    rows = []
-    for index, loaded in enumerate(prep.loaded):
-        values, counts = computed[2 * index], computed[2 * index + 1]
-        for (day, first_time, members), v, n in zip(loaded.days, values.values, counts.values):
-            rows.append(
-                TimeSeriesRow(
-                    date=day,
-                    datetime=np.datetime_as_string(np.datetime64(first_time, "s")) + "Z",
-                    value=int(n)
-                    if reducer == "count"
-                    else (None if int(n) == 0 or not np.isfinite(v) else round(float(v), 6)),
-                    valid_fraction=round(int(n) / n_aoi, 6),
-                    valid_pixels=int(n),
-                    collection_id=loaded.stack.collection_id,
-                    item_ids=[m["id"] for m in members],
-                )
-            )
-    rows.sort(key=lambda r: r.datetime)
-    job.progress(1, 1, "writing the table and the chart")
-    parameters = _parameters(
-        aoi=aoi,
-        expression=text,
-        reducer=reducer,
-        mask_clouds=mask_clouds,
-        resolution=resolution,
-        crs=crs,
-        catalog=catalog,
-        max_items=max_items,
-        **search,
-    )
-    title = f"{reducer} of {text} over the AOI"
-    with core.outputs.writing(".csv", stem="time-series") as out:
-        write_csv(out.path, rows)
-        csv_ref = _commit(
-            core,
-            out,
-            prep,
-            operation="time_series",
-            parameters=parameters,
-            media_type="text/csv",
-            title=title,
-            properties={"aoi_bbox": [round(v, 6) for v in prep.aoi_geom.bounds]},
-            lineage=f"{title}, one row per solar day, from {len(prep.sources)} assets loaded with odc-stac",
-        )
-    with core.outputs.writing(".png", stem="time-series-chart") as out:
-        write_chart(out.path, rows, title=title, ylabel=f"{reducer}({text})" if len(text) < 30 else reducer)
-        chart_ref = _commit(
-            core,
-            out,
-            prep,
-            operation="time_series",
-            parameters=parameters,
-            media_type="image/png",
-            title=f"chart: {title}",
-            lineage=f"chart of {title}",
-        )
-    empty = sum(1 for r in rows if r.valid_pixels == 0)
-    notes = list(prep.notes)
-    if empty:
-        notes.append(
-            f"{empty} of {len(rows)} days have no usable pixel in the AOI (clouds or no data): value null"
-        )
-    return TimeSeriesResult(
-        expression=text,
-        reducer=reducer,
-        mask_clouds=mask_clouds,
-        rows=rows,
-        csv=csv_ref,
-        chart=chart_ref,
-        grid=prep.grid,
-        items=prep.item_count,
-        scheduler=scheduler_name(core),
-        notes=notes,
-    )
-
-
-# --- composite -------------------------------------------------------------------------------------
-
-METHODS = ("median", "mean", "min", "max")
-
-
-def composite(
-    core,
-    aoi,
-    *,
-    bands,
-    method: Method = "median",
-    mask_clouds: bool = True,
-    resolution: float | None = None,
-    crs: str | None = None,
-    catalog: str | None = None,
-    max_items: int | None = None,
-    job: Job | None = None,
-    gdal_options: dict | None = None,
-    **search,
-):
-    """Per pixel, `method` over time of each band's usable values; written as a float32 COG
-    (NaN = no usable value) with a record naming every item in `derived_from`."""
+def as_dataset(prep: Prepared):
+    """The load as one lazy xarray Dataset: a float32 variable per band name on (time, y, x),
+    NaN where a pixel is nodata, masked as cloud or outside the AOI; time is the solar day's
+    first acquisition, with `collection` and `items` (ids, space-separated) along it. Stacks of
+    several collections are joined along time, in time order."""
     import numpy as np
     import xarray as xr
-    from rasterio.crs import CRS
-    from rasterio.windows import Window
 
-    from .formats import COG_TYPE, FORMATS, creation_options, finish, write_chunks
-    from .records import describe_raster
+    parts = []
+    for loaded in prep.loaded:
+        ds = xr.Dataset(loaded.bands)
+        ds = ds.assign_coords(
+            collection=("time", [loaded.stack.collection_id or ""] * ds.sizes["time"]),
+            items=("time", [" ".join(m["id"] for m in members) for _, _, members in loaded.days]),
+        )
+        parts.append(ds)
+    ds = parts[0] if len(parts) == 1 else xr.concat(parts, dim="time").sortby("time")
+    ds.attrs = {
+        "crs": str(prep.gbox.crs),
+        "resolution": float(abs(prep.gbox.resolution.x)),
+        "aoi_bounds": [float(v) for v in np.round(prep.aoi_geom.bounds, 6)],
+        "items": prep.item_count,
+    }
+    return ds
 
-    job = job or Job()
-    names = [b.strip() for b in bands.split(",")] if isinstance(bands, str) else list(bands or [])
-    if not names or not all(isinstance(b, str) and b for b in names):
-        raise InvalidArgument('bands must name at least one band, e.g. ["red", "green", "blue"]')
-    if method not in METHODS:
-        raise InvalidArgument(f"method must be one of {', '.join(METHODS)}")
-    prep = _prepare(
-        core,
-        aoi,
-        names,
-        mask_clouds=mask_clouds,
-        resolution=resolution,
-        crs=crs,
-        catalog=catalog,
-        max_items=max_items,
-        search=search,
-        gdal_options=gdal_options,
-    )
-    lazy = []
-    for name in names:
-        series = xr.concat([loaded.bands[name] for loaded in prep.loaded], dim="time")
-        lazy.append(getattr(series.chunk({"time": -1}), method)("time", skipna=True))
-    arrays = compute(core, job, *lazy)
-    data = np.stack([a.values for a in arrays]).astype("float32")
-    data[:, ~prep.inside] = np.nan
-    valid = np.isfinite(data[0])[prep.inside]
-    height, width = prep.gbox.shape
-    parameters = _parameters(
-        aoi=aoi,
-        bands=names,
-        method=method,
-        mask_clouds=mask_clouds,
-        resolution=resolution,
-        crs=crs,
-        catalog=catalog,
-        max_items=max_items,
-        **search,
-    )
-    item_count = prep.item_count
-    title = f"{method} composite of {', '.join(names)} from {item_count} items"
-    job.progress(1, 1, "writing the composite")
-    with core.outputs.writing(".tif", stem=f"composite-{method}") as out:
-        working = out.scratch(".tif")
-        write_chunks(
-            working,
-            crs=CRS.from_user_input(str(prep.gbox.crs)),
-            transform=prep.gbox.affine,
-            width=width,
-            height=height,
-            count=len(names),
-            dtype="float32",
-            nodata=float("nan"),
-            chunks=[(Window(0, 0, width, height), data)],
-            on_chunk=lambda n: None,
-            descriptions=names,
-        )
-        fmt = FORMATS["COG"]
-        finish(fmt, working, out.path, creation_options(fmt, OVERVIEW_RESAMPLING="AVERAGE", PREDICTOR="YES"))
-        output = _commit(
-            core,
-            out,
-            prep,
-            operation="composite",
-            parameters=parameters,
-            media_type=COG_TYPE,
-            raster=describe_raster(out.path),
-            title=title,
-            lineage=(
-                f"{method} over time of {', '.join(names)} "
-                f"({'clouds masked with each item mask' if mask_clouds else 'no cloud mask'}), "
-                f"{item_count} items loaded with odc-stac (groupby solar_day)"
-            ),
-        )
-    return CompositeResult(
-        output=output,
-        bands=names,
-        method=method,
-        mask_clouds=mask_clouds,
-        items=item_count,
-        valid_fraction=round(float(valid.mean()) if valid.size else 0.0, 6),
-        grid=prep.grid,
-        scheduler=scheduler_name(core),
-        notes=prep.notes,
-    )
+
+def parameters(**values) -> dict:
+    """The parameters an output record lists: those given (None left out)."""
+    return {k: v for k, v in values.items() if v is not None}

@@ -1,13 +1,15 @@
 """The raster part of an output record (`RasterFacts`), read from the file that was written or
-from the grid of an output whose format keeps no georeferencing (PNG, JPEG)."""
+from the grid of an output whose format keeps no georeferencing (PNG, JPEG); and the
+`Provenance` a computed result carries until it is saved as an output."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from ..outputs import RasterBand, RasterFacts
+from ..models import Model
+from ..outputs import RasterBand, RasterFacts, SourceRef
 
 
 def _number(value: float | None) -> float | str | None:
@@ -101,3 +103,35 @@ def describe_raster(path: str | Path) -> RasterFacts:
             list(src.dtypes), src.nodata, list(src.scales), list(src.offsets), list(src.units)
         )
         return raster_facts(src.crs, src.transform, src.width, src.height, bands)
+
+
+class Provenance(Model):
+    """How a computed result (a time series table, a composite array) was made, carried with it
+    in its `attrs` until it is saved: what its output record will say (operation, parameters,
+    sources, title, lineage, software, extra properties) and the result's own facts (grid, item
+    count, notes, ...)."""
+
+    kind: Literal["time_series", "composite", "array"]
+    operation: str
+    parameters: dict[str, Any] = {}
+    sources: list[SourceRef] = []
+    title: str
+    lineage: str
+    software: dict[str, str] = {}
+    properties: dict[str, Any] = {}
+    facts: dict[str, Any] = {}
+
+    def to_attrs(self, *, as_text: bool = False) -> dict[str, Any]:
+        """`{ATTR: ...}` for a pandas (a dict) or xarray (JSON text, netCDF-safe) `attrs`."""
+        return {PROVENANCE_ATTR: self.model_dump_json() if as_text else self.model_dump(mode="json")}
+
+    @classmethod
+    def of(cls, obj) -> Provenance | None:
+        """The provenance kept in `obj.attrs` (a DataFrame, Dataset or DataArray), if any."""
+        value = (getattr(obj, "attrs", None) or {}).get(PROVENANCE_ATTR)
+        if value is None:
+            return None
+        return cls.model_validate_json(value) if isinstance(value, str) else cls.model_validate(value)
+
+
+PROVENANCE_ATTR = "stac_gdal_mcp"

@@ -26,7 +26,7 @@ def search_arguments(aoi_geom, search: dict) -> dict:
 
 
 def select_items(
-    catalogs,
+    core,
     aoi_geom,
     *,
     catalog: str | None,
@@ -39,7 +39,12 @@ def select_items(
     a search over the AOI; and notes. Searches are capped at `max_items`."""
     from ..discovery.search import search_items
 
-    limit_cap = catalogs.settings.limits.max_items
+    if not hasattr(core, "cursors"):  # given the catalogs alone (processing/cloud.py, until it passes core)
+        from ..core import Core
+
+        catalogs, core = core, Core(core.settings)
+        core.__dict__["catalogs"] = catalogs
+    limit_cap = core.settings.limits.max_items
     wanted = min(max_items or default_max, limit_cap)
     notes = []
     if max_items and max_items > limit_cap:
@@ -62,9 +67,9 @@ def select_items(
     arguments = search_arguments(aoi_geom, search)
     while len(found) < wanted:
         page = search_items(
-            catalogs,
+            core,
             catalog=catalog,
-            limit=min(wanted - len(found), catalogs.settings.limits.page_size * 5),
+            limit=min(wanted - len(found), core.settings.limits.page_size * 5),
             cursor=cursor,
             detail="full",
             **({} if cursor else arguments),

@@ -1,12 +1,21 @@
-"""build_server(settings) -> FastMCP: registers tools, resources and prompts; maps core errors once."""
+"""build_server(settings) -> FastMCP: the tools, resources and prompts over one `Session`.
+
+`build_server_parts` gives the parts too: the server, the Session its tools call, and the
+extensions it loaded (closed with the session).
+"""
 
 from __future__ import annotations
 
 import hmac
 import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from ..core import Core
+from ..session import Session
 from ..settings import Settings
+
+if TYPE_CHECKING:
+    from .extensions import Extensions
 
 log = logging.getLogger("stac_gdal_mcp")
 
@@ -37,18 +46,36 @@ def _token_auth(token: str):
     return BearerToken()
 
 
-def build_server(
-    settings: Settings | None = None, *, core: Core | None = None, http_token: str | None = None
-):
-    """The MCP server over a `Core`; `http_token` protects the HTTP transport."""
+@dataclass(frozen=True)
+class ServerParts:
+    """A built server: `mcp` (the FastMCP server), the `session` its tools call, and the
+    `extensions` (plugins, external servers) it loaded; `session.close()` stops the latter."""
+
+    mcp: Any
+    session: Session
+    extensions: Extensions
+
+
+def build_server_parts(
+    settings: Settings | None = None, *, session: Session | None = None, http_token: str | None = None
+) -> ServerParts:
+    """The MCP server over `session` (default: a new Session from `settings`); `http_token`
+    protects the HTTP transport. Output records of the session name themselves by this server's
+    resource URIs (stac-gdal://outputs/...)."""
     from fastmcp import FastMCP
 
     from .. import __version__
+    from .extensions import install_extensions
     from .map_app import register_map_app
+    from .resources import record_links
     from .tools import analysis, discovery, processing
     from .tools.errors import argument_errors_middleware
 
-    core = core or Core(settings)
+    if session is None:
+        session = Session(settings)
+    elif settings is not None and settings is not session.settings:
+        raise ValueError("give either settings or a session, not both")
+    session.outputs.links = record_links(session.settings)
     mcp = FastMCP(
         "stac-gdal-mcp",
         instructions=INSTRUCTIONS,
@@ -57,13 +84,17 @@ def build_server(
         auth=_token_auth(http_token) if http_token else None,
         middleware=[argument_errors_middleware()],
     )
-    discovery.register(mcp, core)
-    processing.register(mcp, core)
-    analysis.register(mcp, core)
+    discovery.register(mcp, session)
+    processing.register(mcp, session)
+    analysis.register(mcp, session)
     register_map_app(mcp)  # the ui:// map the tools above point to (MCP Apps hosts)
-    mcp.core = core  # for in-process users (tests, notebooks, extensions)
     # Last step: plugins and external servers, after every core tool, so name collisions are caught.
-    from .extensions import install_extensions
+    extensions = install_extensions(mcp, session)
+    return ServerParts(mcp, session, extensions)
 
-    install_extensions(mcp, core)
-    return mcp
+
+def build_server(
+    settings: Settings | None = None, *, session: Session | None = None, http_token: str | None = None
+):
+    """The MCP server (a FastMCP) over `session`, or over a new Session from `settings`."""
+    return build_server_parts(settings, session=session, http_token=http_token).mcp

@@ -1,6 +1,6 @@
 """Extensions: plugin tools (in-process) and external MCP servers (child processes over stdio).
 
-`install_extensions(mcp, core)` is the last step of `build_server`: it adds `list_extensions`,
+`install_extensions(mcp, session)` is the last step of `build_server`: it adds `list_extensions`,
 loads plugins (entry points in `stac_gdal_mcp.plugins`, then `*.py` files in the plugin
 directory), then starts the configured external servers and mounts each under its name. Tool
 names are unique across core tools, plugins and external servers: a collision fails the
@@ -35,28 +35,28 @@ __all__ = [
 log = logging.getLogger("stac_gdal_mcp.server.extensions")
 
 
-def install_extensions(mcp, core) -> Extensions:
-    """Load plugins and external servers into `mcp`; the result is also kept as `mcp.extensions`.
-    Raises ExtensionError (a ConfigError) in strict mode if any extension failed."""
-    from ..tools import extensions as extensions_tools
+def install_extensions(mcp, session) -> Extensions:
+    """Load plugins and external servers into `mcp`; return what was loaded (closed with the
+    session: external servers are stopped). Raises ExtensionError (a ConfigError) in strict
+    mode if any extension failed."""
     from .plugins import discover, load_plugin
 
-    settings = core.settings
+    settings = session.settings
     report = Extensions(strict=settings.plugins.strict)
-    mcp.extensions = report
-    extensions_tools.register(mcp, report)
+    _register_list_extensions(mcp, report)
     names = ToolNames(_tool_names(mcp))
 
     sources, problems = discover(settings.plugins.dir)
     report.plugins += problems
     for source in sources:
-        info = load_plugin(source, mcp, core, names)
+        info = load_plugin(source, mcp, session, names)
         if info is not None:
             report.plugins.append(info)
 
     if settings.external_servers:
         _install_external_servers(mcp, settings.external_servers, names, report)
 
+    session.on_close(report.close)
     failures = report.failures()
     if report.strict and failures:
         report.close()
@@ -65,6 +65,20 @@ def install_extensions(mcp, core) -> Extensions:
             + "; ".join(f"{e.kind.replace('_', ' ')} '{e.name}' ({e.source}) {e.error}" for e in failures)
         )
     return report
+
+
+def _register_list_extensions(mcp, report: Extensions) -> None:
+    from ..tools import READ_ONLY, tool
+    from .report import ExtensionList
+
+    @tool(mcp, {**READ_ONLY, "openWorldHint": False})
+    def list_extensions() -> ExtensionList:
+        """List the extensions of this server: plugins (in-process tools) and external MCP servers
+        (their tools appear as <server>_<tool>). For each: kind, name, source, version, status
+        (loaded / running / failed / died / stopped), the error if it failed, its tools, and any
+        capabilities it declared; `extensions` is empty when none is configured. Use it to see
+        why an expected tool is missing."""
+        return ExtensionList(extensions=report.entries())
 
 
 def _tool_names(mcp) -> list[str]:

@@ -90,7 +90,7 @@ def _from_file(path: Path) -> PluginSource:
     return PluginSource(name=path.stem, source=f"file {path}", version=None, load=load, is_file=True)
 
 
-def load_plugin(plugin: PluginSource, mcp, core, names: ToolNames) -> ExtensionInfo | None:
+def load_plugin(plugin: PluginSource, mcp, session, names: ToolNames) -> ExtensionInfo | None:
     """Import and register one plugin; add its tools to `mcp` only if all of it worked.
     Returns None for a plugin-directory file that defines no `register` (not a plugin)."""
     info = ExtensionInfo(
@@ -116,7 +116,7 @@ def load_plugin(plugin: PluginSource, mcp, core, names: ToolNames) -> ExtensionI
         register = loaded
     if not callable(register):
         return _failed(info, "has no register(registry) callable")
-    registry = Registry(core, plugin.name)
+    registry = Registry(session, plugin.name)
     try:
         register(registry)
     except IncompatiblePluginError as exc:

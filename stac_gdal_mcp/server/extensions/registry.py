@@ -1,8 +1,8 @@
 """The `registry` a plugin's `register(registry)` receives.
 
-It adds tools (`add_tool`) and records optional metadata (`add_capability`), and gives read
-access to the core: settings, catalogs, asset resolution and the output store, so a plugin tool
-can do what a core tool does. Nothing is added to the server until `register` returns without
+It adds tools (`add_tool`) and records optional metadata (`add_capability`), and gives access
+to the library: the `Session` the core tools use (`registry.session`), and from it settings,
+catalogs, asset resolution and the output store, so a plugin tool can do what a core tool does. Nothing is added to the server until `register` returns without
 an error and none of the plugin's tool names collide; a plugin is installed whole or not at all.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from ...errors import StacGdalMcpError
 from ..tools import READ_ONLY, WRITES_OUTPUT
-from ..tools.errors import client_error
+from ..tools.errors import client_error, message_for
 from .names import TOOL_NAME
 
 log = logging.getLogger("stac_gdal_mcp.server.extensions")
@@ -24,8 +24,8 @@ class Registry:
     READ_ONLY = READ_ONLY
     WRITES_OUTPUT = WRITES_OUTPUT
 
-    def __init__(self, core, plugin_name: str):
-        self.core = core
+    def __init__(self, session, plugin_name: str):
+        self.session = session  # the stac_gdal_mcp.Session the server's own tools call
         self.plugin_name = plugin_name
         self.tools: list = []  # fastmcp Tool objects, installed after register() succeeds
         self.capabilities: dict[str, Any] = {}
@@ -39,26 +39,29 @@ class Registry:
         return __version__
 
     @property
+    def core(self):
+        """The services core functions take first (`stac_gdal_mcp.core.Core`)."""
+        return self.session.core
+
+    @property
     def settings(self):
-        return self.core.settings
+        return self.session.settings
 
     @property
     def catalogs(self):
-        return self.core.catalogs
+        return self.session.core.catalogs
 
     @property
     def outputs(self):
         """The output store (`stac_gdal_mcp.outputs.OutputStore`): `writing(...)` then `commit(...)`
         gives a file in the workspace with a STAC-like record, exactly as core tools write theirs."""
-        return self.core.outputs
+        return self.session.outputs
 
     def resolve_input(self, **reference):
         """Resolve an input the way every processing tool does: `href=...`, or `collection_id=`,
         `item_id=`, `asset=` (a key or a band common name) and optionally `catalog=`. Returns an
         `AssetSource` (open it with `stac_gdal_mcp.processing.access.open_raster`)."""
-        from ...processing.access import resolve_input
-
-        return resolve_input(self.core, **reference)
+        return self.session.asset(**reference)
 
     # -- what a plugin adds ---------------------------------------------------------------
     def add_tool(
@@ -146,6 +149,6 @@ def _tool_error(exc: Exception, tool_name: str, plugin_name: str):
     from fastmcp.exceptions import ToolError
 
     if isinstance(exc, (ToolError, StacGdalMcpError)):
-        return client_error(ToolError, str(exc), f"tool '{tool_name}' (plugin '{plugin_name}')")
+        return client_error(ToolError, message_for(exc), f"tool '{tool_name}' (plugin '{plugin_name}')")
     message = f"tool '{tool_name}' (plugin '{plugin_name}') failed: {type(exc).__name__}: {exc}"
     return client_error(ToolError, message, exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)

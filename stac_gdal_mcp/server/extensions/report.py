@@ -2,10 +2,12 @@
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from ...models import Model
 
 
-class ExtensionInfo(BaseModel):
+class ExtensionInfo(Model):
     kind: Literal["plugin", "external_server"]
     name: str
     source: str = Field(
@@ -31,7 +33,7 @@ class ExtensionInfo(BaseModel):
         return self.status in ("failed", "died")
 
 
-class ExtensionList(BaseModel):
+class ExtensionList(Model):
     extensions: list[ExtensionInfo] = Field(
         description="every plugin and external server, loaded or not; empty when none is configured"
     )

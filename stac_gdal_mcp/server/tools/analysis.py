@@ -1,30 +1,22 @@
 """Analysis tools: cloud cover inside an AOI, time series and composites over a search.
 
-Each tool runs its core function in a worker thread (`run_job`): progress goes to the client
+Each tool runs its Session method in a worker thread (`run_job`): progress goes to the client
 (one step per item for cloud_cover_stats, dask tasks for the loads) and a cancelled request
-stops the work.
+stops the work. time_series and composite then save their result as outputs, as a notebook
+user would with `session.save`.
 """
 
 from typing import Annotated, Any, Literal
 
+from fastmcp import Context
+from fastmcp.dependencies import CurrentContext
 from pydantic import Field
 
-from ...core import Core
+from ...discovery.query import SearchArgs
+from ...session import Session
 from ..map_app import map_app_config
 from . import READ_ONLY, WRITES_OUTPUT, tool
-from .args import (
-    SEARCH_ARGS,
-    CatalogArg,
-    CollectionsArg,
-    DatetimeArg,
-    FilterArg,
-    FilterLangArg,
-    IdsArg,
-    MaxCloudArg,
-    QueryArg,
-    SortbyArg,
-    json_text,
-)
+from .args import CatalogArg, json_text, with_search_args
 from .processing import run_job
 
 AoiArg = json_text(
@@ -46,32 +38,19 @@ MaskCloudsArg = Annotated[
 CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")]
 
 
-def _search(arguments: dict[str, Any]) -> dict[str, Any]:
-    """The search_items arguments among a tool's arguments (`locals()`), passed on as they are."""
-    return {name: arguments[name] for name in SEARCH_ARGS}
-
-
-def register(mcp, core: Core) -> None:
-    from fastmcp import Context
-    from fastmcp.dependencies import CurrentContext
-
-    from ...processing import cloud
+def register(mcp, session: Session) -> None:
+    from ...processing import cloud, series, tables
+    from ...processing import composite as composites
 
     @tool(mcp, READ_ONLY, app=map_app_config())
+    @with_search_args
     async def cloud_cover_stats(
         aoi: AoiArg,
         items: json_text(
             list[dict[str, str]] | None,
             'explicit items [{"collection_id": ..., "item_id": ...}] instead of a search',
         ) = None,
-        collections: CollectionsArg = None,
-        datetime: DatetimeArg = None,
-        ids: IdsArg = None,
-        query: QueryArg = None,
-        filter: FilterArg = None,
-        filter_lang: FilterLangArg = None,
-        sortby: SortbyArg = None,
-        max_cloud_cover: MaxCloudArg = None,
+        search: SearchArgs = None,
         catalog: CatalogArg = None,
         resolution: ResolutionArg = None,
         max_items: MaxItemsArg = None,
@@ -94,32 +73,27 @@ def register(mcp, core: Core) -> None:
         datetime="2024-06-01/2024-08-31", max_items=30) -> clearest scenes first; an item that
         cannot be read has `error` set and the others are still measured.
         """
-        return await run_job(
-            ctx,
-            cloud.cloud_cover_stats,
-            core,
-            aoi,
-            items=items,
-            catalog=catalog,
-            resolution=resolution,
-            max_items=max_items,
-            sort=sort,
-            **_search(locals()),
-        )
 
-    from ...processing import load
+        def work(job):
+            frame = session.cloud_cover(
+                aoi,
+                items=items,
+                catalog=catalog,
+                resolution=resolution,
+                max_items=max_items,
+                sort=sort,
+                job=job,
+                **search,
+            )
+            return tables.cloud_cover_result(frame)
+
+        return await run_job(ctx, work)
 
     @tool(mcp, WRITES_OUTPUT)
+    @with_search_args
     async def time_series(
         aoi: AoiArg,
-        collections: CollectionsArg = None,
-        datetime: DatetimeArg = None,
-        ids: IdsArg = None,
-        query: QueryArg = None,
-        filter: FilterArg = None,
-        filter_lang: FilterLangArg = None,
-        sortby: SortbyArg = None,
-        max_cloud_cover: MaxCloudArg = None,
+        search: SearchArgs = None,
         expression: Annotated[
             str,
             Field(
@@ -136,7 +110,7 @@ def register(mcp, core: Core) -> None:
         catalog: CatalogArg = None,
         max_items: LoadMaxItemsArg = None,
         ctx: Context = CurrentContext(),
-    ) -> load.TimeSeriesResult:
+    ) -> series.TimeSeriesResult:
         """A time series over the AOI: one value per day (items of the same solar day are merged),
         from the pixels left after cloud masking, with its valid fraction and item ids. Loads with
         odc-stac on dask (locally, or on the cluster in settings.dask_scheduler). Band names are
@@ -147,33 +121,32 @@ def register(mcp, core: Core) -> None:
         Example: time_series(aoi=[13.55, 45.85, 13.75, 45.98], collections=["sentinel-2-l2a"],
         datetime="2024-04-01/2024-09-30", expression="ndvi", reducer="median").
         """
-        return await run_job(
-            ctx,
-            load.time_series,
-            core,
-            aoi,
-            expression=expression,
-            reducer=reducer,
-            mask_clouds=mask_clouds,
-            resolution=resolution,
-            crs=crs,
-            catalog=catalog,
-            max_items=max_items,
-            **_search(locals()),
-        )
+
+        def work(job):
+            frame = session.time_series(
+                aoi,
+                expression,
+                reducer=reducer,
+                mask_clouds=mask_clouds,
+                resolution=resolution,
+                crs=crs,
+                catalog=catalog,
+                max_items=max_items,
+                job=job,
+                **search,
+            )
+            csv = session.save(frame, job=job)
+            chart = session.save(frame, format="png", job=job)
+            return series.result(frame, csv, chart)
+
+        return await run_job(ctx, work)
 
     @tool(mcp, WRITES_OUTPUT, app=map_app_config())
+    @with_search_args
     async def composite(
         aoi: AoiArg,
         bands: json_text(list[str], 'band common names or asset keys, e.g. ["red", "green", "blue"]'),
-        collections: CollectionsArg = None,
-        datetime: DatetimeArg = None,
-        ids: IdsArg = None,
-        query: QueryArg = None,
-        filter: FilterArg = None,
-        filter_lang: FilterLangArg = None,
-        sortby: SortbyArg = None,
-        max_cloud_cover: MaxCloudArg = None,
+        search: SearchArgs = None,
         method: Annotated[
             Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")
         ] = "median",
@@ -183,7 +156,7 @@ def register(mcp, core: Core) -> None:
         catalog: CatalogArg = None,
         max_items: LoadMaxItemsArg = None,
         ctx: Context = CurrentContext(),
-    ) -> load.CompositeResult:
+    ) -> composites.CompositeResult:
         """A cloud-free picture of the AOI: per pixel, the median (or mean/min/max) over time of
         each band's cloud-masked values, as a float32 COG of reflectances (NaN where no clear
         value was seen). The output record lists every contributing item in `derived_from`.
@@ -192,17 +165,20 @@ def register(mcp, core: Core) -> None:
         collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-08-31").
         Then preview or convert the output, or read its record at `output.uri`.
         """
-        return await run_job(
-            ctx,
-            load.composite,
-            core,
-            aoi,
-            bands=bands,
-            method=method,
-            mask_clouds=mask_clouds,
-            resolution=resolution,
-            crs=crs,
-            catalog=catalog,
-            max_items=max_items,
-            **_search(locals()),
-        )
+
+        def work(job):
+            array = session.composite(
+                aoi,
+                bands,
+                method=method,
+                mask_clouds=mask_clouds,
+                resolution=resolution,
+                crs=crs,
+                catalog=catalog,
+                max_items=max_items,
+                job=job,
+                **search,
+            )
+            return composites.result(array, session.save(array, job=job))
+
+        return await run_job(ctx, work)

@@ -1,6 +1,6 @@
 """Argument types shared by tools: the search arguments of search_items, which the analysis
-tools take too, the catalog id, and `json_text`, the one way a tool declares an array or object
-parameter. One definition, so every tool describes them alike.
+tools take too (`with_search_args`), the catalog id, and `json_text`, the one way a tool
+declares an array or object parameter. One definition, so every tool describes them alike.
 
 Some MCP clients and LLM hosts (MCP Inspector CLI 0.15, several agents) send array and object
 arguments as JSON text: `bbox="[13.5, 45.8, 13.7, 45.9]"`. A parameter declared with
@@ -8,12 +8,15 @@ arguments as JSON text: `bbox="[13.5, 45.8, 13.7, 45.9]"`. A parameter declared 
 has it parsed by the core's `discovery.params.json_text`, the same parser the library uses.
 """
 
+import functools
+import inspect
 import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import BeforeValidator, Field, ValidationInfo
 
 from ...discovery import params
+from ...discovery.query import SEARCH_ARGS
 
 JSON_TEXT = "the same value as JSON text"
 
@@ -94,14 +97,41 @@ MaxCloudArg = Annotated[
     float | None, Field(ge=0, le=100, description="scene eo:cloud_cover at most this percentage")
 ]
 
-# The names above as search_items spells them, for tools that pass a search on.
-SEARCH_ARGS = (
-    "collections",
-    "datetime",
-    "ids",
-    "query",
-    "filter",
-    "filter_lang",
-    "sortby",
-    "max_cloud_cover",
-)
+# The search arguments (`discovery.query.SearchArgs`), as every tool declares them.
+SEARCH_PARAMETERS = {
+    "collections": CollectionsArg,
+    "datetime": DatetimeArg,
+    "ids": IdsArg,
+    "query": QueryArg,
+    "filter": FilterArg,
+    "filter_lang": FilterLangArg,
+    "sortby": SortbyArg,
+    "max_cloud_cover": MaxCloudArg,
+}
+assert tuple(SEARCH_PARAMETERS) == SEARCH_ARGS
+
+
+def with_search_args(fn):
+    """A tool function whose parameter `search` stands for the search arguments: the tool takes
+    them one by one (in `search`'s place, typed and described as in search_items, default None)
+    and the function receives them as one dict, `search`."""
+    signature = inspect.signature(fn)
+    parameters = list(signature.parameters.values())
+    at = [p.name for p in parameters].index("search")
+    expanded = [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=tp)
+        for name, tp in SEARCH_PARAMETERS.items()
+    ]
+    signature = signature.replace(parameters=[*parameters[:at], *expanded, *parameters[at + 1 :]])
+
+    @functools.wraps(fn)
+    async def wrapper(*args, **kwargs):
+        values = signature.bind(*args, **kwargs).arguments
+        search = {name: values.pop(name, None) for name in SEARCH_PARAMETERS}
+        return await fn(**values, search=search)
+
+    annotations = {k: v for k, v in fn.__annotations__.items() if k != "search"}
+    wrapper.__signature__ = signature
+    wrapper.__annotations__ = {**annotations, **SEARCH_PARAMETERS}
+    del wrapper.__wrapped__  # the signature above is the tool's, not fn's
+    return wrapper

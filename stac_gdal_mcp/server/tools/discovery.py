@@ -1,14 +1,14 @@
-"""Discovery tools, resources and prompts: catalogs, collections, queryables, search, items."""
+"""Discovery tools, resources and prompts: catalogs, collections, queryables, search, items.
+Each is one call of a Session method."""
 
 import json
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ...core import Core
-from ...discovery import collections as coll
-from ...discovery.search import search_items as _search_items
-from ...models import CatalogList, CollectionDetail, CollectionList, Queryables, SearchResult
+from ...discovery.federated import FederatedSearchResult, catalog_ids, federated_search
+from ...models import CatalogList, CollectionDetail, CollectionList, Queryables
+from ...session import Session
 from ..map_app import map_app_config
 from . import READ_ONLY, resource, tool
 from .args import (
@@ -30,8 +30,8 @@ CollectionIdArg = Annotated[
 ItemIdArg = Annotated[str, Field(description="an item id, e.g. from search_items")]
 
 
-def register(mcp, core: Core) -> None:
-    catalogs = core.catalogs
+def register(mcp, session: Session) -> None:
+    from ...discovery.collections import get_collection_json
 
     @tool(mcp, READ_ONLY)
     def list_catalogs(
@@ -46,7 +46,7 @@ def register(mcp, core: Core) -> None:
         (item search, CQL2 filter, query, sort, fields, free-text collection search,
         aggregation). Use the id as `catalog` in the other tools.
         """
-        return CatalogList(catalogs=catalogs.info(check_reachable=check_reachable))
+        return CatalogList(catalogs=session.catalogs(check_reachable=check_reachable))
 
     @tool(mcp, READ_ONLY)
     def list_collections(
@@ -62,12 +62,12 @@ def register(mcp, core: Core) -> None:
         Example: list_collections(catalog="earth-search", q="sentinel-2 l2a").
         Then get_collection(collection_id) for details, search_items(collections=[...]) for items.
         """
-        return coll.list_collections(catalogs, catalog, q, limit, cursor)
+        return session.collections(catalog, q=q, limit=limit, cursor=cursor)
 
     @tool(mcp, READ_ONLY)
     def get_collection(collection_id: CollectionIdArg, catalog: CatalogArg = None) -> CollectionDetail:
         """One collection: extent, summaries, item_assets (keys, roles, band common names, gsd), providers, license, links."""
-        return coll.get_collection(catalogs, collection_id, catalog)
+        return session.collection(collection_id, catalog)
 
     @tool(mcp, READ_ONLY)
     def get_queryables(
@@ -77,11 +77,16 @@ def register(mcp, core: Core) -> None:
         catalog: CatalogArg = None,
     ) -> Queryables:
         """Properties that can be used in `filter` (CQL2) or `query` of search_items, with their types."""
-        return coll.get_queryables(catalogs, collection_id, catalog)
+        return session.queryables(collection_id, catalog)
 
     @tool(mcp, READ_ONLY, app=map_app_config())
     def search_items(
-        catalog: CatalogArg = None,
+        catalog: json_text(
+            list[str] | str | None,
+            'catalog id from list_catalogs (default: the configured default); several ids, or "*" '
+            "for every configured catalog, give one merged result without duplicate acquisitions",
+            text='a catalog id, "*", or comma-separated ids (or the list as JSON text)',
+        ) = None,
         collections: CollectionsArg = None,
         bbox: json_text(list[float] | None, "[west, south, east, north] in WGS84 degrees") = None,
         intersects: json_text(dict[str, Any] | None, "a GeoJSON geometry (WGS84) instead of bbox") = None,
@@ -101,18 +106,18 @@ def register(mcp, core: Core) -> None:
         detail: Annotated[
             Literal["summary", "full"], Field(description="summary (compact) or full STAC items")
         ] = "summary",
-    ) -> SearchResult:
+    ) -> FederatedSearchResult:
         """Search a catalog for items (scenes). Returns compact summaries, `matched` when the API
         says, `next_cursor` for the next page, and `notes` on anything translated or applied
-        client-side.
+        client-side. With several catalogs (catalog=["earth-search", "planetary-computer"] or "*"),
+        one result merged in sortby order: an acquisition found in several catalogs is returned
+        once, with its copies in `also_in`; `catalogs` gives matched/returned/error per catalog.
 
         Example: search_items(collections=["sentinel-2-l2a"], bbox=[13.3, 45.7, 13.9, 46.1],
         datetime="2024-06-01/2024-08-31", max_cloud_cover=20, sortby="eo:cloud_cover", limit=10).
         Use get_item(collection_id, item_id) for one full item (asset hrefs signed when needed).
         """
-        return _search_items(
-            catalogs,
-            catalog=catalog,
+        args = dict(
             collections=collections,
             bbox=bbox,
             intersects=intersects,
@@ -127,30 +132,34 @@ def register(mcp, core: Core) -> None:
             cursor=cursor,
             detail=detail,
         )
+        several = catalog_ids(session.core, catalog)
+        if len(several) > 1:  # one merged, de-duplicated result (discovery/federated.py)
+            return federated_search(session.core, several, **args)
+        return FederatedSearchResult(**dict(session.search(catalog=several[0], **args).page))
 
     @tool(mcp, READ_ONLY)
     def get_item(
         collection_id: CollectionIdArg, item_id: ItemIdArg, catalog: CatalogArg = None
     ) -> dict[str, Any]:
         """The full STAC item (GeoJSON Feature) with all assets; hrefs are signed where the catalog needs it."""
-        return coll.get_item(catalogs, collection_id, item_id, catalog)
+        return session.get_item(collection_id, item_id, catalog)
 
     @resource(mcp, "stac://catalogs", mime_type="application/json")
     def catalogs_resource() -> str:
         """The configured catalogs."""
-        return CatalogList(catalogs=catalogs.info()).model_dump_json(exclude_none=True)
+        return CatalogList(catalogs=session.catalogs()).model_dump_json(exclude_none=True)
 
     @resource(mcp, "stac://{catalog}/collections/{collection_id}", mime_type="application/json")
     def collection_resource(catalog: str, collection_id: str) -> str:
         """A collection's full STAC JSON."""
-        return json.dumps(coll.get_collection_json(catalogs, collection_id, catalog))
+        return json.dumps(get_collection_json(session.core, collection_id, catalog))
 
     @resource(
         mcp, "stac://{catalog}/collections/{collection_id}/items/{item_id}", mime_type="application/json"
     )
     def item_resource(catalog: str, collection_id: str, item_id: str) -> str:
         """An item's full STAC JSON (asset hrefs signed where needed)."""
-        return json.dumps(coll.get_item(catalogs, collection_id, item_id, catalog))
+        return json.dumps(session.get_item(collection_id, item_id, catalog))
 
     @mcp.prompt
     def find_clear_imagery(place: str, start: str, end: str, max_cloud_cover: int = 20) -> str:

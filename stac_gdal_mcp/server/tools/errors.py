@@ -1,5 +1,8 @@
-"""How errors reach the client and the log: once each, in one line.
+"""How errors reach the client and the log: once each, in one line. The one place where core
+errors become MCP errors.
 
+- A core error's message is the core's (neutral: it names arguments, not tools), plus what this
+  face adds for some classes: the tool to call next (`HINTS`).
 - An expected failure (a core error, an external server that is down, a plugin that raised) is
   given to the client as a tool (resource, prompt) error with its message, and logged here as
   ONE warning line. The fastmcp error carries `log_level=DEBUG`, so fastmcp's own record of it
@@ -8,15 +11,34 @@
 - Arguments that do not validate get a one-line error naming each bad parameter instead of
   pydantic's multi-line report (`ArgumentErrors`); fastmcp logs such a call as one line.
 - Anything else is a bug: fastmcp masks it for the client and logs its traceback.
+
+Why not fastmcp's ErrorHandlingMiddleware: it turns exceptions into JSON-RPC errors (-32602,
+-32603, ...), where a tool error must be a result with isError (the agent reads it and acts),
+and it runs after fastmcp has already logged the failure with a traceback.
 """
 
 import functools
 import inspect
 import logging
 
-from ...errors import StacGdalMcpError
+from ...errors import OutputExists, OutputNotFound, StacGdalMcpError
 
 log = logging.getLogger("stac_gdal_mcp.tools")
+
+# What this face adds to a core error's message: the tool that helps next.
+HINTS: dict[type[StacGdalMcpError], str] = {
+    OutputNotFound: "; list_outputs shows the outputs there are",
+    OutputExists: " or delete_output it first",
+}
+
+
+def message_for(exc: BaseException) -> str:
+    """The message a client gets for a core error: the core's, with this face's hint."""
+    text = str(exc)
+    for kind, hint in HINTS.items():
+        if isinstance(exc, kind) and hint.strip(" ;") not in text:
+            return text + hint
+    return text
 
 
 def client_error(error_type, message: str, what: str | None = None, exc_info=None):
@@ -43,7 +65,7 @@ def core_errors(fn, error_type=None):
             try:
                 return await fn(*args, **kwargs)
             except StacGdalMcpError as exc:
-                raise client_error(error_type, str(exc), what) from None
+                raise client_error(error_type, message_for(exc), what) from None
 
     else:
 
@@ -52,7 +74,7 @@ def core_errors(fn, error_type=None):
             try:
                 return fn(*args, **kwargs)
             except StacGdalMcpError as exc:
-                raise client_error(error_type, str(exc), what) from None
+                raise client_error(error_type, message_for(exc), what) from None
 
     return wrapper
 

@@ -1,21 +1,23 @@
 """Processing tools: inspect_asset, reproject_asset, convert_asset, preview, list_outputs,
 delete_output; resources stac-gdal://outputs/{output_id} (record) and .../{output_id}/file.
 
-Long tools run the core function in a worker thread (`run_job`): progress goes to the client,
-and a cancelled request cancels the job, whose output is then removed before the cancellation
-completes.
+Each tool is one call of a Session method. Long tools run it in a worker thread (`run_job`):
+progress goes to the client, and a cancelled request cancels the job, whose output is then
+removed before the cancellation completes.
 """
 
 import functools
 from typing import Annotated, Literal
 
 from fastmcp import Context
+from fastmcp.dependencies import CurrentContext
 from pydantic import Field
 
-from ...core import Core
 from ...outputs import OutputList, OutputRecord, OutputSummary
 from ...processing.grids import RESAMPLING
+from ...session import Session
 from ..map_app import map_app_config
+from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
 from . import READ_ONLY, WRITES_OUTPUT, resource, tool
 from .args import CatalogArg, json_text
 
@@ -84,17 +86,10 @@ async def run_job(ctx: Context | None, fn, /, *args, **kwargs):
         raise
 
 
-def register(mcp, core: Core) -> None:
-    from ...processing import convert, inspect, warp
-    from ...processing import preview as previews
-    from ...processing.access import resolve_input
+def register(mcp, session: Session) -> None:
+    from ...processing import inspect
 
-    store = core.outputs
-
-    def source(href, collection_id, item_id, asset, catalog):
-        return resolve_input(
-            core, href=href, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog
-        )
+    store = session.outputs
 
     @tool(mcp, READ_ONLY)
     def inspect_asset(
@@ -111,7 +106,9 @@ def register(mcp, core: Core) -> None:
         Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_33TUL_20240601_0_L2A", asset="red")
         or inspect_asset(href="https://example.com/scene/B04.tif").
         """
-        return inspect.inspect_asset(core, source(href, collection_id, item_id, asset, catalog))
+        return session.inspect(
+            asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
+        )
 
     @tool(mcp, WRITES_OUTPUT, app=map_app_config())
     async def reproject_asset(
@@ -140,7 +137,7 @@ def register(mcp, core: Core) -> None:
             Literal["COG", "GTiff", "netCDF"], Field(description="COG (default) has internal overviews")
         ] = "COG",
         output_name: OutputName = None,
-        ctx: Context = None,
+        ctx: Context = CurrentContext(),
     ) -> OutputRecord:
         """Warp an asset (or only its part inside bbox) to another CRS and write a valid COG into
         the workspace. Only the source tiles the output needs are read; a coarse resolution reads
@@ -152,10 +149,12 @@ def register(mcp, core: Core) -> None:
         """
 
         def work(job):  # in the worker thread: resolving may call the catalog
-            src = source(href, collection_id, item_id, asset, catalog)
-            return warp.reproject_asset(
-                core,
-                src,
+            return session.reproject(
+                asset=asset,
+                href=href,
+                collection_id=collection_id,
+                item_id=item_id,
+                catalog=catalog,
                 dst_crs=dst_crs,
                 resolution=resolution,
                 bbox=bbox,
@@ -188,7 +187,7 @@ def register(mcp, core: Core) -> None:
             dict[str, str | int] | None, 'GDAL creation options of the format, e.g. {"COMPRESS": "ZSTD"}'
         ) = None,
         output_name: OutputName = None,
-        ctx: Context = None,
+        ctx: Context = CurrentContext(),
     ) -> OutputRecord:
         """Convert an asset to another format, optionally only the window inside bbox (in the
         asset's own CRS and resolution, nothing resampled) and some bands. Only the tiles that
@@ -199,10 +198,12 @@ def register(mcp, core: Core) -> None:
         """
 
         def work(job):
-            src = source(href, collection_id, item_id, asset, catalog)
-            return convert.convert_asset(
-                core,
-                src,
+            return session.convert(
+                asset=asset,
+                href=href,
+                collection_id=collection_id,
+                item_id=item_id,
+                catalog=catalog,
                 output_format=output_format,
                 bbox=bbox,
                 bbox_crs=bbox_crs,
@@ -237,7 +238,7 @@ def register(mcp, core: Core) -> None:
         max_size: Annotated[
             int, Field(ge=16, le=2048, description="longest side of the image in pixels")
         ] = 512,
-        ctx: Context = None,
+        ctx: Context = CurrentContext(),
     ):
         """A quicklook PNG of an item (true colour from its visual asset or red/green/blue bands)
         or of one asset (single band with a colormap), returned as an image you can look at and
@@ -250,22 +251,28 @@ def register(mcp, core: Core) -> None:
         from mcp.types import TextContent
 
         def work(job):
-            sources = previews.preview_sources(
-                core,
+            return session.preview(
+                asset=asset,
+                assets=assets,
                 href=href,
                 collection_id=collection_id,
                 item_id=item_id,
-                asset=asset,
                 catalog=catalog,
-                assets=assets,
+                bbox=bbox,
+                max_size=max_size,
+                job=job,
             )
-            return previews.render_preview(core, sources, bbox=bbox, max_size=max_size, job=job)
 
-        record, png = await run_job(ctx, work)
-        shape = record.properties.proj_shape
-        note = f"{record.properties.title} ({shape[1]} x {shape[0]} px); output {record.id}, record at {record.uri}"
+        image = await run_job(ctx, work)
+        record = image.record
+        note = (
+            f"{image.title} ({image.width} x {image.height} px); output {record.id}, record at {record.uri}"
+        )
         return ToolResult(
-            content=[Image(data=png, format="png").to_image_content(), TextContent(type="text", text=note)],
+            content=[
+                Image(data=image.png, format="png").to_image_content(),
+                TextContent(type="text", text=note),
+            ],
             structured_content=record.model_dump(mode="json"),
         )
 
@@ -281,16 +288,16 @@ def register(mcp, core: Core) -> None:
         """Delete an output's file and record from the workspace; returns what was deleted."""
         return store.delete(output_id).summary()
 
-    @resource(mcp, "stac-gdal://outputs/{output_id}", mime_type="application/geo+json")
+    @resource(mcp, OUTPUT_URI, mime_type="application/geo+json")
     def output_record(output_id: str) -> str:
         """An output's STAC-like record: footprint, proj, raster bands, processing, checksum, derived_from."""
         return store.get(output_id).model_dump_json()
 
-    limit = core.settings.limits.max_resource_bytes
+    limit = session.settings.limits.max_resource_bytes
 
     @resource(
         mcp,
-        "stac-gdal://outputs/{output_id}/file",
+        OUTPUT_FILE_URI,
         mime_type="application/octet-stream",
         description=f"An output's file (binary), if at most limits.max_resource_bytes ({limit} bytes).",
     )

@@ -1,0 +1,263 @@
+"""A time series over an AOI: one value per solar day of an index, band or formula.
+
+`time_series` computes the table (a pandas DataFrame, one row per solar day and collection,
+its provenance in `attrs`); `save` writes it as an output, a CSV table or a PNG chart, with a
+record naming every asset read. `result` is the shape the server's tool returns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from ..errors import InvalidArgument
+from ..models import Model
+from . import tables
+from .dask_runtime import compute, scheduler_name
+from .expressions import evaluate, parse_expression
+from .jobs import Job
+from .load import SOFTWARE, GridInfo, OutputRef, Prepared, parameters, prepare
+from .records import Provenance
+from .tables import CSV_COLUMNS, write_chart, write_csv
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..outputs import OutputRecord
+
+Reducer = Literal["mean", "median", "min", "max", "count"]
+REDUCERS = ("mean", "median", "min", "max", "count")
+
+
+class TimeSeriesRow(Model):
+    date: str = Field(description="solar day")
+    datetime: str = Field(description="acquisition time of the first item of the day (UTC)")
+    value: float | None = Field(description="null when no valid pixel was left")
+    valid_fraction: float = Field(description="share of the AOI pixels with a valid, unmasked value")
+    valid_pixels: int
+    collection_id: str | None = None
+    item_ids: list[str]
+
+
+class TimeSeriesResult(Model):
+    expression: str
+    reducer: str
+    mask_clouds: bool
+    rows: list[TimeSeriesRow]
+    csv: OutputRef
+    chart: OutputRef
+    grid: GridInfo
+    items: int
+    scheduler: str
+    notes: list[str] = []
+
+
+def _reduce(value, reducer: str):
+    dims = ("y", "x")
+    if reducer == "count":
+        return value.notnull().sum(dims)
+    if reducer == "median":
+        return value.chunk({"y": -1, "x": -1}).median(dims, skipna=True)
+    return getattr(value, reducer)(dims, skipna=True)
+
+
+def compute_rows(core, prep: Prepared, tree, reducer: str, job: Job) -> list[TimeSeriesRow]:
+    """`reducer` of the expression `tree` over the usable AOI pixels, per solar day (computed)."""
+    import numpy as np
+
+    lazy = []
+    for loaded in prep.loaded:
+        value = evaluate(tree, loaded.bands)
+        value = value.where(np.isfinite(value))
+        lazy += [_reduce(value, reducer), value.notnull().sum(("y", "x"))]
+    computed = compute(core, job, *lazy)
+    n_aoi = int(prep.inside.sum())
+    rows = []
+    for index, loaded in enumerate(prep.loaded):
+        values, counts = computed[2 * index], computed[2 * index + 1]
+        for (day, first_time, members), v, n in zip(loaded.days, values.values, counts.values):
+            rows.append(
+                TimeSeriesRow(
+                    date=day,
+                    datetime=np.datetime_as_string(np.datetime64(first_time, "s")) + "Z",
+                    value=int(n)
+                    if reducer == "count"
+                    else (None if int(n) == 0 or not np.isfinite(v) else round(float(v), 6)),
+                    valid_fraction=round(int(n) / n_aoi, 6),
+                    valid_pixels=int(n),
+                    collection_id=loaded.stack.collection_id,
+                    item_ids=[m["id"] for m in members],
+                )
+            )
+    rows.sort(key=lambda r: r.datetime)
+    return rows
+
+
+def time_series(
+    core,
+    aoi,
+    *,
+    expression: str = "ndvi",
+    reducer: Reducer = "mean",
+    mask_clouds: bool = True,
+    resolution: float | None = None,
+    crs: str | None = None,
+    catalog: str | None = None,
+    max_items: int | None = None,
+    job: Job | None = None,
+    gdal_options: dict | None = None,
+    **search,
+) -> pd.DataFrame:
+    """One row per solar day: `reducer` of `expression` over the usable AOI pixels (computed on
+    the session's dask scheduler). `search` takes the search arguments (`query.SearchArgs`);
+    `gdal_options` adds GDAL settings to the load (they reach dask workers too)."""
+    job = job or Job()
+    text, tree, names = parse_expression(expression)
+    if reducer not in REDUCERS:
+        raise InvalidArgument(f"reducer must be one of {', '.join(REDUCERS)}")
+    prep = prepare(
+        core,
+        aoi,
+        names,
+        mask_clouds=mask_clouds,
+        resolution=resolution,
+        crs=crs,
+        catalog=catalog,
+        max_items=max_items,
+        search=search,
+        gdal_options=gdal_options,
+    )
+    rows = compute_rows(core, prep, tree, reducer, job)
+    notes = list(prep.notes)
+    empty = sum(1 for r in rows if r.valid_pixels == 0)
+    if empty:
+        notes.append(
+            f"{empty} of {len(rows)} days have no usable pixel in the AOI (clouds or no data): value null"
+        )
+    from ..outputs import package_versions
+
+    title = f"{reducer} of {text} over the AOI"
+    provenance = Provenance(
+        kind="time_series",
+        operation="time_series",
+        parameters=parameters(
+            aoi=aoi,
+            expression=text,
+            reducer=reducer,
+            mask_clouds=mask_clouds,
+            resolution=resolution,
+            crs=crs,
+            catalog=catalog,
+            max_items=max_items,
+            **search,
+        ),
+        sources=prep.sources,
+        title=title,
+        lineage=f"{title}, one row per solar day, from {len(prep.sources)} assets loaded with odc-stac",
+        software=package_versions(*SOFTWARE),
+        properties={"aoi_bbox": [round(v, 6) for v in prep.aoi_geom.bounds]},
+        facts={
+            "expression": text,
+            "reducer": reducer,
+            "mask_clouds": mask_clouds,
+            "ylabel": f"{reducer}({text})" if len(text) < 30 else reducer,
+            "grid": prep.grid.model_dump(),
+            "items": prep.item_count,
+            "scheduler": scheduler_name(core),
+            "notes": notes,
+        },
+    )
+    return to_frame(rows, provenance)
+
+
+# --- the table as a DataFrame, and back --------------------------------------------------------
+
+
+def to_frame(rows: list[TimeSeriesRow], provenance: Provenance) -> pd.DataFrame:
+    """The rows as a DataFrame (the CSV's columns, indexed by acquisition time, UTC)."""
+    import pandas as pd
+
+    frame = tables.to_frame(rows, CSV_COLUMNS)
+    frame.index = pd.DatetimeIndex(pd.to_datetime(frame["datetime"], utc=True), name="time")
+    frame.attrs.update(provenance.to_attrs())
+    return frame
+
+
+def rows_of(frame: pd.DataFrame) -> list[TimeSeriesRow]:
+    """The rows of a time series DataFrame (as `to_frame` made it, possibly filtered)."""
+    return tables.from_frame(frame, TimeSeriesRow, CSV_COLUMNS)
+
+
+def provenance_of(frame) -> Provenance:
+    provenance = Provenance.of(frame)
+    if provenance is None or provenance.kind != "time_series":
+        raise InvalidArgument(
+            "not a time series table (made by time_series); nothing says where it came from"
+        )
+    return provenance
+
+
+# --- outputs -------------------------------------------------------------------------------------
+
+
+def save(
+    core,
+    frame: pd.DataFrame,
+    *,
+    format: Literal["csv", "png"] = "csv",
+    output_name: str | None = None,
+    job: Job | None = None,
+) -> OutputRecord:
+    """Write a time series table as a CSV file ("csv") or a PNG line chart ("png"), with a record
+    naming every asset it was computed from; return the record."""
+    provenance = provenance_of(frame)
+    if format not in ("csv", "png"):
+        raise InvalidArgument("format must be 'csv' or 'png' for a time series")
+    rows = rows_of(frame)
+    if job is not None:
+        job.progress(1, 1, f"writing the {'table' if format == 'csv' else 'chart'}")
+    store = core.outputs
+    common = dict(
+        operation=provenance.operation,
+        parameters=provenance.parameters,
+        sources=provenance.sources,
+        software=provenance.software,
+    )
+    if format == "csv":
+        with store.writing(".csv", output_name, stem="time-series") as out:
+            write_csv(out.path, rows)
+            return store.commit(
+                out,
+                media_type="text/csv",
+                title=provenance.title,
+                properties=provenance.properties,
+                lineage=provenance.lineage,
+                **common,
+            )
+    with store.writing(".png", output_name, stem="time-series-chart") as out:
+        write_chart(out.path, rows, title=provenance.title, ylabel=provenance.facts["ylabel"])
+        return store.commit(
+            out,
+            media_type="image/png",
+            title=f"chart: {provenance.title}",
+            lineage=f"chart of {provenance.title}",
+            **common,
+        )
+
+
+def result(frame: pd.DataFrame, csv: OutputRecord, chart: OutputRecord) -> TimeSeriesResult:
+    """The time_series tool's result: the rows, the two outputs, and the load's facts."""
+    facts = provenance_of(frame).facts
+    return TimeSeriesResult(
+        expression=facts["expression"],
+        reducer=facts["reducer"],
+        mask_clouds=facts["mask_clouds"],
+        rows=rows_of(frame),
+        csv=OutputRef.of(csv),
+        chart=OutputRef.of(chart),
+        grid=GridInfo.model_validate(facts["grid"]),
+        items=facts["items"],
+        scheduler=facts["scheduler"],
+        notes=facts["notes"],
+    )

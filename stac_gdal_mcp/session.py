@@ -1,0 +1,684 @@
+"""`Session`: the library's entry point, and the object the server's tools call.
+
+A session holds the settings, the configured catalogs, the output store (files in the workspace
+with STAC-like records) and the key that signs paging cursors. Every capability is a method:
+discovery returns typed results, analysis returns pandas / xarray objects, and writing a file
+is always an explicit step (`save`, or the processing methods whose result is a file).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Unpack
+
+from .core import Core
+from .discovery.query import SearchArgs, search_args
+from .errors import InvalidArgument
+from .settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import xarray as xr
+
+    from .models import CatalogInfo, CollectionDetail, CollectionList, Queryables
+    from .outputs import OutputRecord, OutputStore
+    from .processing.access import AssetSource
+    from .processing.inspect import AssetInfo
+    from .processing.jobs import Job
+    from .results import Preview, SearchResults
+
+#: What names an input of the processing methods: an href, an item (a STAC item dict, a
+#: pystac.Item, an ItemSummary from a search), an item reference (collection_id, item_id) or an
+#: already resolved `AssetSource`.
+Source = Any
+
+
+class Session:
+    """Find imagery in STAC catalogs and process its COG assets: one object, one method per task.
+
+    `Session(config=None, *, workspace=None, **settings)`: `config` is a TOML settings file (or a
+    `Settings` object); `workspace` the folder for outputs; other keywords override settings,
+    e.g. `default_catalog="sample"` (the bundled offline catalog) or `limits={"max_items": 50}`.
+    Environment variables `STAC_GDAL_MCP_*` apply too (see docs/configuration.md).
+
+    The examples use the sample catalog and a few fields west of Nova Gorica:
+
+    >>> from stac_gdal_mcp import Session
+    >>> session = Session(default_catalog="sample")
+    >>> aoi = [13.60, 45.92, 13.62, 45.935]
+
+    Methods: discovery - `catalogs`, `collections`, `collection`, `queryables`, `search`,
+    `get_item`; pixels without files - `cloud_cover`, `load`, `time_series`, `composite`;
+    files - `save`, `reproject`, `convert`, `preview` (and `inspect`, `asset` to look at an
+    input); `outputs` is the output store (list, get, path, delete).
+
+    A session is closed with `close()` (or by using it in a `with` block).
+    """
+
+    def __init__(
+        self,
+        config: str | os.PathLike | Settings | None = None,
+        *,
+        workspace: str | os.PathLike | None = None,
+        **settings: Any,
+    ) -> None:
+        if isinstance(config, Settings):
+            if workspace is not None or settings:
+                raise InvalidArgument("give either a Settings object or settings to load, not both")
+            self.settings: Settings = config
+        else:
+            self.settings = load_settings(config, workspace=workspace, **settings)
+        #: the services core functions take (settings, catalogs, output store, cursor codec)
+        self.core = Core(self.settings)
+        self._on_close: list[Callable[[], None]] = []
+
+    def __repr__(self) -> str:
+        return f"<Session default_catalog={self.settings.default_catalog!r} workspace='{self.workspace}'>"
+
+    @property
+    def workspace(self) -> Path:
+        """The folder where outputs (files and their records) are written."""
+        return Path(self.settings.workspace)
+
+    @property
+    def outputs(self) -> OutputStore:
+        """The output store: `list()`, `get(output_id)` (the record), `path(output_id)`, `delete(output_id)`."""
+        return self.core.outputs
+
+    # --- lifetime ----------------------------------------------------------------------------
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the session closes (e.g. to stop what was started for it)."""
+        self._on_close.append(callback)
+
+    def close(self) -> None:
+        """Release what the session holds (callbacks registered with `on_close`, the store)."""
+        callbacks, self._on_close = self._on_close, []
+        for callback in reversed(callbacks):
+            callback()
+        self.core.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- discovery ---------------------------------------------------------------------------
+
+    def catalogs(self, check_reachable: bool = False) -> list[CatalogInfo]:
+        """The configured catalogs: id, title, url or path, kind; with `check_reachable`, whether
+        each answers and which search features it supports (a request to each remote one).
+
+        >>> [c.id for c in session.catalogs()][:4]
+        ['earth-search', 'planetary-computer', 'usgs-landsat', 'sample']
+        """
+        return self.core.catalogs.info(check_reachable=check_reachable)
+
+    def collections(
+        self,
+        catalog: str | None = None,
+        *,
+        q: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> CollectionList:
+        """One page of a catalog's collections (id, title, short description, extent, license,
+        asset keys); `q`: free-text words; `cursor`: the `next_cursor` of the previous page.
+
+        >>> [c.id for c in session.collections().collections]
+        ['sentinel-2-l2a', 'landsat-c2-l2']
+        """
+        from .discovery.collections import list_collections
+
+        return list_collections(self.core, catalog, q, limit, cursor)
+
+    def collection(self, collection_id: str, catalog: str | None = None) -> CollectionDetail:
+        """One collection: extent, summaries, item_assets (roles, band common names, gsd),
+        providers, license, links.
+
+        >>> sorted(session.collection("sentinel-2-l2a").item_assets)[:3]
+        ['blue', 'green', 'nir']
+        """
+        from .discovery.collections import get_collection
+
+        return get_collection(self.core, collection_id, catalog)
+
+    def queryables(self, collection_id: str | None = None, catalog: str | None = None) -> Queryables:
+        """Properties usable in `filter` / `query` of a search, with their types.
+
+        >>> "eo:cloud_cover" in [q.name for q in session.queryables("sentinel-2-l2a").queryables]
+        True
+        """
+        from .discovery.collections import get_queryables
+
+        return get_queryables(self.core, collection_id, catalog)
+
+    def search(
+        self,
+        *,
+        catalog: str | None = None,
+        collections: list[str] | str | None = None,
+        bbox: Sequence[float] | None = None,
+        intersects: dict | None = None,
+        datetime: str | None = None,
+        ids: list[str] | None = None,
+        query: dict | None = None,
+        filter: str | dict | None = None,
+        filter_lang: Literal["cql2-text", "cql2-json"] | None = None,
+        sortby: str | list[str] | None = None,
+        max_cloud_cover: float | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        detail: Literal["summary", "full"] = "summary",
+    ) -> SearchResults:
+        """Search a catalog for items (the arguments of STAC API item search, as the server's
+        search_items tool takes them). A condition the catalog cannot take is translated or applied
+        here, and `notes` says so. Returns one page (`limit` items, default limits.page_size):
+        iterate it, `to_dataframe()` it, `next()` for the following page.
+
+        >>> results = session.search(collections=["sentinel-2-l2a"], bbox=[13.55, 45.85, 13.75, 45.98],
+        ...                          max_cloud_cover=30, sortby="-datetime", limit=2)
+        >>> results.ids, results.matched
+        (['S2A_33TUL_20240808_0_L2A', 'S2B_33TUL_20240714_0_L2A'], 3)
+        >>> results.next().ids
+        ['S2A_33TUL_20240619_0_L2A']
+        >>> results.to_dataframe()[["id", "cloud_cover"]].to_dict("records")[0]
+        {'id': 'S2A_33TUL_20240808_0_L2A', 'cloud_cover': 5.0}
+        """
+        from .discovery.search import search_items
+        from .results import SearchResults
+
+        page = search_items(
+            self.core,
+            catalog=catalog,
+            collections=collections,
+            bbox=bbox,
+            intersects=intersects,
+            datetime=datetime,
+            ids=ids,
+            query=query,
+            filter=filter,
+            filter_lang=filter_lang,
+            sortby=sortby,
+            max_cloud_cover=max_cloud_cover,
+            limit=limit,
+            cursor=cursor,
+            detail=detail,
+        )
+        return SearchResults(page, self, catalog=catalog, limit=limit, detail=detail)
+
+    def get_item(self, collection_id: str, item_id: str, catalog: str | None = None) -> dict[str, Any]:
+        """The full STAC item (a GeoJSON Feature dict), asset hrefs signed where the catalog
+        needs it. (`pystac.Item.from_dict(item)` makes a pystac Item of it.)
+
+        >>> item = session.get_item("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A")
+        >>> item["properties"]["eo:cloud_cover"], "red" in item["assets"]
+        (5.0, True)
+        """
+        from .discovery.collections import get_item
+
+        return get_item(self.core, collection_id, item_id, catalog)
+
+    # --- inputs --------------------------------------------------------------------------------
+
+    def asset(
+        self,
+        source: Source = None,
+        asset: str | None = None,
+        *,
+        href: str | None = None,
+        collection_id: str | None = None,
+        item_id: str | None = None,
+        catalog: str | None = None,
+    ) -> AssetSource:
+        """Resolve an input the way every processing method does: `source` (an href, a STAC
+        item dict or pystac.Item, an ItemSummary, or `(collection_id, item_id)`) and `asset` (a
+        key or a band common name such as "red", "nir", "scl"); or, as the server's tools name it,
+        `href=` or `collection_id=` + `item_id=` + `asset=`. The href policy applies and hrefs
+        are signed where the catalog needs it.
+
+        >>> session.asset(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "nir").label
+        'S2A_33TUL_20240808_0_L2A/nir'
+        """
+        from .processing import access
+
+        if source is None:
+            return access.resolve_input(
+                self.core,
+                href=href,
+                collection_id=collection_id,
+                item_id=item_id,
+                asset=asset,
+                catalog=catalog,
+            )
+        if any(v is not None for v in (href, collection_id, item_id)):
+            raise InvalidArgument(
+                "give the input either as `source` or as href / collection_id + item_id, not both"
+            )
+        if isinstance(source, access.AssetSource):
+            if asset is not None:
+                raise InvalidArgument("an AssetSource names its asset already; do not pass asset")
+            return source
+        if isinstance(source, (str, os.PathLike)):
+            if asset is not None:
+                raise InvalidArgument("an href names one file; do not pass asset")
+            return access.resolve_input(self.core, href=os.fspath(source))
+        item = _item_dict(source)
+        if item is not None:
+            if asset is None:
+                raise InvalidArgument("name the asset of the item: a key or a band common name, e.g. 'red'")
+            return access.asset_source(self.core, item, asset, catalog=catalog)
+        collection_id, item_id = _item_ref(source)
+        return access.resolve_input(
+            self.core, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog
+        )
+
+    def inspect(
+        self,
+        source: Source = None,
+        asset: str | None = None,
+        *,
+        href: str | None = None,
+        collection_id: str | None = None,
+        item_id: str | None = None,
+        catalog: str | None = None,
+    ) -> AssetInfo:
+        """A raster asset's header (no pixel is read): driver, size, bands, dtypes, nodata,
+        scale/offset, CRS, transform, bounds, blocks, overviews, compression, COG validity.
+        Inputs as for `asset`.
+
+        >>> info = session.inspect(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "red")
+        >>> info.crs, info.dtypes, info.is_cog
+        ('EPSG:32633', ['uint16'], True)
+        """
+        from .processing.inspect import inspect_asset
+
+        return inspect_asset(
+            self.core,
+            self.asset(
+                source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
+            ),
+        )
+
+    # --- processing into files ---------------------------------------------------------------
+
+    def reproject(
+        self,
+        source: Source = None,
+        asset: str | None = None,
+        *,
+        dst_crs: str | int,
+        resolution: float | Sequence[float] | None = None,
+        bbox: Sequence[float] | None = None,
+        bbox_crs: str = "EPSG:4326",
+        resampling: str = "nearest",
+        output_format: Literal["COG", "GTiff", "netCDF"] = "COG",
+        output_name: str | None = None,
+        job: Job | None = None,
+        href: str | None = None,
+        collection_id: str | None = None,
+        item_id: str | None = None,
+        catalog: str | None = None,
+    ) -> OutputRecord:
+        """Warp an asset (or its part inside `bbox`) to `dst_crs` and write it into the workspace
+        (a valid COG by default); only the source tiles needed are read. Returns the output's
+        STAC-like record. Inputs as for `asset`; `job` reports progress and can cancel.
+
+        >>> record = session.reproject(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "red",
+        ...                            dst_crs="EPSG:4326", bbox=aoi)
+        >>> record.properties.proj_code, record.file.type.split(";")[0]
+        ('EPSG:4326', 'image/tiff')
+        """
+        from .processing.warp import reproject_asset
+
+        return reproject_asset(
+            self.core,
+            self.asset(
+                source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
+            ),
+            dst_crs=dst_crs,
+            resolution=resolution,
+            bbox=bbox,
+            bbox_crs=bbox_crs,
+            resampling=resampling,
+            output_format=output_format,
+            output_name=output_name,
+            job=job,
+        )
+
+    def convert(
+        self,
+        source: Source = None,
+        asset: str | None = None,
+        *,
+        output_format: Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"],
+        bbox: Sequence[float] | None = None,
+        bbox_crs: str = "EPSG:4326",
+        bands: Sequence[int] | None = None,
+        creation_options: dict[str, str | int] | None = None,
+        output_name: str | None = None,
+        job: Job | None = None,
+        href: str | None = None,
+        collection_id: str | None = None,
+        item_id: str | None = None,
+        catalog: str | None = None,
+    ) -> OutputRecord:
+        """Write an asset (its window inside `bbox`, its `bands`) in another format, in its own
+        CRS and resolution; PNG/JPEG are 8-bit renderings. Returns the output's record.
+
+        >>> record = session.convert(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "red",
+        ...                          output_format="PNG", bbox=aoi)
+        >>> record.file.type
+        'image/png'
+        """
+        from .processing.convert import convert_asset
+
+        return convert_asset(
+            self.core,
+            self.asset(
+                source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
+            ),
+            output_format=output_format,
+            bbox=bbox,
+            bbox_crs=bbox_crs,
+            bands=bands,
+            creation_options=creation_options,
+            output_name=output_name,
+            job=job,
+        )
+
+    def preview(
+        self,
+        source: Source = None,
+        asset: str | None = None,
+        *,
+        assets: Sequence[str] | None = None,
+        bbox: Sequence[float] | None = None,
+        max_size: int = 512,
+        job: Job | None = None,
+        href: str | None = None,
+        collection_id: str | None = None,
+        item_id: str | None = None,
+        catalog: str | None = None,
+    ) -> Preview:
+        """A quicklook PNG of an item (true colour from its visual asset or red/green/blue) or of
+        one asset (single band, colormap), at most `max_size` px; it shows inline in Jupyter and
+        is saved as an output (`.record`). `assets`: 1 or 3 asset names to show.
+
+        >>> image = session.preview(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), bbox=aoi, max_size=64)
+        >>> image.png[:4], image.width <= 64
+        (b'\\x89PNG', True)
+        """
+        from .processing import preview as previews
+        from .results import Preview
+
+        if source is None:  # as the server's tool names it
+            sources = previews.preview_sources(
+                self.core,
+                href=href,
+                collection_id=collection_id,
+                item_id=item_id,
+                asset=asset,
+                catalog=catalog,
+                assets=assets,
+            )
+        elif asset is not None or isinstance(source, (str, os.PathLike)) or _is_asset_source(source):
+            if assets:
+                raise InvalidArgument("give either asset or assets, not both")
+            sources = [self.asset(source, asset, catalog=catalog)]
+        else:
+            item = _item_dict(source)
+            if item is None:
+                item = self.get_item(*_item_ref(source), catalog=catalog)
+            sources = [
+                self.asset(item, name, catalog=catalog) for name in previews.preview_assets(item, assets)
+            ]
+        record, png = previews.render_preview(self.core, sources, bbox=bbox, max_size=max_size, job=job)
+        return Preview(png=png, record=record)
+
+    # --- analysis: pixels without files ------------------------------------------------------
+
+    def cloud_cover(
+        self,
+        aoi: Sequence[float] | dict,
+        *,
+        items: Sequence[Any] | SearchResults | None = None,
+        catalog: str | None = None,
+        resolution: float | None = None,
+        max_items: int | None = None,
+        sort: Literal["clear", "cloud", "datetime", "-datetime", "search"] = "clear",
+        job: Job | None = None,
+        **search: Unpack[SearchArgs],
+    ) -> pd.DataFrame:
+        """How cloudy was *this area* in each scene: per item, the cloud, shadow, cirrus, snow,
+        water and clear fractions of the valid pixels inside `aoi` (a WGS84 bbox or GeoJSON
+        geometry), its no-data fraction, and the scene-wide eo:cloud_cover for comparison, from
+        each item's own mask read only in the AOI's window. Items: `items` (search results or
+        [{"collection_id": ..., "item_id": ...}]) or the search arguments (collections,
+        datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover). Clearest first by
+        default. A DataFrame, one row per item; `attrs` hold aoi_bbox, sort, failed and notes.
+
+        >>> ranking = session.cloud_cover(aoi, collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
+        >>> ranking[["item_id", "cloud_fraction", "scene_cloud_cover"]].tail(1).to_dict("records")
+        [{'item_id': 'S2B_33TUL_20240604_0_L2A', 'cloud_fraction': ..., 'scene_cloud_cover': 62.0}]
+        """
+        from .processing.cloud import cloud_cover_stats
+        from .processing.tables import cloud_cover_frame
+        from .results import SearchResults
+
+        if isinstance(items, SearchResults):
+            items = [{"collection_id": s.collection, "item_id": s.id} for s in items.summaries]
+        result = cloud_cover_stats(
+            self.core,
+            aoi,
+            items=list(items) if items is not None else None,
+            catalog=catalog,
+            resolution=resolution,
+            max_items=max_items,
+            sort=sort,
+            job=job,
+            **search_args(search),
+        )
+        return cloud_cover_frame(result)
+
+    def load(
+        self,
+        aoi: Sequence[float] | dict,
+        bands: Sequence[str] | str,
+        *,
+        mask_clouds: bool = True,
+        resolution: float | None = None,
+        crs: str | None = None,
+        catalog: str | None = None,
+        max_items: int | None = None,
+        gdal_options: dict[str, str] | None = None,
+        **search: Unpack[SearchArgs],
+    ) -> xr.Dataset:
+        """The items a search finds over `aoi`, loaded lazily with odc-stac on dask: one float32
+        variable per band (common names such as "red", "nir", or asset keys) on (time, y, x),
+        one time step per solar day, raster:bands scale/offset applied (reflectances), NaN where
+        a pixel is nodata, cloud/shadow/cirrus (with `mask_clouds`) or outside the AOI. The grid
+        is the items' CRS at the first band's native resolution unless `crs` / `resolution` say
+        otherwise. Nothing is read until you compute.
+
+        >>> ds = session.load(aoi, ["red", "nir"], collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
+        >>> sorted(ds.data_vars), ds.red.dims, ds.red.shape
+        (['nir', 'red'], ('time', 'y', 'x'), (3, 170, 159))
+        >>> ndvi = (ds.nir - ds.red) / (ds.nir + ds.red)
+        >>> float(ndvi.isel(time=1).mean()) > 0.3
+        True
+        """
+        from .processing.composite import band_names
+        from .processing.load import as_dataset, prepare
+
+        prep = prepare(
+            self.core,
+            aoi,
+            band_names(bands),
+            mask_clouds=mask_clouds,
+            resolution=resolution,
+            crs=crs,
+            catalog=catalog,
+            max_items=max_items,
+            search=search_args(search),
+            gdal_options=gdal_options,
+        )
+        return as_dataset(prep)
+
+    def time_series(
+        self,
+        aoi: Sequence[float] | dict,
+        expression: str = "ndvi",
+        *,
+        reducer: Literal["mean", "median", "min", "max", "count"] = "mean",
+        mask_clouds: bool = True,
+        resolution: float | None = None,
+        crs: str | None = None,
+        catalog: str | None = None,
+        max_items: int | None = None,
+        gdal_options: dict[str, str] | None = None,
+        job: Job | None = None,
+        **search: Unpack[SearchArgs],
+    ) -> pd.DataFrame:
+        """One value per solar day over `aoi`: `reducer` of `expression` (an index - ndvi, ndwi,
+        nbr, ndbi -, a band, or a formula of band names such as "(nir-red)/(nir+red)") over the
+        pixels left after cloud masking. A DataFrame indexed by acquisition time (UTC) with
+        columns date, datetime, value, valid_fraction, valid_pixels, collection_id, item_ids;
+        nothing is written until you `save` it (CSV, or format="png" for a chart).
+
+        >>> table = session.time_series(aoi, "ndvi", collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
+        >>> list(table["date"]), [round(v, 3) for v in table["value"]]
+        (['2024-06-04', '2024-06-19', '2024-07-14'], [0.517, 0.648, 0.52])
+        """
+        from .processing.series import time_series
+
+        return time_series(
+            self.core,
+            aoi,
+            expression=expression,
+            reducer=reducer,
+            mask_clouds=mask_clouds,
+            resolution=resolution,
+            crs=crs,
+            catalog=catalog,
+            max_items=max_items,
+            gdal_options=gdal_options,
+            job=job,
+            **search_args(search),
+        )
+
+    def composite(
+        self,
+        aoi: Sequence[float] | dict,
+        bands: Sequence[str] | str,
+        *,
+        method: Literal["median", "mean", "min", "max"] = "median",
+        mask_clouds: bool = True,
+        resolution: float | None = None,
+        crs: str | None = None,
+        catalog: str | None = None,
+        max_items: int | None = None,
+        gdal_options: dict[str, str] | None = None,
+        job: Job | None = None,
+        **search: Unpack[SearchArgs],
+    ) -> xr.DataArray:
+        """A cloud-free picture of `aoi`: per pixel, the median (mean, min, max) over time of each
+        band's cloud-masked values; a float32 DataArray (band, y, x) of reflectances, NaN where no
+        clear value was seen, georeferenced (its `spatial_ref`). `save` writes it as a COG whose
+        record lists every item it came from.
+
+        >>> rgb = session.composite(aoi, ["red", "green", "blue"], collections=["sentinel-2-l2a"])
+        >>> rgb.dims, rgb.band.values.tolist(), rgb.attrs["items"]
+        (('band', 'y', 'x'), ['red', 'green', 'blue'], 5)
+        """
+        from .processing.composite import composite
+
+        return composite(
+            self.core,
+            aoi,
+            bands=bands,
+            method=method,
+            mask_clouds=mask_clouds,
+            resolution=resolution,
+            crs=crs,
+            catalog=catalog,
+            max_items=max_items,
+            gdal_options=gdal_options,
+            job=job,
+            **search_args(search),
+        )
+
+    # --- outputs -------------------------------------------------------------------------------
+
+    def save(
+        self,
+        result: pd.DataFrame | xr.DataArray,
+        *,
+        format: Literal["COG", "csv", "png"] | None = None,
+        output_name: str | None = None,
+        job: Job | None = None,
+    ) -> OutputRecord:
+        """Write a result into the workspace, atomically, with a STAC-like record (proj, raster,
+        file and processing extensions; `derived_from` links to every source): a `composite`
+        (or any georeferenced DataArray on (band,) y, x) as a COG; a `time_series` table as CSV
+        (default) or as a PNG chart (format="png"). Returns the record (`session.outputs.path(
+        record.id)` is the file).
+
+        >>> record = session.save(session.composite(aoi, ["red", "nir"], collections=["sentinel-2-l2a"]))
+        >>> record.properties.proj_code, len([l for l in record.links if l.rel == "derived_from"]) > 6
+        ('EPSG:32633', True)
+        """
+        import pandas as pd
+
+        if isinstance(result, pd.DataFrame):
+            from .processing.series import save
+
+            return save(self.core, result, format=(format or "csv").lower(), output_name=output_name, job=job)
+        if hasattr(result, "dims") and hasattr(result, "values"):
+            if format not in (None, "COG"):
+                raise InvalidArgument("arrays are saved as COG")
+            from .processing.composite import save_array
+
+            return save_array(self.core, result, output_name=output_name, job=job)
+        raise InvalidArgument(
+            f"save takes a time series table (a DataFrame from time_series) or an array (from composite), "
+            f"not {type(result).__name__}"
+        )
+
+
+def _is_asset_source(source: Any) -> bool:
+    from .processing.access import AssetSource
+
+    return isinstance(source, AssetSource)
+
+
+def _item_dict(source: Any) -> dict | None:
+    """A full STAC item from `source` (a dict with assets, or a pystac.Item), else None."""
+    if isinstance(source, dict) and "assets" in source:
+        return source
+    to_dict = getattr(source, "to_dict", None)
+    if callable(to_dict) and getattr(source, "assets", None) is not None and hasattr(source, "collection_id"):
+        return to_dict()
+    return None
+
+
+def _item_ref(source: Any) -> tuple[str, str]:
+    """(collection_id, item_id) of an ItemSummary, a {collection_id, item_id} dict or a pair."""
+    from .models import ItemSummary
+
+    if isinstance(source, ItemSummary) and source.collection:
+        return source.collection, source.id
+    if isinstance(source, dict):
+        cid = source.get("collection_id") or source.get("collection")
+        iid = source.get("item_id") or source.get("id")
+        if cid and iid:
+            return str(cid), str(iid)
+    if isinstance(source, (tuple, list)) and len(source) == 2 and all(isinstance(v, str) for v in source):
+        return source[0], source[1]
+    raise InvalidArgument(
+        "name the input as an href, a STAC item (dict or pystac.Item), an ItemSummary, "
+        f"or (collection_id, item_id); got {type(source).__name__}"
+    )

@@ -1,0 +1,111 @@
+"""Helpers shared by test modules (import with `from helpers import ...`; tests/ is on sys.path).
+
+- `utm_aoi`: the WGS84 bbox around a box given in UTM metres.
+- `write_cog`: a DEFLATE COG with overviews, written with rasterio + GDAL's COG driver (test truth).
+- `read`, `aoi_on_grid`, `usable_pixels`, `expected_ndvi`: the independent computation of loads
+  on synthetic Sentinel-2 scenes (rasterio + numpy on the generated files).
+- `run_time_series`, `run_composite`: what the time_series and composite tools do (compute with
+  the Session, save, shape the result), for tests that check those results without a client.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import rasterio
+from pyproj import Transformer
+from rasterio.features import geometry_mask
+from shapely import transform as shapely_transform
+from shapely.geometry import box, mapping
+
+SCALE, OFFSET = 0.0001, -0.1  # synthetic Sentinel-2 raster:bands
+NOT_CLEAR_SCL = (0, 1, 3, 8, 9, 10)  # nodata, defective, shadow, cloud x2, cirrus
+
+
+def utm_aoi(x0, y0, x1, y1, epsg=32633) -> list[float]:
+    """The WGS84 bbox [west, south, east, north] around a box given in UTM metres."""
+    to_wgs84 = Transformer.from_crs(epsg, 4326, always_xy=True)
+    lons, lats = to_wgs84.transform([x0, x1, x0, x1], [y0, y0, y1, y1])
+    return [min(lons), min(lats), max(lons), max(lats)]
+
+
+def write_cog(path, array, *, epsg=32633, transform=None, nodata=None, blocksize=256):
+    """A DEFLATE COG with overviews, written with rasterio + GDAL's COG driver (test truth)."""
+    import rasterio
+    import rasterio.shutil
+    from rasterio.io import MemoryFile
+    from rasterio.transform import from_origin
+
+    array = array if array.ndim == 3 else array[None]
+    count, rows, cols = array.shape
+    transform = transform or from_origin(500000, 5000000, 10, 10)
+    profile = dict(
+        driver="GTiff",
+        width=cols,
+        height=rows,
+        count=count,
+        dtype=array.dtype.name,
+        crs=f"EPSG:{epsg}",
+        transform=transform,
+        nodata=nodata,
+    )
+    with rasterio.Env(GDAL_PAM_ENABLED="NO"), MemoryFile() as memory:
+        with memory.open(**profile) as dst:
+            dst.write(array)
+        with memory.open() as src:
+            rasterio.shutil.copy(src, str(path), driver="COG", BLOCKSIZE=blocksize, COMPRESS="DEFLATE")
+    return path
+
+
+def read(path):
+    with rasterio.open(path) as src:
+        return src.read(1), src.transform, src.crs
+
+
+def aoi_on_grid(aoi, transform, crs, shape):
+    project = Transformer.from_crs(4326, crs, always_xy=True).transform
+    local = shapely_transform(box(*aoi).segmentize(0.0005), project, interleaved=False)
+    return geometry_mask([mapping(local)], out_shape=shape, transform=transform, invert=True)
+
+
+def usable_pixels(scene, bands, aoi, mask_clouds=True):
+    """{band: reflectance of usable AOI pixels} plus their (row, col) on the item grid."""
+    folder = scene["dir"]
+    arrays = {b: read(folder / f"{b}.tif") for b in bands}
+    first, transform, crs = arrays[bands[0]]
+    keep = aoi_on_grid(aoi, transform, crs, first.shape)
+    for b in bands:
+        keep &= arrays[b][0] != 0
+    if mask_clouds:
+        scl = read(folder / "scl.tif")[0]
+        scl10 = np.repeat(np.repeat(scl, 2, 0), 2, 1)[: first.shape[0], : first.shape[1]]
+        keep &= ~np.isin(scl10, NOT_CLEAR_SCL)
+    values = {b: arrays[b][0].astype("float64") * SCALE + OFFSET for b in bands}
+    return values, keep, transform
+
+
+def expected_ndvi(day_scenes, aoi, reducer="mean", mask_clouds=True):
+    picked = []
+    for scene in day_scenes:
+        values, keep, _ = usable_pixels(scene, ["red", "nir"], aoi, mask_clouds)
+        ndvi = (values["nir"] - values["red"]) / (values["nir"] + values["red"])
+        picked.append(ndvi[keep & np.isfinite(ndvi)])
+    v = np.concatenate(picked)
+    if reducer == "count":
+        return float(v.size), v.size
+    return (float(getattr(np, reducer)(v)) if v.size else None), v.size
+
+
+def run_time_series(session, aoi, **arguments):
+    """The time_series tool's result, made as the tool makes it (Session, save CSV and chart)."""
+    from stac_gdal_mcp.processing import series
+
+    frame = session.time_series(aoi, **arguments)
+    return series.result(frame, session.save(frame), session.save(frame, format="png"))
+
+
+def run_composite(session, aoi, **arguments):
+    """The composite tool's result, made as the tool makes it (Session, save the COG)."""
+    from stac_gdal_mcp.processing import composite
+
+    array = session.composite(aoi, **arguments)
+    return composite.result(array, session.save(array))
