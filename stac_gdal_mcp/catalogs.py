@@ -593,7 +593,7 @@ class Catalogs:
         if catalog_id == "workspace" and all(c.id != "workspace" for c in self.settings.catalogs):
             from .workspace_catalog import open_workspace_catalog  # the outputs, as a catalog
 
-            return open_workspace_catalog(self)
+            return open_workspace_catalog(self, LocalCatalog)
         config = self.settings.catalog(catalog_id)
         with self._lock:
             if config.id not in self._open:
@@ -634,5 +634,5 @@ class Catalogs:
         if all(c.id != "workspace" for c in self.settings.catalogs):
             from .workspace_catalog import workspace_info
 
-            out.append(workspace_info(self.settings))
+            out.append(workspace_info(self.settings, self.get("workspace").features))
         return out

@@ -7,15 +7,17 @@
 Items are the output records (`records/<output_id>.json`, written by the output store) with
 what a static catalog needs added: `collection`, `root`/`parent`/`collection` links (relative:
 the catalog is self-contained and can be copied or opened by any STAC tool), asset hrefs
-relative to the item (`../../../outputs/<file>`), and the record's `stac-gdal://` self link
-kept as an `alternate` link. An output whose sources had no time at all gets its record's
+relative to the item (`../../../outputs/<file>`), and the record's self link (the server's
+resource URI for it) kept as an `alternate` link. An output whose sources had no time at all gets its record's
 `created` time as `datetime` (STAC needs one). Collections carry the spatial and temporal
 extent of their items.
 
 The records stay the truth; this catalog is derived from them. `refresh(settings)` rewrites it
 (files whose content did not change are not touched; those of deleted outputs are removed);
-`WorkspaceCatalog` - the catalog `Catalogs.get("workspace")` returns - refreshes it whenever
-the records folder changed since it last looked, so a search always sees every output.
+the catalog `Catalogs.get("workspace")` returns (`open_workspace_catalog`: a local catalog with
+`Refreshing` mixed in) refreshes it whenever the records folder changed since it last looked, so
+a search always sees every output. (The local catalog class is handed in by `catalogs.py`, so
+that this module does not import it back.)
 Nothing is read or written through a symbolic link.
 """
 
@@ -29,7 +31,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .catalogs import LocalCatalog
 from .errors import AccessDenied
 from .models import CatalogInfo
 from .settings import CatalogConfig, Settings
@@ -126,7 +127,7 @@ def _item(record: dict, operation: str, workspace: Path, item_dir: Path) -> dict
     links = []
     for link in item.get("links") or []:
         if link.get("rel") == "self":
-            links.append({**link, "rel": "alternate", "title": "the output record, as an MCP resource"})
+            links.append({**link, "rel": "alternate", "title": "the output record (the server's resource)"})
         elif link.get("rel") not in ("root", "parent", "collection"):
             links.append(link)
     to_root = os.path.relpath(workspace / "catalog.json", item_dir)
@@ -245,12 +246,13 @@ def refresh(settings: Settings) -> Path:
     return catalog
 
 
-class WorkspaceCatalog(LocalCatalog):
-    """The workspace as a local catalog, refreshed from the records whenever they changed."""
+class Refreshing:
+    """Mixed into the local catalog class: `data` refreshes the files first when the records
+    changed, then reloads them."""
 
-    def __init__(self, settings: Settings):
-        workspace = Path(settings.workspace).expanduser().resolve()
-        super().__init__(CatalogConfig(id=WORKSPACE, title=TITLE, path=workspace / "catalog.json"))
+    settings: Settings
+
+    def _start_refreshing(self, settings: Settings) -> None:
         self.settings = settings
         self._seen: tuple | None = None
         self._refresh_lock = threading.Lock()
@@ -267,22 +269,33 @@ class WorkspaceCatalog(LocalCatalog):
         return super().data
 
 
-def open_workspace_catalog(catalogs: Any) -> WorkspaceCatalog:
-    """The one WorkspaceCatalog of a `Catalogs` (kept with its other open catalogs)."""
+_CLASSES: dict[type, type] = {}
+
+
+def workspace_config(settings: Settings) -> CatalogConfig:
+    workspace = Path(settings.workspace).expanduser().resolve()
+    return CatalogConfig(id=WORKSPACE, title=TITLE, path=workspace / "catalog.json")
+
+
+def open_workspace_catalog(catalogs: Any, local_catalog_class: type) -> Any:
+    """The one workspace catalog of a `Catalogs` (kept with its other open catalogs): an instance
+    of `local_catalog_class` (catalogs.LocalCatalog) with `Refreshing` mixed in."""
     with catalogs._lock:
+        cls = _CLASSES.get(local_catalog_class)
+        if cls is None:
+            cls = _CLASSES[local_catalog_class] = type(
+                "WorkspaceCatalog", (Refreshing, local_catalog_class), {}
+            )
         found = catalogs._open.get(WORKSPACE)
-        if not isinstance(found, WorkspaceCatalog):
-            found = catalogs._open[WORKSPACE] = WorkspaceCatalog(catalogs.settings)
+        if not isinstance(found, cls):
+            found = cls(workspace_config(catalogs.settings))
+            found._start_refreshing(catalogs.settings)
+            catalogs._open[WORKSPACE] = found
         return found
 
 
-def workspace_info(settings: Settings) -> CatalogInfo:
-    """The workspace catalog's line in list_catalogs."""
-    workspace = Path(settings.workspace).expanduser().resolve()
+def workspace_info(settings: Settings, features: Any = None) -> CatalogInfo:
+    """The workspace catalog's line in list_catalogs (`features`: a local catalog's)."""
     return CatalogInfo(
-        id=WORKSPACE,
-        title=TITLE,
-        path=str(workspace / "catalog.json"),
-        kind="local",
-        features=WorkspaceCatalog(settings).features,
+        id=WORKSPACE, title=TITLE, path=str(workspace_config(settings).path), kind="local", features=features
     )

@@ -231,7 +231,12 @@ async def search_all(client, limit, **args):
         call = (
             {**args, "limit": limit}
             if cursor is None
-            else {"catalog": args["catalog"], "cursor": cursor, "limit": limit}
+            else {
+                "catalog": args["catalog"],
+                "cursor": cursor,
+                "limit": limit,
+                "detail": args.get("detail", "summary"),
+            }
         )
         page = (await client.call_tool("search_items", call)).structured_content
         pages.append(page)
@@ -290,6 +295,29 @@ async def test_paging_has_no_gaps_and_no_duplicates(build, settings, limit):
     assert all(p["returned"] == limit for p in pages[:-1])
     check_against(items, want)
     assert [(i["catalog"], i["id"]) for i in items] == [(i["catalog"], i["id"]) for i in whole["items"]]
+
+
+async def test_full_items_are_capped_by_max_result_bytes_and_page_on(build, make_settings, apis):
+    es, pc = apis
+    settings = make_settings(
+        builtin_catalogs=False,
+        catalogs=[
+            {"id": "earth-search", "url": es.url},
+            {"id": "planetary-computer", "url": pc.url},
+            {"id": "usgs-landsat", "url": pc.url},
+        ],
+        default_catalog="earth-search",
+        limits={"max_result_bytes": 20000},
+    )
+    start, end = (datetime.fromisoformat(t.replace("Z", "+00:00")) for t in WINDOW.split("/"))
+    want = expected(BBOX, start, end, MAX_CLOUD)
+    async with Client(build(settings)) as client:
+        items, pages = await search_all(client, 10, catalog=CATALOGS, detail="full", **ARGS)
+    assert all(0 < p["returned"] < 10 for p in pages[:-1])
+    assert any("max_result_bytes" in n for n in pages[0]["notes"])
+    summaries = [{**i, "datetime": i["properties"]["datetime"]} for i in items]
+    check_against(summaries, want)
+    assert all(i["type"] == "Feature" and i["assets"] for i in items)
 
 
 async def test_other_sort_and_star(build, settings):

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from ..catalogs import ResultBudget
 from ..errors import (
     CollectionNotFound,
     InvalidArgument,
@@ -62,9 +63,9 @@ from .summaries import item_summary
 if TYPE_CHECKING:
     from ..core import Core
 
-MAX_SEEN = 2000  # acquisitions remembered for de-duplication when the sort is not by datetime
+MAX_SEEN = 300  # acquisitions remembered for de-duplication when the sort is not by datetime
 DEFAULT_SORTBY = [{"field": "datetime", "direction": "desc"}]
-_QUIET_NOTES = ("continuing from cursor", "no items matched", "limit ")
+_QUIET_NOTES = ("continuing from cursor", "no items matched", "limit ", "detail='full' answers are capped")
 
 
 class CatalogCount(Model):
@@ -315,7 +316,9 @@ class _Federation:
                 "(sort by datetime for exact de-duplication)"
             )
 
-    def run(self, limit: int) -> list[tuple[dict, Stream, list[dict]]]:
+    def run(self, limit: int, budget: ResultBudget | None = None) -> list[tuple[dict, Stream, list[dict]]]:
+        """Up to `limit` items in merged order, each with its copies; stops early when the next
+        item would not fit `budget` (detail="full")."""
         out: list[tuple[dict, Stream, list[dict]]] = []
         compare = functools.cmp_to_key(functools.partial(order, self.sortby))
         self.fill({s.index: limit for s in self.streams if s.head() is None})
@@ -327,12 +330,17 @@ class _Federation:
             if not heads:
                 break
             stream = self.streams[min(heads, key=compare)[1]]
-            item = stream.pop()
+            item = stream.head()
             facts = Facts.of(item, stream.index)
             if self._seen_match(facts):
+                stream.pop()
                 stream.duplicates += 1
                 self._prune(facts.t)
                 continue
+            if budget is not None and not budget.take(item):
+                self._note(budget.note)
+                break
+            stream.pop()
             if self.by_datetime and facts.t is not None:
                 for _ in range(1000):  # read the others past this item's time window
                     short = [s for s in self.streams if s is not stream and not self._window_ok(s, facts.t)]
@@ -457,7 +465,8 @@ def federated_search(
     failed_before = {s.index for s in streams if s.error is not None}
     federation = _Federation(core, streams, search, seen)
     try:
-        picked = federation.run(limit)
+        budget = ResultBudget(settings.limits.max_result_bytes) if detail == "full" else None
+        picked = federation.run(limit, budget)
     finally:
         federation.close()
     notes += federation.notes
@@ -510,6 +519,11 @@ def federated_search(
             "notes": kept,
         }
         next_cursor = core.cursors.encode("items", label, state)
+        if len(next_cursor) > cur.MAX_CURSOR_CHARS:  # keep it a cursor decode accepts
+            notes.append("de-duplication across pages remembers fewer acquisitions (the cursor is full)")
+        while len(next_cursor) > cur.MAX_CURSOR_CHARS and state["seen"]:
+            state["seen"] = state["seen"][len(state["seen"]) // 2 + 1 :]
+            next_cursor = core.cursors.encode("items", label, state)
     return FederatedSearchResult(
         items=items,
         returned=len(items),
