@@ -201,6 +201,9 @@ class ExternalServerConfig(BaseModel):
     trusted: bool = False
     tools: list[str] | None = None
     max_result_bytes: int = Field(256 * 1024, ge=1024)
+    # list_extensions and the log show the program name and the number of arguments; true shows
+    # the arguments too (declare them safe: no secrets in `cmd`)
+    show_args: bool = False
 
     def child_env(self, environ: dict[str, str] | None = None) -> dict[str, str]:
         """The child's whole environment: CHILD_ENV_VARS from ours, plus `env` (``env:NAME`` values

@@ -4,16 +4,19 @@ keep its session, and report what happened to it.
 Each server runs as a child process that we talk to over its stdin/stdout. It is started once, at
 startup, on the extension host's event loop (see host.py) and kept for the life of the server.
 A server that fails to start or dies is not restarted: its tools answer with a clear error and
-list_extensions shows why. Its stderr goes to a temporary file whose last lines (redacted) are
-quoted when it fails.
+list_extensions shows why. Its stderr goes through a pipe into a ring buffer in memory (the last
+STDERR_KEEP bytes; nothing on disk, however much it writes), whose last lines (redacted) are quoted
+when it fails. list_extensions and the log show the program's name and its number of arguments,
+not the arguments (they may hold secrets), unless the entry sets `show_args = true`.
 """
 
+import contextlib
 import logging
 import os
 import re
 import shutil
 import sys
-import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +30,7 @@ log = logging.getLogger("stac_gdal_mcp.server.extensions")
 
 NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 KNOWN_KEYS = set(ExternalServerConfig.model_fields)
+STDERR_KEEP = 64 * 1024  # bytes of a child's stderr kept in memory (the most recent)
 
 
 @dataclass
@@ -45,8 +49,16 @@ class LaunchSpec:
 
     @property
     def shown(self) -> str:
-        """The command line as logs and list_extensions show it."""
-        return redact_argv(self.argv, self.secrets)
+        """The command as logs and list_extensions show it: the program's name and the number
+        of its arguments (a script: its file name), or - with `show_args` - the whole command
+        line with secrets masked. Never the folders it lives in."""
+        if self.config.show_args:
+            return redact_argv(self.argv, self.secrets)
+        if self.config.script is not None:
+            return f"script {Path(self.config.script).name}"
+        count = len(self.argv) - 1
+        hidden = f" ({count} argument{'s' if count != 1 else ''} not shown)" if count else ""
+        return f"{Path(self.argv[0]).name}{hidden}"
 
 
 def launch_spec(config: ExternalServerConfig, environ: dict[str, str] | None = None) -> LaunchSpec:
@@ -142,9 +154,7 @@ class ExternalServer:
             [],
             [],
         )  # tool names, resource URIs, prompts
-        fd, stderr_path = tempfile.mkstemp(prefix=f"stac-gdal-mcp-{spec.name}-", suffix=".stderr")
-        os.close(fd)
-        self.stderr_path = Path(stderr_path)
+        self.stderr = StderrRing(STDERR_KEEP)
 
     @property
     def name(self) -> str:
@@ -178,7 +188,7 @@ class ExternalServer:
             env=spec.env,
             cwd=spec.cwd,
             keep_alive=False,
-            log_file=self.stderr_path,
+            log_file=self.stderr.open_writer(),
         )
         # Requests are timed by `request` (anyio.fail_after), so the client sets no timeout of its own.
         self.client = Client(transport, name="stac-gdal-mcp", init_timeout=self.timeout_s)
@@ -283,19 +293,12 @@ class ExternalServer:
         log.warning("external server %s skipped: %s", self.name, self.error)
 
     def _stderr_size(self) -> int:
-        try:
-            return self.stderr_path.stat().st_size
-        except OSError:
-            return 0
+        return self.stderr.total
 
     def _stderr_tail(self, since: int = 0, lines: int = 3) -> str:
         """The last lines the child wrote to stderr after byte `since`, redacted, on one line."""
-        try:
-            with open(self.stderr_path, "rb") as f:
-                f.seek(max(since, self._stderr_size() - 4096))
-                text = f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
+        self.stderr.settle()
+        text = self.stderr.since(max(since, self.stderr.total - 4096)).decode("utf-8", "replace")
         tail = [" ".join(line.split()) for line in text.splitlines()]
         tail = [line for line in tail if line.strip(" │╭╮╰╯─❱")][-lines:]
         return f" (its stderr ended with: {self.redact(' | '.join(tail))})" if tail else ""
@@ -312,7 +315,7 @@ class ExternalServer:
         if self.status == "running":
             self.status = "stopped"
         await self._close_client()
-        self.stderr_path.unlink(missing_ok=True)
+        self.stderr.close()
 
     def info(self) -> ExtensionInfo:
         """What list_extensions shows (`exposed` is set when its components are mounted)."""
@@ -329,6 +332,66 @@ class ExternalServer:
             prompts=prompts,
             trusted=self.spec.config.trusted,
         )
+
+
+class StderrRing:
+    """A child's stderr: the write end of a pipe for the child, and a thread that reads the other
+    end into memory, keeping the last `keep` bytes. `total` counts every byte ever written."""
+
+    def __init__(self, keep: int):
+        self.keep = keep
+        self.total = 0
+        self._buffer = bytearray()
+        self._lock = threading.Lock()
+        self._writer = None
+        self._reader: threading.Thread | None = None
+        self._read_fd: int | None = None
+
+    def open_writer(self):
+        """A file object on the pipe's write end, for the child's stderr (opened once)."""
+        if self._writer is None:
+            read_fd, write_fd = os.pipe()
+            self._read_fd = read_fd
+            self._writer = os.fdopen(write_fd, "w", encoding="utf-8", errors="replace")
+            self._reader = threading.Thread(target=self._drain, name="external-stderr", daemon=True)
+            self._reader.start()
+        return self._writer
+
+    def _drain(self) -> None:
+        fd = self._read_fd
+        try:
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    return
+                with self._lock:
+                    self.total += len(chunk)
+                    self._buffer += chunk
+                    if len(self._buffer) > self.keep:
+                        del self._buffer[: len(self._buffer) - self.keep]
+        except OSError:
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def settle(self, seconds: float = 0.2) -> None:
+        """Give the reader a moment to take in what a child that just failed wrote."""
+        if self._reader is not None and self._reader.is_alive():
+            self._reader.join(timeout=seconds)
+
+    def since(self, position: int) -> bytes:
+        """The bytes written after `position` that are still kept."""
+        with self._lock:
+            start = max(0, len(self._buffer) - (self.total - position))
+            return bytes(self._buffer[start:])
+
+    def close(self) -> None:
+        """Close our write end: the reader ends when the child's end closes too."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(OSError):
+                writer.close()
 
 
 def _describe(exc: BaseException) -> str:
