@@ -8,17 +8,17 @@ Items are the output records (`records/<output_id>.json`, written by the output 
 what a static catalog needs added: `collection`, `root`/`parent`/`collection` links (relative:
 the catalog is self-contained and can be copied or opened by any STAC tool), asset hrefs
 relative to the item (`../../../outputs/<file>`), and the record's self link (the server's
-resource URI for it) kept as an `alternate` link. An output whose sources had no time at all gets its record's
-`created` time as `datetime` (STAC needs one). Collections carry the spatial and temporal
-extent of their items.
+resource URI for it) kept as an `alternate` link. An output whose sources had no time at all
+gets its record's `created` time as `datetime` (STAC needs one); one without a raster footprint
+(a time-series table or chart) gets its area of interest as geometry, so that a search by place
+finds it. Collections carry the spatial and temporal extent of their items.
 
 The records stay the truth; this catalog is derived from them. `refresh(settings)` rewrites it
 (files whose content did not change are not touched; those of deleted outputs are removed);
 the catalog `Catalogs.get("workspace")` returns (`open_workspace_catalog`: a local catalog with
 `Refreshing` mixed in) refreshes it whenever the records folder changed since it last looked, so
 a search always sees every output. (The local catalog class is handed in by `catalogs.py`, so
-that this module does not import it back.)
-Nothing is read or written through a symbolic link.
+that this module does not import it back.) Nothing is read or written through a symbolic link.
 """
 
 from __future__ import annotations
@@ -113,6 +113,32 @@ def _operation(record: dict) -> str:
     return _slug(str((expression.get("expression") or {}).get("operation") or "output"))
 
 
+def _area_of_interest(props: dict) -> list[float] | None:
+    """The WGS84 bbox of the area an output without a raster footprint (a table, a chart) was
+    made for: its `aoi_bbox`, or the bounds of its `aoi` parameter."""
+    area = props.get("aoi_bbox")
+    if area is None:
+        expression = (props.get("processing:expression") or {}).get("expression") or {}
+        area = (expression.get("parameters") or {}).get("aoi")
+    if isinstance(area, str):
+        try:
+            area = json.loads(area)
+        except ValueError:
+            return None
+    if isinstance(area, dict):
+        from shapely.geometry import shape
+
+        try:
+            area = list(shape(area.get("geometry", area)).bounds)
+        except Exception:  # not a GeoJSON geometry: no footprint
+            return None
+    if isinstance(area, list) and len(area) == 4 and all(isinstance(v, (int, float)) for v in area):
+        w, s, e, n = (float(v) for v in area)
+        if -180 <= w <= e <= 180 and -90 <= s <= n <= 90:
+            return [w, s, e, n]
+    return None
+
+
 def _item(record: dict, operation: str, workspace: Path, item_dir: Path) -> dict:
     item = copy.deepcopy(record)
     item["stac_version"] = item.get("stac_version") or STAC_VERSION
@@ -120,6 +146,15 @@ def _item(record: dict, operation: str, workspace: Path, item_dir: Path) -> dict
     props = item.setdefault("properties", {})
     if not props.get("datetime") and not (props.get("start_datetime") and props.get("end_datetime")):
         props["datetime"] = props.get("created")
+    if not item.get("geometry"):
+        area = _area_of_interest(props)
+        if area is not None:
+            w, s_, e, n = area
+            item["geometry"] = {
+                "type": "Polygon",
+                "coordinates": [[[w, s_], [e, s_], [e, n], [w, n], [w, s_]]],
+            }
+            item["bbox"] = area
     for asset in (item.get("assets") or {}).values():
         href = asset.get("href")
         if isinstance(href, str) and Path(href).is_absolute():

@@ -128,3 +128,28 @@ async def test_deleting_an_output_removes_it_from_the_catalog(build, make_settin
         assert [i["id"] for i in (await call("search_items", catalog="workspace"))["items"]] == [ids[1]]
     assert check_static_catalog(settings.workspace) == [ids[1]]
     assert not (settings.workspace / "stac" / "reproject_asset" / "items" / f"{ids[0]}.json").exists()
+
+
+async def test_a_time_series_table_and_chart_are_found_by_place(build, make_settings):
+    """A CSV and a PNG chart have no raster footprint: the workspace gives them their AOI."""
+    settings = make_settings(default_catalog="sample")
+    polygon = {
+        "type": "Polygon",
+        "coordinates": [[[13.60, 45.92], [13.62, 45.92], [13.62, 45.935], [13.60, 45.935], [13.60, 45.92]]],
+    }
+    async with Client(build(settings)) as client:
+
+        async def call(tool, **args):
+            return (await client.call_tool(tool, args)).structured_content
+
+        series = await call(
+            "time_series", catalog="sample", aoi=polygon, collections=["sentinel-2-l2a"], datetime=JUNE_JULY
+        )
+        made = {series["csv"]["id"], series["chart"]["id"]}
+        here = await call("search_items", catalog="workspace", bbox=[13.61, 45.925, 13.615, 45.93])
+        elsewhere = await call("search_items", catalog="workspace", bbox=[10.0, 40.0, 10.1, 40.1])
+    assert {i["id"] for i in here["items"]} == made
+    assert elsewhere["items"] == []
+    for item in here["items"]:
+        assert item["bbox"] == [13.60, 45.92, 13.62, 45.935]
+    assert sorted(check_static_catalog(settings.workspace)) == sorted(made)
