@@ -66,6 +66,7 @@ def build_server_parts(
 
     from .. import __version__
     from .extensions import install_extensions
+    from .http_guard import install_http_guard
     from .map_app import register_map_app
     from .resources import record_links
     from .tools import analysis, discovery, processing
@@ -84,6 +85,7 @@ def build_server_parts(
         auth=_token_auth(http_token) if http_token else None,
         middleware=[argument_errors_middleware()],
     )
+    install_http_guard(mcp, session.settings)  # Host/Origin checks on every HTTP app (DNS rebinding)
     discovery.register(mcp, session)
     processing.register(mcp, session)
     analysis.register(mcp, session)
