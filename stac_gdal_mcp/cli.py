@@ -33,6 +33,9 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"stac-gdal-mcp: {exc}", file=sys.stderr)
         return 2
     if args.transport == "stdio":
+        from .server.stdio_guard import answer_every_line
+
+        answer_every_line()  # a line that is not a JSON-RPC message gets an error, not silence
         mcp.run(transport="stdio", show_banner=False)
     else:
         mcp.run(transport="http", host=args.host, port=args.port, show_banner=False)
