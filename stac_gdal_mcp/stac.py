@@ -39,6 +39,11 @@ def band_common_names(asset: dict) -> list[str]:
     return names
 
 
+def band_entries(asset: dict) -> list[dict[str, Any]]:
+    """Every band entry of an asset: STAC 1.0 `raster:bands`, then STAC 1.1 `bands`."""
+    return list(asset.get("raster:bands") or []) + list(asset.get("bands") or [])
+
+
 def raster_band(asset: dict) -> dict[str, Any]:
     """The first `raster:bands` entry of an asset (scale, offset, nodata, ...), or {}."""
     return ((asset.get("raster:bands") or [{}])[0]) or {}

@@ -19,15 +19,18 @@ import pytest
 
 from testbed import pgstac_for_pytest, serve_directory
 
-# Fixtures that start services: a test using one (directly or through another fixture) is in the
-# `testbed` lane; `pytest -m "not testbed"` runs the rest, the fast unit lane. Modules and tests
-# that start subprocesses or a browser carry the mark themselves.
+# What starts services: a test using one of these fixtures (directly or through another fixture),
+# or in a module that imports one of the test bed's servers, is in the `testbed` lane;
+# `pytest -m "not testbed"` runs the rest, the fast unit lane. Modules and tests that start
+# subprocesses or a browser carry the mark themselves.
 SERVICES = {"pgstac_api", "cog_server"}
+SERVERS = ("serve_faults", "serve_directory", "serve_mini_api", "pgstac_for_pytest", "start_pgstac")
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if SERVICES & set(getattr(item, "fixturenames", ())):
+        module = getattr(item, "module", None)
+        if SERVICES & set(getattr(item, "fixturenames", ())) or any(hasattr(module, s) for s in SERVERS):
             item.add_marker(pytest.mark.testbed)
 
 

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from ..errors import InvalidArgument, MaskNotFound, NotFound, NotSupported, StacGdalMcpError
 from ..models import Model
-from ..stac import proj_code, raster_band
+from ..stac import band_entries, proj_code, raster_band
 from . import access
 from .masks import MaskSource
 
@@ -147,7 +147,7 @@ def native_resolution(item: dict, asset_key: str) -> float | None:
     transform = _proj_transform(item, asset_key)
     if transform:
         return abs(float(transform[0]))
-    for band in list(asset.get("raster:bands") or []) + list(asset.get("bands") or []):
+    for band in band_entries(asset):
         if band.get("spatial_resolution"):
             return float(band["spatial_resolution"])
     return asset.get("gsd") or props.get("gsd")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import MaskNotFound
+from ..stac import band_entries
 
 CLASSES = ("nodata", "cloud", "shadow", "cirrus", "snow", "water")
 REPORTED = ("cloud", "shadow", "cirrus", "snow", "water", "clear")
@@ -186,7 +187,7 @@ def _category(name: str) -> str | None:
 
 def _with_bands(asset: dict, key: str) -> list:
     found = list(asset.get(key) or [])
-    for band in list(asset.get("raster:bands") or []) + list(asset.get("bands") or []):
+    for band in band_entries(asset):
         found += band.get(key) or []
     return found
 
@@ -251,7 +252,7 @@ class MaskSource:
 
 def asset_nodata(asset: dict) -> float | None:
     """The nodata value declared in `raster:bands` (STAC 1.0) or `bands`/`nodata` (STAC 1.1)."""
-    for band in list(asset.get("raster:bands") or []) + list(asset.get("bands") or []):
+    for band in band_entries(asset):
         if band.get("nodata") is not None:
             return band["nodata"]
     return asset.get("nodata")

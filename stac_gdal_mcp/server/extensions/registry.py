@@ -2,8 +2,9 @@
 
 It adds tools (`add_tool`) and records optional metadata (`add_capability`), and gives access
 to the library: the `Session` the core tools use (`registry.session`), and from it settings,
-catalogs, asset resolution and the output store, so a plugin tool can do what a core tool does. Nothing is added to the server until `register` returns without
-an error and none of the plugin's tool names collide; a plugin is installed whole or not at all.
+catalogs, asset resolution and the output store, so a plugin tool can do what a core tool does.
+Nothing is added to the server until `register` returns without an error and none of the
+plugin's tool names collide; a plugin is installed whole or not at all.
 """
 
 import functools
