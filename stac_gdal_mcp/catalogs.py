@@ -31,6 +31,7 @@ from .errors import (
 )
 from .models import CatalogInfo, SearchFeatures
 from .security import network_policy
+from .security import shown as quoted
 from .settings import CatalogConfig, Settings
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def path_segment(value: str, what: str) -> str:
     for _ in range(3):  # %252e%252e -> %2e%2e -> ..
         decoded = unquote(decoded)
     if decoded in (".", "..") or "/" in decoded or "\\" in decoded or any(ord(c) < 32 for c in decoded):
-        shown = json.dumps(value)[:80]
+        shown = quoted(value, 80)
         raise InvalidArgument(
             f"{what} {shown} is not a valid id: ids have no '/', '\\' or control characters and are not '.' or '..'"
         )

@@ -30,6 +30,14 @@ REMOTE_SCHEMES = ("http", "https", "s3")
 _GDAL_PREFIX = re.compile(r"^(/vsi[a-z0-9_]*/|[A-Za-z0-9_]+:(?!//))", re.IGNORECASE)
 _OUTPUT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
+
+def shown(value, limit: int = 120) -> str:
+    """`value` quoted for a message: on one line (control characters escaped), at most `limit`
+    characters - text from a request never breaks or floods an error line."""
+    text = str(value)
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + "..."
+
+
 # --- which addresses are public ---------------------------------------------------------------
 #
 # The IANA IPv4 and IPv6 Special-Purpose Address Registries (as of 2025), plus multicast. Every
@@ -187,7 +195,7 @@ class NetworkPolicy:
         except (socket.gaierror, UnicodeError, OSError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
             raise Unreachable(
-                f"cannot resolve host '{host}' ({reason}); check the URL and the network"
+                f"cannot resolve host {shown(host)} ({reason}); check the URL and the network"
             ) from None
         for info in infos:
             why = self.refusal(host, port, info[4][0])
@@ -206,18 +214,18 @@ class NetworkPolicy:
             parts = urlsplit(url)
             port = parts.port
         except ValueError as exc:
-            raise InvalidArgument(f"URL is not valid: {exc}") from None
+            raise InvalidArgument(f"URL {shown(url)} is not valid: {exc}") from None
         scheme = parts.scheme.lower()
         if scheme not in REMOTE_SCHEMES:
             raise AccessDenied(
-                f"URL scheme '{scheme or '(none)'}' is not allowed; use http(s):// or s3:// URLs"
+                f"URL scheme {shown(scheme or '(none)', 40)} is not allowed; use http(s):// or s3:// URLs"
             )
         if scheme == "s3":
             if not parts.netloc:
-                raise InvalidArgument(f"s3 URL '{url}' has no bucket")
+                raise InvalidArgument(f"s3 URL {shown(url)} has no bucket")
             return url
         if not parts.hostname:
-            raise InvalidArgument(f"URL '{url}' has no host")
+            raise InvalidArgument(f"URL {shown(url)} has no host")
         if not self.allow_private:
             self.resolve(parts.hostname, port or (443 if scheme == "https" else 80))
         return url
@@ -251,20 +259,25 @@ def check_local_path(path: str | Path, roots: list[Path]) -> Path:
     """Resolve `path` (following `..` and symlinks) and require it to lie inside one of `roots`."""
     text = str(path)
     if text.lower().startswith("file:") or _GDAL_PREFIX.match(text):
-        raise AccessDenied(f"'{text}' is not allowed: give an http(s)/s3 URL or a path inside the workspace")
+        raise AccessDenied(
+            f"{shown(text)} is not allowed: give an http(s)/s3 URL or a path inside the workspace"
+        )
     resolved = Path(text).expanduser().resolve()
     for root in roots:
         root = root.resolve()
         if resolved == root or root in resolved.parents:
             return resolved
-    allowed = ", ".join(str(r) for r in roots) or "(none)"
-    raise AccessDenied(f"path '{text}' is outside the allowed folders ({allowed})")
+    # (the folders are not named: messages show no server paths)
+    raise AccessDenied(
+        f"path {shown(text)} is outside the allowed folders (the workspace, local catalogs' folders); "
+        "give a path inside the workspace, or an http(s)/s3 URL"
+    )
 
 
 def check_output_name(name: str) -> str:
     """An output name is one plain file name: letters, digits, '.', '_' and '-'."""
     if not _OUTPUT_NAME.match(name or "") or name in (".", "..") or ".." in name:
         raise InvalidArgument(
-            f"output_name '{name}' is not allowed: use 1-128 letters, digits, '.', '_' or '-' (no folders)"
+            f"output_name {shown(name)} is not allowed: use 1-128 letters, digits, '.', '_' or '-' (no folders)"
         )
     return name

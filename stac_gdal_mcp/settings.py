@@ -270,7 +270,8 @@ class Settings(BaseSettings):
             if c.id == cid:
                 return c
         raise CatalogNotFound(
-            f"unknown catalog '{cid}'; configured catalogs: {', '.join(c.id for c in self.catalogs)}"
+            f"unknown catalog {str(cid)[:80]!r}; "
+            f"configured catalogs: {', '.join(c.id for c in self.catalogs)}"
         )
 
     @classmethod

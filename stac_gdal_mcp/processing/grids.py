@@ -173,10 +173,9 @@ def _instead(pj) -> str:
 
 def _shown(text: str) -> str:
     """`text` quoted on one short line, for messages."""
-    import json
+    from ..security import shown
 
-    one_line = " ".join(text.split())
-    return json.dumps(one_line if len(one_line) <= 60 else one_line[:57] + "...")
+    return shown(" ".join(text.split()), 60)
 
 
 def parse_resampling(name: str):
