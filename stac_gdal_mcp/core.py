@@ -12,16 +12,18 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from .catalogs import Catalogs
+from .discovery.cursors import Cursors
 from .settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from .discovery.cursors import Cursors
     from .outputs import OutputStore
 
 
 class Core:
     def __init__(self, settings: Settings | None = None):
         self.settings = settings or load_settings()
+        # made here, not on first use: two threads must never sign with two different keys
+        self.cursors: Cursors = Cursors()
 
     @cached_property
     def catalogs(self) -> Catalogs:
@@ -32,13 +34,6 @@ class Core:
         from .outputs import OutputStore
 
         return OutputStore(self.settings)
-
-    @cached_property
-    def cursors(self) -> Cursors:
-        """Signs and checks paging cursors; its key is random, so cursors are this Core's own."""
-        from .discovery.cursors import Cursors
-
-        return Cursors()
 
     def close(self) -> None:
         """Release what was opened (the output store's claim on the workspace)."""
