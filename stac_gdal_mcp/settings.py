@@ -50,6 +50,11 @@ class CatalogConfig(BaseModel):
     url: str | None = None
     path: Path | None = None
     signing: Literal["planetary-computer"] | None = None
+    # signing = "planetary-computer": the SAS token endpoint (default: the planetary-computer
+    # package's, PC_SDK_SAS_URL) and the hosts whose asset hrefs are signed ("." + a domain
+    # suffix, or a host name; default [".blob.core.windows.net"]). See signing.py.
+    sas_url: str | None = None
+    signed_hosts: list[str] | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     requester_pays: bool = False
 

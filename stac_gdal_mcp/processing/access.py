@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 from ..errors import AssetNotFound, AssetUnreadable, InvalidArgument, LimitExceeded, ProcessingFailed
@@ -147,6 +147,27 @@ class AssetSource:
     collection_id: str | None = None
     item_id: str | None = None
     requester_pays: bool = False
+    # signs the href at read time (a catalog with signing, see signing.py); None: gdal_path as is
+    signer: Any = field(default=None, repr=False, compare=False)
+
+    def signed_path(self) -> str:
+        """The path GDAL opens now: `gdal_path`, or for a signing catalog's href the same href
+        signed with the token cached for its container (renewed shortly before it expires)."""
+        if self.signer is None or not self.gdal_path.startswith("/vsicurl/"):
+            return self.gdal_path
+        return "/vsicurl/" + self.signer.sign(self.gdal_path[len("/vsicurl/") :])
+
+    def renew_signature(self, failed_path: str, failure: ReadFailure) -> bool:
+        """After a failed read of `failed_path`: when the server refused its signature (HTTP 403)
+        or its token has expired meanwhile, get a new token (one per old token, shared by
+        concurrent readers) and say so; False otherwise (not signed, or not the signature)."""
+        if self.signer is None or not failed_path.startswith("/vsicurl/"):
+            return False
+        href = failed_path[len("/vsicurl/") :]
+        if not self.signer.should_renew(href, _refused(failure)):
+            return False
+        self.signer.renew(href)
+        return True
 
     @property
     def asset(self) -> dict:
@@ -194,7 +215,12 @@ class AssetSource:
 
     def scrub(self, text: str) -> str:
         """`text` (a GDAL message) with the signed path replaced by the unsigned href."""
-        return text.replace(self.gdal_path, self.href_unsigned)
+        text = text.replace(self.gdal_path, self.href_unsigned)
+        if self.signer is not None:  # paths signed at read time carry other tokens
+            base = re.escape(self.href_unsigned.split("?", 1)[0])
+            text = re.sub(rf"(/vsicurl/)?{base}(\?[^\s'\"]*)?", lambda _: self.href_unsigned, text)
+            text = re.sub(r"\?[^\s'\"?]*\bsig=[^\s'\",]*", "", text)  # GDAL quotes file names too
+        return text
 
 
 def local_roots(core: Core) -> list[Path]:
@@ -227,6 +253,9 @@ def asset_source(core: Core, item: dict, asset: str, *, catalog: str | None = No
     if "://" not in href and not href.startswith("/") and self_href:
         href = urljoin(self_href, href)
     config = core.settings.catalog(catalog)
+    from ..signing import signer_for
+
+    signer = signer_for(config, core.settings)
     return AssetSource(
         gdal_path=gdal_path_for(href, core),
         href_unsigned=unsigned_href(href),
@@ -236,6 +265,7 @@ def asset_source(core: Core, item: dict, asset: str, *, catalog: str | None = No
         collection_id=item.get("collection"),
         item_id=item.get("id"),
         requester_pays=config.requester_pays,
+        signer=signer if signer is not None and signer.applies(href) else None,
     )
 
 
@@ -337,16 +367,24 @@ def open_raster(
     drivers = [first] if first else list(ALLOWED_DRIVERS)
     with rasterio.Env(**{**gdal_env(settings, requester_pays=source.requester_pays), **(env or {})}):
         src, errors = None, []
+        path, renewed = source.signed_path(), False
         for driver in drivers:
-            with capture_gdal_messages() as messages:
-                try:
-                    # (passing overview_level=None would hide the overviews: only pass a level)
-                    extra = {} if overview_level is None else {"overview_level": overview_level}
-                    src = rasterio.open(source.gdal_path, driver=driver, **extra)
-                    break
-                except RasterioError as exc:
-                    errors.append(gdal_message(exc, source))
-                    failure = diagnose(messages, exc, settings)
+            while True:
+                with capture_gdal_messages() as messages:
+                    try:
+                        # (passing overview_level=None would hide the overviews: only pass a level)
+                        extra = {} if overview_level is None else {"overview_level": overview_level}
+                        src = rasterio.open(path, driver=driver, **extra)
+                        break
+                    except RasterioError as exc:
+                        errors.append(gdal_message(exc, source))
+                        failure = diagnose(messages, exc, settings)
+                if not renewed and source.renew_signature(path, failure):  # an expired token
+                    path, renewed = source.signed_path(), True
+                    continue
+                break
+            if src is not None:
+                break
             if is_transfer_failure(failure):
                 raise read_failed(source, failure, "opening")
             if "not recognized as being in a supported file format" not in errors[-1]:
@@ -355,6 +393,11 @@ def open_raster(
             raise AssetUnreadable(_open_failure(source, errors[-1]))
         with src:
             yield src
+
+
+def _refused(failure: ReadFailure) -> bool:
+    """HTTP 403: for a signed href, an expired (or revoked) signature."""
+    return failure.reason.startswith("the server answered HTTP 403")
 
 
 def is_transfer_failure(failure: ReadFailure) -> bool:
@@ -432,8 +475,9 @@ def capture_gdal_messages() -> Iterator[list[str]]:
     try:
         yield messages
     finally:
-        stack.remove(messages)
-        if stack and stack[-1] is not messages:
+        # by identity: list.remove compares contents, and two captures may hold equal lists
+        del stack[max(i for i, m in enumerate(stack) if m is messages)]
+        if stack:
             stack[-1].extend(messages)  # an outer capture sees them too
 
 
@@ -515,16 +559,27 @@ class Reader:
         from rasterio.errors import RasterioError
 
         attempts = 1 + max(0, int(self.settings.network.max_retries))
-        for attempt in range(attempts):
+        attempt, renewed = 0, False
+        while True:
             with capture_gdal_messages() as messages:
                 try:
                     return fn(self.src)
                 except (RasterioError, CPLE_BaseError) as exc:
                     failure = diagnose(messages, exc, self.settings)
+            path = self.src.name
+            if not renewed and self.source.renew_signature(path, failure):
+                # the signature expired during the job: a new token, once, on a fresh dataset
+                log.info(
+                    "%s %s: signature refused or expired, signing it again", doing, self.source.href_unsigned
+                )
+                renewed = True
+                self._open()
+                continue
             log.warning("%s %s failed: %s", doing, self.source.href_unsigned, failure.reason)
             if not failure.retryable or attempt == attempts - 1:
                 raise read_failed(self.source, failure, doing) from None
             delay = min(0.5 * 2**attempt, 4.0)
+            attempt += 1
             if self.job is not None:
                 self.job.sleep(delay)
             else:
@@ -533,9 +588,8 @@ class Reader:
             from .gdal_calls import forget_remote_file
 
             self._stack.close()
-            forget_remote_file(self.source.gdal_path)
+            forget_remote_file(path)
             self._open()
-        raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager

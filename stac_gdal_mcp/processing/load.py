@@ -252,8 +252,19 @@ def load_stack(core, stack: Stack, gbox, inside, *, gdal_options: dict | None = 
         **(gdal_options or {}),
     }  # dask runs the reads in parallel
     items = [pystac.Item.from_dict(i, migrate=False) for i in stack.items]
+    from ..signing import odc_driver
+
+    driver = odc_driver(core.settings, stack.items)  # signs hrefs per read (None: nothing to sign)
     with rasterio.Env(**env):  # captured by odc-stac into the graph: applied on every worker
-        ds = load(items, bands=keys, geobox=gbox, groupby="solar_day", chunks=chunks, resampling="nearest")
+        ds = load(
+            items,
+            bands=keys,
+            geobox=gbox,
+            groupby="solar_day",
+            chunks=chunks,
+            resampling="nearest",
+            driver=driver,
+        )
     lon = gbox.extent.centroid.to_crs("EPSG:4326").points[0][0]
     days = solar_days(stack.items, lon)
     times = [np.datetime64(t, "ns") for _, t, _ in days]
