@@ -191,7 +191,7 @@ async def test_plugin_versus_external_server_collision_names_both(build, tmp_pat
     assert listed["echo"]["status"] == "failed"
     plugin_file = PLUGINS / "external_collide" / "claims_echo.py"
     assert listed["echo"]["error"].startswith(
-        f"tool 'echo_echo' of external server 'echo' ({sys.executable} {ECHO_SERVER}) collides with "
+        f"tool 'echo_echo' of external server 'echo' (script {ECHO_SERVER.name}) collides with "
         f"'echo_echo' of plugin 'claims_echo' (file {plugin_file})"
     )
     assert "echo_environment" not in names
