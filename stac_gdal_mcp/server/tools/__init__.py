@@ -6,6 +6,7 @@ docstrings are written for an agent. Core errors become tool errors once, throug
 (see errors.py: one log line per error).
 """
 
+from ..schemas import compact_tool
 from .errors import core_errors
 
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True}
@@ -21,7 +22,9 @@ def tool(mcp, annotations, **kwargs):
     """`@tool(mcp, READ_ONLY)`: register a tool whose core errors become tool errors."""
 
     def decorate(fn):
-        return mcp.tool(core_errors(fn), annotations=annotations, **kwargs)
+        registered = mcp.tool(core_errors(fn), annotations=annotations, **kwargs)
+        compact_tool(mcp, kwargs.get("name") or fn.__name__)  # small listed schemas (server/schemas.py)
+        return registered
 
     return decorate
 
