@@ -431,7 +431,7 @@ class RemoteCatalog:
             return self.request(url)
         except NotFound:
             raise CollectionNotFound(
-                f"collection '{collection_id}' not found in catalog '{self.id}'; "
+                f"collection {quoted(collection_id, 80)} not found in catalog '{self.id}'; "
                 "use list_collections to see what it has"
             ) from None
 
@@ -442,17 +442,23 @@ class RemoteCatalog:
             item = self.request(url)
         except NotFound:
             raise ItemNotFound(
-                f"item '{item_id}' not found in collection '{collection_id}' of catalog '{self.id}'"
+                f"item {quoted(item_id, 80)} not found in collection {quoted(collection_id, 80)} "
+                f"of catalog '{self.id}'"
             ) from None
         return self.sign(item)
 
     def sign(self, item: dict) -> dict:
-        """Sign asset hrefs where the catalog needs it (Planetary Computer SAS tokens, cached per
-        container; processing signs again at read time, see signing.py)."""
-        from .signing import signer_for
+        """Sign asset hrefs where the catalog needs it (Planetary Computer SAS tokens)."""
+        if self.config.signing == "planetary-computer":
+            import planetary_computer
 
-        signer = signer_for(self.config, self.settings)
-        return item if signer is None else signer.sign_item(item)
+            try:
+                return planetary_computer.sign(item)
+            except Exception as exc:
+                raise CatalogUnavailable(
+                    f"could not sign asset hrefs with Planetary Computer SAS tokens: {_short(str(exc))}"
+                ) from None
+        return item
 
 
 class LocalCatalog:
@@ -510,7 +516,7 @@ class LocalCatalog:
             return self.collections[collection_id]
         except KeyError:
             raise CollectionNotFound(
-                f"collection '{collection_id}' not found in catalog '{self.id}'; "
+                f"collection {quoted(collection_id, 80)} not found in catalog '{self.id}'; "
                 f"it has: {', '.join(self.collections) or '(none)'}"
             ) from None
 
@@ -520,7 +526,8 @@ class LocalCatalog:
             if item.get("collection") == collection_id and item["id"] == item_id:
                 return item
         raise ItemNotFound(
-            f"item '{item_id}' not found in collection '{collection_id}' of catalog '{self.id}'"
+            f"item {quoted(item_id, 80)} not found in collection {quoted(collection_id, 80)} "
+            f"of catalog '{self.id}'"
         )
 
     def sign(self, item: dict) -> dict:

@@ -262,7 +262,14 @@ def check_local_path(path: str | Path, roots: list[Path]) -> Path:
         raise AccessDenied(
             f"{shown(text)} is not allowed: give an http(s)/s3 URL or a path inside the workspace"
         )
-    resolved = Path(text).expanduser().resolve()
+    if "\x00" in text:
+        raise InvalidArgument(f"path {shown(text)} contains a NUL character")
+    try:
+        resolved = Path(text).expanduser().resolve()
+    except (RuntimeError, OSError, ValueError):  # "~nosuchuser", a name too long, a loop
+        raise AccessDenied(
+            f"path {shown(text)} cannot be resolved; give a path inside the workspace, or an http(s)/s3 URL"
+        ) from None
     for root in roots:
         root = root.resolve()
         if resolved == root or root in resolved.parents:

@@ -190,7 +190,7 @@ def _fuzz(harness: Harness, name: str, examples: int) -> dict[str, list[str]]:
         suppress_health_check=list(HealthCheck),
         derandomize=examples <= QUICK_EXAMPLES,  # the quick lane is the same every run
     )
-    @given(from_schema(tool.inputSchema))
+    @given(from_schema(getattr(tool, "input_schema", None) or tool.inputSchema))
     def call(arguments):
         shown = json.dumps(arguments, default=str)[:300]
         try:
