@@ -85,7 +85,7 @@ def compute(core, job: Job, *arrays):
         raise
     except Exception as exc:
         log.debug("load failed", exc_info=True)
-        raise AssetUnreadable(f"loading the items failed: {_clean(exc)}") from None
+        raise AssetUnreadable(f"loading the items failed: {_clean(_reason(exc, core.settings))}") from None
 
 
 def compute_each(core, job: Job, parts: dict[Any, tuple]) -> tuple[dict[Any, tuple], dict[Any, str]]:
@@ -151,7 +151,22 @@ class _Progress:
         return self.callback.__exit__(*exc)
 
 
-def _clean(exc: BaseException) -> str:
+def _reason(exc: BaseException, settings) -> str:
+    """Why a load failed, in words: GDAL's messages travel as the exception's causes (rasterio's
+    "Read failed. See previous exception" is raised from the CPLE error that says why)."""
+    from .access import diagnose
+
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 10:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    messages = [str(e) for e in chain[1:]]
+    if not messages:
+        return str(exc)
+    return diagnose(messages, exc, settings).reason
+
+
+def _clean(exc: BaseException | str) -> str:
     """A one-line error without credentials in URLs."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return re.sub(r"(https?://[^\s?'\"]+)\?[^\s'\"]*", r"\1", text)[:500]

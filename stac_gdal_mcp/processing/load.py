@@ -63,6 +63,30 @@ class GridInfo(Model):
     aoi_pixels: int
 
 
+class FailedItem(Model):
+    item_id: str
+    error: str = Field(description="why its pixels could not be read (its solar day was left out)")
+
+
+def failed_note(failed: list[FailedItem], what: str) -> str:
+    """The note of a result some items of which could not be read."""
+    ids = ", ".join(f.item_id for f in failed[:5]) + (", ..." if len(failed) > 5 else "")
+    return f"{len(failed)} items could not be read ({ids}; see failed_items): {what}"
+
+
+def failed_error(failed: list[FailedItem]):
+    """The error when no item at all could be read."""
+    from ..errors import AssetUnreadable
+
+    return AssetUnreadable(f"none of the {len(failed)} items could be read: {failed[0].error}")
+
+
+def sources_read(prep, failed: list[FailedItem]) -> list:
+    """The prepared load's sources without those of items that could not be read."""
+    bad = {f.item_id for f in failed}
+    return [s for s in prep.sources if s.item_id not in bad]
+
+
 # --- planning: items, bands, masks, grid -----------------------------------------------------------
 
 
