@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 
 class Model(BaseModel):
@@ -44,11 +44,24 @@ class CatalogList(Model):
 
 
 class AssetSummary(Model):
-    roles: list[str] = []
+    """One asset of a summary; in JSON `roles` is left out when it is ["data"], `bands` when empty."""
+
+    roles: list[str] = Field(default=["data"], description='asset roles; left out when ["data"]')
     bands: list[str] = Field(default=[], description="band common names (e.g. red, nir)")
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler):  # an agent reads hundreds of these: no default noise (issue 14)
+        out = handler(self)
+        if out.get("roles") == ["data"]:
+            del out["roles"]
+        if not out.get("bands"):
+            out.pop("bands", None)
+        return out
 
 
 class ItemSummary(Model):
+    """A compact item; in JSON, fields without a value are left out (issue 14: <= 5% of the item)."""
+
     id: str
     collection: str | None = None
     datetime: str | None = None
@@ -59,6 +72,10 @@ class ItemSummary(Model):
     proj_code: str | None = None
     assets: dict[str, AssetSummary] = {}
     thumbnail: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler):
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class SearchResult(Model):

@@ -164,6 +164,8 @@ class LimitSettings(BaseModel):
     max_read_pixels: int = Field(400_000_000, ge=1)
     # wall time of one processing job (reproject, convert, preview, cloud stats, loads), seconds
     job_timeout_s: float = Field(600, gt=0)
+    # how long a finished MCP task (a tool call run in the background) keeps its result, seconds
+    task_ttl_s: float = Field(900, gt=0)
     # bytes of items one search_items(detail="full") answer may carry (a note and next_cursor past it)
     max_result_bytes: int = Field(1024**2, ge=1024)
 

@@ -14,21 +14,10 @@ from pydantic import Field
 from ..errors import InvalidArgument
 from ..models import Model
 from . import tables
-from .dask_runtime import compute_each, scheduler_name
+from .dask_runtime import compute, scheduler_name
 from .expressions import evaluate, parse_expression
 from .jobs import Job
-from .load import (
-    SOFTWARE,
-    FailedItem,
-    GridInfo,
-    OutputRef,
-    Prepared,
-    failed_error,
-    failed_note,
-    parameters,
-    prepare,
-    sources_read,
-)
+from .load import SOFTWARE, GridInfo, OutputRef, Prepared, parameters, prepare
 from .records import Provenance
 from .tables import CSV_COLUMNS, write_chart, write_csv
 
@@ -62,9 +51,6 @@ class TimeSeriesResult(Model):
     items: int
     scheduler: str
     notes: list[str] = []
-    failed_items: list[FailedItem] = Field(
-        default=[], description="items that could not be read: their days are left out, not counted as empty"
-    )
 
 
 def _reduce(value, reducer: str):
@@ -76,29 +62,21 @@ def _reduce(value, reducer: str):
     return getattr(value, reducer)(dims, skipna=True)
 
 
-def compute_rows(
-    core, prep: Prepared, tree, reducer: str, job: Job
-) -> tuple[list[TimeSeriesRow], list[FailedItem]]:
-    """`reducer` of the expression `tree` over the usable AOI pixels, per solar day (computed
-    day by day: a day whose reads fail is left out and its items are returned as failed)."""
+def compute_rows(core, prep: Prepared, tree, reducer: str, job: Job) -> list[TimeSeriesRow]:
+    """`reducer` of the expression `tree` over the usable AOI pixels, per solar day (computed)."""
     import numpy as np
 
-    parts = {}
-    for index, loaded in enumerate(prep.loaded):
+    lazy = []
+    for loaded in prep.loaded:
         value = evaluate(tree, loaded.bands)
         value = value.where(np.isfinite(value))
-        reduced, counts = _reduce(value, reducer), value.notnull().sum(("y", "x"))
-        for t in range(len(loaded.days)):
-            parts[(index, t)] = (reduced.isel(time=t), counts.isel(time=t))
-    computed, errors = compute_each(core, job, parts)
+        lazy += [_reduce(value, reducer), value.notnull().sum(("y", "x"))]
+    computed = compute(core, job, *lazy)
     n_aoi = int(prep.inside.sum())
-    rows, failed = [], []
+    rows = []
     for index, loaded in enumerate(prep.loaded):
-        for t, (day, first_time, members) in enumerate(loaded.days):
-            if (index, t) in errors:
-                failed += [FailedItem(item_id=m["id"], error=errors[(index, t)]) for m in members]
-                continue
-            v, n = (np.asarray(a.values).item() for a in computed[(index, t)])
+        values, counts = computed[2 * index], computed[2 * index + 1]
+        for (day, first_time, members), v, n in zip(loaded.days, values.values, counts.values):
             rows.append(
                 TimeSeriesRow(
                     date=day,
@@ -113,7 +91,7 @@ def compute_rows(
                 )
             )
     rows.sort(key=lambda r: r.datetime)
-    return rows, failed
+    return rows
 
 
 def time_series(
@@ -129,13 +107,29 @@ def time_series(
     max_items: int | None = None,
     job: Job | None = None,
     gdal_options: dict | None = None,
+    dry_run: bool = False,
     **search,
 ) -> pd.DataFrame:
     """One row per solar day: `reducer` of `expression` over the usable AOI pixels (computed on
     the session's dask scheduler). `search` takes the search arguments (`query.SearchArgs`);
-    `gdal_options` adds GDAL settings to the load (they reach dask workers too)."""
+    `gdal_options` adds GDAL settings to the load (they reach dask workers too). `dry_run`:
+    return what it would read (an `estimate.Estimate`, from headers only) instead."""
+    if dry_run:
+        from .estimate import estimate_time_series
+
+        return estimate_time_series(
+            core,
+            aoi,
+            expression=expression,
+            reducer=reducer,
+            mask_clouds=mask_clouds,
+            resolution=resolution,
+            crs=crs,
+            catalog=catalog,
+            max_items=max_items,
+            **search,
+        )
     job = job or Job()
-    job.limit_time(core.settings.limits.job_timeout_s)
     text, tree, names = parse_expression(expression)
     if reducer not in REDUCERS:
         raise InvalidArgument(f"reducer must be one of {', '.join(REDUCERS)}")
@@ -151,12 +145,8 @@ def time_series(
         search=search,
         gdal_options=gdal_options,
     )
-    rows, failed = compute_rows(core, prep, tree, reducer, job)
+    rows = compute_rows(core, prep, tree, reducer, job)
     notes = list(prep.notes)
-    if failed:
-        if not rows:
-            raise failed_error(failed)
-        notes.append(failed_note(failed, "their days are left out of the series"))
     empty = sum(1 for r in rows if r.valid_pixels == 0)
     if empty:
         notes.append(
@@ -179,9 +169,9 @@ def time_series(
             max_items=max_items,
             **search,
         ),
-        sources=sources_read(prep, failed),
+        sources=prep.sources,
         title=title,
-        lineage=f"{title}, one row per solar day, from {len(sources_read(prep, failed))} assets loaded with odc-stac",
+        lineage=f"{title}, one row per solar day, from {len(prep.sources)} assets loaded with odc-stac",
         software=package_versions(*SOFTWARE),
         properties={"aoi_bbox": [round(v, 6) for v in prep.aoi_geom.bounds]},
         facts={
@@ -190,10 +180,9 @@ def time_series(
             "mask_clouds": mask_clouds,
             "ylabel": f"{reducer}({text})" if len(text) < 30 else reducer,
             "grid": prep.grid.model_dump(),
-            "items": prep.item_count - len(failed),
+            "items": prep.item_count,
             "scheduler": scheduler_name(core),
             "notes": notes,
-            "failed_items": [f.model_dump() for f in failed],
         },
     )
     return to_frame(rows, provenance)
@@ -288,5 +277,4 @@ def result(frame: pd.DataFrame, csv: OutputRecord, chart: OutputRecord) -> TimeS
         items=facts["items"],
         scheduler=facts["scheduler"],
         notes=facts["notes"],
-        failed_items=facts.get("failed_items", []),
     )

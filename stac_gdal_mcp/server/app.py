@@ -65,6 +65,7 @@ def build_server_parts(
     from fastmcp import FastMCP
 
     from .. import __version__
+    from . import tasks
     from .extensions import install_extensions
     from .http_guard import install_http_guard
     from .map_app import register_map_app
@@ -86,6 +87,7 @@ def build_server_parts(
         middleware=[argument_errors_middleware()],
     )
     install_http_guard(mcp, session.settings)  # Host/Origin checks on every HTTP app (DNS rebinding)
+    tasks.install(mcp, session.settings)  # long tools as MCP tasks (server/tasks.py)
     discovery.register(mcp, session)
     processing.register(mcp, session)
     analysis.register(mcp, session)

@@ -12,9 +12,11 @@ from fastmcp import Context
 from fastmcp.dependencies import CurrentContext
 from pydantic import Field
 
-from ...discovery.query import SearchArgs
+from ...discovery.query import SearchArgs, search_args
 from ...session import Session
+from ..links import estimate_result, linked_result, or_estimate
 from ..map_app import map_app_config
+from ..tasks import task_config
 from . import READ_ONLY, WRITES_OUTPUT, tool
 from .args import CatalogArg, json_text, with_search_args
 from .processing import run_job
@@ -36,13 +38,35 @@ MaskCloudsArg = Annotated[
     bool, Field(description="drop cloud, shadow and cirrus pixels using each item's mask")
 ]
 CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")]
+DryRunArg = Annotated[
+    bool,
+    Field(
+        description="true: search and read only the COG headers, and answer what the call would do - items "
+        "and assets, output size, bytes and requests it would read (from the tile index), whether a limit "
+        "would refuse it; nothing is written"
+    ),
+]
 
 
 def register(mcp, session: Session) -> None:
-    from ...processing import cloud, series, tables
+    from ...processing import cloud, estimate, series, tables
     from ...processing import composite as composites
 
-    @tool(mcp, READ_ONLY, app=map_app_config())
+    limit = session.settings.limits.max_resource_bytes
+
+    def answer(result, records=()):
+        """A dry run's estimate, or the result with links to the outputs it wrote."""
+        if isinstance(result, estimate.Estimate):
+            return estimate_result(result)
+        return linked_result(result, records, limit)
+
+    @tool(
+        mcp,
+        READ_ONLY,
+        app=map_app_config(),
+        task=task_config(),
+        output_schema=or_estimate(cloud.CloudCoverResult),
+    )
     @with_search_args
     async def cloud_cover_stats(
         aoi: AoiArg,
@@ -60,6 +84,7 @@ def register(mcp, session: Session) -> None:
                 description="clear: clearest first (default); cloud: least cloud first; datetime; -datetime; search: as found"
             ),
         ] = "clear",
+        dry_run: DryRunArg = False,
         ctx: Context = CurrentContext(),
     ) -> cloud.CloudCoverResult:
         """How cloudy was *this area* in each scene? Per item: cloud, shadow, cirrus, snow, water
@@ -75,6 +100,17 @@ def register(mcp, session: Session) -> None:
         """
 
         def work(job):
+            if dry_run:
+                return estimate.estimate_cloud_cover(
+                    session.core,
+                    aoi,
+                    items=items,
+                    catalog=catalog,
+                    resolution=resolution,
+                    max_items=max_items,
+                    sort=sort,
+                    **search_args(search),
+                )
             frame = session.cloud_cover(
                 aoi,
                 items=items,
@@ -87,9 +123,9 @@ def register(mcp, session: Session) -> None:
             )
             return tables.cloud_cover_result(frame)
 
-        return await run_job(ctx, work)
+        return answer(await run_job(ctx, work))
 
-    @tool(mcp, WRITES_OUTPUT)
+    @tool(mcp, WRITES_OUTPUT, task=task_config(), output_schema=or_estimate(series.TimeSeriesResult))
     @with_search_args
     async def time_series(
         aoi: AoiArg,
@@ -109,6 +145,7 @@ def register(mcp, session: Session) -> None:
         crs: CrsArg = None,
         catalog: CatalogArg = None,
         max_items: LoadMaxItemsArg = None,
+        dry_run: DryRunArg = False,
         ctx: Context = CurrentContext(),
     ) -> series.TimeSeriesResult:
         """A time series over the AOI: one value per day (items of the same solar day are merged),
@@ -116,13 +153,26 @@ def register(mcp, session: Session) -> None:
         odc-stac on dask (locally, or on the cluster in settings.dask_scheduler). Band names are
         common names (red, nir, swir16...) found in each collection; raster:bands scale/offset are
         applied, so values are reflectances. Writes a CSV and a PNG chart as outputs (see `csv`,
-        `chart`: read their uri).
+        `chart`: read their uri); the chart also comes back as image content.
 
         Example: time_series(aoi=[13.55, 45.85, 13.75, 45.98], collections=["sentinel-2-l2a"],
         datetime="2024-04-01/2024-09-30", expression="ndvi", reducer="median").
         """
 
         def work(job):
+            if dry_run:
+                return estimate.estimate_time_series(
+                    session.core,
+                    aoi,
+                    expression=expression,
+                    reducer=reducer,
+                    mask_clouds=mask_clouds,
+                    resolution=resolution,
+                    crs=crs,
+                    catalog=catalog,
+                    max_items=max_items,
+                    **search_args(search),
+                ), ()
             frame = session.time_series(
                 aoi,
                 expression,
@@ -137,11 +187,17 @@ def register(mcp, session: Session) -> None:
             )
             csv = session.save(frame, job=job)
             chart = session.save(frame, format="png", job=job)
-            return series.result(frame, csv, chart)
+            return series.result(frame, csv, chart), (csv, chart)
 
-        return await run_job(ctx, work)
+        return answer(*await run_job(ctx, work))
 
-    @tool(mcp, WRITES_OUTPUT, app=map_app_config())
+    @tool(
+        mcp,
+        WRITES_OUTPUT,
+        app=map_app_config(),
+        task=task_config(),
+        output_schema=or_estimate(composites.CompositeResult),
+    )
     @with_search_args
     async def composite(
         aoi: AoiArg,
@@ -155,6 +211,7 @@ def register(mcp, session: Session) -> None:
         crs: CrsArg = None,
         catalog: CatalogArg = None,
         max_items: LoadMaxItemsArg = None,
+        dry_run: DryRunArg = False,
         ctx: Context = CurrentContext(),
     ) -> composites.CompositeResult:
         """A cloud-free picture of the AOI: per pixel, the median (or mean/min/max) over time of
@@ -167,6 +224,19 @@ def register(mcp, session: Session) -> None:
         """
 
         def work(job):
+            if dry_run:
+                return estimate.estimate_composite(
+                    session.core,
+                    aoi,
+                    bands=bands,
+                    method=method,
+                    mask_clouds=mask_clouds,
+                    resolution=resolution,
+                    crs=crs,
+                    catalog=catalog,
+                    max_items=max_items,
+                    **search_args(search),
+                ), ()
             array = session.composite(
                 aoi,
                 bands,
@@ -179,6 +249,7 @@ def register(mcp, session: Session) -> None:
                 job=job,
                 **search,
             )
-            return composites.result(array, session.save(array, job=job))
+            record = session.save(array, job=job)
+            return composites.result(array, record), (record,)
 
-        return await run_job(ctx, work)
+        return answer(*await run_job(ctx, work))

@@ -16,8 +16,10 @@ from pydantic import Field
 from ...outputs import OutputList, OutputRecord, OutputSummary
 from ...processing.grids import RESAMPLING
 from ...session import Session
+from ..links import estimate_result, linked_result, or_estimate
 from ..map_app import map_app_config
 from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
+from ..tasks import status_message, task_config
 from . import READ_ONLY, WRITES_OUTPUT, resource, tool
 from .args import CatalogArg, json_text
 
@@ -51,6 +53,14 @@ OutputName = Annotated[
     str | None,
     Field(description="file name for the output (letters, digits, . _ -); default: a unique generated name"),
 ]
+DryRun = Annotated[
+    bool,
+    Field(
+        description="true: read only headers and answer what the call would do - output size, bytes and "
+        "requests it would read (from the COG tile index), whether a limit would refuse it and how to "
+        "shrink it; nothing is written"
+    ),
+]
 
 
 async def run_job(ctx: Context | None, fn, /, *args, **kwargs):
@@ -65,6 +75,8 @@ async def run_job(ctx: Context | None, fn, /, *args, **kwargs):
 
     def report(done: float, total: float, message: str | None) -> None:
         if ctx is not None:
+            if ctx.is_background_task:  # an MCP task: tasks/get shows the message only
+                message = status_message(done, total, message)
             from_thread.run(functools.partial(ctx.report_progress, done, total, message))
 
     job = Job(report)
@@ -90,6 +102,13 @@ def register(mcp, session: Session) -> None:
     from ...processing import inspect
 
     store = session.outputs
+    limit = session.settings.limits.max_resource_bytes
+
+    def _answer(result):
+        """An output with links to its resources, or a dry run's estimate."""
+        if isinstance(result, OutputRecord):
+            return linked_result(result, [result], limit)
+        return estimate_result(result)
 
     @tool(mcp, READ_ONLY)
     def inspect_asset(
@@ -110,7 +129,13 @@ def register(mcp, session: Session) -> None:
             asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
         )
 
-    @tool(mcp, WRITES_OUTPUT, app=map_app_config())
+    @tool(
+        mcp,
+        WRITES_OUTPUT,
+        app=map_app_config(),
+        task=task_config(),
+        output_schema=or_estimate(OutputRecord),
+    )
     async def reproject_asset(
         dst_crs: Annotated[str, Field(description="target CRS, e.g. 'EPSG:4326', 'EPSG:3857', 'EPSG:32633'")],
         href: Href = None,
@@ -137,6 +162,7 @@ def register(mcp, session: Session) -> None:
             Literal["COG", "GTiff", "netCDF"], Field(description="COG (default) has internal overviews")
         ] = "COG",
         output_name: OutputName = None,
+        dry_run: DryRun = False,
         ctx: Context = CurrentContext(),
     ) -> OutputRecord:
         """Warp an asset (or only its part inside bbox) to another CRS and write a valid COG into
@@ -145,10 +171,27 @@ def register(mcp, session: Session) -> None:
         stac-gdal://outputs/{id} and small files are at stac-gdal://outputs/{id}/file.
 
         Example: reproject_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red",
-        dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]).
+        dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]). dry_run=true first says how big it is.
         """
 
         def work(job):  # in the worker thread: resolving may call the catalog
+            if dry_run:
+                from ...processing.warp import reproject_asset as reproject
+
+                source = session.asset(
+                    asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
+                )
+                return reproject(
+                    session.core,
+                    source,
+                    dst_crs=dst_crs,
+                    resolution=resolution,
+                    bbox=bbox,
+                    bbox_crs=bbox_crs,
+                    resampling=resampling,
+                    output_format=output_format,
+                    dry_run=True,
+                )
             return session.reproject(
                 asset=asset,
                 href=href,
@@ -165,9 +208,15 @@ def register(mcp, session: Session) -> None:
                 job=job,
             )
 
-        return await run_job(ctx, work)
+        return _answer(await run_job(ctx, work))
 
-    @tool(mcp, WRITES_OUTPUT, app=map_app_config())
+    @tool(
+        mcp,
+        WRITES_OUTPUT,
+        app=map_app_config(),
+        task=task_config(),
+        output_schema=or_estimate(OutputRecord),
+    )
     async def convert_asset(
         output_format: Annotated[
             Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"],
@@ -187,6 +236,7 @@ def register(mcp, session: Session) -> None:
             dict[str, str | int] | None, 'GDAL creation options of the format, e.g. {"COMPRESS": "ZSTD"}'
         ) = None,
         output_name: OutputName = None,
+        dry_run: DryRun = False,
         ctx: Context = CurrentContext(),
     ) -> OutputRecord:
         """Convert an asset to another format, optionally only the window inside bbox (in the
@@ -194,10 +244,26 @@ def register(mcp, session: Session) -> None:
         intersect bbox are read. Returns the output's STAC-like record.
 
         Example: convert_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="visual",
-        output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]).
+        output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]). dry_run=true first says how big it is.
         """
 
         def work(job):
+            if dry_run:
+                from ...processing.convert import convert_asset as convert
+
+                source = session.asset(
+                    asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
+                )
+                return convert(
+                    session.core,
+                    source,
+                    output_format=output_format,
+                    bbox=bbox,
+                    bbox_crs=bbox_crs,
+                    bands=bands,
+                    creation_options=creation_options,
+                    dry_run=True,
+                )
             return session.convert(
                 asset=asset,
                 href=href,
@@ -213,14 +279,9 @@ def register(mcp, session: Session) -> None:
                 job=job,
             )
 
-        return await run_job(ctx, work)
+        return _answer(await run_job(ctx, work))
 
-    @tool(
-        mcp,
-        WRITES_OUTPUT,
-        output_schema=OutputRecord.model_json_schema(mode="serialization"),
-        app=map_app_config(),
-    )
+    @tool(mcp, WRITES_OUTPUT, output_schema=or_estimate(OutputRecord), app=map_app_config())
     async def preview(
         href: Href = None,
         collection_id: CollectionId = None,
@@ -238,6 +299,7 @@ def register(mcp, session: Session) -> None:
         max_size: Annotated[
             int, Field(ge=16, le=2048, description="longest side of the image in pixels")
         ] = 512,
+        dry_run: DryRun = False,
         ctx: Context = CurrentContext(),
     ):
         """A quicklook PNG of an item (true colour from its visual asset or red/green/blue bands)
@@ -246,11 +308,23 @@ def register(mcp, session: Session) -> None:
 
         Example: preview(collection_id="sentinel-2-l2a", item_id="S2B_...", bbox=[13.55, 45.85, 13.75, 45.98]).
         """
-        from fastmcp.tools.base import ToolResult
         from fastmcp.utilities.types import Image
         from mcp.types import TextContent
 
         def work(job):
+            if dry_run:
+                from ...processing.preview import preview_sources, render_preview
+
+                sources = preview_sources(
+                    session.core,
+                    href=href,
+                    collection_id=collection_id,
+                    item_id=item_id,
+                    asset=asset,
+                    catalog=catalog,
+                    assets=assets,
+                )
+                return render_preview(session.core, sources, bbox=bbox, max_size=max_size, dry_run=True)
             return session.preview(
                 asset=asset,
                 assets=assets,
@@ -264,17 +338,15 @@ def register(mcp, session: Session) -> None:
             )
 
         image = await run_job(ctx, work)
+        if dry_run:
+            return estimate_result(image)
         record = image.record
         note = (
             f"{image.title} ({image.width} x {image.height} px); output {record.id}, record at {record.uri}"
         )
-        return ToolResult(
-            content=[
-                Image(data=image.png, format="png").to_image_content(),
-                TextContent(type="text", text=note),
-            ],
-            structured_content=record.model_dump(mode="json"),
-        )
+        picture = Image(data=image.png, format="png").to_image_content()
+        note = TextContent(type="text", text=note)
+        return linked_result(record, [record], limit, extra=[picture, note], as_text=False)
 
     @tool(mcp, LOCAL_READ)
     def list_outputs() -> OutputList:
@@ -292,8 +364,6 @@ def register(mcp, session: Session) -> None:
     def output_record(output_id: str) -> str:
         """An output's STAC-like record: footprint, proj, raster bands, processing, checksum, derived_from."""
         return store.get(output_id).model_dump_json()
-
-    limit = session.settings.limits.max_resource_bytes
 
     @resource(
         mcp,

@@ -1,0 +1,121 @@
+"""Results of the tools that write outputs: the structured record, plus MCP `resource_link`
+content blocks naming the output's resources, so a host fetches files when it wants them
+instead of receiving them inline; and the result of a dry run (an estimate, nothing written).
+
+A tool that may answer either (an output, or with `dry_run=true` an estimate) declares both
+shapes in one output schema (`or_estimate`), so clients that check structured content against
+the schema accept either answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .resources import file_uri, output_uri
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ..outputs import OutputRecord
+    from ..processing.estimate import Estimate
+
+
+def resource_links(records: Iterable[OutputRecord], max_file_bytes: int) -> list:
+    """For each output: a link to its file resource (when it is small enough to be served as
+    one, limits.max_resource_bytes) and a link to its record (STAC-like JSON)."""
+    from mcp.types import ResourceLink
+
+    links = []
+    for record in records:
+        name = Path(record.file.href).name
+        size = record.file.file_size
+        if size <= max_file_bytes:
+            links.append(
+                ResourceLink(
+                    type="resource_link",
+                    uri=file_uri(record.id),
+                    name=name,
+                    title=record.properties.title,
+                    mime_type=record.file.type,
+                    size=size,
+                    description=f"the output file ({size:,} bytes)",
+                )
+            )
+        links.append(
+            ResourceLink(
+                type="resource_link",
+                uri=output_uri(record.id),
+                name=f"{record.id}.json",
+                mime_type="application/geo+json",
+                description=(
+                    "the output's record: footprint, CRS, bands, checksum, derived_from"
+                    + ("" if size <= max_file_bytes else f"; the file ({size:,} bytes) is too large to serve")
+                ),
+            )
+        )
+    return links
+
+
+def linked_result(
+    value: BaseModel, records: Iterable[OutputRecord], max_file_bytes: int, *, extra=(), as_text: bool = True
+):
+    """A ToolResult: `value` as structured content (and as JSON text, as for any structured
+    result, unless `as_text` is false), `extra` content blocks, then resource links to each of
+    `records`."""
+    import pydantic_core
+    from fastmcp.tools.base import ToolResult
+    from mcp.types import TextContent
+
+    structured = value.model_dump(mode="json")
+    text = [TextContent(type="text", text=pydantic_core.to_json(structured).decode())] if as_text else []
+    return ToolResult(
+        content=[*extra, *text, *resource_links(records, max_file_bytes)],
+        structured_content=structured,
+    )
+
+
+def estimate_result(estimate: Estimate):
+    """The answer of a dry run: the estimate as structured content, with a one-line summary."""
+    import pydantic_core
+    from fastmcp.tools.base import ToolResult
+    from mcp.types import TextContent
+
+    structured = estimate.model_dump(mode="json")
+    return ToolResult(
+        content=[
+            TextContent(type="text", text=summary(estimate)),
+            TextContent(type="text", text=pydantic_core.to_json(structured).decode()),
+        ],
+        structured_content=structured,
+    )
+
+
+def summary(estimate: Estimate) -> str:
+    """One line a person (or an agent) reads first."""
+    parts = [f"dry run of {estimate.operation}: nothing was read but headers, nothing written"]
+    out = estimate.output
+    if out is not None and out.pixels:
+        parts.append(
+            f"output {out.width} x {out.height} px x {out.bands} band(s) ({out.bytes:,} bytes uncompressed)"
+        )
+    if estimate.read_bytes is not None and estimate.read_requests:
+        parts.append(
+            f"would fetch about {estimate.read_bytes:,} bytes in {estimate.read_requests} HTTP requests"
+        )
+    elif estimate.read_bytes is not None:
+        parts.append(f"would read about {estimate.read_bytes:,} bytes of local files")
+    if estimate.would_refuse:
+        parts.append(f"WOULD BE REFUSED: {estimate.refusal}")
+    return "; ".join(parts)
+
+
+def or_estimate(model: type[BaseModel]) -> dict[str, Any]:
+    """An output schema: `model`, or an Estimate (the answer of a dry run)."""
+    from pydantic import TypeAdapter
+
+    from ..processing.estimate import Estimate
+
+    schema = TypeAdapter(model | Estimate).json_schema(mode="serialization")
+    return {"type": "object", **schema}
