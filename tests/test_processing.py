@@ -383,8 +383,10 @@ async def test_outputs_list_resources_and_delete(make_settings, pgstac_api, scen
         assert listed["outputs"][0]["uri"] == "stac-gdal://outputs/whole"
         doc = json.loads((await client.read_resource("stac-gdal://outputs/whole"))[0].text)
         assert doc == json.loads(json.dumps(record))
-        with pytest.raises(Exception, match="max_resource_bytes=1000"):
+        with pytest.raises(Exception, match="max_resource_bytes=1000") as refused:
             await client.read_resource("stac-gdal://outputs/whole/file")
+        assert "outputs/whole.tif in the server's workspace" in str(refused.value)
+        assert str(settings.workspace) not in str(refused.value)  # no server path
         with pytest.raises(ToolError, match="already exists"):
             await call(
                 client, "convert_asset", href=scene["noisy_url"], output_format="COG", output_name="whole"
