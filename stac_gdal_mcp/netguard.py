@@ -29,6 +29,7 @@ import os
 import selectors
 import socket
 import threading
+import time
 from collections import deque
 from urllib.parse import urlsplit
 
@@ -49,7 +50,7 @@ class GuardProxy:
     def __init__(self, policy: NetworkPolicy, connect_timeout_s: float = 10.0):
         self.policy = policy
         self.connect_timeout_s = connect_timeout_s
-        self.refused: deque[tuple[str, int, str]] = deque(maxlen=100)  # (host, port, reason)
+        self.refused: deque[tuple[float, str]] = deque(maxlen=100)  # (time.monotonic(), reason)
         self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
         self.port = self._listener.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -129,7 +130,7 @@ class GuardProxy:
             infos = self.policy.resolve(host, port)
         except AccessDenied as exc:
             reason = str(exc).split(". Set network", 1)[0]
-            self.refused.append((host, port, reason))
+            self.refused.append((time.monotonic(), f"{host}:{port}: {reason}"))
             log.warning("refused a connection to %s:%s: %s", host, port, reason)
             _answer(client, 403, f"Refused by network policy: {reason}")
             return None
@@ -259,6 +260,17 @@ def guard_proxy(settings) -> GuardProxy | None:
         proxy = _proxies[policy] = GuardProxy(policy, connect_timeout_s=min(float(timeout), 10.0))
         log.debug("network guard proxy for %s listening on %s", policy, proxy.url)
         return proxy
+
+
+def recent_refusal(within_s: float = 30.0) -> str | None:
+    """The reason of the latest connection any guard proxy refused in the last `within_s`
+    seconds, or None: GDAL reports a refused redirect only as "HTTP 403", and this says why
+    (e.g. "100.100.100.200:80: address 100.100.100.200 is shared address space ..., a
+    non-public address; refused")."""
+    now = time.monotonic()
+    with _lock:
+        latest = max((r for p in _proxies.values() for r in p.refused), default=None)
+    return latest[1] if latest and now - latest[0] <= within_s else None
 
 
 def gdal_proxy_env(settings) -> dict[str, str]:

@@ -21,6 +21,7 @@ import pytest
 from fastmcp import Client
 
 from stac_gdal_mcp.errors import AccessDenied, InvalidArgument
+from stac_gdal_mcp.netguard import recent_refusal
 from stac_gdal_mcp.security import NetworkPolicy, check_url, non_public_reason
 from testbed.faults import Redirect, Respond, serve_faults
 
@@ -215,6 +216,7 @@ async def test_gdal_reads_never_follow_a_redirect_to_a_refused_address(make_sett
             assert result.is_error, (tool, _text(result))
             assert time.monotonic() - started < 8  # refused before connecting: no timeout to wait for
             assert "\n" not in _text(result)
+            assert "non-public address" in (recent_refusal() or "")  # why GDAL saw "HTTP 403"
         listed = await client.call_tool("list_outputs", {})
         assert listed.structured_content["outputs"] == []
     assert refused.stats()["requests"] == 0
