@@ -111,13 +111,12 @@ def register(mcp, session: Session) -> None:
         return estimate_result(result)
 
     @tool(mcp, READ_ONLY)
-    async def inspect_asset(
+    def inspect_asset(
         href: Href = None,
         collection_id: CollectionId = None,
         item_id: ItemId = None,
         asset: Asset = None,
         catalog: CatalogArg = None,
-        ctx: Context = CurrentContext(),
     ) -> inspect.AssetInfo:
         """Describe a raster asset from its header only (no pixels are read): driver, size, bands,
         dtypes, nodata, scale/offset, CRS (EPSG code and name), transform, bounds (native and
@@ -126,17 +125,9 @@ def register(mcp, session: Session) -> None:
         Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_33TUL_20240601_0_L2A", asset="red")
         or inspect_asset(href="https://example.com/scene/B04.tif").
         """
-
-        def work(job):  # in a worker thread, bounded in time and cancellable like the other jobs
-            job.limit_time(session.settings.limits.job_timeout_s)
-            job.check()
-            info = session.inspect(
-                asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
-            )
-            job.check()
-            return info
-
-        return await run_job(ctx, work)
+        return session.inspect(
+            asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
+        )
 
     @tool(
         mcp,
@@ -389,10 +380,8 @@ def register(mcp, session: Session) -> None:
         path = store.path(output_id)
         size = path.stat().st_size
         if size > limit:
-            name = path.relative_to(store.workspace).as_posix()
             raise LimitExceeded(
                 f"output '{output_id}' is {size} bytes, more than limits.max_resource_bytes={limit}, so it is "
-                f"not served as a resource; it is {name} in the server's workspace (or convert a smaller bbox)"
+                f"not served as a resource; it is at {path} on the server (or convert a smaller bbox)"
             )
-        data = store.read_bytes(output_id)  # refuses a symbolic link at open (O_NOFOLLOW)
-        return ResourceResult([ResourceContent(data, mime_type=record.file.type)])
+        return ResourceResult([ResourceContent(path.read_bytes(), mime_type=record.file.type)])
