@@ -1,8 +1,8 @@
 """MCP tasks (issue 12), through fastmcp's client, which speaks the io.modelcontextprotocol/tasks
 extension (fastmcp-tasks): a long call starts at once as a task, its status shows progress,
 cancelling it stops the work and leaves nothing in the workspace, its result is fetched (also
-from another connection: tasks survive the client disconnecting), and a finished task expires
-after limits.task_ttl_s. A plain call (with progress notifications) still runs in the foreground.
+from another connection to the HTTP server: tasks survive the client disconnecting), and a
+finished task expires after limits.task_ttl_s. A plain call (with progress notifications) still runs in the foreground.
 Also: results that write outputs carry resource_link blocks a client can read.
 """
 
@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import subprocess
+import sys
 import time
 import uuid
 
 import numpy as np
 import pytest
-import rasterio
 from fastmcp import Client
+from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks import ToolTask, call_tool_task
 from helpers import utm_aoi, write_cog
 from mcp.shared.exceptions import MCPError
@@ -135,28 +138,66 @@ async def test_cancel_stops_the_work_and_leaves_nothing(make_settings, slow_serv
             await task.result()
 
 
-async def test_task_survives_the_client_and_expires(make_settings, big, small_chunks):
+async def test_finished_task_expires(make_settings, big, small_chunks):
     settings = make_settings(limits={"task_ttl_s": 2})
-    mcp = build_server(settings)
-    async with Client(mcp) as first:
-        task = await call_tool_task(first, "convert_asset", {"href": big, "output_format": "COG"})
-        created = task.create_result
-        assert created.ttl_ms == 2000
-    # the client is gone; the work goes on, and another connection picks the result up
-    async with Client(mcp) as second:
-        again = ToolTask(second, "convert_asset", created)
-        status, _ = await wait_for(again, lambda s: s.status == "completed", timeout=120)
-        result = await again.result()
-        assert result.structured_content["assets"]["data"]["type"].startswith("image/tiff")
-        with rasterio.open(
-            settings.workspace
-            / "outputs"
-            / result.structured_content["assets"]["data"]["href"].rsplit("/", 1)[-1]
-        ) as out:
-            assert out.shape == (SIZE, SIZE)
+    async with Client(build_server(settings)) as client:
+        task = await call_tool_task(client, "convert_asset", {"href": big, "output_format": "GTiff"})
+        assert task.create_result.ttl_ms == 2000
+        await wait_for(task, lambda s: s.status == "completed", timeout=120)
+        record = (await task.result()).structured_content
+        assert (settings.workspace / "records" / f"{record['id']}.json").exists()
         await asyncio.sleep(3.0)  # past limits.task_ttl_s
         with pytest.raises(MCPError, match="not found"):
-            await again.status()
+            await task.status()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.testbed  # runs `stac-gdal-mcp serve --transport http` as a subprocess
+async def test_task_survives_the_client_disconnecting(tmp_path, big):
+    """Over streamable HTTP: one client starts a task and goes away; the server keeps working, and
+    a new connection polls the same task id and fetches its result."""
+    config = tmp_path / "config.toml"
+    config.write_text(f'workspace = "{tmp_path / "ws"}"\n[network]\nallow_private_hosts = true\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STAC_GDAL_MCP_")}
+    env.update(STAC_GDAL_MCP_CONFIG=str(config), STAC_GDAL_MCP_TOKEN="task-token")
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "stac_gdal_mcp", "serve", "--transport", "http", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    def client():
+        return Client(StreamableHttpTransport(url, headers={"Authorization": "Bearer task-token"}))
+
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
+                time.sleep(0.2)
+        async with client() as first:
+            task = await call_tool_task(first, "convert_asset", {"href": big, "output_format": "COG"})
+            created = task.create_result
+        async with client() as second:  # a new session: the first one is closed
+            again = ToolTask(second, "convert_asset", created)
+            await wait_for(again, lambda s: s.status == "completed", timeout=120)
+            record = (await again.result()).structured_content
+        assert record["properties"]["proj:shape"] == [SIZE, SIZE]
+        assert (tmp_path / "ws" / "records" / f"{record['id']}.json").exists()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 async def test_analysis_tools_as_tasks(make_settings, cog_server, pgstac_api):

@@ -13,9 +13,19 @@ from pydantic import Field
 
 from ..errors import InvalidArgument
 from ..models import Model
-from .dask_runtime import compute, scheduler_name
+from .dask_runtime import compute_each, scheduler_name
 from .jobs import Job
-from .load import SOFTWARE, GridInfo, OutputRef, parameters, prepare
+from .load import (
+    SOFTWARE,
+    FailedItem,
+    GridInfo,
+    OutputRef,
+    failed_error,
+    failed_note,
+    parameters,
+    prepare,
+    sources_read,
+)
 from .records import Provenance
 
 if TYPE_CHECKING:
@@ -37,6 +47,9 @@ class CompositeResult(Model):
     grid: GridInfo
     scheduler: str
     notes: list[str] = []
+    failed_items: list[FailedItem] = Field(
+        default=[], description="items that could not be read: left out of the composite and of derived_from"
+    )
 
 
 def band_names(bands) -> list[str]:
@@ -87,6 +100,7 @@ def composite(
     from ..outputs import package_versions
 
     job = job or Job()
+    job.limit_time(core.settings.limits.job_timeout_s)
     names = band_names(bands)
     if method not in METHODS:
         raise InvalidArgument(f"method must be one of {', '.join(METHODS)}")
@@ -102,15 +116,13 @@ def composite(
         search=search,
         gdal_options=gdal_options,
     )
-    lazy = []
-    for name in names:
-        series = xr.concat([loaded.bands[name] for loaded in prep.loaded], dim="time")
-        lazy.append(getattr(series.chunk({"time": -1}), method)("time", skipna=True))
-    arrays = compute(core, job, *lazy)
-    data = np.stack([a.values for a in arrays]).astype("float32")
+    data, arrays, failed = _reduce_days(core, prep, names, method, job)
     data[:, ~prep.inside] = np.nan
     valid = np.isfinite(data[0])[prep.inside]
-    item_count = prep.item_count
+    item_count = prep.item_count - len(failed)
+    notes = list(prep.notes)
+    if failed:
+        notes.append(failed_note(failed, "they are left out of the composite and of derived_from"))
     coords = {"band": names, "y": arrays[0].y.values, "x": arrays[0].x.values}
     if "spatial_ref" in arrays[0].coords:
         coords["spatial_ref"] = arrays[0].coords["spatial_ref"]
@@ -129,7 +141,7 @@ def composite(
             max_items=max_items,
             **search,
         ),
-        sources=prep.sources,
+        sources=sources_read(prep, failed),
         title=f"{method} composite of {', '.join(names)} from {item_count} items",
         lineage=(
             f"{method} over time of {', '.join(names)} "
@@ -148,7 +160,8 @@ def composite(
             "crs": str(prep.gbox.crs),
             "transform": [float(v) for v in list(prep.gbox.affine)[:6]],
             "scheduler": scheduler_name(core),
-            "notes": prep.notes,
+            "notes": notes,
+            "failed_items": [f.model_dump() for f in failed],
         },
     )
     attrs = {"method": method, "items": item_count, "valid_fraction": valid_fraction}
@@ -159,6 +172,42 @@ def composite(
         name=f"{method}_composite",
         attrs={**attrs, **provenance.to_attrs(as_text=True)},
     )
+
+
+def _reduce_days(core, prep, names: list[str], method: str, job: Job):
+    """`method` over the solar days of each band, the days computed one by one (a day whose
+    reads fail is left out and its items returned as failed, never read as no-data). Returns
+    (float32 data (band, y, x), one computed day's arrays (for the coordinates), failed items)."""
+    import warnings
+
+    import numpy as np
+
+    parts = {
+        (index, t): tuple(loaded.bands[name].isel(time=t) for name in names)
+        for index, loaded in enumerate(prep.loaded)
+        for t in range(len(loaded.days))
+    }
+    computed, errors = compute_each(core, job, parts)
+    failed = [
+        FailedItem(item_id=m["id"], error=errors[(index, t)])
+        for index, loaded in enumerate(prep.loaded)
+        for t, (_, _, members) in enumerate(loaded.days)
+        if (index, t) in errors
+        for m in members
+    ]
+    if not computed:
+        raise failed_error(failed)
+    days = list(computed.values())
+    reduce = {"median": np.nanmedian, "mean": np.nanmean, "min": np.nanmin, "max": np.nanmax}[method]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"All-NaN slice|Mean of empty slice", RuntimeWarning)
+        data = np.stack(
+            [
+                reduce(np.stack([np.asarray(day[b].values, dtype="float32") for day in days]), axis=0)
+                for b in range(len(names))
+            ]
+        ).astype("float32")
+    return data, days[0], failed
 
 
 def _grid(array, provenance: Provenance | None):
@@ -264,4 +313,5 @@ def result(array: xr.DataArray, record: OutputRecord) -> CompositeResult:
         grid=GridInfo.model_validate(facts["grid"]),
         scheduler=facts["scheduler"],
         notes=facts["notes"],
+        failed_items=facts.get("failed_items", []),
     )

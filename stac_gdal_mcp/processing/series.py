@@ -14,10 +14,21 @@ from pydantic import Field
 from ..errors import InvalidArgument
 from ..models import Model
 from . import tables
-from .dask_runtime import compute, scheduler_name
+from .dask_runtime import compute_each, scheduler_name
 from .expressions import evaluate, parse_expression
 from .jobs import Job
-from .load import SOFTWARE, GridInfo, OutputRef, Prepared, parameters, prepare
+from .load import (
+    SOFTWARE,
+    FailedItem,
+    GridInfo,
+    OutputRef,
+    Prepared,
+    failed_error,
+    failed_note,
+    parameters,
+    prepare,
+    sources_read,
+)
 from .records import Provenance
 from .tables import CSV_COLUMNS, write_chart, write_csv
 
@@ -51,6 +62,9 @@ class TimeSeriesResult(Model):
     items: int
     scheduler: str
     notes: list[str] = []
+    failed_items: list[FailedItem] = Field(
+        default=[], description="items that could not be read: their days are left out, not counted as empty"
+    )
 
 
 def _reduce(value, reducer: str):
@@ -62,21 +76,29 @@ def _reduce(value, reducer: str):
     return getattr(value, reducer)(dims, skipna=True)
 
 
-def compute_rows(core, prep: Prepared, tree, reducer: str, job: Job) -> list[TimeSeriesRow]:
-    """`reducer` of the expression `tree` over the usable AOI pixels, per solar day (computed)."""
+def compute_rows(
+    core, prep: Prepared, tree, reducer: str, job: Job
+) -> tuple[list[TimeSeriesRow], list[FailedItem]]:
+    """`reducer` of the expression `tree` over the usable AOI pixels, per solar day (computed
+    day by day: a day whose reads fail is left out and its items are returned as failed)."""
     import numpy as np
 
-    lazy = []
-    for loaded in prep.loaded:
+    parts = {}
+    for index, loaded in enumerate(prep.loaded):
         value = evaluate(tree, loaded.bands)
         value = value.where(np.isfinite(value))
-        lazy += [_reduce(value, reducer), value.notnull().sum(("y", "x"))]
-    computed = compute(core, job, *lazy)
+        reduced, counts = _reduce(value, reducer), value.notnull().sum(("y", "x"))
+        for t in range(len(loaded.days)):
+            parts[(index, t)] = (reduced.isel(time=t), counts.isel(time=t))
+    computed, errors = compute_each(core, job, parts)
     n_aoi = int(prep.inside.sum())
-    rows = []
+    rows, failed = [], []
     for index, loaded in enumerate(prep.loaded):
-        values, counts = computed[2 * index], computed[2 * index + 1]
-        for (day, first_time, members), v, n in zip(loaded.days, values.values, counts.values):
+        for t, (day, first_time, members) in enumerate(loaded.days):
+            if (index, t) in errors:
+                failed += [FailedItem(item_id=m["id"], error=errors[(index, t)]) for m in members]
+                continue
+            v, n = (np.asarray(a.values).item() for a in computed[(index, t)])
             rows.append(
                 TimeSeriesRow(
                     date=day,
@@ -91,7 +113,7 @@ def compute_rows(core, prep: Prepared, tree, reducer: str, job: Job) -> list[Tim
                 )
             )
     rows.sort(key=lambda r: r.datetime)
-    return rows
+    return rows, failed
 
 
 def time_series(
@@ -130,6 +152,7 @@ def time_series(
             **search,
         )
     job = job or Job()
+    job.limit_time(core.settings.limits.job_timeout_s)
     text, tree, names = parse_expression(expression)
     if reducer not in REDUCERS:
         raise InvalidArgument(f"reducer must be one of {', '.join(REDUCERS)}")
@@ -145,8 +168,12 @@ def time_series(
         search=search,
         gdal_options=gdal_options,
     )
-    rows = compute_rows(core, prep, tree, reducer, job)
+    rows, failed = compute_rows(core, prep, tree, reducer, job)
     notes = list(prep.notes)
+    if failed:
+        if not rows:
+            raise failed_error(failed)
+        notes.append(failed_note(failed, "their days are left out of the series"))
     empty = sum(1 for r in rows if r.valid_pixels == 0)
     if empty:
         notes.append(
@@ -169,9 +196,9 @@ def time_series(
             max_items=max_items,
             **search,
         ),
-        sources=prep.sources,
+        sources=sources_read(prep, failed),
         title=title,
-        lineage=f"{title}, one row per solar day, from {len(prep.sources)} assets loaded with odc-stac",
+        lineage=f"{title}, one row per solar day, from {len(sources_read(prep, failed))} assets loaded with odc-stac",
         software=package_versions(*SOFTWARE),
         properties={"aoi_bbox": [round(v, 6) for v in prep.aoi_geom.bounds]},
         facts={
@@ -180,9 +207,10 @@ def time_series(
             "mask_clouds": mask_clouds,
             "ylabel": f"{reducer}({text})" if len(text) < 30 else reducer,
             "grid": prep.grid.model_dump(),
-            "items": prep.item_count,
+            "items": prep.item_count - len(failed),
             "scheduler": scheduler_name(core),
             "notes": notes,
+            "failed_items": [f.model_dump() for f in failed],
         },
     )
     return to_frame(rows, provenance)
@@ -277,4 +305,5 @@ def result(frame: pd.DataFrame, csv: OutputRecord, chart: OutputRecord) -> TimeS
         items=facts["items"],
         scheduler=facts["scheduler"],
         notes=facts["notes"],
+        failed_items=facts.get("failed_items", []),
     )

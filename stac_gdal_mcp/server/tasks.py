@@ -17,8 +17,9 @@ in-memory docket in this process. `reproject_asset`, `convert_asset`, `cloud_cov
   progress token) gets a task;
 - clients that do not speak tasks are not affected at all.
 
-Tasks live in the server process: they survive the client disconnecting (another connection
-can poll the same taskId), not the server restarting (the in-memory backend goes with it).
+Tasks live in the server process: they survive the client disconnecting (over HTTP another
+connection can poll the same taskId), not the server restarting (the in-memory backend goes with
+it). (fastmcp's in-memory transport ends the server's lifespan with its last client.)
 """
 
 from __future__ import annotations
