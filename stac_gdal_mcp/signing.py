@@ -322,11 +322,28 @@ def _driver(signers_: tuple):
     return _classes()[1](signers_)
 
 
+_SIGNED_QUERY = re.compile(r"\?[^\s'\"?]*\bsig=[^\s'\",]*")
+
+
+class _ScrubTokens(logging.Filter):
+    """Takes signatures out of odc-stac's log lines (it logs the href of a failed read)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = _SIGNED_QUERY.sub("", record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(_SIGNED_QUERY.sub("", a) if isinstance(a, str) else a for a in record.args)
+        return True
+
+
 @functools.cache
 def _classes():
-    """The odc-stac driver classes, made on first use (odc-stac is a heavy import)."""
+    """The odc-stac driver classes, made on first use (odc-stac is a heavy import); odc-stac's
+    reader logs without signatures from then on (here and on every dask worker)."""
     from odc.loader._rio import RioDriver, RioReader, rio_read
     from odc.stac._mdtools import StacAuxReader
+
+    logging.getLogger("odc.loader._rio").addFilter(_ScrubTokens())
 
     class SigningRioReader(RioReader):
         """Reads like odc-stac's rasterio reader, with the href signed at read time."""

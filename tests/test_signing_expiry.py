@@ -287,8 +287,11 @@ def check_load_outlives_tokens(make_settings, endpoint, scenes, **extra):
     np.testing.assert_array_equal(got, want)
 
 
-def test_odc_stac_load_outlives_its_tokens(make_settings, endpoint, scenes):
+def test_odc_stac_load_outlives_its_tokens(make_settings, endpoint, scenes, caplog):
+    caplog.set_level(logging.INFO)
     check_load_outlives_tokens(make_settings, endpoint, scenes)
+    failed = [r.getMessage() for r in caplog.records if r.name == "odc.loader._rio"]
+    assert failed and not any("sig=" in m for m in failed)  # odc-stac logged the refused reads, unsigned
 
 
 @pytest.mark.testbed
