@@ -14,6 +14,7 @@ from pydantic import Field
 
 from ...discovery.query import SearchArgs, search_args
 from ...session import Session
+from ..images import QuicklookArg, chart_content, quicklook_content
 from ..links import estimate_result, linked_result, or_estimate
 from ..map_app import map_app_config
 from ..tasks import task_config
@@ -54,11 +55,12 @@ def register(mcp, session: Session) -> None:
 
     limit = session.settings.limits.max_resource_bytes
 
-    def answer(result, records=()):
-        """A dry run's estimate, or the result with links to the outputs it wrote."""
+    def answer(result, records=(), images=()):
+        """A dry run's estimate, or the result with links to the outputs it wrote (and `images`,
+        image content blocks, first)."""
         if isinstance(result, estimate.Estimate):
             return estimate_result(result)
-        return linked_result(result, records, limit)
+        return linked_result(result, records, limit, extra=images)
 
     @tool(
         mcp,
@@ -187,7 +189,7 @@ def register(mcp, session: Session) -> None:
             )
             csv = session.save(frame, job=job)
             chart = session.save(frame, format="png", job=job)
-            return series.result(frame, csv, chart), (csv, chart)
+            return series.result(frame, csv, chart), (csv, chart), chart_content(session, chart)
 
         return answer(*await run_job(ctx, work))
 
@@ -211,6 +213,7 @@ def register(mcp, session: Session) -> None:
         crs: CrsArg = None,
         catalog: CatalogArg = None,
         max_items: LoadMaxItemsArg = None,
+        quicklook: QuicklookArg = False,
         dry_run: DryRunArg = False,
         ctx: Context = CurrentContext(),
     ) -> composites.CompositeResult:
@@ -220,7 +223,8 @@ def register(mcp, session: Session) -> None:
 
         Example: composite(aoi=[13.55, 45.85, 13.75, 45.98], bands=["red", "green", "blue"],
         collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-08-31").
-        Then preview or convert the output, or read its record at `output.uri`.
+        Then preview or convert the output, or read its record at `output.uri`; quicklook=true
+        also returns a small PNG of it as image content.
         """
 
         def work(job):
@@ -250,6 +254,7 @@ def register(mcp, session: Session) -> None:
                 **search,
             )
             record = session.save(array, job=job)
-            return composites.result(array, record), (record,)
+            images = quicklook_content(session, record) if quicklook else []
+            return composites.result(array, record), (record,), images
 
         return answer(*await run_job(ctx, work))

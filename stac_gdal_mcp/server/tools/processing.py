@@ -16,6 +16,7 @@ from pydantic import Field
 from ...outputs import OutputList, OutputRecord, OutputSummary
 from ...processing.grids import RESAMPLING
 from ...session import Session
+from ..images import QuicklookArg, quicklook_content
 from ..links import estimate_result, linked_result, or_estimate
 from ..map_app import map_app_config
 from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
@@ -111,12 +112,13 @@ def register(mcp, session: Session) -> None:
         return estimate_result(result)
 
     @tool(mcp, READ_ONLY)
-    def inspect_asset(
+    async def inspect_asset(
         href: Href = None,
         collection_id: CollectionId = None,
         item_id: ItemId = None,
         asset: Asset = None,
         catalog: CatalogArg = None,
+        ctx: Context = CurrentContext(),
     ) -> inspect.AssetInfo:
         """Describe a raster asset from its header only (no pixels are read): driver, size, bands,
         dtypes, nodata, scale/offset, CRS (EPSG code and name), transform, bounds (native and
@@ -125,9 +127,17 @@ def register(mcp, session: Session) -> None:
         Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_33TUL_20240601_0_L2A", asset="red")
         or inspect_asset(href="https://example.com/scene/B04.tif").
         """
-        return session.inspect(
-            asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
-        )
+
+        def work(job):  # in a worker thread, bounded in time and cancellable like the other jobs
+            job.limit_time(session.settings.limits.job_timeout_s)
+            job.check()
+            info = session.inspect(
+                asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
+            )
+            job.check()
+            return info
+
+        return await run_job(ctx, work)
 
     @tool(
         mcp,
@@ -162,6 +172,7 @@ def register(mcp, session: Session) -> None:
             Literal["COG", "GTiff", "netCDF"], Field(description="COG (default) has internal overviews")
         ] = "COG",
         output_name: OutputName = None,
+        quicklook: QuicklookArg = False,
         dry_run: DryRun = False,
         ctx: Context = CurrentContext(),
     ) -> OutputRecord:
@@ -171,7 +182,8 @@ def register(mcp, session: Session) -> None:
         stac-gdal://outputs/{id} and small files are at stac-gdal://outputs/{id}/file.
 
         Example: reproject_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red",
-        dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]). dry_run=true first says how big it is.
+        dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]). dry_run=true first says how big it is;
+        quicklook=true also returns a small PNG of the output as image content.
         """
 
         def work(job):  # in the worker thread: resolving may call the catalog
@@ -208,7 +220,11 @@ def register(mcp, session: Session) -> None:
                 job=job,
             )
 
-        return _answer(await run_job(ctx, work))
+        result = await run_job(ctx, work)
+        if quicklook and isinstance(result, OutputRecord):
+            images = quicklook_content(session, result)
+            return linked_result(result, [result], limit, extra=images)
+        return _answer(result)
 
     @tool(
         mcp,
@@ -380,8 +396,10 @@ def register(mcp, session: Session) -> None:
         path = store.path(output_id)
         size = path.stat().st_size
         if size > limit:
+            name = path.relative_to(store.workspace).as_posix()
             raise LimitExceeded(
                 f"output '{output_id}' is {size} bytes, more than limits.max_resource_bytes={limit}, so it is "
-                f"not served as a resource; it is at {path} on the server (or convert a smaller bbox)"
+                f"not served as a resource; it is {name} in the server's workspace (or convert a smaller bbox)"
             )
-        return ResourceResult([ResourceContent(path.read_bytes(), mime_type=record.file.type)])
+        data = store.read_bytes(output_id)  # refuses a symbolic link at open (O_NOFOLLOW)
+        return ResourceResult([ResourceContent(data, mime_type=record.file.type)])
