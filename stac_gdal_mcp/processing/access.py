@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 from ..errors import AssetNotFound, AssetUnreadable, InvalidArgument, LimitExceeded, ProcessingFailed
 from ..netguard import gdal_proxy_env
 from ..security import check_local_path, check_url, network_policy
+from ..stac import band_common_names, item_datetime, link_href
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -92,8 +93,6 @@ def find_asset(item: dict, name: str) -> tuple[str, dict]:
 
 
 def _match(assets: dict, word: str) -> str | None:
-    from ..discovery.summaries import band_common_names
-
     if word in assets:
         return word
     same_key = [k for k in assets if k.lower() == word.lower()]
@@ -105,8 +104,6 @@ def _match(assets: dict, word: str) -> str | None:
 
 def _rank(asset: dict) -> tuple:
     """Prefer single-band GeoTIFF data assets (`red` over `visual`, then COG over JP2)."""
-    from ..discovery.summaries import band_common_names
-
     media = (asset.get("type") or "").lower()
     return (
         len(band_common_names(asset)) != 1,
@@ -116,8 +113,6 @@ def _rank(asset: dict) -> tuple:
 
 
 def describe_assets(assets: dict) -> str:
-    from ..discovery.summaries import band_common_names
-
     parts = []
     for key, asset in assets.items():
         bands = band_common_names(asset)
@@ -175,8 +170,7 @@ class AssetSource:
 
     @property
     def datetime(self) -> str | None:
-        props = (self.item or {}).get("properties") or {}
-        return props.get("datetime") or props.get("start_datetime")
+        return item_datetime(self.item or {})
 
     @property
     def label(self) -> str:
@@ -194,10 +188,8 @@ class AssetSource:
 
     @property
     def item_href(self) -> str | None:
-        for link in (self.item or {}).get("links") or []:
-            if link.get("rel") == "self" and link.get("href"):
-                return unsigned_href(link["href"])
-        return None
+        href = link_href(self.item or {}, "self")
+        return unsigned_href(href) if href else None
 
     def source_ref(self) -> SourceRef:
         """The `derived_from` entry of an output made from this input (no credentials)."""
@@ -249,10 +241,10 @@ def asset_source(core: Core, item: dict, asset: str, *, catalog: str | None = No
     href = meta.get("href")
     if not href:
         raise AssetNotFound(f"asset '{key}' of item '{item.get('id')}' has no href")
-    self_href = next((l.get("href") for l in item.get("links") or [] if l.get("rel") == "self"), None)
+    self_href = link_href(item, "self")
     if "://" not in href and not href.startswith("/") and self_href:
         href = urljoin(self_href, href)
-    config = core.settings.catalog(catalog)
+    config = core.catalogs.get(catalog).config  # the `workspace` catalog too
     from ..signing import signer_for
 
     signer = signer_for(config, core.settings)
@@ -267,11 +259,6 @@ def asset_source(core: Core, item: dict, asset: str, *, catalog: str | None = No
         requester_pays=config.requester_pays,
         signer=signer if signer is not None and signer.applies(href) else None,
     )
-
-
-def get_item(core: Core, collection_id: str, item_id: str, catalog: str | None = None) -> dict:
-    """A catalog's item, with asset hrefs signed where the catalog needs it."""
-    return core.catalogs.get(catalog).item(collection_id, item_id)
 
 
 def resolve_input(
@@ -294,6 +281,8 @@ def resolve_input(
             "name the input with href (http(s)://, s3:// or a workspace path), or with "
             "collection_id + item_id + asset (an asset key or a band common name like 'red')"
         )
+    from ..discovery.collections import get_item
+
     item = get_item(core, collection_id, item_id, catalog)
     return asset_source(core, item, asset, catalog=catalog)
 

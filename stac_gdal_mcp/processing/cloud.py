@@ -22,9 +22,11 @@ import math
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..errors import AssetUnreadable, InvalidArgument, LimitExceeded, StacGdalMcpError
+from ..models import Model
+from ..stac import item_datetime
 from .access import ONE_THREAD_PER_READ, asset_source, open_reader, suffix_driver
 from .aoi import aoi_geometry, project_aoi, rasterize_aoi
 from .jobs import Job
@@ -40,10 +42,9 @@ Sort = Literal["clear", "cloud", "datetime", "-datetime", "search"]
 DEFAULT_MAX_ITEMS = 50
 
 
-class ItemCloudCover(BaseModel):
+class ItemCloudCover(Model):
     """Cloud statistics of one item over the AOI (fractions are 0..1)."""
 
-    model_config = ConfigDict(extra="forbid")
     collection_id: str | None = None
     item_id: str
     datetime: str | None = None
@@ -67,8 +68,7 @@ class ItemCloudCover(BaseModel):
     error: str | None = Field(None, description="why this item could not be measured")
 
 
-class CloudCoverResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CloudCoverResult(Model):
     aoi_bbox: list[float]
     sort: str
     items: list[ItemCloudCover]
@@ -212,7 +212,7 @@ def measure_item(
     try:
         item = ref_or_item if "assets" in ref_or_item else cat.item(ref["collection_id"], ref["item_id"])
         props = item.get("properties") or {}
-        row.datetime = props.get("datetime") or props.get("start_datetime")
+        row.datetime = item_datetime(item)
         row.scene_cloud_cover = props.get("eo:cloud_cover")
         source = item_mask(item, collections, asset)
         row.mask_source = source.describe()
@@ -322,7 +322,7 @@ def cloud_cover_stats(
         raise InvalidArgument(f"resolution must be positive (got {resolution})")
     cat = core.catalogs.get(catalog)
     selected, notes = select_items(
-        core.catalogs,
+        core,
         aoi_geom,
         catalog=catalog,
         items=items,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from ..models import Model
 from .access import (
     AssetSource,
     capture_gdal_messages,
@@ -20,9 +21,7 @@ if TYPE_CHECKING:
     from ..core import Core
 
 
-class AssetInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class AssetInfo(Model):
     href: str = Field(description="the asset href, without any signature")
     asset: str | None = None
     item_id: str | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..discovery.collections import get_item
 from ..errors import AssetNotFound, InvalidArgument
 from ..outputs import OutputRecord
 from .access import (
@@ -19,7 +20,6 @@ from .access import (
     asset_source,
     check_read_size,
     gdal_errors,
-    get_item,
     open_reader,
     resolve_input,
 )

@@ -39,11 +39,6 @@ def select_items(
     a search over the AOI; and notes. Searches are capped at `max_items`."""
     from ..discovery.search import search_items
 
-    if not hasattr(core, "cursors"):  # given the catalogs alone (processing/cloud.py, until it passes core)
-        from ..core import Core
-
-        catalogs, core = core, Core(core.settings)
-        core.__dict__["catalogs"] = catalogs
     limit_cap = core.settings.limits.max_items
     wanted = min(max_items or default_max, limit_cap)
     notes = []

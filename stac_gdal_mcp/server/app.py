@@ -62,12 +62,10 @@ def build_server_parts(
     """The MCP server over `session` (default: a new Session from `settings`); `http_token`
     protects the HTTP transport. Output records of the session name themselves by this server's
     resource URIs (stac-gdal://outputs/...)."""
-    from fastmcp import FastMCP
-
     from .. import __version__
     from . import tasks
     from .extensions import install_extensions
-    from .http_guard import install_http_guard
+    from .http_guard import guarded_server
     from .map_app import register_map_app
     from .resources import record_links
     from .tools import analysis, discovery, processing
@@ -78,7 +76,8 @@ def build_server_parts(
     elif settings is not None and settings is not session.settings:
         raise ValueError("give either settings or a session, not both")
     session.outputs.links = record_links(session.settings)
-    mcp = FastMCP(
+    mcp = guarded_server(  # a FastMCP whose HTTP apps check Host and Origin first (DNS rebinding)
+        session.settings,
         "stac-gdal-mcp",
         instructions=INSTRUCTIONS,
         version=__version__,
@@ -86,7 +85,6 @@ def build_server_parts(
         auth=_token_auth(http_token) if http_token else None,
         middleware=[argument_errors_middleware()],
     )
-    install_http_guard(mcp, session.settings)  # Host/Origin checks on every HTTP app (DNS rebinding)
     tasks.install(mcp, session.settings)  # long tools as MCP tasks (server/tasks.py)
     discovery.register(mcp, session)
     processing.register(mcp, session)

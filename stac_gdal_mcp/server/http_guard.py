@@ -172,13 +172,14 @@ def guard_middleware(settings):
     )
 
 
-def install_http_guard(mcp, settings) -> None:
-    """Make every HTTP app `mcp` builds (`mcp.http_app()`, and so `mcp.run(transport="http")`)
-    check Host and Origin first."""
-    original = mcp.http_app
+def guarded_server(settings, *args, **kwargs):
+    """A FastMCP server (arguments as FastMCP's) whose every HTTP app (`http_app()`, and so
+    `run(transport="http")`) checks Host and Origin first, for `settings`."""
+    from fastmcp import FastMCP
 
-    def http_app(*args, middleware=None, **kwargs):
-        return original(*args, middleware=[guard_middleware(settings), *(middleware or [])], **kwargs)
+    class GuardedFastMCP(FastMCP):
+        def http_app(self, *args, middleware=None, **kwargs):
+            guard = guard_middleware(settings)
+            return super().http_app(*args, middleware=[guard, *(middleware or [])], **kwargs)
 
-    http_app.__doc__ = original.__doc__
-    mcp.http_app = http_app
+    return GuardedFastMCP(*args, **kwargs)

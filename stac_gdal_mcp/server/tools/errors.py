@@ -21,7 +21,7 @@ import functools
 import inspect
 import logging
 
-from ...errors import OutputExists, OutputNotFound, StacGdalMcpError
+from ...errors import CatalogUnavailable, CollectionNotFound, OutputExists, OutputNotFound, StacGdalMcpError
 
 log = logging.getLogger("stac_gdal_mcp.tools")
 
@@ -29,6 +29,8 @@ log = logging.getLogger("stac_gdal_mcp.tools")
 HINTS: dict[type[StacGdalMcpError], str] = {
     OutputNotFound: "; list_outputs shows the outputs there are",
     OutputExists: " or delete_output it first",
+    CatalogUnavailable: " (list_catalogs shows them)",
+    CollectionNotFound: "; list_collections shows a catalog's collections",
 }
 
 
