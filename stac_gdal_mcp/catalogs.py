@@ -33,7 +33,6 @@ from .models import CatalogInfo, SearchFeatures
 from .security import network_policy
 from .security import shown as quoted
 from .settings import CatalogConfig, Settings
-from .stac import link_href
 
 log = logging.getLogger(__name__)
 
@@ -392,7 +391,8 @@ class RemoteCatalog:
 
     def _unavailable(self, why: str) -> str:
         return (
-            f"catalog '{self.id}' ({self.url}) is unavailable: {why}. Try again later, or use another catalog"
+            f"catalog '{self.id}' ({self.url}) is unavailable: {why}. "
+            "Try again later, or use another catalog (list_catalogs)."
         )
 
     @property
@@ -414,7 +414,10 @@ class RemoteCatalog:
         return features_from_conformance(self.conforms_to)
 
     def link(self, rel: str, default: str) -> str:
-        return link_href(self.root, rel) or f"{self.url}/{default}"
+        for link in self.root.get("links", []):
+            if link.get("rel") == rel and link.get("href"):
+                return link["href"]
+        return f"{self.url}/{default}"
 
     def collection_url(self, collection_id: str) -> str:
         return f"{self.url}/collections/{path_segment(collection_id, 'collection_id')}"
@@ -428,7 +431,8 @@ class RemoteCatalog:
             return self.request(url)
         except NotFound:
             raise CollectionNotFound(
-                f"collection {quoted(collection_id, 80)} not found in catalog '{self.id}'"
+                f"collection {quoted(collection_id, 80)} not found in catalog '{self.id}'; "
+                "use list_collections to see what it has"
             ) from None
 
     def item(self, collection_id: str, item_id: str) -> dict:

@@ -6,6 +6,8 @@ docstrings are written for an agent. Core errors become tool errors once, throug
 (see errors.py: one log line per error).
 """
 
+import inspect
+
 from ..schemas import compact_tool
 from .errors import core_errors
 
@@ -22,7 +24,12 @@ def tool(mcp, annotations, **kwargs):
     """`@tool(mcp, READ_ONLY)`: register a tool whose core errors become tool errors."""
 
     def decorate(fn):
-        registered = mcp.tool(core_errors(fn), annotations=annotations, **kwargs)
+        wrapped = core_errors(fn)
+        # the docstring as the description, given here: fastmcp then never imports griffe to parse
+        # it (parameters are described by their Field annotations) - a faster cold start
+        kwargs.setdefault("description", inspect.getdoc(fn))
+        wrapped.__doc__ = None
+        registered = mcp.tool(wrapped, annotations=annotations, **kwargs)
         compact_tool(mcp, kwargs.get("name") or fn.__name__)  # small listed schemas (server/schemas.py)
         return registered
 

@@ -161,9 +161,9 @@ def register(mcp, session: Session) -> None:
         """An item's full STAC JSON (asset hrefs signed where needed)."""
         return json.dumps(session.get_item(collection_id, item_id, catalog))
 
-    @mcp.prompt
+    # the description given, not a docstring: fastmcp would import griffe to parse it (cold start)
+    @mcp.prompt(description="Find the clearest recent imagery over a place.")
     def find_clear_imagery(place: str, start: str, end: str, max_cloud_cover: int = 20) -> str:
-        """Find the clearest recent imagery over a place."""
         return (
             f"Find satellite imagery of {place} between {start} and {end}.\n"
             "1. Work out a WGS84 bbox [west, south, east, north] for the place.\n"
@@ -175,9 +175,8 @@ def register(mcp, session: Session) -> None:
             "get_item for the chosen one. Mention any `notes` the search returned."
         )
 
-    @mcp.prompt
+    @mcp.prompt(description="Get to know a STAC catalog.")
     def explore_catalog(catalog: str) -> str:
-        """Get to know a STAC catalog."""
         return (
             f"Explore the STAC catalog '{catalog}': call list_catalogs(check_reachable=true) to see "
             f"what '{catalog}' supports, list_collections(catalog='{catalog}') for its collections, "

@@ -1,0 +1,175 @@
+"""Cloud-cover figures at scale (issue 14), on the Range server with added latency per request.
+
+1. 24 items at 50 ms per request: one by one (24 calls) / one call. Target >= 8x.
+2. cloud_cover_stats / odc.stac.load + numpy count, each with its defaults (odc-stac: no `pool`,
+   so it reads the items one after another; ours: limits.max_concurrency), same 24 items, same
+   AOI and resolution. Target <= 0.5x.
+3. Scale: cloud_cover_stats over 24, 100, 500 items (fresh URLs of one generated 2048² SCL COG,
+   512 px tiles), each size in its own process: seconds per item (target: flat) and peak RSS
+   (ru_maxrss of that process).
+
+Run: python benchmarks/bench_cloud_scale.py [--delay 0.05] [--sizes 24,100,500] [--concurrency N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from bench_cloud_bytes import make_scl  # noqa: E402
+from bench_cloud_latency import AOI, SMALL, make_items, refs  # noqa: E402
+
+
+def make_core(folder: Path, items: list[dict], concurrency: int | None):
+    from stac_gdal_mcp.core import Core
+    from stac_gdal_mcp.settings import load_settings
+
+    path = folder / f"items-{uuid.uuid4().hex[:6]}.json"
+    path.write_text(json.dumps({"type": "FeatureCollection", "features": items}))
+    limits = {"max_items": 10_000}
+    if concurrency:
+        limits["max_concurrency"] = concurrency
+    settings = load_settings(
+        workspace=folder / "workspace",
+        network={"allow_private_hosts": True},
+        catalogs=[{"id": "bench", "path": str(path)}],
+        default_catalog="bench",
+        limits=limits,
+    )
+    return Core(settings)
+
+
+def odc_defaults(items: list[dict]) -> list[float | None]:
+    """What a notebook user writes: odc.stac.load with its defaults over the AOI, then counts."""
+    import numpy as np
+    import pystac
+    from odc.stac import load
+    from rasterio.features import geometry_mask
+    from rasterio.warp import transform_geom
+    from shapely.geometry import box, mapping
+
+    ds = load(
+        [pystac.Item.from_dict(i, migrate=False) for i in items],
+        bands=["scl"],
+        crs="EPSG:32633",
+        resolution=20,
+        bbox=AOI,
+        groupby="id",
+    )
+    geom = transform_geom("EPSG:4326", "EPSG:32633", mapping(box(*AOI)))
+    inside = geometry_mask([geom], out_shape=ds.scl.shape[1:], transform=ds.odc.geobox.affine, invert=True)
+    out = []
+    for scl in ds.scl.values:
+        values = scl[inside]
+        n = int((values != 0).sum())
+        out.append(float(np.isin(values, (8, 9)).sum() / n) if n else None)
+    return out
+
+
+def one_size(folder: Path, count: int, delay: float, concurrency: int | None) -> dict:
+    from stac_gdal_mcp.processing.cloud import cloud_cover_stats
+    from testbed import serve_directory
+
+    scl = make_scl(folder / f"scl{SMALL}.tif", size=SMALL, seed=7)
+    with serve_directory(folder, delay_s=delay) as server:
+        items, _ = make_items(server, scl, count, f"S2_SCALE{count}_")
+        core = make_core(folder, items, concurrency)
+        server.reset_stats()
+        start = time.perf_counter()
+        result = cloud_cover_stats(core, AOI, items=refs(items), catalog="bench", max_items=count)
+        seconds = time.perf_counter() - start
+        assert result.failed == 0 and result.returned == count, result.notes
+        return {
+            "items": count,
+            "seconds": seconds,
+            "requests": server.stats()["requests"],
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "concurrency": core.settings.limits.max_concurrency,
+        }
+
+
+def latency_figures(folder: Path, delay: float, concurrency: int | None) -> None:
+    from stac_gdal_mcp.processing.cloud import cloud_cover_stats
+    from testbed import serve_directory
+
+    scl = make_scl(folder / f"scl{SMALL}.tif", size=SMALL, seed=7)
+    with serve_directory(folder, delay_s=delay) as server:
+        warm, _ = make_items(server, scl, 2, "S2_WARM_")
+        cloud_cover_stats(make_core(folder, warm, concurrency), AOI, items=refs(warm), catalog="bench")
+        odc_defaults(warm)  # imports and GDAL set up for both, not counted
+
+        batch, _ = make_items(server, scl, 24, "S2_BATCH_")
+        single, _ = make_items(server, scl, 24, "S2_ONE_")
+        theirs, _ = make_items(server, scl, 24, "S2_ODC_")
+        core = make_core(folder, batch + single, concurrency)
+        start = time.perf_counter()
+        result = cloud_cover_stats(core, AOI, items=refs(batch), catalog="bench")
+        together = time.perf_counter() - start
+        start = time.perf_counter()
+        rows = [cloud_cover_stats(core, AOI, items=[ref], catalog="bench").items[0] for ref in refs(single)]
+        one_by_one = time.perf_counter() - start
+        start = time.perf_counter()
+        baseline = odc_defaults(theirs)
+        odc_s = time.perf_counter() - start
+    assert result.failed == 0 and all(r.error is None for r in rows)
+    ours = {r.item_id[-2:]: r.cloud_fraction for r in result.items}
+    assert all(abs(ours[f"{i:02d}"] - b) < 1e-3 for i, b in enumerate(baseline)), (ours, baseline)
+    ratio = one_by_one / together
+    print(
+        f"24 items, {delay * 1000:.0f} ms per request, limits.max_concurrency="
+        f"{core.settings.limits.max_concurrency}: one call {together:.2f} s, one by one {one_by_one:.2f} s "
+        f"-> {ratio:.1f}x (target >= 8x): {'OK' if ratio >= 8 else 'MISSED'}"
+    )
+    ratio = together / odc_s
+    print(
+        f"  vs odc.stac.load + numpy with its defaults {odc_s:.2f} s -> {ratio:.2f}x (target <= 0.5x): "
+        f"{'OK' if ratio <= 0.5 else 'MISSED'}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--delay", type=float, default=0.05)
+    parser.add_argument("--sizes", default="24,100,500")
+    parser.add_argument("--concurrency", type=int, help="limits.max_concurrency (default: the setting's)")
+    parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        if args.one:
+            print(json.dumps(one_size(folder, args.one, args.delay, args.concurrency)))
+            return
+        latency_figures(folder, args.delay, args.concurrency)
+        rows = []
+        for size in [int(s) for s in args.sizes.split(",")]:
+            command = [sys.executable, __file__, "--one", str(size), "--delay", str(args.delay)]
+            command += ["--keep", str(folder)]
+            if args.concurrency:
+                command += ["--concurrency", str(args.concurrency)]
+            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+            rows.append(json.loads(out.strip().splitlines()[-1]))
+        base = rows[0]["seconds"] / rows[0]["items"]
+        for row in rows:
+            per_item = row["seconds"] / row["items"]
+            print(
+                f"scale: {row['items']:4d} items in {row['seconds']:6.2f} s = {per_item * 1000:5.1f} ms/item "
+                f"({per_item / base:.2f}x of the first), {row['requests']} requests, "
+                f"peak RSS {row['peak_rss_mb']:.0f} MB"
+            )
+
+
+if __name__ == "__main__":
+    main()
