@@ -39,6 +39,12 @@ class _PathStats:
     ranges: int = 0
 
 
+class _Server(ThreadingHTTPServer):
+    # the socket's listen backlog: with the default 5, a burst of concurrent connections (many
+    # items read at once) overflows it and the kernel drops SYNs - a 1 s retransmission each
+    request_queue_size = 256
+
+
 class RangeServer:
     """A running server: `url`, `directory`, `delay_s`, `stats()`, `reset_stats()`."""
 
@@ -48,7 +54,7 @@ class RangeServer:
         self._lock = threading.Lock()
         self._paths: dict[str, _PathStats] = {}
         handler = type("Handler", (_RangeHandler,), {"range_server": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = _Server(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         host, port = self._httpd.server_address[:2]
         self.url = f"http://{host}:{port}"
