@@ -222,7 +222,9 @@ def register(mcp, session: Session) -> None:
 
         result = await run_job(ctx, work)
         if quicklook and isinstance(result, OutputRecord):
-            images = quicklook_content(session, result)
+            from anyio import to_thread
+
+            images = await to_thread.run_sync(quicklook_content, session, result)  # reads the file
             return linked_result(result, [result], limit, extra=images)
         return _answer(result)
 
