@@ -4,8 +4,9 @@ Every tool's schemas are sent to the model once per session, and a client checks
 result against the tool's `outputSchema` (the `mcp` SDK walks the whole schema with jsonschema, per
 item of a list). So the schemas the server lists are made small and cheap:
 
-- `input_schema`: pydantic's `title` keys dropped (the property name says the same); nothing else
-  changes, so arguments are described and checked as before.
+- `input_schema`: pydantic's `title` keys and `"additionalProperties": true` dropped, a scalar-or-null
+  argument typed `{"type": [T, "null"]}` instead of an `anyOf`; arguments are described and
+  checked as before.
 - `output_schema`: the result's top-level fields with their JSON types and descriptions; nested
   objects and lists are typed loosely (`object`, `array`), their element model named in the
   description. A nullable field is `{"type": ["string", "null"]}`, never an `anyOf`. The precise
@@ -20,7 +21,8 @@ _SIMPLE = {"string", "number", "integer", "boolean", "null", "object", "array"}
 
 
 def strip_titles(schema: Any) -> Any:
-    """`schema` without pydantic's `title` keys (a property literally named "title" is kept)."""
+    """`schema` without pydantic's `title` keys (a property named "title" is kept) and without
+    `"additionalProperties": true` (the default)."""
     if isinstance(schema, list):
         return [strip_titles(s) for s in schema]
     if not isinstance(schema, dict):
@@ -28,6 +30,8 @@ def strip_titles(schema: Any) -> Any:
     out = {}
     for key, value in schema.items():
         if key == "title" and isinstance(value, str):
+            continue
+        if key == "additionalProperties" and value is True:  # the default: says nothing
             continue
         if key == "properties" and isinstance(value, dict):
             out[key] = {name: strip_titles(prop) for name, prop in value.items()}
