@@ -295,7 +295,7 @@ def signers(settings: Settings) -> list[PlanetaryComputerSigner]:
 
 def is_refused(messages: list[str], exc: BaseException | None = None) -> bool:
     """Whether a failed GDAL read was refused with HTTP 403 (an expired or bad signature)."""
-    from .processing.access import diagnose
+    from .processing.gdal_messages import diagnose
 
     return diagnose(messages, exc).reason.startswith("the server answered HTTP 403")
 
@@ -358,7 +358,7 @@ def _classes():
         def read(self, cfg, dst_geobox, *, dst=None, selection=None):
             from rasterio.errors import RasterioError
 
-            from .processing.access import capture_gdal_messages
+            from .processing.gdal_messages import capture_gdal_messages
 
             signer = self._signer(self._src.uri)
             if signer is None:

@@ -154,7 +154,7 @@ class _Progress:
 def _reason(exc: BaseException, settings) -> str:
     """Why a load failed, in words: GDAL's messages travel as the exception's causes (rasterio's
     "Read failed. See previous exception" is raised from the CPLE error that says why)."""
-    from .access import diagnose
+    from .gdal_messages import diagnose
 
     chain, seen = [], exc
     while seen is not None and len(chain) < 10:
