@@ -285,3 +285,40 @@ def _help(obj) -> str:
     import pydoc
 
     return pydoc.plain(pydoc.render_doc(obj))
+
+
+def test_search_of_one_catalog_translates_collection_aliases(tmp_path):
+    """A canonical collection name is translated for one catalog too (not only in a federated
+    search): by Session.search, and so by the search_items tool and the analyses."""
+    aliases = {"s2-canonical": {"sample": ["sentinel-2-l2a"]}, "only-elsewhere": {"other": ["x"]}}
+    with stac_gdal_mcp.Session(
+        default_catalog="sample", workspace=tmp_path / "workspace", collection_aliases=aliases
+    ) as session:
+        results = session.search(collections=["s2-canonical"], bbox=FIELDS, datetime=SEARCH["datetime"])
+        assert results.matched == 5
+        assert any("'s2-canonical' is 'sentinel-2-l2a' in catalog 'sample'" in n for n in results.notes)
+        with pytest.raises(
+            stac_gdal_mcp.errors.CollectionNotFound, match="collection_aliases has it in: other"
+        ):
+            session.search(catalog="sample", collections=["only-elsewhere"])
+
+
+def test_local_search_skips_items_without_geometry_or_bbox():
+    """An item of a local catalog with neither geometry nor bbox is nowhere: a bbox or
+    intersects search leaves it out instead of failing (a 3D bbox is read as 2D)."""
+    from stac_gdal_mcp.discovery.local import local_search
+    from stac_gdal_mcp.discovery.query import check_search
+
+    items = [
+        {"id": "nowhere", "properties": {}},
+        {"id": "null", "geometry": None, "properties": {}},
+        {"id": "flat", "geometry": None, "bbox": [13, 45, 14, 46], "properties": {}},
+        {"id": "3d", "geometry": None, "bbox": [13, 45, 0, 14, 46, 100], "properties": {}},
+        {"id": "far", "geometry": None, "bbox": [0, 0, 1, 1], "properties": {}},
+    ]
+    by_bbox = check_search(None, [13.5, 45.5, 13.6, 45.6], None, None, None, None, None, None, None, None)
+    assert sorted(i["id"] for i in local_search(items, by_bbox)) == ["3d", "flat"]
+    polygon = {"type": "Polygon", "coordinates": [[[13.5, 45.5], [13.6, 45.5], [13.6, 45.6], [13.5, 45.5]]]}
+    by_shape = check_search(None, None, polygon, None, None, None, None, None, None, None)
+    assert sorted(i["id"] for i in local_search(items, by_shape)) == ["3d", "flat"]
+    assert len(local_search(items, check_search(*[None] * 10))) == 5

@@ -263,3 +263,38 @@ def test_serve_reports_a_config_typo_on_stderr(tmp_path):
     assert done.stderr.strip() == (
         f"stac-gdal-mcp: config file {config}: unknown key 'page_sise' in [limits]; did you mean 'page_size'?"
     )
+
+
+def _setting_names(model, prefix=""):
+    """(dotted name, in a list of entries?) of every field of a settings model, recursively."""
+    import typing
+
+    from pydantic import BaseModel
+
+    for name, field in model.model_fields.items():
+        yield prefix + name, False
+        outer = typing.get_origin(field.annotation)
+        for kind in [field.annotation, *typing.get_args(field.annotation)]:
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                if outer is list:  # [[catalogs]] entries: their keys are named as such
+                    yield from ((n, True) for n, _ in _setting_names(kind))
+                else:
+                    yield from _setting_names(kind, prefix + name + ".")
+
+
+def test_every_setting_is_in_the_configuration_doc():
+    """docs/configuration.md names every field of Settings (sections as `network.timeout_s`,
+    keys of list entries such as [[catalogs]] as `key` or `key = ...`), so it cannot drift."""
+    from stac_gdal_mcp.settings import Settings
+
+    doc = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text()
+    sections = {n for n, _ in _setting_names(Settings) if "." in n}
+    sections = {n.rsplit(".", 1)[0] for n in sections}
+    missing = [
+        name
+        for name, entry_key in _setting_names(Settings)
+        if name not in sections
+        and f"`{name}`" not in doc
+        and not (entry_key and re.search(rf"^#?\s*{re.escape(name)} = |`{re.escape(name)}`", doc, re.M))
+    ]
+    assert missing == [], f"settings not named in docs/configuration.md: {missing}"

@@ -549,26 +549,14 @@ def search(
 ) -> FederatedSearchResult:
     """search_items over one catalog or several: several (a list, comma-separated ids or "*")
     go through `federated_search`; one goes to `discovery.search.search_items` with its
-    collection names translated by the alias table."""
+    collection names translated by the alias table (search_items does that)."""
     from .search import search_items
 
     ids = catalog_ids(core, catalog)
     if len(ids) > 1:
         return federated_search(core, ids, collections=collections, cursor=cursor, **args)
-    notes: list[str] = []
-    if cursor is None and collections is not None:
-        resolved = aliases.resolve(core.settings, ids[0], p.as_list(collections, "collections"))
-        if resolved.nothing_to_ask:
-            where = [c for c, e in aliases.alias_table(core.settings).get(resolved.left_out[0], {}).items()]
-            raise CollectionNotFound(
-                f"collection '{resolved.left_out[0]}' is not in catalog '{ids[0]}'; "
-                f"collection_aliases has it in: {', '.join(where)}"
-            )
-        collections, notes = resolved.collections, resolved.notes
     result = search_items(core, catalog=ids[0], collections=collections, cursor=cursor, **args)
-    return FederatedSearchResult.model_construct(
-        **{**dict(result), "notes": notes + list(result.notes)}, catalogs=None
-    )
+    return FederatedSearchResult.model_construct(**dict(result), catalogs=None)
 
 
 __all__ = [

@@ -44,6 +44,18 @@ def sort_items(items: list[dict], sortby: list[dict] | None) -> list[dict]:
     return out
 
 
+def _footprint(item: dict):
+    """The item's geometry, else its bbox (2D or 3D) as a box; None when it has neither."""
+    from shapely.geometry import box, shape
+
+    if item.get("geometry"):
+        return shape(item["geometry"])
+    b = item.get("bbox") or []
+    if len(b) == 6:
+        return box(b[0], b[1], b[3], b[4])
+    return box(*b[:4]) if len(b) == 4 else None
+
+
 def local_search(items: list[dict], search: Search) -> list[dict]:
     """All items matching `search`, in its sort order."""
     from shapely.geometry import box, shape
@@ -69,8 +81,8 @@ def local_search(items: list[dict], search: Search) -> list[dict]:
         if search.ids and item["id"] not in search.ids:
             continue
         if area is not None:
-            geom = shape(item["geometry"]) if item.get("geometry") else box(*item["bbox"][:4])
-            if not geom.intersects(area):
+            geom = _footprint(item)
+            if geom is None or not geom.intersects(area):  # no geometry nor bbox: nowhere
                 continue
         if interval is not None:
             start, end = _item_interval(item)

@@ -22,7 +22,7 @@ from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog, ResultBudget
 from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, NotSupported
 from ..models import SearchResult
 from ..stac import find_link
-from . import cursors
+from . import aliases, cursors
 from . import params as p
 from .local import local_search
 from .query import Search, and_all, check_search, cloud_cover_condition
@@ -285,6 +285,16 @@ def search_items(
             "continuing from cursor: search arguments other than catalog, limit and detail are taken from it"
         )
         notes += cursors.checked(state, "notes", list) or []
+    elif collections is not None:  # canonical names as this catalog names them (aliases.py)
+        resolved = aliases.resolve(settings, cat.id, p.as_list(collections, "collections"))
+        if resolved.nothing_to_ask:
+            where = list(aliases.alias_table(settings).get(resolved.left_out[0], {}))
+            raise CollectionNotFound(
+                f"collection '{resolved.left_out[0]}' is not in catalog '{cat.id}'; "
+                f"collection_aliases has it in: {', '.join(where)}"
+            )
+        collections = resolved.collections
+        notes += resolved.notes
 
     if isinstance(cat, LocalCatalog):
         if state is None:
