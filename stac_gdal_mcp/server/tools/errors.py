@@ -37,6 +37,8 @@ HINTS: dict[type[StacGdalMcpError], str] = {
 def message_for(exc: BaseException) -> str:
     """The message a client gets for a core error: the core's, with this face's hint."""
     text = str(exc)
+    if "; it has: " in text:  # the message lists the choices already
+        return text
     for kind, hint in HINTS.items():
         if isinstance(exc, kind) and hint.strip(" ;") not in text:
             return text + hint
