@@ -153,3 +153,31 @@ async def test_a_time_series_table_and_chart_are_found_by_place(build, make_sett
     for item in here["items"]:
         assert item["bbox"] == [13.60, 45.92, 13.62, 45.935]
     assert sorted(check_static_catalog(settings.workspace)) == sorted(made)
+
+
+async def test_an_output_is_an_input_by_reference_in_the_workspace_catalog(build, make_settings):
+    """collection_id + item_id + asset with catalog="workspace" resolve an output as an input
+    (processing takes the workspace catalog's config from the catalogs, not the settings)."""
+    settings = make_settings(default_catalog="sample")
+    async with Client(build(settings)) as client:
+
+        async def call(tool, **args):
+            return (await client.call_tool(tool, args)).structured_content
+
+        record = await call(
+            "reproject_asset",
+            catalog="sample",
+            collection_id="sentinel-2-l2a",
+            item_id="S2B_33TUL_20240604_0_L2A",
+            asset="red",
+            dst_crs="EPSG:4326",
+            bbox=AOI,
+        )
+        info = await call(
+            "inspect_asset",
+            catalog="workspace",
+            collection_id="reproject_asset",
+            item_id=record["id"],
+            asset="data",
+        )
+    assert info["item_id"] == record["id"] and info["crs"] == "EPSG:4326"
