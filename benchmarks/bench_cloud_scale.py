@@ -8,7 +8,8 @@
    512 px tiles), each size in its own process: seconds per item (target: flat) and peak RSS
    (ru_maxrss of that process).
 
-Run: python benchmarks/bench_cloud_scale.py [--delay 0.05] [--sizes 24,100,500] [--concurrency N]
+Run: python benchmarks/bench_cloud_scale.py [--delay 0.05] [--sizes 24,100,500] [--concurrency N] [--remote]
+     (--remote: figures 1 and 2 again with the Range server in a process of its own)
 """
 
 from __future__ import annotations
@@ -99,12 +100,41 @@ def one_size(folder: Path, count: int, delay: float, concurrency: int | None) ->
         }
 
 
-def latency_figures(folder: Path, delay: float, concurrency: int | None) -> None:
+SERVE = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from testbed import serve_directory
+with serve_directory({folder!r}, delay_s={delay!r}) as server:
+    print(server.url, flush=True)
+    sys.stdin.read()
+"""
+
+
+class _Remote:
+    """The Range server in a process of its own (as a remote server would be): `url`, `directory`."""
+
+    def __init__(self, folder: Path, delay: float):
+        code = SERVE.format(tests=str(HERE.parent / "tests"), folder=str(folder), delay=delay)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.url = self.process.stdout.readline().strip()
+        self.directory = folder.resolve()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.process.stdin.close()
+        self.process.wait(timeout=10)
+
+
+def latency_figures(folder: Path, delay: float, concurrency: int | None, remote: bool = False) -> None:
     from stac_gdal_mcp.processing.cloud import cloud_cover_stats
     from testbed import serve_directory
 
     scl = make_scl(folder / f"scl{SMALL}.tif", size=SMALL, seed=7)
-    with serve_directory(folder, delay_s=delay) as server:
+    with _Remote(folder, delay) if remote else serve_directory(folder, delay_s=delay) as server:
         warm, _ = make_items(server, scl, 2, "S2_WARM_")
         cloud_cover_stats(make_core(folder, warm, concurrency), AOI, items=refs(warm), catalog="bench")
         odc_defaults(warm)  # imports and GDAL set up for both, not counted
@@ -127,7 +157,8 @@ def latency_figures(folder: Path, delay: float, concurrency: int | None) -> None
     assert all(abs(ours[f"{i:02d}"] - b) < 1e-3 for i, b in enumerate(baseline)), (ours, baseline)
     ratio = one_by_one / together
     print(
-        f"24 items, {delay * 1000:.0f} ms per request, limits.max_concurrency="
+        f"24 items, {delay * 1000:.0f} ms per request (Range server in "
+        f"{'its own process' if remote else 'this process'}), limits.max_concurrency="
         f"{core.settings.limits.max_concurrency}: one call {together:.2f} s, one by one {one_by_one:.2f} s "
         f"-> {ratio:.1f}x (target >= 8x): {'OK' if ratio >= 8 else 'MISSED'}"
     )
@@ -145,6 +176,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, help="limits.max_concurrency (default: the setting's)")
     parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
+    parser.add_argument("--remote", action="store_true", help="also with the Range server in its own process")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
@@ -153,6 +185,8 @@ def main() -> None:
             print(json.dumps(one_size(folder, args.one, args.delay, args.concurrency)))
             return
         latency_figures(folder, args.delay, args.concurrency)
+        if args.remote:
+            latency_figures(folder, args.delay, args.concurrency, remote=True)
         rows = []
         for size in [int(s) for s in args.sizes.split(",")]:
             command = [sys.executable, __file__, "--one", str(size), "--delay", str(args.delay)]
