@@ -121,6 +121,7 @@ def core_and_source(make_settings, big_local):
     return core, resolve_input(core, href=str(path))
 
 
+@pytest.mark.testbed  # seconds of GDAL work on a 4096 px raster per case
 @pytest.mark.parametrize("operation", ["convert", "reproject"])
 @pytest.mark.parametrize("stage", ["strip", "building overviews", "writing COG"])
 def test_cancel_stops_inside_gdal(core_and_source, operation, stage):
@@ -143,6 +144,7 @@ def test_cancel_stops_inside_gdal(core_and_source, operation, stage):
     assert leftovers(core.settings.workspace) == []
 
 
+@pytest.mark.testbed  # a 4096 px raster
 def test_job_wall_time_limit(make_settings, big_local):
     settings = make_settings(limits={"job_timeout_s": 0.3})
     (settings.workspace / "inputs").mkdir(parents=True)

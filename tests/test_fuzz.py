@@ -35,7 +35,8 @@ from hypothesis_jsonschema import _from_schema, from_schema
 
 import stac_gdal_mcp
 
-QUICK_EXAMPLES = 30
+# the unit lane: a few calls per tool (FUZZ_QUICK_EXAMPLES); the long lane (-m slow): FUZZ_EXAMPLES
+QUICK_EXAMPLES = int(os.environ.get("FUZZ_QUICK_EXAMPLES", "5"))
 SLOW_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "400"))
 CALL_TIMEOUT_S = 120
 

@@ -20,15 +20,18 @@ S2 = "sentinel-2-l2a"
 JUNE_JULY = "2024-06-01/2024-07-31"
 
 
-@pytest.fixture
-def session(make_settings):
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    """One session and server for the module (building one per test cost half a second each)."""
     from stac_gdal_mcp import Session
+    from stac_gdal_mcp.settings import load_settings
 
-    with Session(make_settings()) as session:
+    workspace = tmp_path_factory.mktemp("mcp-args") / "workspace"
+    with Session(load_settings(workspace=workspace, network={"allow_private_hosts": True})) as session:
         yield session
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def mcp(session):
     from stac_gdal_mcp.server import build_server
 

@@ -35,6 +35,9 @@ from stac_gdal_mcp.signing import TOKENS, PlanetaryComputerSigner, odc_driver, r
 from stac_gdal_mcp.testing import synthetic
 from testbed.rangeserver import RangeServer
 
+# a token endpoint and a slow Range server in threads, jobs outliving tokens, a LocalCluster
+pytestmark = pytest.mark.testbed
+
 TOKEN_S = 2.0
 UID = uuid.uuid4().hex[:8]
 ORIGIN = (500000.0, 5000000.0)
