@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..catalogs import LocalCatalog, RemoteCatalog
+from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog
 from ..errors import InvalidArgument, InvalidCursor, NotFound
 from ..models import CollectionDetail, CollectionList, Queryable, Queryables
 from ..stac import link_href
@@ -84,8 +84,11 @@ def list_collections(
 
 
 def _all_collections(cat: RemoteCatalog, max_pages: int = 50) -> list[dict]:
-    href, params, out = cat.link("data", "collections"), {"limit": 100}, []
+    href, params, out, trail = cat.link("data", "collections"), {"limit": 100}, [], PageTrail()
     for _ in range(max_pages):
+        if trail.leads_back(href, "GET", params):  # a next link back to a page already read
+            break
+        trail.visit(href, "GET", params)
         response = cat.request(href, "GET", params)
         out += response.get("collections", [])
         href = link_href(response, "next")
@@ -179,7 +182,7 @@ def get_queryables(core: Core, collection_id: str | None = None, catalog: str | 
         )
     if collection_id is not None:
         cat.collection(collection_id)
-        href = f"{cat.url}/collections/{collection_id}/queryables"
+        href = f"{cat.collection_url(collection_id)}/queryables"
     else:
         href = cat.link("http://www.opengis.net/def/rel/ogc/1.0/queryables", "queryables")
     try:

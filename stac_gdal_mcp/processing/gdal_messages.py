@@ -86,6 +86,11 @@ def diagnose(messages: list[str], exc: BaseException | None, settings: Settings 
     timeout = settings.network.timeout_s if settings is not None else None
     if failed and failed[-1] != 0:
         code = failed[-1]
+        if code == 403:
+            from ..netguard import recent_refusal
+
+            if why := recent_refusal():  # the in-process proxy refused the connection: say why
+                return ReadFailure(f"a connection was refused by the network policy ({why})", retryable=False)
         return ReadFailure(f"the server answered HTTP {code}{after}", retryable=code >= 500 and not retried)
     if failed or "timed out" in text.lower():  # code 0: no HTTP answer at all
         within = f" within {timeout:g} s" if timeout else ""

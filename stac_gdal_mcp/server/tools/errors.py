@@ -20,10 +20,12 @@ and it runs after fastmcp has already logged the failure with a traceback.
 import functools
 import inspect
 import logging
+import re
 
 from ...errors import CatalogUnavailable, CollectionNotFound, OutputExists, OutputNotFound, StacGdalMcpError
 
 log = logging.getLogger("stac_gdal_mcp.tools")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 # What this face adds to a core error's message: the tool that helps next.
 HINTS: dict[type[StacGdalMcpError], str] = {
@@ -48,6 +50,7 @@ def message_for(exc: BaseException) -> str:
 def client_error(error_type, message: str, what: str | None = None, exc_info=None):
     """`error_type(message)` (ToolError, ResourceError, PromptError) for an expected failure,
     logged here as one line: "<what> failed: <message>" (just the message without `what`)."""
+    message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)  # one line, whatever the input held
     if what is None:
         log.warning("%s", message, exc_info=exc_info)
     else:
