@@ -33,6 +33,7 @@ from .models import CatalogInfo, SearchFeatures
 from .security import network_policy
 from .security import shown as quoted
 from .settings import CatalogConfig, Settings
+from .stac import link_href
 
 log = logging.getLogger(__name__)
 
@@ -391,8 +392,7 @@ class RemoteCatalog:
 
     def _unavailable(self, why: str) -> str:
         return (
-            f"catalog '{self.id}' ({self.url}) is unavailable: {why}. "
-            "Try again later, or use another catalog (list_catalogs)."
+            f"catalog '{self.id}' ({self.url}) is unavailable: {why}. Try again later, or use another catalog"
         )
 
     @property
@@ -414,10 +414,7 @@ class RemoteCatalog:
         return features_from_conformance(self.conforms_to)
 
     def link(self, rel: str, default: str) -> str:
-        for link in self.root.get("links", []):
-            if link.get("rel") == rel and link.get("href"):
-                return link["href"]
-        return f"{self.url}/{default}"
+        return link_href(self.root, rel) or f"{self.url}/{default}"
 
     def collection_url(self, collection_id: str) -> str:
         return f"{self.url}/collections/{path_segment(collection_id, 'collection_id')}"
@@ -431,8 +428,7 @@ class RemoteCatalog:
             return self.request(url)
         except NotFound:
             raise CollectionNotFound(
-                f"collection {quoted(collection_id, 80)} not found in catalog '{self.id}'; "
-                "use list_collections to see what it has"
+                f"collection {quoted(collection_id, 80)} not found in catalog '{self.id}'"
             ) from None
 
     def item(self, collection_id: str, item_id: str) -> dict:
