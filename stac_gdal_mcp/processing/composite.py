@@ -7,14 +7,13 @@ a record naming every item it came from. `result` is the shape the server's tool
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from ..errors import AssetUnreadable, InvalidArgument
+from ..errors import InvalidArgument
 from ..models import Model
-from .dask_runtime import compute, compute_each, scheduler_name
+from .dask_runtime import compute_each, scheduler_name
 from .jobs import Job
 from .load import (
     SOFTWARE,
@@ -188,9 +187,6 @@ def _reduce_days(core, prep, names: list[str], method: str, job: Job):
         for index, loaded in enumerate(prep.loaded)
         for t in range(len(loaded.days))
     }
-    streamed = _reduce_chunks(core, parts, len(names), method, job)
-    if streamed is not None:
-        return streamed
     computed, errors = compute_each(core, job, parts)
     failed = [
         FailedItem(item_id=m["id"], error=errors[(index, t)])
@@ -212,29 +208,6 @@ def _reduce_days(core, prep, names: list[str], method: str, job: Job):
             ]
         ).astype("float32")
     return data, days[0], failed
-
-
-def _reduce_chunks(core, parts: dict, bands: int, method: str, job: Job):
-    """All days reduced together, chunk by chunk on dask (issue 14): memory grows with the chunks
-    in flight times the days, not with the image times the days, and the reads of all items
-    overlap. The same numpy reduction per pixel as `_reduce_days`, so the same values. None when
-    a read fails: `_reduce_days` then computes the days one by one to tell which failed."""
-    import warnings
-
-    import dask.array as da
-
-    reduce = {"median": da.nanmedian, "mean": da.nanmean, "min": da.nanmin, "max": da.nanmax}[method]
-    days = list(parts.values())
-    stacks = [da.stack([da.asarray(day[b].data).astype("float32") for day in days]) for b in range(bands)]
-    lazy = da.stack([reduce(stack.rechunk({0: -1}), axis=0) for stack in stacks]).astype("float32")
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", r"All-NaN slice|Mean of empty slice", RuntimeWarning)
-            (data,) = compute(core, job, lazy)
-    except AssetUnreadable as exc:
-        logging.getLogger(__name__).info("composite: a read failed (%s); computing the days one by one", exc)
-        return None
-    return data, days[0], []
 
 
 def _grid(array, provenance: Provenance | None):
