@@ -8,7 +8,7 @@ The items are hard links of one generated Sentinel-2-like scene (--size px per s
 10 m) under fresh URLs on the Range server (no added latency unless --delay); the AOI is the
 whole scene, so the output is --size x --size px.
 
-Run: python benchmarks/bench_composite_scale.py [--size 4096] [--items 20] [--distributed] [--keep DIR]
+Run: python benchmarks/bench_composite_scale.py [--size 2048] [--items 20] [--distributed] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def _identical(a: str, b: str) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", type=int, default=4096)
+    parser.add_argument("--size", type=int, default=2048)
     parser.add_argument("--items", type=int, default=20)
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--distributed", action="store_true")
