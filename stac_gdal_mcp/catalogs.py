@@ -444,17 +444,12 @@ class RemoteCatalog:
         return self.sign(item)
 
     def sign(self, item: dict) -> dict:
-        """Sign asset hrefs where the catalog needs it (Planetary Computer SAS tokens)."""
-        if self.config.signing == "planetary-computer":
-            import planetary_computer
+        """Sign asset hrefs where the catalog needs it (Planetary Computer SAS tokens, cached per
+        container; processing signs again at read time, see signing.py)."""
+        from .signing import signer_for
 
-            try:
-                return planetary_computer.sign(item)
-            except Exception as exc:
-                raise CatalogUnavailable(
-                    f"could not sign asset hrefs with Planetary Computer SAS tokens: {_short(str(exc))}"
-                ) from None
-        return item
+        signer = signer_for(self.config, self.settings)
+        return item if signer is None else signer.sign_item(item)
 
 
 class LocalCatalog:
