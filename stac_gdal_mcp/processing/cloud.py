@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -32,9 +32,6 @@ from .aoi import aoi_geometry, project_aoi, rasterize_aoi
 from .jobs import Job
 from .masks import MaskSource
 from .selection import Collections, item_mask, select_items
-
-if TYPE_CHECKING:
-    from .estimate import Estimate
 
 log = logging.getLogger(__name__)
 
@@ -291,31 +288,15 @@ def cloud_cover_stats(
     asset: str | None = None,
     resampling: str = "nearest",
     job: Job | None = None,
-    dry_run: bool = False,
     **search,
-) -> CloudCoverResult | Estimate:
+) -> CloudCoverResult:
     """Cloud statistics over `aoi` for explicit `items` or the items a search finds.
 
     `search` takes search_items' arguments (collections, datetime, ids, query, filter,
     filter_lang, sortby, max_cloud_cover); the AOI is the search area. `job` receives one
-    progress step per item measured and can cancel the call between items. `dry_run`: read
-    only the masks' headers and return what the call would read (an Estimate).
+    progress step per item measured and can cancel the call between items. Its dry run
+    (the masks' headers only: what the call would read) is `estimate.estimate_cloud_cover`.
     """
-    if dry_run:
-        from .estimate import estimate_cloud_cover
-
-        return estimate_cloud_cover(
-            core,
-            aoi,
-            items=items,
-            catalog=catalog,
-            resolution=resolution,
-            max_items=max_items,
-            sort=sort,
-            asset=asset,
-            resampling=resampling,
-            **search,
-        )
     aoi_geom = aoi_geometry(aoi)
     sort_rows([], sort)  # check the argument before any work
     if resolution is not None and resolution <= 0:

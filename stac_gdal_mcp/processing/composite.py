@@ -72,28 +72,12 @@ def composite(
     max_items: int | None = None,
     job: Job | None = None,
     gdal_options: dict | None = None,
-    dry_run: bool = False,
     **search,
 ) -> xr.DataArray:
     """Per pixel, `method` over time of each band's usable values (computed on the session's
     dask scheduler): a float32 DataArray (band, y, x), NaN outside the AOI and where no usable
-    value was seen. `search` takes the search arguments (`query.SearchArgs`). `dry_run`: return
-    what it would read and write (an `estimate.Estimate`, from headers only) instead."""
-    if dry_run:
-        from .estimate import estimate_composite
-
-        return estimate_composite(
-            core,
-            aoi,
-            bands=bands,
-            method=method,
-            mask_clouds=mask_clouds,
-            resolution=resolution,
-            crs=crs,
-            catalog=catalog,
-            max_items=max_items,
-            **search,
-        )
+    value was seen. `search` takes the search arguments (`query.SearchArgs`). Its dry run
+    (headers only: what it would read and write) is `estimate.estimate_composite`."""
     import numpy as np
     import xarray as xr
 

@@ -21,7 +21,6 @@ from .records import describe_raster, raster_bands, raster_facts
 
 if TYPE_CHECKING:
     from ..core import Core
-    from .estimate import Estimate
 
 PERCENTILES = (2, 98)
 
@@ -50,24 +49,10 @@ def convert_asset(
     creation_options: dict[str, str | int] | None = None,
     output_name: str | None = None,
     job: Job | None = None,
-    dry_run: bool = False,
-) -> OutputRecord | Estimate:
+) -> OutputRecord:
     """Write `source` (its `bbox` window, its `bands`) as `output_format`; return the record.
-    `dry_run`: read only the header and return what it would read and write (an Estimate)."""
+    Its dry run (header only: what it would read and write) is `estimate.estimate_convert`."""
     from rasterio.windows import Window
-
-    if dry_run:
-        from .estimate import estimate_convert
-
-        return estimate_convert(
-            core,
-            source,
-            output_format=output_format,
-            bbox=bbox,
-            bbox_crs=bbox_crs,
-            bands=bands,
-            creation_options=creation_options,
-        )
 
     job = job or Job()
     job.limit_time(core.settings.limits.job_timeout_s)

@@ -30,7 +30,6 @@ from .records import raster_bands, raster_facts
 
 if TYPE_CHECKING:
     from ..core import Core
-    from .estimate import Estimate
 
 MAX_PREVIEW_SIZE = 2048
 PERCENTILES = (2, 98)
@@ -105,15 +104,9 @@ def render_preview(
     bbox: Sequence[float] | None = None,
     max_size: int = 512,
     job: Job | None = None,
-    dry_run: bool = False,
-) -> tuple[OutputRecord, bytes] | Estimate:
+) -> tuple[OutputRecord, bytes]:
     """Read `sources` decimated to at most `max_size` px, render to 8-bit PNG, store it; return
-    the record and the PNG bytes. `dry_run`: read only headers and return what it would read
-    and write (an Estimate) instead."""
-    if dry_run:
-        from .estimate import estimate_preview
-
-        return estimate_preview(core, sources, bbox=bbox, max_size=max_size)
+    the record and the PNG bytes. Its dry run (headers only) is `estimate.estimate_preview`."""
     import numpy as np
     from rasterio.enums import Resampling
     from rasterio.transform import Affine

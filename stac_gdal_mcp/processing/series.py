@@ -129,28 +129,12 @@ def time_series(
     max_items: int | None = None,
     job: Job | None = None,
     gdal_options: dict | None = None,
-    dry_run: bool = False,
     **search,
 ) -> pd.DataFrame:
     """One row per solar day: `reducer` of `expression` over the usable AOI pixels (computed on
     the session's dask scheduler). `search` takes the search arguments (`query.SearchArgs`);
-    `gdal_options` adds GDAL settings to the load (they reach dask workers too). `dry_run`:
-    return what it would read (an `estimate.Estimate`, from headers only) instead."""
-    if dry_run:
-        from .estimate import estimate_time_series
-
-        return estimate_time_series(
-            core,
-            aoi,
-            expression=expression,
-            reducer=reducer,
-            mask_clouds=mask_clouds,
-            resolution=resolution,
-            crs=crs,
-            catalog=catalog,
-            max_items=max_items,
-            **search,
-        )
+    `gdal_options` adds GDAL settings to the load (they reach dask workers too). Its dry
+    run (headers only: what it would read) is `estimate.estimate_time_series`."""
     job = job or Job()
     job.limit_time(core.settings.limits.job_timeout_s)
     text, tree, names = parse_expression(expression)

@@ -34,7 +34,6 @@ from .records import describe_raster
 
 if TYPE_CHECKING:
     from ..core import Core
-    from .estimate import Estimate
 
 WARP_FORMATS = ("COG", "GTiff", "netCDF")
 WARP_THREADS = 2  # GDAL warper threads per strip
@@ -52,23 +51,9 @@ def reproject_asset(
     output_format: str = "COG",
     output_name: str | None = None,
     job: Job | None = None,
-    dry_run: bool = False,
-) -> OutputRecord | Estimate:
+) -> OutputRecord:
     """Warp `source` (or its part inside `bbox`) to `dst_crs`; return the output's record.
-    `dry_run`: read only the header and return what the warp would read and write (an Estimate)."""
-    if dry_run:
-        from .estimate import estimate_reproject
-
-        return estimate_reproject(
-            core,
-            source,
-            dst_crs=dst_crs,
-            resolution=resolution,
-            bbox=bbox,
-            bbox_crs=bbox_crs,
-            resampling=resampling,
-            output_format=output_format,
-        )
+    Its dry run (header only: what it would read and write) is `estimate.estimate_reproject`."""
     job = job or Job()
     job.limit_time(core.settings.limits.job_timeout_s)
     fmt = formats.output_format(output_format, allowed=WARP_FORMATS)

@@ -188,12 +188,12 @@ def register(mcp, session: Session) -> None:
 
         def work(job):  # in the worker thread: resolving may call the catalog
             if dry_run:
-                from ...processing.warp import reproject_asset as reproject
+                from ...processing.estimate import estimate_reproject
 
                 source = session.asset(
                     asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
                 )
-                return reproject(
+                return estimate_reproject(
                     session.core,
                     source,
                     dst_crs=dst_crs,
@@ -202,7 +202,6 @@ def register(mcp, session: Session) -> None:
                     bbox_crs=bbox_crs,
                     resampling=resampling,
                     output_format=output_format,
-                    dry_run=True,
                 )
             return session.reproject(
                 asset=asset,
@@ -267,12 +266,12 @@ def register(mcp, session: Session) -> None:
 
         def work(job):
             if dry_run:
-                from ...processing.convert import convert_asset as convert
+                from ...processing.estimate import estimate_convert
 
                 source = session.asset(
                     asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
                 )
-                return convert(
+                return estimate_convert(
                     session.core,
                     source,
                     output_format=output_format,
@@ -280,7 +279,6 @@ def register(mcp, session: Session) -> None:
                     bbox_crs=bbox_crs,
                     bands=bands,
                     creation_options=creation_options,
-                    dry_run=True,
                 )
             return session.convert(
                 asset=asset,
@@ -331,7 +329,8 @@ def register(mcp, session: Session) -> None:
 
         def work(job):
             if dry_run:
-                from ...processing.preview import preview_sources, render_preview
+                from ...processing.estimate import estimate_preview
+                from ...processing.preview import preview_sources
 
                 sources = preview_sources(
                     session.core,
@@ -342,7 +341,7 @@ def register(mcp, session: Session) -> None:
                     catalog=catalog,
                     assets=assets,
                 )
-                return render_preview(session.core, sources, bbox=bbox, max_size=max_size, dry_run=True)
+                return estimate_preview(session.core, sources, bbox=bbox, max_size=max_size)
             return session.preview(
                 asset=asset,
                 assets=assets,
