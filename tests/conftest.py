@@ -27,7 +27,13 @@ SERVICES = {"pgstac_api", "cog_server"}
 SERVERS = ("serve_faults", "serve_directory", "serve_mini_api", "pgstac_for_pytest", "start_pgstac")
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    # The long fuzzing lane is deselected (not skipped) unless `-m` names it: `pytest -m fuzz`.
+    if "fuzz" not in (config.getoption("-m") or ""):
+        long_lane = [item for item in items if item.get_closest_marker("fuzz")]
+        if long_lane:
+            config.hook.pytest_deselected(items=long_lane)
+            items[:] = [item for item in items if not item.get_closest_marker("fuzz")]
     for item in items:
         module = getattr(item, "module", None)
         if SERVICES & set(getattr(item, "fixturenames", ())) or any(hasattr(module, s) for s in SERVERS):

@@ -125,4 +125,6 @@ def test_gdal_settings_reach_the_workers(cores):
             catalog="testbed",
             gdal_options={"CPL_VSIL_CURL_ALLOWED_EXTENSIONS": ".jp2"},
         )
-    assert "loading the items failed" in str(info.value)
+    # every item failed in the workers, for the reason the setting gives (.tif not allowed)
+    assert "none of the 3 items could be read" in str(info.value)
+    assert "not recognized as a supported dataset name" in str(info.value)

@@ -12,7 +12,7 @@ fastmcp Client to a server on the bundled sample catalog. For every call:
 and after the run nothing is half-written in the workspace (nothing but the store's marker in
 `.tmp/`, every output file with its record and every record with its file).
 
-The normal suite runs QUICK_EXAMPLES calls per tool; `pytest -m slow tests/test_fuzz.py` runs
+The normal suite runs QUICK_EXAMPLES calls per tool; `pytest -m fuzz tests/test_fuzz.py` runs
 SLOW_EXAMPLES per tool (thousands of calls in all). Problems are collected for the whole run and
 reported together, grouped by message.
 """
@@ -35,7 +35,7 @@ from hypothesis_jsonschema import _from_schema, from_schema
 
 import stac_gdal_mcp
 
-# the unit lane: a few calls per tool (FUZZ_QUICK_EXAMPLES); the long lane (-m slow): FUZZ_EXAMPLES
+# the unit lane: a few calls per tool (FUZZ_QUICK_EXAMPLES); the long lane (-m fuzz): FUZZ_EXAMPLES
 QUICK_EXAMPLES = int(os.environ.get("FUZZ_QUICK_EXAMPLES", "5"))
 SLOW_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "400"))
 CALL_TIMEOUT_S = 120
@@ -254,11 +254,9 @@ def test_fuzz_quick(harness, name):
     assert not _workspace_consistent(harness)
 
 
-@pytest.mark.slow
+@pytest.mark.fuzz
 @pytest.mark.parametrize("name", TOOLS)
-def test_fuzz_long(harness, name, request):
-    if "slow" not in (request.config.getoption("-m") or ""):
-        pytest.skip("the long fuzzing lane runs with -m slow")
+def test_fuzz_long(harness, name):
     found = _fuzz(harness, name, SLOW_EXAMPLES)
     assert not found, _report(name, found)
     assert not _workspace_consistent(harness)
