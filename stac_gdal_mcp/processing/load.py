@@ -289,6 +289,8 @@ def load_stack(core, stack: Stack, gbox, inside, *, gdal_options: dict | None = 
             resampling="nearest",
             driver=driver,
         )
+    # a geographic grid comes back with latitude/longitude dimensions: one name for every grid
+    ds = ds.rename({k: v for k, v in (("latitude", "y"), ("longitude", "x")) if k in ds.dims})
     lon = gbox.extent.centroid.to_crs("EPSG:4326").points[0][0]
     days = solar_days(stack.items, lon)
     times = [np.datetime64(t, "ns") for _, t, _ in days]
