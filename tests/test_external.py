@@ -313,7 +313,7 @@ async def test_collision_with_a_core_tool_names_both(build, tmp_path):
     info = entries(build, mcp)["list"]
     assert info.status == "failed"
     assert info.error.startswith(
-        f"tool 'list_catalogs' of external server 'list' (script echo_server.py) collides with 'list_catalogs' of a core tool"
+        "tool 'list_catalogs' of external server 'list' (script echo_server.py) collides with 'list_catalogs' of a core tool"
     )
 
 
