@@ -51,11 +51,29 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _index(args: argparse.Namespace) -> int:
-    from .indexing import run_index_command
+    """`stac-gdal-mcp index`: build the index, print the report and how to configure it."""
+    import json
 
-    return run_index_command(
-        args.directory, args.output, args.collection, args.datetime_pattern, not args.no_recursive
+    from .errors import StacGdalMcpError
+    from .indexing import build_index
+
+    try:
+        report = build_index(
+            args.directory,
+            args.output,
+            collection_id=args.collection,
+            datetime_pattern=args.datetime_pattern,
+            recursive=not args.no_recursive,
+        )
+    except StacGdalMcpError as exc:
+        print(f"stac-gdal-mcp index: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(report.lines()))
+    print(
+        "\nsearch and process it: add to the settings file (--config)\n\n"
+        f'[[catalogs]]\nid = "{report.collection_id}"\npath = {json.dumps(str(report.output))}'
     )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

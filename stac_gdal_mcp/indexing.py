@@ -460,34 +460,3 @@ def _flag(rel: Path, reason: str) -> dict[str, str]:
         "reason": reason,
         "hint": CONVERT_HINT.format(name=rel.name, stem=rel.with_suffix("").name),
     }
-
-
-def run_index_command(
-    directory: str,
-    output: str | None,
-    collection_id: str | None,
-    datetime_pattern: str | None,
-    recursive: bool,
-) -> int:
-    """`stac-gdal-mcp index`: build the index, print the report and how to configure it."""
-    import sys
-
-    from .errors import StacGdalMcpError
-
-    try:
-        report = build_index(
-            directory,
-            output,
-            collection_id=collection_id,
-            datetime_pattern=datetime_pattern,
-            recursive=recursive,
-        )
-    except StacGdalMcpError as exc:
-        print(f"stac-gdal-mcp index: {exc}", file=sys.stderr)
-        return 2
-    print("\n".join(report.lines()))
-    print(
-        "\nsearch and process it: add to the settings file (--config)\n\n"
-        f'[[catalogs]]\nid = "{report.collection_id}"\npath = {json.dumps(str(report.output))}'
-    )
-    return 0
