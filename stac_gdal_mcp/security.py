@@ -121,10 +121,6 @@ def non_public_reason(addr: str) -> str | None:
     return None
 
 
-def _address_is_private(addr: str) -> bool:
-    return non_public_reason(addr) is not None
-
-
 def _host_port(text: str) -> tuple[str, int | None]:
     """'host', 'host:port', '[v6]', '[v6]:port' or a bare IPv6 address -> (host, port)."""
     text = text.strip().lower()
@@ -238,13 +234,6 @@ def _ip(addr: str):
 def network_policy(settings) -> NetworkPolicy:
     """The NetworkPolicy of a Settings (or its `network` section)."""
     return NetworkPolicy.from_settings(settings)
-
-
-def check_host(host: str, *, allow_private: bool, policy: NetworkPolicy | None = None) -> None:
-    """Refuse hosts that are, or resolve to, non-public addresses."""
-    policy = policy or NetworkPolicy(allow_private)
-    if not policy.allow_private:
-        policy.resolve(host, None)
 
 
 def check_url(url: str, *, allow_private: bool | None = None, policy: NetworkPolicy | None = None) -> str:
