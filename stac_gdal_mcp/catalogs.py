@@ -461,6 +461,7 @@ class LocalCatalog:
         self.config = config
         self._lock = threading.Lock()
         self._data: tuple[dict[str, dict], list[dict]] | None = None
+        self._stamp: tuple[int, int] | None = None
 
     @property
     def id(self) -> str:
@@ -488,10 +489,14 @@ class LocalCatalog:
 
     @property
     def data(self) -> tuple[dict[str, dict], list[dict]]:
-        """(collections by id, items), loaded once."""
-        with self._lock:  # tool calls run in threads: read the files once
-            if self._data is None:
+        """(collections by id, items), read again when the file changed (size or modification
+        time), so a re-run of `stac-gdal-mcp index` is seen without a restart. For a static
+        catalog that is the root file only: its children are not watched."""
+        with self._lock:  # tool calls run in threads: read the files once per version
+            stamp = _stamp(self.path)
+            if self._data is None or stamp != self._stamp:
                 self._data = _load_local(self.path, self.id)
+                self._stamp = stamp
             return self._data
 
     @property
@@ -523,6 +528,14 @@ class LocalCatalog:
 
     def sign(self, item: dict) -> dict:
         return item
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
 
 
 def _load_local(path: Path, catalog_id: str) -> tuple[dict[str, dict], list[dict]]:

@@ -175,3 +175,29 @@ async def test_search_by_bbox_and_datetime_then_reproject(build, make_settings, 
         data = out.read(1, masked=True)
         assert 0.9 * src.read(1).mean() < data.mean() < 1.1 * src.read(1).mean()
     assert str(source) in [link["href"] for link in record["links"]]
+
+
+async def test_a_running_server_sees_a_re_index(build, make_settings, folder, tmp_path, capsys):
+    """Re-running `index` while the server runs: the next search sees the new file, no restart."""
+    work = tmp_path / "live"
+    shutil.copytree(folder, work)
+    new = work / "scenes" / SCENES[1][0] / "red.tif"
+    moved = tmp_path / "red.tif"
+    new.rename(moved)  # indexed without it first
+    assert main(["index", str(work), "--datetime-pattern", "%Y%m%d"]) == 0
+    settings = make_settings(catalogs=[{"id": "mine", "path": str(work / "stac-index.json")}])
+    async with Client(build(settings)) as client:
+
+        async def hrefs():
+            result = await client.call_tool(
+                "search_items",
+                {"catalog": "mine", "detail": "full", "limit": 100, "bbox": bbox_around(SITE_A)},
+            )
+            return {i["assets"]["data"]["href"] for i in result.structured_content["items"]}
+
+        before = await hrefs()
+        assert str(new.resolve()) not in before
+        moved.rename(new)
+        assert main(["index", str(work), "--datetime-pattern", "%Y%m%d"]) == 0
+        assert "1 added" in capsys.readouterr().out
+        assert await hrefs() == before | {str(new.resolve())}
