@@ -30,7 +30,7 @@ CALLS = {
     ),
     "cloud_cover_stats": (
         "cloud_cover_stats",
-        {**SEARCH, "aoi": FIELD, "datetime": "2024-06-01/2024-09-30"},
+        {"aoi": FIELD, "search": {**SEARCH, "datetime": "2024-06-01/2024-09-30"}},
     ),
     "preview": ("preview", {**S2_ITEM, "bbox": FIELD, "max_size": 192}),
     "reproject_asset": (

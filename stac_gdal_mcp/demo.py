@@ -166,9 +166,9 @@ async def step_analysis(client, say):
     search = dict(
         catalog="sample", collections=["sentinel-2-l2a", "landsat-c2-l2"], datetime="2024-06-01/2024-09-30"
     )
-    whole = await call(client, "cloud_cover_stats", aoi=AOI, **search)
+    whole = await call(client, "cloud_cover_stats", aoi=AOI, search=search)
     say(
-        "cloud_cover_stats(aoi=AOI (covers the whole items), ...) - clearest first",
+        "cloud_cover_stats(aoi=AOI (covers the whole items), search=...) - clearest first",
         [
             {
                 k: r[k]
@@ -192,9 +192,10 @@ async def step_analysis(client, say):
             )
     say("checked against data/sample/truth.json", "every cloud_fraction within 0.5 percentage points")
     field = [13.60, 45.92, 13.62, 45.935]  # a few fields: their sky differs from the scene's
-    small = await call(client, "cloud_cover_stats", aoi=field, sort="datetime", **search)
+    s2 = {**search, "collections": ["sentinel-2-l2a"]}
+    small = await call(client, "cloud_cover_stats", aoi=field, sort="datetime", search=search)
     say(
-        f"cloud_cover_stats(aoi={field}, sort='datetime')",
+        f"cloud_cover_stats(aoi={field}, search=..., sort='datetime')",
         [
             {
                 k: r[k]
@@ -207,14 +208,13 @@ async def step_analysis(client, say):
         client,
         "time_series",
         aoi=field,
-        catalog="sample",
-        collections=["sentinel-2-l2a"],
-        datetime="2024-06-01/2024-09-30",
+        search=s2,
         expression="ndvi",
         reducer="median",
     )
     say(
-        "time_series(aoi=field, collections=['sentinel-2-l2a'], expression='ndvi', reducer='median')",
+        "time_series(aoi=field, search={'collections': ['sentinel-2-l2a'], ...}, expression='ndvi', "
+        "reducer='median')",
         {
             "rows": [
                 {k: r[k] for k in ("date", "value", "valid_fraction", "item_ids")} for r in series["rows"]
@@ -230,12 +230,10 @@ async def step_analysis(client, say):
         "composite",
         aoi=field,
         bands=["red", "green", "blue"],
-        catalog="sample",
-        collections=["sentinel-2-l2a"],
-        datetime="2024-06-01/2024-09-30",
+        search=s2,
     )
     say(
-        "composite(aoi=field, bands=['red', 'green', 'blue'], method='median')",
+        "composite(aoi=field, bands=['red', 'green', 'blue'], search={'collections': ['sentinel-2-l2a'], ...})",
         {k: comp[k] for k in ("output", "items", "valid_fraction", "grid")},
     )
     contents = await client.read_resource(comp["output"]["uri"])

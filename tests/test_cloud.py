@@ -414,7 +414,10 @@ async def test_tool_end_to_end(core, scenes):
         assert tools["cloud_cover_stats"].annotations.read_only_hint is True
         result = await client.call_tool(
             "cloud_cover_stats",
-            {"aoi": aoi, "collections": [S2], "datetime": "2024-06-01/2024-06-10", "catalog": "testbed"},
+            {
+                "aoi": aoi,
+                "search": {"catalog": "testbed", "collections": [S2], "datetime": "2024-06-01/2024-06-10"},
+            },
         )
         data = result.structured_content
         assert next(r["item_id"] for r in data["items"]) in ("S2A_A", "S2A_C")
@@ -424,6 +427,6 @@ async def test_tool_end_to_end(core, scenes):
             assert row["mask_source"] == "asset 'scl', read through its classification:classes"
         assert progress and progress[-1][0] == progress[-1][1] == 2
         bad = await client.call_tool(
-            "cloud_cover_stats", {"aoi": [1, 2, 3], "collections": [S2]}, raise_on_error=False
+            "cloud_cover_stats", {"aoi": [1, 2, 3], "search": {"collections": [S2]}}, raise_on_error=False
         )
         assert bad.is_error and "bbox" in bad.content[0].text and "Traceback" not in bad.content[0].text

@@ -188,11 +188,15 @@ async def dry_and_real_load(make_settings, cog_server, scenes, tmp_path, tool: s
     second, folder = scene_catalog(cog_server, scenes, tmp_path)
     catalogs = [{"id": "dry", "path": first}, {"id": "real", "path": second}]
     async with Client(build_server(make_settings(catalogs=catalogs, default_catalog="dry"))) as client:
-        arguments = {**arguments, "aoi": AOI, "collections": [S2]}
+        arguments = {**arguments, "aoi": AOI}
         estimate = (
-            await client.call_tool(tool, {**arguments, "catalog": "dry", "dry_run": True})
+            await client.call_tool(
+                tool, {**arguments, "search": {"catalog": "dry", "collections": [S2]}, "dry_run": True}
+            )
         ).structured_content
-        result = await client.call_tool(tool, {**arguments, "catalog": "real"})
+        result = await client.call_tool(
+            tool, {**arguments, "search": {"catalog": "real", "collections": [S2]}}
+        )
     assert not result.is_error
     return estimate, folder_bytes(cog_server, folder), result.structured_content
 

@@ -115,8 +115,7 @@ async def test_time_series_leaves_out_a_failed_item(build, served, scenes, make_
     settings, fresh, items = scenes
     args = {
         "aoi": aoi_of(items),
-        "catalog": "faulty",
-        "collections": ["sentinel-2-l2a"],
+        "search": {"catalog": "faulty", "collections": ["sentinel-2-l2a"]},
         "expression": "ndvi",
         **GRIDS[grid],
     }
@@ -140,8 +139,7 @@ async def test_composite_leaves_out_a_failed_item(build, served, scenes, fault, 
     settings, fresh, items = scenes
     args = {
         "aoi": aoi_of(items),
-        "catalog": "faulty",
-        "collections": ["sentinel-2-l2a"],
+        "search": {"catalog": "faulty", "collections": ["sentinel-2-l2a"]},
         "bands": ["red", "nir"],
         **GRIDS[grid],
     }
@@ -156,7 +154,7 @@ async def test_composite_leaves_out_a_failed_item(build, served, scenes, fault, 
     assert any("/A/" in href for href in derived) and any("/C/" in href for href in derived)
     # the composite equals the one made from the two good items only
     served.clear_faults(path)
-    want_args = {**args, "ids": ["A", "C"]}
+    want_args = {**args, "search": {**args["search"], "ids": ["A", "C"]}}
     want, _ = await run(settings, build, "composite", want_args)
     assert want["failed_items"] == []
     got = read_output(settings, result["output"]["id"])
@@ -173,5 +171,9 @@ async def test_every_item_failing_is_an_error(build, served, scenes):
             settings,
             build,
             "composite",
-            {"aoi": aoi_of(items), "catalog": "faulty", "collections": ["sentinel-2-l2a"], "bands": ["red"]},
+            {
+                "aoi": aoi_of(items),
+                "search": {"catalog": "faulty", "collections": ["sentinel-2-l2a"]},
+                "bands": ["red"],
+            },
         )

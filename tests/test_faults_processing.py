@@ -239,7 +239,9 @@ async def test_cloud_cover_row_gets_the_error(build, faulty, cloud_scenes, fault
     aoi = items[0]["bbox"]
     refs = [{"collection_id": i["collection"], "item_id": i["id"]} for i in items]
     async with Client(build(settings)) as client:
-        result = await client.call_tool("cloud_cover_stats", {"aoi": aoi, "items": refs, "catalog": "faulty"})
+        result = await client.call_tool(
+            "cloud_cover_stats", {"aoi": aoi, "search": {"catalog": "faulty", "items": refs}}
+        )
     rows = {r["item_id"]: r for r in result.structured_content["items"]}
     assert rows["GOOD"]["error"] is None and rows["GOOD"]["clear_fraction"] is not None
     bad = rows["BAD"]

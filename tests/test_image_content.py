@@ -82,7 +82,7 @@ def output_invalid(path, shape) -> np.ndarray:
 
 
 async def test_time_series_returns_its_chart_as_image(settings):
-    args = {"aoi": AOI, "collections": S2, "datetime": "2024-06-01/2024-07-31"}
+    args = {"aoi": AOI, "search": {"collections": S2, "datetime": "2024-06-01/2024-07-31"}}
     async with Client(build_server(settings)) as client:
         result = await client.call_tool("time_series", args)
         chart = await client.read_resource(
@@ -99,7 +99,7 @@ async def test_time_series_returns_its_chart_as_image(settings):
 
 
 async def test_composite_quicklook_is_opt_in_and_matches_the_output(settings):
-    args = {"aoi": AOI, "bands": ["red", "green", "blue"], "collections": S2}
+    args = {"aoi": AOI, "bands": ["red", "green", "blue"], "search": {"collections": S2}}
     async with Client(build_server(settings)) as client:
         plain = await client.call_tool("composite", args)
         shown = await client.call_tool("composite", {**args, "quicklook": True})

@@ -66,7 +66,7 @@ async def test_notebook_search_rank_load_series_composite_save(session):
     # the NDVI time series, from the library and from the MCP tool: the same values
     series = session.time_series(FIELDS, "ndvi", **SEARCH)
     async with Client(build_server(session=session)) as client:
-        tool = (await client.call_tool("time_series", {"aoi": FIELDS, **SEARCH})).structured_content
+        tool = (await client.call_tool("time_series", {"aoi": FIELDS, "search": SEARCH})).structured_content
     assert [r["date"] for r in tool["rows"]] == list(series["date"])
     assert [r["item_ids"] for r in tool["rows"]] == list(series["item_ids"])
     for row, value in zip(tool["rows"], series["value"]):

@@ -90,27 +90,31 @@ async def test_search_items_intersects_ids_query_filter_as_text(mcp):
     assert text == real
 
 
-async def test_cloud_cover_stats_aoi_and_items_as_text(mcp):
+async def test_cloud_cover_stats_aoi_search_and_items_as_text(mcp):
+    items = [
+        {"collection_id": S2, "item_id": "S2B_33TUL_20240604_0_L2A"},
+        {"collection_id": "landsat-c2-l2", "item_id": "LC08_L2SP_190028_20240806_02_T1"},
+    ]
     async with Client(mcp) as client:
         for arguments in (
-            {"catalog": "sample", "aoi": AOI, "collections": [S2], "datetime": JUNE_JULY},
-            {"catalog": "sample", "aoi": POLYGON, "collections": [S2], "datetime": JUNE_JULY},
-            {
-                "catalog": "sample",
-                "aoi": AOI,
-                "items": [
-                    {"collection_id": S2, "item_id": "S2B_33TUL_20240604_0_L2A"},
-                    {"collection_id": "landsat-c2-l2", "item_id": "LC08_L2SP_190028_20240806_02_T1"},
-                ],
-            },
+            {"aoi": AOI, "search": {"catalog": "sample", "collections": [S2], "datetime": JUNE_JULY}},
+            {"aoi": POLYGON, "search": {"catalog": "sample", "collections": [S2], "datetime": JUNE_JULY}},
+            {"aoi": AOI, "search": {"catalog": "sample", "items": items}},
         ):
             real, text = await both(client, "cloud_cover_stats", arguments)
             assert real["items"] and all(row["error"] is None for row in real["items"])
             assert text == real
+        # the JSON text may also be inside the search object
+        nested = await client.call_tool(
+            "cloud_cover_stats", {"aoi": AOI, "search": {"catalog": "sample", "items": json.dumps(items)}}
+        )
+    assert sorted(r["item_id"] for r in nested.structured_content["items"]) == sorted(
+        i["item_id"] for i in items
+    )
 
 
 async def test_time_series_aoi_as_text(mcp):
-    arguments = {"catalog": "sample", "aoi": AOI, "collections": [S2], "datetime": JUNE_JULY}
+    arguments = {"aoi": AOI, "search": {"catalog": "sample", "collections": [S2], "datetime": JUNE_JULY}}
     async with Client(mcp) as client:
         real, text = await both(client, "time_series", arguments)
         polygon = (
@@ -124,11 +128,9 @@ async def test_time_series_aoi_as_text(mcp):
 
 async def test_composite_aoi_and_bands_as_text(mcp, session):
     arguments = {
-        "catalog": "sample",
         "aoi": AOI,
         "bands": ["red", "nir"],
-        "collections": [S2],
-        "datetime": JUNE_JULY,
+        "search": {"catalog": "sample", "collections": [S2], "datetime": JUNE_JULY},
     }
     async with Client(mcp) as client:
         real, text = await both(client, "composite", arguments)
@@ -168,10 +170,11 @@ async def test_comma_separated_text_keeps_its_meaning(mcp):
         ("search_items", {"catalog": "sample", "intersects": '{"type": "Polygon",'}, "intersects"),
         ("search_items", {"catalog": "sample", "ids": "S2A_33TUL_20240619_0_L2A"}, "ids"),
         ("search_items", {"catalog": "sample", "collections": '["sentinel-2-l2a"'}, "collections"),
-        ("cloud_cover_stats", {"catalog": "sample", "aoi": "{'type': 'Point'}"}, "aoi"),
-        ("cloud_cover_stats", {"catalog": "sample", "aoi": AOI, "items": "[{]"}, "items"),
-        ("time_series", {"catalog": "sample", "aoi": "13.6 45.92 13.62 45.935"}, "aoi"),
-        ("composite", {"catalog": "sample", "aoi": AOI, "bands": "red, nir"}, "bands"),
+        ("cloud_cover_stats", {"search": {"catalog": "sample"}, "aoi": "{'type': 'Point'}"}, "aoi"),
+        ("cloud_cover_stats", {"aoi": AOI, "search": {"catalog": "sample", "items": "[{]"}}, "search.items"),
+        ("time_series", {"search": {"catalog": "sample"}, "aoi": "13.6 45.92 13.62 45.935"}, "aoi"),
+        ("time_series", {"aoi": AOI, "search": '{"catalog": "sample"'}, "search"),
+        ("composite", {"search": {"catalog": "sample"}, "aoi": AOI, "bands": "red, nir"}, "bands"),
     ],
 )
 async def test_bad_json_text_is_one_line_naming_the_parameter(mcp, tool, arguments, name):
@@ -191,6 +194,8 @@ def _types(schema: dict) -> set[str]:
     found = set()
     if isinstance(schema.get("type"), str):
         found.add(schema["type"])
+    if isinstance(schema.get("type"), list):
+        found |= set(schema["type"])
     if "$ref" in schema:
         found.add("object")
     for option in schema.get("anyOf", []) + schema.get("oneOf", []):
@@ -220,32 +225,51 @@ async def test_every_array_or_object_parameter_also_takes_json_text(mcp):
             if not _types(schema) & {"array", "object"}:
                 continue
             checked.append(f"{tool.name}.{name}")
-            strings = [o for o in schema.get("anyOf", []) if o.get("type") == "string"]
-            if not (strings and "JSON text" in strings[0].get("description", "")):
+            if "string" not in _types(schema):
                 missing.append(f"{tool.name}.{name}")
     assert {
         "search_items.bbox",
-        "cloud_cover_stats.items",
+        "cloud_cover_stats.search",
+        "time_series.search",
         "composite.bands",
         "convert_asset.creation_options",
     } <= set(checked)
     assert missing == []
 
 
-async def test_bbox_schema(mcp):
+async def test_bbox_and_search_schemas(mcp):
+    """One schema per argument: the value's type and the string of its JSON text, no `anyOf`, no
+    `"default": null`; the server's instructions say what the string is."""
     async with Client(mcp) as client:
         tools = {t.name: t for t in await client.list_tools()}
+        instructions = client.instructions
     assert tools["search_items"].input_schema["properties"]["bbox"] == {
-        "anyOf": [
-            {"items": {"type": "number"}, "type": "array"},
-            {"description": "the same value as JSON text", "type": "string"},
-            {"type": "null"},
-        ],
-        "default": None,
+        "type": ["array", "string"],
+        "items": {"type": "number"},
         "description": "[west, south, east, north] in WGS84 degrees",
     }
-    preview_bbox = tools["preview"].input_schema["properties"]["bbox"]["anyOf"][0]
+    preview_bbox = tools["preview"].input_schema["properties"]["bbox"]
     assert preview_bbox["minItems"] == preview_bbox["maxItems"] == 4
+    assert preview_bbox["type"] == ["array", "string"]
+    search = tools["composite"].input_schema["properties"]["search"]
+    assert search["type"] == ["object", "string"]
+    for name in ("catalog", "collections", "datetime", "max_cloud_cover", "filter"):
+        assert name in search["description"]
+    assert "items" in tools["cloud_cover_stats"].input_schema["properties"]["search"]["description"]
+    assert "JSON text" in instructions
+
+
+async def test_unknown_search_argument_is_one_line_naming_the_known_ones(mcp):
+    async with Client(mcp) as client:
+        result = await client.call_tool(
+            "composite",
+            {"aoi": AOI, "bands": ["red"], "search": {"catalog": "sample", "bbox": AOI}},
+            raise_on_error=False,
+        )
+    text = result.content[0].text
+    assert result.is_error and "\n" not in text
+    assert text.startswith("invalid arguments for composite: search: unknown search argument bbox; ")
+    assert "collections, datetime" in text
 
 
 # --- result shapes -----------------------------------------------------------------------------

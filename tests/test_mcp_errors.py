@@ -32,7 +32,9 @@ async def test_an_error_in_a_long_tool_is_one_log_line(build, make_settings, cap
     caplog.set_level(logging.INFO)
     async with Client(build(make_settings())) as client:
         result = await client.call_tool(
-            "time_series", {"aoi": [13.6, 45.92, 13.6, 45.935], "catalog": "sample"}, raise_on_error=False
+            "time_series",
+            {"aoi": [13.6, 45.92, 13.6, 45.935], "search": {"catalog": "sample"}},
+            raise_on_error=False,
         )
     assert result.is_error and "has no area" in result.content[0].text
     [record] = warnings_and_up(caplog)

@@ -221,7 +221,7 @@ async def test_analysis_tools_as_tasks(make_settings, cog_server, pgstac_api):
     pgstac_api.load([synthetic.collection("sentinel-2-l2a", collection)], items)
     settings = make_settings(catalogs=[{"id": "testbed", "url": pgstac_api.url}], default_catalog="testbed")
     aoi = utm_aoi(500000 + 300, 5000000 - 2200, 500000 + 2200, 5000000 - 300)
-    search = {"aoi": aoi, "collections": [collection]}
+    search = {"aoi": aoi, "search": {"collections": [collection]}}
     async with Client(build_server(settings)) as client:
         cloud = await call_tool_task(client, "cloud_cover_stats", search)
         series = await call_tool_task(client, "time_series", {**search, "expression": "ndvi"})

@@ -292,9 +292,11 @@ async def test_tools_end_to_end(session, scenes):
                 "time_series",
                 {
                     "aoi": AOI,
-                    "collections": [S2],
-                    "datetime": "2024-06-10/2024-06-12",
-                    "catalog": "testbed",
+                    "search": {
+                        "catalog": "testbed",
+                        "collections": [S2],
+                        "datetime": "2024-06-10/2024-06-12",
+                    },
                 },
             )
         ).structured_content
@@ -310,9 +312,11 @@ async def test_tools_end_to_end(session, scenes):
                 {
                     "aoi": AOI,
                     "bands": ["red"],
-                    "collections": [S2],
-                    "datetime": "2024-06-10/2024-06-22",
-                    "catalog": "testbed",
+                    "search": {
+                        "catalog": "testbed",
+                        "collections": [S2],
+                        "datetime": "2024-06-10/2024-06-22",
+                    },
                     "method": "max",
                 },
             )
@@ -320,7 +324,11 @@ async def test_tools_end_to_end(session, scenes):
         assert comp["items"] == 4 and comp["output"]["file"].endswith(".tif")
         bad = await client.call_tool(
             "time_series",
-            {"aoi": AOI, "collections": [S2], "catalog": "testbed", "expression": "os.system('x')"},
+            {
+                "aoi": AOI,
+                "search": {"catalog": "testbed", "collections": [S2]},
+                "expression": "os.system('x')",
+            },
             raise_on_error=False,
         )
         assert bad.is_error and "Traceback" not in bad.content[0].text

@@ -65,11 +65,9 @@ async def test_workspace_catalog_finds_a_composite_and_validates(build, make_set
 
         composite = await call(
             "composite",
-            catalog="sample",
             aoi=AOI,
             bands=["red", "nir"],
-            collections=["sentinel-2-l2a"],
-            datetime=JUNE_JULY,
+            search={"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": JUNE_JULY},
         )
         made = composite["output"]["id"]
         found = await call("search_items", catalog="workspace")
@@ -143,7 +141,9 @@ async def test_a_time_series_table_and_chart_are_found_by_place(build, make_sett
             return (await client.call_tool(tool, args)).structured_content
 
         series = await call(
-            "time_series", catalog="sample", aoi=polygon, collections=["sentinel-2-l2a"], datetime=JUNE_JULY
+            "time_series",
+            aoi=polygon,
+            search={"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": JUNE_JULY},
         )
         made = {series["csv"]["id"], series["chart"]["id"]}
         here = await call("search_items", catalog="workspace", bbox=[13.61, 45.925, 13.615, 45.93])

@@ -76,8 +76,8 @@ def _type(schema: dict) -> str:
     if "enum" in schema:
         return " \\| ".join(f"`{json.dumps(v)}`" for v in schema["enum"])
     kind = schema.get("type", "any")
-    if isinstance(kind, list):
-        kind = " \\| ".join(kind)
+    if isinstance(kind, list):  # e.g. bbox: number[] or a string (its JSON text)
+        return " *or* ".join(_type({**schema, "type": k}) for k in kind)
     if kind == "array":
         item = _type(schema.get("items", {}))
         return f"{item[:-1]}[]`" if re.fullmatch(r"`\w+(\[\])*`", item) else f"array of {item}"
@@ -94,17 +94,14 @@ def _type(schema: dict) -> str:
     return f"`{kind}`" + (f" ({', '.join(bounds)})" if bounds else "")
 
 
-def _fields_table(schema: dict, *, with_defaults: bool) -> list[str]:
+def _parameters_table(schema: dict) -> list[str]:
     props = schema.get("properties") or {}
     if not props:
-        return ["*No parameters.*" if with_defaults else "*No fields.*", ""]
+        return ["*No parameters.*", ""]
     required = set(schema.get("required") or [])
-    head = "| name | type | default | description |" if with_defaults else "| name | type | description |"
+    head = "| name | type | default | description |"
     lines = [head, "| --- " * head.count(" | ") + "| --- |"]
     for name, prop in props.items():
-        if not with_defaults:
-            lines.append(f"| `{name}` | {_type(prop)} | {_cell(prop.get('description'))} |")
-            continue
         if name in required:
             default = "**required**"
         elif "default" in prop:
@@ -139,10 +136,12 @@ def _tool(tool) -> list[str]:
     ui = ((tool.meta or {}).get("ui") or {}).get("resourceUri")
     if ui:
         lines += [f"Hosts with MCP Apps show the result in `{ui}` (see [the map app](map-app.md)).", ""]
-    lines += ["**Parameters**", "", *_fields_table(tool.input_schema, with_defaults=True)]
-    if tool.output_schema:
-        lines += ['??? note "Result fields (structured content)"', ""]
-        lines += ["    " + line for line in _fields_table(tool.output_schema, with_defaults=False)]
+    lines += ["**Parameters**", "", *_parameters_table(tool.input_schema)]
+    fields = (tool.output_schema or {}).get("properties")
+    if fields:  # the listed output schema names the result's fields (server/schemas.py)
+        lines += [f"Result fields (structured content): {', '.join(f'`{name}`' for name in fields)}", ""]
+        if tool.output_schema.get("description"):
+            lines += [f"Result: {_text(tool.output_schema['description'])}", ""]
     return lines
 
 

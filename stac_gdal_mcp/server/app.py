@@ -28,7 +28,10 @@ To know how cloudy the user's own area was, use cloud_cover_stats (per scene, in
 not the scene-wide eo:cloud_cover. Process assets with inspect_asset, reproject_asset,
 convert_asset and preview (inputs: href, or collection_id + item_id + asset, where asset may be
 a band common name such as red, nir or scl); time_series and composite load many scenes.
+cloud_cover_stats, time_series and composite take their items as `search`, an object of
+search_items' arguments: search={"collections": ["sentinel-2-l2a"], "datetime": "2024-06"}.
 Every file written is an output with a STAC-like record at stac-gdal://outputs/{output_id}.
+Array and object arguments may also be sent as JSON text (a string).
 """
 
 

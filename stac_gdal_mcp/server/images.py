@@ -17,10 +17,7 @@ if TYPE_CHECKING:
 
 QuicklookArg = Annotated[
     bool,
-    Field(
-        description="true: also return a small PNG quicklook of the output (at most 512 px, nodata "
-        "transparent) as image content"
-    ),
+    Field(description="true: also return a small PNG of the output as an image"),
 ]
 
 

@@ -112,10 +112,8 @@ def summary(estimate: Estimate) -> str:
 
 
 def or_estimate(model: type[BaseModel]) -> dict[str, Any]:
-    """An output schema: `model`, or an Estimate (the answer of a dry run)."""
-    from pydantic import TypeAdapter
-
+    """An output schema: `model`, or an Estimate (the answer of a dry run); see server/schemas.py."""
     from ..processing.estimate import Estimate
+    from .schemas import result_schema
 
-    schema = TypeAdapter(model | Estimate).json_schema(mode="serialization")
-    return {"type": "object", **schema}
+    return result_schema(model, Estimate)

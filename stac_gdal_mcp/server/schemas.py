@@ -5,19 +5,18 @@ result against the tool's `outputSchema` (the `mcp` SDK walks the whole schema w
 item of a list). So the schemas the server lists are made small and cheap:
 
 - `input_schema`: pydantic's `title` keys and `"additionalProperties": true` dropped, a scalar-or-null
-  argument typed `{"type": [T, "null"]}` instead of an `anyOf`; arguments are described and
-  checked as before.
-- `output_schema`: the result's top-level fields with their JSON types and descriptions; nested
-  objects and lists are typed loosely (`object`, `array`), their element model named in the
-  description. A nullable field is `{"type": ["string", "null"]}`, never an `anyOf`. The precise
-  shapes are the pydantic models in `stac_gdal_mcp.models` (and the docs' tool reference).
+  argument typed `{"type": [T, "null"]}` instead of an `anyOf`, and an optional argument whose
+  default is null listed without the default and the null type (leaving it out says the same);
+  arguments are described and checked as before.
+- `output_schema`: the names of the result's top-level fields (`{"items": {}, "next_cursor": {}}`),
+  nothing `required`, so that checking a result costs a client nothing and the listing stays short;
+  a tool that may also answer a dry run's Estimate says so in the description. The precise shapes
+  are the pydantic models in `stac_gdal_mcp.models` (and the docs' tool reference).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-_SIMPLE = {"string", "number", "integer", "boolean", "null", "object", "array"}
 
 
 def strip_titles(schema: Any) -> Any:
@@ -45,30 +44,22 @@ def _ref_name(schema: dict) -> str | None:
     return ref.rsplit("/", 1)[-1] if isinstance(ref, str) else None
 
 
-def _loose(prop: dict) -> dict:
-    """One field: its JSON type(s), no nested structure; the element model named in the description."""
-    alternatives = prop.get("anyOf") or prop.get("oneOf") or [prop]
-    kinds: list[str] = []
-    models: list[str] = []
-    for alt in alternatives:
-        name = _ref_name(alt)
-        kind = "object" if name else alt.get("type", "")
-        if "enum" in alt or "const" in alt:
-            kind = kind or "string"
-        if name:
-            models.append(name)
-        if kind == "array":
-            item = alt.get("items") or {}
-            item_names = [_ref_name(i) for i in item.get("anyOf", [item])]
-            models += [n for n in item_names if n]
-        for k in kind if isinstance(kind, list) else [kind]:
-            if k in _SIMPLE and k not in kinds:
-                kinds.append(k)
-    out: dict[str, Any] = {}
-    if kinds:
-        out["type"] = kinds[0] if len(kinds) == 1 else kinds
-    if models:  # the element model's name; field descriptions stay in the models and the docs
-        out["description"] = " or ".join(dict.fromkeys(models))
+def result_schema(model: type, *alternatives: type) -> dict[str, Any]:
+    """The listed output schema of a tool whose result is the pydantic `model` (or, for a dry
+    run, one of `alternatives`): the names of `model`'s top-level fields as serialized, read from
+    the model class (no JSON schema is generated: a faster start)."""
+    by_alias = model.model_config.get("serialize_by_alias", False)
+    names = [
+        (field.serialization_alias or field.alias or name) if by_alias else name
+        for name, field in model.model_fields.items()
+    ]
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": {n: {} for n in [*names, *model.model_computed_fields]},
+    }
+    if alternatives:
+        others = " or ".join(a.__name__ for a in alternatives)
+        out["description"] = f"{model.__name__}; with dry_run=true: {others}"
     return out
 
 
@@ -84,14 +75,11 @@ def compact_output_schema(schema: dict | None) -> dict | None:
 
     alternatives = [resolve(s) for s in schema.get("anyOf") or schema.get("oneOf") or []] or [schema]
     main = alternatives[0]  # a union (result or dry-run Estimate): the result's fields, the rest named
-    props = {name: _loose(prop) for name, prop in (main.get("properties") or {}).items()}
+    props = {name: {} for name in main.get("properties") or {}}
     out: dict[str, Any] = {"type": "object", "properties": props}
     if len(alternatives) > 1:
         others = [a.get("title") for a in alternatives[1:] if a.get("title")]
         out["description"] = f"{main.get('title', 'result')}; with dry_run=true: {' or '.join(others)}"
-    required = [name for name in props if name in set(main.get("required") or [])]
-    if required and len(alternatives) == 1:
-        out["required"] = required
     return out
 
 
@@ -115,12 +103,41 @@ def _collapse_nullable(prop: dict) -> dict:
     return merged
 
 
+def _without_null_default(prop: dict) -> dict:
+    """An optional argument whose default is null, without `"default": null` and without its
+    null type: leaving the argument out says the same (the tool still accepts an explicit null)."""
+    if "default" not in prop or prop["default"] is not None:
+        return prop
+    prop = {k: v for k, v in prop.items() if k != "default"}
+    kind = prop.get("type")
+    if isinstance(kind, list) and "null" in kind:
+        kinds = [k for k in kind if k != "null"]
+        prop["type"] = kinds[0] if len(kinds) == 1 else kinds
+    if isinstance(prop.get("enum"), list):
+        prop["enum"] = [v for v in prop["enum"] if v is not None]
+    alternatives = prop.get("anyOf")
+    if isinstance(alternatives, list):
+        alternatives = [a for a in alternatives if a != {"type": "null"}]
+        if len(alternatives) == 1:
+            del prop["anyOf"]
+            prop = {**alternatives[0], **prop}
+        else:
+            prop["anyOf"] = alternatives
+    return prop
+
+
 def compact_input_schema(schema: dict) -> dict:
-    """Titles dropped; a scalar-or-null argument as a type list instead of an `anyOf`."""
+    """Titles dropped; a scalar-or-null argument as a type list instead of an `anyOf`; no
+    `"default": null` (nor the null type) on optional arguments; no `type` beside an enum of strings."""
     schema = strip_titles(schema)
     props = schema.get("properties")
     if isinstance(props, dict):
-        schema["properties"] = {name: _collapse_nullable(p) for name, p in props.items()}
+        schema["properties"] = {
+            name: _without_null_default(_collapse_nullable(p)) for name, p in props.items()
+        }
+        for prop in schema["properties"].values():
+            if "enum" in prop and all(isinstance(v, str) for v in prop["enum"]):
+                prop.pop("type", None)  # the enum says it
     return schema
 
 

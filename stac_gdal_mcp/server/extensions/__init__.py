@@ -73,11 +73,9 @@ def _register_list_extensions(mcp, report: Extensions) -> None:
 
     @tool(mcp, {**READ_ONLY, "openWorldHint": False})
     def list_extensions() -> ExtensionList:
-        """List the extensions of this server: plugins (in-process tools) and external MCP servers
-        (their tools appear as <server>_<tool>). For each: kind, name, source, version, status
-        (loaded / running / failed / died / stopped), the error if it failed, its tools, and any
-        capabilities it declared; `extensions` is empty when none is configured. Use it to see
-        why an expected tool is missing."""
+        """This server's plugins and external MCP servers (tools named <server>_<tool>): kind, name,
+        source, version, status (loaded, running, failed, died, stopped), error, tools,
+        capabilities. Shows why an expected tool is missing."""
         return ExtensionList(extensions=report.entries())
 
 

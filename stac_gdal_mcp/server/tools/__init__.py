@@ -8,16 +8,15 @@ docstrings are written for an agent. Core errors become tool errors once, throug
 
 import inspect
 
-from ..schemas import compact_tool
+from pydantic import BaseModel
+
+from ..schemas import compact_tool, result_schema
 from .errors import core_errors
 
-READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": True}
-WRITES_OUTPUT = {
-    "readOnlyHint": False,
-    "destructiveHint": False,
-    "idempotentHint": False,
-    "openWorldHint": True,
-}
+# Tool annotations. The MCP spec's defaults are left out: idempotentHint false, and destructiveHint
+# and idempotentHint of a read-only tool (meaningful only when readOnlyHint is false).
+READ_ONLY = {"readOnlyHint": True, "openWorldHint": True}
+WRITES_OUTPUT = {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": True}
 
 
 def tool(mcp, annotations, **kwargs):
@@ -27,7 +26,12 @@ def tool(mcp, annotations, **kwargs):
         wrapped = core_errors(fn)
         # the docstring as the description, given here: fastmcp then never imports griffe to parse
         # it (parameters are described by their Field annotations) - a faster cold start
-        kwargs.setdefault("description", inspect.getdoc(fn))
+        # paragraphs on one line each: the description is sent to the model every session
+        paragraphs = (inspect.getdoc(fn) or "").split("\n\n")
+        kwargs.setdefault("description", "\n\n".join(" ".join(p.split()) for p in paragraphs))
+        returns = inspect.signature(fn).return_annotation
+        if "output_schema" not in kwargs and isinstance(returns, type) and issubclass(returns, BaseModel):
+            kwargs["output_schema"] = result_schema(returns)  # field names, without generating a schema
         wrapped.__doc__ = None
         registered = mcp.tool(wrapped, annotations=annotations, **kwargs)
         compact_tool(mcp, kwargs.get("name") or fn.__name__)  # small listed schemas (server/schemas.py)

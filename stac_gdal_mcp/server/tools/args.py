@@ -1,45 +1,55 @@
-"""Argument types shared by tools: the search arguments of search_items, which the analysis
-tools take too (`with_search_args`), the catalog id, and `json_text`, the one way a tool
-declares an array or object parameter. One definition, so every tool describes them alike.
+"""Argument types shared by tools: the search arguments of search_items, the one `search` object
+the analysis tools take (`SearchArg`), the catalog id, the asset reference, and `json_text`, the
+one way a tool declares an array or object parameter. One definition, so every tool describes
+them alike, and briefly: every tool's schema is sent to the model each session (issue 14).
 
 Some MCP clients and LLM hosts (MCP Inspector CLI 0.15, several agents) send array and object
 arguments as JSON text: `bbox="[13.5, 45.8, 13.7, 45.9]"`. A parameter declared with
-`json_text` accepts that text too, says so in its schema (a string alternative in `anyOf`), and
-has it parsed by the core's `discovery.params.json_text`, the same parser the library uses.
+`json_text` accepts that text too, says so in its schema by one more type
+(`"type": ["array", "string"]`; the server's instructions say the string is JSON text), and has
+it parsed by the core's `discovery.params.json_text`, the same parser the library uses.
 """
 
-import functools
-import inspect
 import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BeforeValidator, Field, ValidationInfo
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationInfo, WithJsonSchema
+from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from ...discovery import params
 from ...discovery.query import SEARCH_ARGS
+from ...errors import InvalidArgument
 
-JSON_TEXT = "the same value as JSON text"
+_MERGEABLE = {"items", "minItems", "maxItems", "additionalProperties", "properties", "required"}
+
+
+def _one_schema(schema: dict) -> dict:
+    """The alternatives of `schema` (an `anyOf` of plain types) as one schema with a list of
+    types, plus "string" (the JSON text): `{"type": ["array", "string"], "items": ...}`. Keywords
+    such as `items` only apply to their own type, so the merged schema means the same."""
+    outer = {key: schema.pop(key) for key in ("title", "description", "examples") if key in schema}
+    options = [dict(o) for o in schema["anyOf"]] if set(schema) == {"anyOf"} else [schema]
+    kinds: list[str] = []
+    merged: dict[str, Any] = {}
+    for option in options:
+        kind = option.pop("type", None)
+        for key, value in option.items():
+            if key not in _MERGEABLE or merged.get(key, value) != value:  # cannot merge: keep anyOf
+                return {"anyOf": [*options, {"type": "string"}], **outer}
+            merged[key] = value
+        for k in kind if isinstance(kind, list) else [kind]:
+            if k and k not in kinds:
+                kinds.append(k)
+    if "string" not in kinds:
+        kinds.insert(kinds.index("null") if "null" in kinds else len(kinds), "string")
+    return {"type": kinds, **merged, **outer}
 
 
 class _AlsoJsonText:
-    """Lists the JSON-text string among the parameter's alternatives in its JSON schema: one flat
-    `anyOf` (value types, then the string, then null), the description at the top."""
-
-    def __init__(self, text: str):
-        self.text = text
+    """The parameter's JSON schema as one schema whose types include "string" (the JSON text)."""
 
     def __get_pydantic_json_schema__(self, core_schema, handler):
-        schema = dict(handler(core_schema))
-        outer = {key: schema.pop(key) for key in ("title", "description", "examples") if key in schema}
-        options = [dict(o) for o in schema["anyOf"]] if set(schema) == {"anyOf"} else [schema]
-        strings = [o for o in options if o.get("type") == "string"]
-        if strings:  # the parameter has a text form of its own (comma-separated, CQL2 text)
-            strings[0]["description"] = self.text
-        else:
-            nulls = [o for o in options if o.get("type") == "null"]
-            options = [o for o in options if o.get("type") != "null"]
-            options += [{"type": "string", "description": self.text}, *nulls]
-        return {"anyOf": options, **outer}
+        return _one_schema(dict(handler(core_schema)))
 
 
 def _admits_text(tp) -> bool:
@@ -48,90 +58,133 @@ def _admits_text(tp) -> bool:
     return tp is str
 
 
-def json_text(tp, description: str, *, text: str = JSON_TEXT):
+def json_text(tp, description: str):
     """`tp` (an array or object type, optionally `| str` or `| None`), also accepted as JSON text.
 
     When `tp` has no text form of its own, text is parsed by the core parser before the value
     is checked against `tp`; bad JSON text is an error naming the parameter. When it has one
     (`| str`: comma-separated ids, CQL2 text), the text goes to the core function as it is,
     which tells JSON text (starting with `[` or `{`) from its own form with the same parser;
-    `text` then describes the string alternative. Constraints go inside `tp`, on the type they
+    `description` then says what the text form is. Constraints go inside `tp`, on the type they
     constrain: `Annotated[list[float], Field(min_length=4)] | None`.
     """
     if _admits_text(tp):
-        return Annotated[tp, _AlsoJsonText(text), Field(description=description)]
+        return Annotated[tp, _AlsoJsonText(), Field(description=description)]
 
     def parse(value: Any, info: ValidationInfo) -> Any:
         return params.json_text(value, info.field_name or "argument", always=True)
 
-    return Annotated[tp, BeforeValidator(parse), _AlsoJsonText(text), Field(description=description)]
+    return Annotated[tp, BeforeValidator(parse), _AlsoJsonText(), Field(description=description)]
 
 
-CatalogArg = Annotated[
-    str | None, Field(description="catalog id from list_catalogs; default: the configured default catalog")
-]
+CatalogArg = Annotated[str | None, Field(description="catalog id from list_catalogs")]
 CollectionsArg = json_text(
-    list[str] | str | None,
-    'collection ids, e.g. ["sentinel-2-l2a"]',
-    text="comma-separated collection ids, or the same list as JSON text",
+    list[str] | str | None, 'collection ids, e.g. ["sentinel-2-l2a"], or comma-separated text'
 )
 DatetimeArg = Annotated[
     str | None, Field(description="RFC 3339 instant or interval: 2024-06-01/2024-06-30, ../2024-06-30")
 ]
 IdsArg = json_text(list[str] | None, "item ids")
 QueryArg = json_text(dict[str, Any] | None, 'query extension, e.g. {"platform": {"eq": "sentinel-2a"}}')
-FilterArg = json_text(
-    str | dict[str, Any] | None,
-    'CQL2 text or JSON, e.g. "eo:cloud_cover < 10"',
-    text="CQL2 text, or CQL2 JSON as JSON text",
-)
+FilterArg = json_text(str | dict[str, Any] | None, 'CQL2 text or JSON, e.g. "eo:cloud_cover < 10"')
 FilterLangArg = Annotated[
     Literal["cql2-text", "cql2-json"] | None, Field(description="default: guessed from filter")
 ]
 SortbyArg = json_text(
     str | list[str] | None,
-    'e.g. "eo:cloud_cover" (ascending) or "-datetime" (newest first)',
-    text='comma-separated fields ("-" for descending), or the same list as JSON text',
+    'e.g. "eo:cloud_cover", "-datetime" ("-": descending); a list or comma-separated',
 )
 MaxCloudArg = Annotated[
     float | None, Field(ge=0, le=100, description="scene eo:cloud_cover at most this percentage")
 ]
 
-# The search arguments (`discovery.query.SearchArgs`), as every tool declares them.
-SEARCH_PARAMETERS = {
-    "collections": CollectionsArg,
-    "datetime": DatetimeArg,
-    "ids": IdsArg,
-    "query": QueryArg,
-    "filter": FilterArg,
-    "filter_lang": FilterLangArg,
-    "sortby": SortbyArg,
-    "max_cloud_cover": MaxCloudArg,
-}
-assert tuple(SEARCH_PARAMETERS) == SEARCH_ARGS
+
+# --- the `search` object of the analysis tools ---------------------------------------------------
 
 
-def with_search_args(fn):
-    """A tool function whose parameter `search` stands for the search arguments: the tool takes
-    them one by one (in `search`'s place, typed and described as in search_items, default None)
-    and the function receives them as one dict, `search`."""
-    signature = inspect.signature(fn)
-    parameters = list(signature.parameters.values())
-    at = [p.name for p in parameters].index("search")
-    expanded = [
-        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=tp)
-        for name, tp in SEARCH_PARAMETERS.items()
+class _Search(TypedDict, total=False):
+    """The `search` object as the analysis tools check it: search_items' `catalog` (one id) and
+    search arguments (`discovery.query.SearchArgs`), typed as search_items types them; text forms
+    (comma-separated ids, JSON text, CQL2 text) go to the core, which parses them as it does for
+    search_items."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    catalog: str | None
+    collections: list[str] | str | None
+    datetime: str | None
+    ids: list[str] | str | None
+    query: dict[str, Any] | str | None
+    filter: str | dict[str, Any] | None
+    filter_lang: Literal["cql2-text", "cql2-json"] | None
+    sortby: str | list[str] | None
+    max_cloud_cover: Annotated[float, Field(ge=0, le=100)] | None
+
+
+class _SearchOrItems(_Search, total=False):
+    """`_Search`, or explicit `items` (cloud_cover_stats)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    items: Annotated[
+        list[dict[str, str]] | None,
+        BeforeValidator(lambda value: params.json_text(value, "search.items", always=True)),
     ]
-    signature = signature.replace(parameters=[*parameters[:at], *expanded, *parameters[at + 1 :]])
 
-    @functools.wraps(fn)
-    async def wrapper(*args, **kwargs):
-        values = signature.bind(*args, **kwargs).arguments
-        search = {name: values.pop(name, None) for name in SEARCH_PARAMETERS}
-        return await fn(**values, search=search)
 
-    annotations = {k: v for k, v in fn.__annotations__.items() if k != "search"}
-    wrapper.__signature__ = signature
-    wrapper.__annotations__ = {**annotations, **SEARCH_PARAMETERS}
-    del wrapper.__wrapped__  # the signature above is the tool's, not fn's
-    return wrapper
+assert tuple(_Search.__annotations__) == ("catalog", *SEARCH_ARGS)
+
+
+def _search_object(names: tuple[str, ...]):
+    def check(value: Any) -> Any:
+        """JSON text parsed; an unknown name refused with the list of the names there are."""
+        value = params.json_text(value, "search", always=True)
+        unknown = sorted(set(value) - set(names)) if isinstance(value, dict) else []
+        if unknown:
+            raise InvalidArgument(
+                f"unknown search argument{'s' if len(unknown) > 1 else ''} {', '.join(map(str, unknown))}; "
+                f"the search arguments are {', '.join(names)}"
+            )
+        return value
+
+    return BeforeValidator(check)
+
+
+SEARCH_DESCRIPTION = (
+    "which items, by search_items' arguments: catalog, collections, datetime, ids, query, filter, "
+    "filter_lang, sortby, max_cloud_cover"
+)
+SearchArg = Annotated[
+    _Search | None,
+    _search_object(tuple(_Search.__annotations__)),
+    WithJsonSchema({"type": ["object", "string"], "description": SEARCH_DESCRIPTION}),
+]
+SearchOrItemsArg = Annotated[
+    _SearchOrItems | None,
+    _search_object(tuple(_SearchOrItems.__annotations__)),
+    WithJsonSchema(
+        {
+            "type": ["object", "string"],
+            "description": SEARCH_DESCRIPTION + ', or {"items": [{"collection_id": ..., "item_id": ...}]}',
+        }
+    ),
+]
+
+
+def search_kwargs(search: dict | None) -> dict[str, Any]:
+    """The `search` object as keyword arguments of a Session method - catalog, items and the
+    search arguments are its keywords too (None values left out)."""
+    return {k: v for k, v in (search or {}).items() if v is not None}
+
+
+# --- the asset reference of inspect_asset, reproject_asset, convert_asset, preview ---------------
+
+HrefArg = Annotated[
+    str | None,
+    Field(description="raster URL (http(s), s3) or workspace path; else collection_id + item_id + asset"),
+]
+CollectionIdArg = Annotated[str | None, Field(description="the item's collection")]
+ItemIdArg = Annotated[str | None, Field(description="item id (from search_items)")]
+AssetArg = Annotated[
+    str | None, Field(description="asset key or band common name: red, nir, scl, visual, B04...")
+]

@@ -24,9 +24,7 @@ from .args import (
     json_text,
 )
 
-CollectionIdArg = Annotated[
-    str, Field(description='a collection id, e.g. "sentinel-2-l2a" (from list_collections)')
-]
+CollectionIdArg = Annotated[str, Field(description='collection id, e.g. "sentinel-2-l2a"')]
 ItemIdArg = Annotated[str, Field(description="an item id, e.g. from search_items")]
 
 
@@ -36,31 +34,26 @@ def register(mcp, session: Session) -> None:
     @tool(mcp, READ_ONLY)
     def list_catalogs(
         check_reachable: Annotated[
-            bool, Field(description="contact each remote catalog to report reachability and search features")
+            bool, Field(description="also contact remote catalogs: reachability, search features")
         ] = False,
     ) -> CatalogList:
-        """List the configured STAC catalogs (remote APIs and local/offline ones).
-
-        For each: id, title, url or path, and - for local catalogs, or for all when
-        check_reachable=true - whether it answers and which search features it supports
-        (item search, CQL2 filter, query, sort, fields, free-text collection search,
-        aggregation). Use the id as `catalog` in the other tools.
-        """
+        """The configured STAC catalogs (remote APIs, local ones): id, title, url or path, and (for
+        local ones, or with check_reachable=true) whether each answers and its search features.
+        Use the id as `catalog` in the other tools."""
         return CatalogList(catalogs=session.catalogs(check_reachable=check_reachable))
 
     @tool(mcp, READ_ONLY)
     def list_collections(
         catalog: CatalogArg = None,
         q: Annotated[
-            str | None, Field(description="free-text words matched against id, title, description, keywords")
+            str | None, Field(description="free-text search in id, title, description, keywords")
         ] = None,
         limit: Annotated[int | None, Field(ge=1, description="collections per page")] = None,
         cursor: Annotated[str | None, Field(description="next_cursor from a previous call")] = None,
     ) -> CollectionList:
-        """List a catalog's collections compactly: id, title, short description, extent, license, asset keys.
+        """A catalog's collections, compactly: id, title, short description, extent, license, asset keys.
 
-        Example: list_collections(catalog="earth-search", q="sentinel-2 l2a").
-        Then get_collection(collection_id) for details, search_items(collections=[...]) for items.
+        Example: list_collections(catalog="earth-search", q="sentinel-2 l2a"); then get_collection.
         """
         return session.collections(catalog, q=q, limit=limit, cursor=cursor)
 
@@ -83,9 +76,8 @@ def register(mcp, session: Session) -> None:
     def search_items(
         catalog: json_text(
             list[str] | str | None,
-            'catalog id from list_catalogs (default: the configured default); several ids, or "*" '
-            "for every configured catalog, give one merged result without duplicate acquisitions",
-            text='a catalog id, "*", or comma-separated ids (or the list as JSON text)',
+            'catalog id (list_catalogs); several (a list, comma-separated, "*" for all) give one '
+            "merged result without duplicates",
         ) = None,
         collections: CollectionsArg = None,
         bbox: json_text(list[float] | None, "[west, south, east, north] in WGS84 degrees") = None,
@@ -107,15 +99,12 @@ def register(mcp, session: Session) -> None:
             Literal["summary", "full"], Field(description="summary (compact) or full STAC items")
         ] = "summary",
     ) -> FederatedSearchResult:
-        """Search a catalog for items (scenes). Returns compact summaries, `matched` when the API
-        says, `next_cursor` for the next page, and `notes` on anything translated or applied
-        client-side. With several catalogs (catalog=["earth-search", "planetary-computer"] or "*"),
-        one result merged in sortby order: an acquisition found in several catalogs is returned
-        once, with its copies in `also_in`; `catalogs` gives matched/returned/error per catalog.
+        """Search a catalog for items (scenes): compact summaries, `matched`, `next_cursor` for the
+        next page, `notes` on anything translated or done client-side. Several catalogs give one
+        merged result (copies in `also_in`, counts per catalog in `catalogs`).
 
         Example: search_items(collections=["sentinel-2-l2a"], bbox=[13.3, 45.7, 13.9, 46.1],
         datetime="2024-06-01/2024-08-31", max_cloud_cover=20, sortby="eo:cloud_cover", limit=10).
-        Use get_item(collection_id, item_id) for one full item (asset hrefs signed when needed).
         """
         args = dict(
             collections=collections,
@@ -141,7 +130,7 @@ def register(mcp, session: Session) -> None:
     def get_item(
         collection_id: CollectionIdArg, item_id: ItemIdArg, catalog: CatalogArg = None
     ) -> dict[str, Any]:
-        """The full STAC item (GeoJSON Feature) with all assets; hrefs are signed where the catalog needs it."""
+        """The full STAC item (GeoJSON Feature) with all assets; hrefs signed where the catalog needs it."""
         return session.get_item(collection_id, item_id, catalog)
 
     @resource(mcp, "stac://catalogs", mime_type="application/json")

@@ -22,9 +22,9 @@ from ..map_app import map_app_config
 from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
 from ..tasks import status_message, task_config
 from . import READ_ONLY, WRITES_OUTPUT, resource, tool
-from .args import CatalogArg, json_text
+from .args import AssetArg, CatalogArg, CollectionIdArg, HrefArg, ItemIdArg, json_text
 
-LOCAL_READ = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+LOCAL_READ = {"readOnlyHint": True, "openWorldHint": False}
 LOCAL_DELETE = {
     "readOnlyHint": False,
     "destructiveHint": True,
@@ -32,35 +32,17 @@ LOCAL_DELETE = {
     "openWorldHint": False,
 }
 
-Href = Annotated[
-    str | None,
-    Field(
-        description="http(s):// or s3:// URL of a raster (COG), or a path inside the workspace; "
-        "or name the input with collection_id + item_id + asset instead"
-    ),
-]
-CollectionId = Annotated[str | None, Field(description="collection of the item (with item_id and asset)")]
-ItemId = Annotated[str | None, Field(description="item id, e.g. from search_items")]
-Asset = Annotated[
-    str | None,
-    Field(description="asset key or band common name: 'red', 'nir', 'scl', 'visual', 'B04' (any case)"),
-]
 BBox = json_text(
     Annotated[list[float], Field(min_length=4, max_length=4)] | None,
     "area of interest [west, south, east, north] in bbox_crs",
 )
-BBoxCrs = Annotated[str, Field(description="CRS of bbox, default WGS84 degrees")]
+BBoxCrs = Annotated[str, Field(description="CRS of bbox (default WGS84 degrees)")]
 OutputName = Annotated[
-    str | None,
-    Field(description="file name for the output (letters, digits, . _ -); default: a unique generated name"),
+    str | None, Field(description="output file name (letters, digits, . _ -); default: generated")
 ]
 DryRun = Annotated[
     bool,
-    Field(
-        description="true: read only headers and answer what the call would do - output size, bytes and "
-        "requests it would read (from the COG tile index), whether a limit would refuse it and how to "
-        "shrink it; nothing is written"
-    ),
+    Field(description="true: only estimate (output size, bytes to read, limits); nothing written"),
 ]
 
 
@@ -113,19 +95,17 @@ def register(mcp, session: Session) -> None:
 
     @tool(mcp, READ_ONLY)
     async def inspect_asset(
-        href: Href = None,
-        collection_id: CollectionId = None,
-        item_id: ItemId = None,
-        asset: Asset = None,
+        href: HrefArg = None,
+        collection_id: CollectionIdArg = None,
+        item_id: ItemIdArg = None,
+        asset: AssetArg = None,
         catalog: CatalogArg = None,
         ctx: Context = CurrentContext(),
     ) -> inspect.AssetInfo:
-        """Describe a raster asset from its header only (no pixels are read): driver, size, bands,
-        dtypes, nodata, scale/offset, CRS (EPSG code and name), transform, bounds (native and
-        WGS84), block size, overview levels, compression, and whether it is a valid COG.
+        """Describe a raster from its header only: size, bands, dtypes, nodata, scale/offset, CRS,
+        transform, bounds (also WGS84), blocks, overviews, compression, whether it is a valid COG.
 
-        Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_33TUL_20240601_0_L2A", asset="red")
-        or inspect_asset(href="https://example.com/scene/B04.tif").
+        Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red").
         """
 
         def work(job):  # in a worker thread, bounded in time and cancellable like the other jobs
@@ -148,16 +128,16 @@ def register(mcp, session: Session) -> None:
     )
     async def reproject_asset(
         dst_crs: Annotated[str, Field(description="target CRS, e.g. 'EPSG:4326', 'EPSG:3857', 'EPSG:32633'")],
-        href: Href = None,
-        collection_id: CollectionId = None,
-        item_id: ItemId = None,
-        asset: Asset = None,
+        href: HrefArg = None,
+        collection_id: CollectionIdArg = None,
+        item_id: ItemIdArg = None,
+        asset: AssetArg = None,
         catalog: CatalogArg = None,
         resolution: Annotated[
             float | None,
             Field(
                 gt=0,
-                description="output pixel size in dst_crs units (metres or degrees); default: about the source's",
+                description="output pixel size in dst_crs units; default: about the source's",
             ),
         ] = None,
         bbox: BBox = None,
@@ -165,7 +145,7 @@ def register(mcp, session: Session) -> None:
         resampling: Annotated[
             Literal[RESAMPLING],
             Field(
-                description="nearest keeps values exactly (classes, masks); bilinear/cubic/average for continuous data"
+                description="nearest keeps values (classes, masks); bilinear, cubic, average for continuous data"
             ),
         ] = "nearest",
         output_format: Annotated[
@@ -176,14 +156,11 @@ def register(mcp, session: Session) -> None:
         dry_run: DryRun = False,
         ctx: Context = CurrentContext(),
     ) -> OutputRecord:
-        """Warp an asset (or only its part inside bbox) to another CRS and write a valid COG into
-        the workspace. Only the source tiles the output needs are read; a coarse resolution reads
-        a source overview. Returns the output's STAC-like record; the record is also the resource
-        stac-gdal://outputs/{id} and small files are at stac-gdal://outputs/{id}/file.
+        """Warp an asset (or its part inside bbox) to another CRS as a COG in the workspace, reading
+        only the tiles needed. Returns the output's STAC-like record (also stac-gdal://outputs/{id}).
 
         Example: reproject_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red",
-        dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]). dry_run=true first says how big it is;
-        quicklook=true also returns a small PNG of the output as image content.
+        dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]).
         """
 
         def work(job):  # in the worker thread: resolving may call the catalog
@@ -237,14 +214,12 @@ def register(mcp, session: Session) -> None:
     async def convert_asset(
         output_format: Annotated[
             Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"],
-            Field(
-                description="PNG/JPEG are 8-bit renderings for people (percentile stretch, nodata transparent in PNG); the others keep values"
-            ),
+            Field(description="PNG/JPEG: 8-bit pictures (percentile stretch); the others keep the values"),
         ],
-        href: Href = None,
-        collection_id: CollectionId = None,
-        item_id: ItemId = None,
-        asset: Asset = None,
+        href: HrefArg = None,
+        collection_id: CollectionIdArg = None,
+        item_id: ItemIdArg = None,
+        asset: AssetArg = None,
         catalog: CatalogArg = None,
         bbox: BBox = None,
         bbox_crs: BBoxCrs = "EPSG:4326",
@@ -256,12 +231,11 @@ def register(mcp, session: Session) -> None:
         dry_run: DryRun = False,
         ctx: Context = CurrentContext(),
     ) -> OutputRecord:
-        """Convert an asset to another format, optionally only the window inside bbox (in the
-        asset's own CRS and resolution, nothing resampled) and some bands. Only the tiles that
-        intersect bbox are read. Returns the output's STAC-like record.
+        """Convert an asset to another format, optionally only some bands and its window inside bbox
+        (nothing resampled; only those tiles read). Returns the output's STAC-like record.
 
         Example: convert_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="visual",
-        output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]). dry_run=true first says how big it is.
+        output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]).
         """
 
         def work(job):
@@ -299,14 +273,14 @@ def register(mcp, session: Session) -> None:
 
     @tool(mcp, WRITES_OUTPUT, output_schema=or_estimate(OutputRecord), app=map_app_config())
     async def preview(
-        href: Href = None,
-        collection_id: CollectionId = None,
-        item_id: ItemId = None,
-        asset: Asset = None,
+        href: HrefArg = None,
+        collection_id: CollectionIdArg = None,
+        item_id: ItemIdArg = None,
+        asset: AssetArg = None,
         catalog: CatalogArg = None,
         assets: json_text(
             list[str] | None,
-            "1 asset (single band, colormap) or 3 (red, green, blue); default: visual, else red/green/blue",
+            "1 asset (colormap) or 3 (RGB); default: visual, else red/green/blue",
         ) = None,
         bbox: json_text(
             Annotated[list[float], Field(min_length=4, max_length=4)] | None,
@@ -318,9 +292,8 @@ def register(mcp, session: Session) -> None:
         dry_run: DryRun = False,
         ctx: Context = CurrentContext(),
     ):
-        """A quicklook PNG of an item (true colour from its visual asset or red/green/blue bands)
-        or of one asset (single band with a colormap), returned as an image you can look at and
-        saved as an output. Reads overviews, so it is quick even for whole scenes.
+        """A quicklook PNG of an item (true colour) or of one asset (colormap), returned as an image
+        and saved as an output. Reads overviews: quick even for whole scenes.
 
         Example: preview(collection_id="sentinel-2-l2a", item_id="S2B_...", bbox=[13.55, 45.85, 13.75, 45.98]).
         """
@@ -367,7 +340,7 @@ def register(mcp, session: Session) -> None:
 
     @tool(mcp, LOCAL_READ)
     def list_outputs() -> OutputList:
-        """The outputs in the workspace, newest first: id, resource uri, file, size, operation, source datetime."""
+        """The outputs in the workspace, newest first: id, uri, file, size, operation, source datetime."""
         return OutputList(outputs=[r.summary() for r in store.list()], workspace=str(store.root))
 
     @tool(mcp, LOCAL_DELETE)
