@@ -44,7 +44,8 @@ class CatalogList(Model):
 
 
 class AssetSummary(Model):
-    """One asset of a summary; in JSON `roles` is left out when it is ["data"], `bands` when empty."""
+    """One asset of a summary; in JSON `roles` is left out when it is ["data"], `bands` when empty
+    (and, in an ItemSummary, when the asset's key is its one band's name: `"red": {}`)."""
 
     roles: list[str] = Field(default=["data"], description='asset roles; left out when ["data"]')
     bands: list[str] = Field(default=[], description="band common names (e.g. red, nir)")
@@ -60,7 +61,8 @@ class AssetSummary(Model):
 
 
 class ItemSummary(Model):
-    """A compact item; in JSON, fields without a value are left out (issue 14: <= 5% of the item)."""
+    """A compact item (issue 14: <= 5% of the item). In JSON, fields without a value are left out,
+    and an asset's `bands` when they are just the asset's key (`"red": {}` is the red band)."""
 
     id: str
     collection: str | None = None
@@ -75,7 +77,11 @@ class ItemSummary(Model):
 
     @model_serializer(mode="wrap")
     def _compact(self, handler):
-        return {k: v for k, v in handler(self).items() if v is not None}
+        out = {k: v for k, v in handler(self).items() if v is not None}
+        for key, asset in (out.get("assets") or {}).items():
+            if isinstance(asset, dict) and asset.get("bands") == [key]:
+                del asset["bands"]
+        return out
 
 
 class SearchResult(Model):

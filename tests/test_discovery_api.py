@@ -128,8 +128,14 @@ async def test_search_bbox_datetime_cloud(client, loaded):
     source = next(i for i in items if i["id"] == one["id"])
     assert one["cloud_cover"] == pytest.approx(source["properties"]["eo:cloud_cover"], abs=0.01)
     assert one["proj_code"] == source["properties"]["proj:code"]
-    assert one["assets"]["nir"]["bands"] == ["nir"]
+    assert one["assets"]["nir"] == {}  # a data asset named by its one band's common name
+    assert one["assets"]["visual"] == {"roles": ["visual"], "bands": ["red", "green", "blue"]}
     assert one["thumbnail"] == source["assets"]["thumbnail"]["href"]
+    # the bbox to 4 decimals, rounded outward: it still holds the item's own bbox
+    west, south, east, north = source["bbox"]
+    assert one["bbox"] == pytest.approx(source["bbox"], abs=1e-4)
+    assert one["bbox"][0] <= west and one["bbox"][1] <= south
+    assert one["bbox"][2] >= east and one["bbox"][3] >= north
 
 
 async def test_pagination_has_no_gaps_or_duplicates(client, loaded):

@@ -6,6 +6,7 @@ imported here for the modules that still look for them here.)
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..models import (
@@ -30,7 +31,7 @@ def item_summary(item: dict) -> ItemSummary:
         collection=item.get("collection"),
         datetime=item_datetime(item),
         cloud_cover=None if cloud is None else round(float(cloud), 2),
-        bbox=[round(v, 5) for v in item["bbox"]] if item.get("bbox") else None,
+        bbox=_outward(item["bbox"]) if item.get("bbox") else None,
         platform=props.get("platform"),
         gsd=gsd,
         proj_code=proj_code(props),
@@ -41,6 +42,16 @@ def item_summary(item: dict) -> ItemSummary:
         },
         thumbnail=thumbnail_href(item),
     )
+
+
+def _outward(bbox: list[float], digits: int = 4) -> list[float]:
+    """`bbox` rounded to `digits` decimals (1e-4 degree: about 11 m) away from its centre, so the
+    rounded box still contains the footprint."""
+    half = len(bbox) // 2
+    scale = 10**digits
+    low = [math.floor(v * scale) / scale for v in bbox[:half]]
+    high = [math.ceil(v * scale) / scale for v in bbox[half:]]
+    return [*low, *high]
 
 
 def _short(text: str | None, n: int = 240) -> str | None:
