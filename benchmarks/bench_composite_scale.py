@@ -1,12 +1,22 @@
-"""Composite figures at scale (issue 14): `composite` (median, cloud-masked) of 20 items written as a
-COG, against odc.stac.load + xarray median written with rasterio (rioxarray is not installed), in
-the same run; each in its own process so peak RSS (ru_maxrss) is its own. Optionally the same
-composite on a dask.distributed LocalCluster of 2 worker processes (--distributed), checked
-identical to the threaded one.
+"""Composite figures at scale (issue 14): `composite` (median, cloud-masked) of --items items written
+as a COG, against odc.stac.load + xarray median written with rioxarray, in the same run; each side
+in its own process, so peak RSS (ru_maxrss) is its own. Optionally (--distributed) the same
+composite on a dask.distributed LocalCluster of 2 worker processes, checked pixel for pixel
+against the threaded one.
 
-The items are hard links of one generated Sentinel-2-like scene (--size px per side, 512 px tiles,
-10 m) under fresh URLs on the Range server (no added latency unless --delay); the AOI is the
-whole scene, so the output is --size x --size px.
+Both sides compute the same thing: the items' red/green/blue, scaled to reflectance with the
+items' raster:bands scale/offset, NaN where SCL says nodata/defective/shadow/cloud/cirrus or the
+band is 0, the per-pixel median over the solar days, written as a DEFLATE COG (float predictor,
+512 px blocks, average overviews, compression on all cores). Both load in dask chunks of the same
+size (composite.TILE) on dask's threaded scheduler with the same number of threads
+(limits.max_concurrency). The baseline is what a notebook would write: one lazy odc-stac load,
+`.median("time")`, `.rio.to_raster(driver="COG")` (which computes the whole median in memory,
+then writes it). Where both outputs have a value, they are compared too.
+
+The items are hard links of one generated Sentinel-2-like scene (--size px per side, 512 px
+tiles, 10 m) under fresh URLs on the Range server (no added latency unless --delay); the AOI is
+the whole scene, so the output is about --size x --size px. --keep DIR caches the scene. A side
+whose processes grow past --max-rss-gb is stopped (the figure then says so).
 
 Run: python benchmarks/bench_composite_scale.py [--size 2048] [--items 20] [--distributed] [--keep DIR]
 """
@@ -19,6 +29,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -29,6 +40,8 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 ORIGIN = (500000.0, 5000000.0)
 BANDS = ("red", "green", "blue")
+NOT_CLEAR = [0, 1, 3, 8, 9, 10]  # SCL: nodata, defective, shadow, cloud medium/high, cirrus
+WORKERS = 8  # threads on both sides: limits.max_concurrency's default
 
 
 def base_scene(folder: Path, size: int) -> tuple[dict, Path]:
@@ -80,7 +93,7 @@ def run_ours(folder: Path, items: list[dict], scheduler: str | None) -> dict:
         network={"allow_private_hosts": True},
         catalogs=[{"id": "bench", "path": str(path)}],
         default_catalog="bench",
-        limits={"max_output_pixels": 400_000_000, "max_read_pixels": 10_000_000_000},
+        limits={"max_output_pixels": 400_000_000, "max_concurrency": WORKERS, "job_timeout_s": 36_000},
         **extra,
     )
     core = Core(settings)
@@ -89,42 +102,52 @@ def run_ours(folder: Path, items: list[dict], scheduler: str | None) -> dict:
         core, aoi_of(items[0]), bands=list(BANDS), collections=["sentinel-2-l2a"], max_items=len(items)
     )
     record = save_array(core, array)
-    return {"seconds": time.perf_counter() - start, "file": record.assets["data"].href}
+    return {
+        "seconds": time.perf_counter() - start,
+        "file": str(core.outputs.path(record.id)),
+        "items": array.attrs["items"],
+        "valid_fraction": array.attrs["valid_fraction"],
+    }
 
 
 def run_odc(folder: Path, items: list[dict]) -> dict:
+    import dask
     import numpy as np
     import pystac
-    import rasterio
+    import rioxarray  # noqa: F401  (the .rio accessor)
+    import xarray as xr
     from odc.stac import load
 
+    from stac_gdal_mcp.processing.composite import TILE
+
     start = time.perf_counter()
-    ds = load(
-        [pystac.Item.from_dict(i, migrate=False) for i in items],
-        bands=[*BANDS, "scl"],
-        bbox=aoi_of(items[0]),
-        groupby="solar_day",
-        chunks={"x": 2048, "y": 2048},
-    )
-    clear = ~ds.scl.isin([0, 1, 3, 8, 9, 10])
-    stack = [ds[b].where(clear & (ds[b] != 0)).astype("float32") for b in BANDS]
-    median = [s.median("time", skipna=True).compute() for s in stack]
-    out = folder / f"odc-{uuid.uuid4().hex[:6]}.tif"
-    profile = {
-        "driver": "COG",
-        "dtype": "float32",
-        "count": len(BANDS),
-        "width": ds.sizes["x"],
-        "height": ds.sizes["y"],
-        "crs": ds.odc.geobox.crs.to_wkt(),
-        "transform": ds.odc.geobox.affine,
-        "compress": "deflate",
-        "blocksize": 512,
-        "nodata": np.nan,
-    }
-    with rasterio.open(out, "w", **profile) as dst:
-        for i, band in enumerate(median, start=1):
-            dst.write(band.values, i)
+    with dask.config.set(scheduler="threads", num_workers=WORKERS):
+        ds = load(
+            [pystac.Item.from_dict(i, migrate=False) for i in items],
+            bands=[*BANDS, "scl"],
+            bbox=aoi_of(items[0]),
+            groupby="solar_day",
+            chunks={"x": TILE, "y": TILE},
+        )
+        clear = ~ds.scl.isin(NOT_CLEAR)
+        bands = []
+        for name in BANDS:
+            (entry,) = items[0]["assets"][name]["raster:bands"]
+            value = ds[name].where(clear & (ds[name] != 0)).astype("float32")
+            value = value * np.float32(entry.get("scale", 1.0)) + np.float32(entry.get("offset", 0.0))
+            bands.append(value.median("time", skipna=True))
+        median = xr.concat(bands, dim="band").assign_coords(band=list(BANDS)).rio.write_nodata(np.nan)
+        out = folder / f"odc-{uuid.uuid4().hex[:6]}.tif"
+        median.rio.to_raster(
+            out,
+            driver="COG",
+            dtype="float32",
+            compress="DEFLATE",
+            predictor="YES",
+            blocksize=512,
+            overview_resampling="AVERAGE",
+            num_threads="ALL_CPUS",
+        )
     return {"seconds": time.perf_counter() - start, "file": str(out)}
 
 
@@ -137,26 +160,73 @@ def child(args) -> None:
         items = items_on(server, base, scene_dir, args.items)
         if args.mode == "odc":
             row = run_odc(folder, items)
-        else:
+        elif args.mode == "ours":
             row = run_ours(folder, items, None)
-            if args.mode == "distributed":
-                from dask.distributed import LocalCluster
+        else:
+            from dask.distributed import LocalCluster
 
-                with LocalCluster(n_workers=2, threads_per_worker=2, processes=True) as cluster:
-                    threaded = row
-                    row = run_ours(folder, items, cluster.scheduler_address)
-                    row["threaded_seconds"] = threaded["seconds"]
-                    row["identical"] = _identical(threaded["file"], row["file"])
+            with LocalCluster(n_workers=2, threads_per_worker=2, processes=True) as cluster:
+                row = run_ours(folder, items, cluster.scheduler_address)
     row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(row))
 
 
-def _identical(a: str, b: str) -> bool:
+def run_side(command: list[str], max_rss_gb: float) -> tuple[dict | None, float]:
+    """Run one side; stop it when it and its children hold more than `max_rss_gb`. Returns
+    (its row or None when stopped, the largest RSS of the process tree seen, MB)."""
+    import psutil
+
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    tree_peak, stopped = 0.0, threading.Event()
+
+    def watch():
+        nonlocal tree_peak
+        root = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                rss = sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+            except psutil.Error:
+                rss = 0
+            tree_peak = max(tree_peak, rss / 1024**2)
+            if rss > max_rss_gb * 1024**3:
+                stopped.set()
+                for p in [*root.children(recursive=True), root]:
+                    try:
+                        p.kill()
+                    except psutil.Error:
+                        pass
+                return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    out, err = proc.communicate()
+    watcher.join()
+    if stopped.is_set():
+        return None, tree_peak
+    if proc.returncode != 0:
+        raise SystemExit(f"{command[3]} failed:\n{err[-3000:]}")
+    return json.loads(out.strip().splitlines()[-1]), tree_peak
+
+
+def compare(a: str, b: str) -> dict:
+    """Pixel comparison of two outputs: identical (NaN where NaN), or where both have values."""
     import numpy as np
     import rasterio
 
     with rasterio.open(a) as x, rasterio.open(b) as y:
-        return bool(np.array_equal(x.read(), y.read(), equal_nan=True))
+        same_grid = x.shape == y.shape and x.transform.almost_equals(y.transform) and x.count == y.count
+        if not same_grid:
+            return {"same_grid": False}
+        identical, both, max_diff = True, 0, 0.0
+        for _, window in x.block_windows(1):
+            p, q = x.read(window=window), y.read(window=window)
+            identical = identical and bool(np.array_equal(p, q, equal_nan=True))
+            valid = np.isfinite(p) & np.isfinite(q)
+            both += int(valid.sum())
+            if valid.any():
+                max_diff = max(max_diff, float(np.abs(p[valid] - q[valid]).max()))
+    return {"same_grid": True, "identical": identical, "both_valid": both, "max_abs_diff": max_diff}
 
 
 def main() -> None:
@@ -166,6 +236,8 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--distributed", action="store_true")
     parser.add_argument("--keep", type=Path)
+    parser.add_argument("--max-rss-gb", type=float, default=12.0)
+    parser.add_argument("--sides", default="ours,odc", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.mode:
@@ -175,25 +247,47 @@ def main() -> None:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         base_scene(folder, args.size)
-        rows = {}
-        for mode in ["ours", "odc"] + (["distributed"] if args.distributed else []):
+        rows, trees = {}, {}
+        sides = args.sides.split(",") + (["distributed"] if args.distributed else [])
+        for mode in sides:
             command = [sys.executable, __file__, "--mode", mode, "--keep", str(folder)]
             command += ["--size", str(args.size), "--items", str(args.items), "--delay", str(args.delay)]
-            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-            rows[mode] = json.loads(out.strip().splitlines()[-1])
-    ours, odc = rows["ours"], rows["odc"]
-    ratio = ours["seconds"] / odc["seconds"]
-    print(
-        f"composite (median, masked, {len(BANDS)} bands) of {args.items} items, {args.size} x {args.size} px: "
-        f"{ours['seconds']:.1f} s, peak RSS {ours['peak_rss_mb']:.0f} MB; odc.stac.load + xarray median + "
-        f"rasterio write {odc['seconds']:.1f} s, peak RSS {odc['peak_rss_mb']:.0f} MB -> {ratio:.2f}x "
-        f"(target <= 1.0x): {'OK' if ratio <= 1.0 else 'MISSED'}"
+            rows[mode], trees[mode] = run_side(command, args.max_rss_gb)
+            print(f"  {mode}: {json.dumps(rows[mode])} (process tree peak {trees[mode]:.0f} MB)", flush=True)
+        report(args, rows, trees)
+
+
+def report(args, rows: dict, trees: dict) -> None:
+    what = (
+        f"composite (median, cloud-masked, {len(BANDS)} bands) of {args.items} items, "
+        f"{args.size} x {args.size} px, {WORKERS} dask threads"
     )
-    if "distributed" in rows:
+    ours, odc = rows.get("ours"), rows.get("odc")
+    if ours and "odc" in rows:
+        if odc is None:
+            print(
+                f"{what}: composite {ours['seconds']:.1f} s, peak RSS {ours['peak_rss_mb']:.0f} MB; "
+                f"odc.stac.load + xarray median + rioxarray STOPPED at {trees['odc']:.0f} MB "
+                f"(> --max-rss-gb {args.max_rss_gb:g})"
+            )
+        else:
+            ratio = ours["seconds"] / odc["seconds"]
+            agree = compare(ours["file"], odc["file"])
+            print(
+                f"{what}: composite {ours['seconds']:.1f} s, peak RSS {ours['peak_rss_mb']:.0f} MB; "
+                f"odc.stac.load + xarray median + rioxarray {odc['seconds']:.1f} s, peak RSS "
+                f"{odc['peak_rss_mb']:.0f} MB -> time {ratio:.2f}x (target <= 1.0x: "
+                f"{'OK' if ratio <= 1.0 else 'MISSED'}), RSS {ours['peak_rss_mb'] / 1024:.2f} GB "
+                f"(target < 2 GB: {'OK' if ours['peak_rss_mb'] < 2048 else 'MISSED'}); outputs agree: {agree}"
+            )
+    if rows.get("distributed") and ours:
         d = rows["distributed"]
+        same = compare(ours["file"], d["file"])
         print(
-            f"  LocalCluster (2 worker processes) {d['seconds']:.1f} s vs threads {d['threaded_seconds']:.1f} s "
-            f"-> {d['threaded_seconds'] / d['seconds']:.2f}x speed-up, identical output: {d['identical']}"
+            f"{what}: LocalCluster (2 worker processes x 2 threads) {d['seconds']:.1f} s vs threads "
+            f"{ours['seconds']:.1f} s -> speed-up {ours['seconds'] / d['seconds']:.2f}x; output identical "
+            f"pixel for pixel: {same.get('identical', False)}; client peak RSS {d['peak_rss_mb']:.0f} MB, "
+            f"process tree peak {trees['distributed']:.0f} MB"
         )
 
 

@@ -632,12 +632,13 @@ class Session:
         ('EPSG:32633', True)
         """
         import pandas as pd
+        import xarray as xr
 
         if isinstance(result, pd.DataFrame):
             from .processing.series import save
 
             return save(self.core, result, format=(format or "csv").lower(), output_name=output_name, job=job)
-        if hasattr(result, "dims") and hasattr(result, "values"):
+        if isinstance(result, xr.DataArray):  # (not `.values`: that would compute a lazy array)
             if format not in (None, "COG"):
                 raise InvalidArgument("arrays are saved as COG")
             from .processing.composite import save_array

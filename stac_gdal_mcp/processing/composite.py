@@ -7,13 +7,16 @@ a record naming every item it came from. `result` is the shape the server's tool
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+import contextlib
+import weakref
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from ..errors import InvalidArgument
 from ..models import Model
-from .dask_runtime import compute_each, scheduler_name
+from .dask_runtime import scheduler_name
 from .jobs import Job
 from .load import (
     SOFTWARE,
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 
 Method = Literal["median", "mean", "min", "max"]
 METHODS = ("median", "mean", "min", "max")
+TILE = 1024  # px a side of the output tiles a composite is computed and written by (its dask chunks)
 
 
 class CompositeResult(Model):
@@ -74,14 +78,16 @@ def composite(
     gdal_options: dict | None = None,
     **search,
 ) -> xr.DataArray:
-    """Per pixel, `method` over time of each band's usable values (computed on the session's
-    dask scheduler): a float32 DataArray (band, y, x), NaN outside the AOI and where no usable
-    value was seen. `search` takes the search arguments (`query.SearchArgs`). Its dry run
-    (headers only: what it would read and write) is `estimate.estimate_composite`."""
+    """Per pixel, `method` over time of each band's usable values: a lazy float32 DataArray
+    (band, y, x) on dask, NaN outside the AOI and where no usable value was seen; its blocks are
+    output tiles of at most TILE px a side, each the reduction of that tile's days. Nothing is
+    read until it is computed or saved (`save_array` streams it tile by tile; the facts that
+    need the pixels - valid_fraction, failed items - are filled in then). `search` takes the
+    search arguments (`query.SearchArgs`). Its dry run (headers only: what it would read and
+    write) is `estimate.estimate_composite`."""
+    import dask.array as da
     import numpy as np
     import xarray as xr
-
-    from ..outputs import package_versions
 
     job = job or Job()
     job.limit_time(core.settings.limits.job_timeout_s)
@@ -99,21 +105,14 @@ def composite(
         max_items=max_items,
         search=search,
         gdal_options=gdal_options,
+        chunk=TILE,
+        mask_aoi=False,  # applied to each reduced tile (a cluster is not sent the whole AOI mask)
     )
-    data, arrays, failed = _reduce_days(core, prep, names, method, job)
-    data[:, ~prep.inside] = np.nan
-    valid = np.isfinite(data[0])[prep.inside]
-    item_count = prep.item_count - len(failed)
-    notes = list(prep.notes)
-    if failed:
-        notes.append(failed_note(failed, "they are left out of the composite and of derived_from"))
-    coords = {"band": names, "y": arrays[0].y.values, "x": arrays[0].x.values}
-    if "spatial_ref" in arrays[0].coords:
-        coords["spatial_ref"] = arrays[0].coords["spatial_ref"]
-    valid_fraction = round(float(valid.mean()) if valid.size else 0.0, 6)
-    provenance = Provenance(
-        kind="composite",
-        operation="composite",
+    plan = _Plan(
+        prep=prep,
+        names=names,
+        method=method,
+        mask_clouds=mask_clouds,
         parameters=parameters(
             aoi=aoi,
             bands=names,
@@ -125,73 +124,147 @@ def composite(
             max_items=max_items,
             **search,
         ),
-        sources=sources_read(prep, failed),
-        title=f"{method} composite of {', '.join(names)} from {item_count} items",
-        lineage=(
-            f"{method} over time of {', '.join(names)} "
-            f"({'clouds masked with each item mask' if mask_clouds else 'no cloud mask'}), "
-            f"{item_count} items loaded with odc-stac (groupby solar_day)"
-        ),
-        software=package_versions(*SOFTWARE),
-        facts={
-            "stem": f"composite-{method}",
-            "bands": names,
-            "method": method,
-            "mask_clouds": mask_clouds,
-            "items": item_count,
-            "valid_fraction": valid_fraction,
-            "grid": prep.grid.model_dump(),
-            "crs": str(prep.gbox.crs),
-            "transform": [float(v) for v in list(prep.gbox.affine)[:6]],
-            "scheduler": scheduler_name(core),
-            "notes": notes,
-            "failed_items": [f.model_dump() for f in failed],
-        },
+        scheduler=scheduler_name(core),
     )
-    attrs = {"method": method, "items": item_count, "valid_fraction": valid_fraction}
-    return xr.DataArray(
+    raw = plan.reduced(plan.days)
+    inside = da.from_array(prep.inside, chunks=raw.chunks[1:])
+    data = da.where(inside[None], raw, np.float32(np.nan))
+    first = prep.loaded[0].bands[names[0]]
+    coords = {"band": names, "y": first.y.values, "x": first.x.values}
+    if "spatial_ref" in first.coords:
+        coords["spatial_ref"] = first.coords["spatial_ref"]
+    provenance = plan.provenance([], None)
+    array = xr.DataArray(
         data,
         dims=("band", "y", "x"),
         coords=coords,
         name=f"{method}_composite",
-        attrs={**attrs, **provenance.to_attrs(as_text=True)},
+        attrs={"method": method, "items": prep.item_count, **provenance.to_attrs(as_text=True)},
     )
+    _PLANS[data.name] = plan
+    weakref.finalize(data, _PLANS.pop, data.name, None)
+    return array
 
 
-def _reduce_days(core, prep, names: list[str], method: str, job: Job):
-    """`method` over the solar days of each band, the days computed one by one (a day whose
-    reads fail is left out and its items returned as failed, never read as no-data). Returns
-    (float32 data (band, y, x), one computed day's arrays (for the coordinates), failed items)."""
-    import warnings
+# --- the reduction over time, per output tile ------------------------------------------------------
 
+# The composites alive (dask name of the array -> how it was made), for `save_array` to stream
+# them with failed days left out; an entry goes with its array.
+_PLANS: dict[str, _Plan] = {}
+
+
+@dataclass
+class _Plan:
+    """How a composite is made: the prepared load, and what its record will say."""
+
+    prep: Any
+    names: list[str]
+    method: str
+    mask_clouds: bool
+    parameters: dict
+    scheduler: str
+
+    @property
+    def days(self) -> list[tuple[int, int]]:
+        """(stack, time index) of every solar day of the load."""
+        return [(i, t) for i, loaded in enumerate(self.prep.loaded) for t in range(len(loaded.days))]
+
+    def members(self, day: tuple[int, int]) -> list[dict]:
+        index, t = day
+        return self.prep.loaded[index].days[t][2]
+
+    def day_arrays(self, day: tuple[int, int], tile) -> tuple:
+        """The day's band values (dask) in `tile` (row0, row1, col0, col1)."""
+        (index, t), (r0, r1, c0, c1) = day, tile
+        loaded = self.prep.loaded[index]
+        return tuple(loaded.bands[name].data[t, r0:r1, c0:c1] for name in self.names)
+
+    def reduced(self, days: list[tuple[int, int]]):
+        """`method` over `days` of each band, lazily: (band, y, x), one block per band and tile,
+        each computed from that tile's blocks of the days alone (AOI not applied)."""
+        import dask.array as da
+
+        cube = da.stack(
+            [da.stack([self.prep.loaded[i].bands[name].data[t] for i, t in days]) for name in self.names]
+        )  # (band, day, y, x)
+        return reduce_days(cube.rechunk({1: -1}), self.method)
+
+    def provenance(self, failed: list[FailedItem], valid_fraction: float | None) -> Provenance:
+        from ..outputs import package_versions
+
+        prep, names, method = self.prep, self.names, self.method
+        item_count = prep.item_count - len(failed)
+        notes = list(prep.notes)
+        if failed:
+            notes.append(failed_note(failed, "they are left out of the composite and of derived_from"))
+        return Provenance(
+            kind="composite",
+            operation="composite",
+            parameters=self.parameters,
+            sources=sources_read(prep, failed),
+            title=f"{method} composite of {', '.join(names)} from {item_count} items",
+            lineage=(
+                f"{method} over time of {', '.join(names)} "
+                f"({'clouds masked with each item mask' if self.mask_clouds else 'no cloud mask'}), "
+                f"{item_count} items loaded with odc-stac (groupby solar_day)"
+            ),
+            software=package_versions(*SOFTWARE),
+            facts={
+                "stem": f"composite-{method}",
+                "bands": names,
+                "method": method,
+                "mask_clouds": self.mask_clouds,
+                "items": item_count,
+                "valid_fraction": valid_fraction,
+                "grid": prep.grid.model_dump(),
+                "crs": str(prep.gbox.crs),
+                "transform": [float(v) for v in list(prep.gbox.affine)[:6]],
+                "scheduler": self.scheduler,
+                "notes": notes,
+                "failed_items": [f.model_dump() for f in failed],
+            },
+        )
+
+
+def _tiles(chunks) -> list[tuple[int, int, int, int]]:
+    """(row0, row1, col0, col1) of each block of a 2-D chunking ((rows, ...), (cols, ...))."""
+    import itertools
+
+    def edges(sizes):
+        stops = list(itertools.accumulate(sizes))
+        return list(zip([0, *stops[:-1]], stops))
+
+    return [(r0, r1, c0, c1) for r0, r1 in edges(chunks[0]) for c0, c1 in edges(chunks[1])]
+
+
+def reduce_days(cube, method: str):
+    """`method` over axis 1 (the days, one chunk) of a float32 dask array (band, day, y, x),
+    ignoring NaN (NaN where a pixel has no value). Equal to numpy's nanmedian / nanmean /
+    nanmin / nanmax, built of numpy functions only (a cluster's workers need nothing else), and
+    without their all-NaN warnings; the median sorts the days once per pixel, several times
+    faster than np.nanmedian."""
+    import dask.array as da
     import numpy as np
 
-    parts = {
-        (index, t): tuple(loaded.bands[name].isel(time=t) for name in names)
-        for index, loaded in enumerate(prep.loaded)
-        for t in range(len(loaded.days))
-    }
-    computed, errors = compute_each(core, job, parts)
-    failed = [
-        FailedItem(item_id=m["id"], error=errors[(index, t)])
-        for index, loaded in enumerate(prep.loaded)
-        for t, (_, _, members) in enumerate(loaded.days)
-        if (index, t) in errors
-        for m in members
-    ]
-    if not computed:
-        raise failed_error(failed)
-    days = list(computed.values())
-    reduce = {"median": np.nanmedian, "mean": np.nanmean, "min": np.nanmin, "max": np.nanmax}[method]
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r"All-NaN slice|Mean of empty slice", RuntimeWarning)
-        data = np.stack(
-            [
-                reduce(np.stack([np.asarray(day[b].values, dtype="float32") for day in days]), axis=0)
-                for b in range(len(names))
-            ]
-        ).astype("float32")
-    return data, days[0], failed
+    nan = np.float32(np.nan)
+    if method in ("min", "max"):
+        ufunc = np.fmin if method == "min" else np.fmax  # fmin/fmax skip NaN
+        return cube.map_blocks(ufunc.reduce, axis=1, drop_axis=1, dtype="float32")
+    if method == "mean":
+        count = (~da.isnan(cube)).sum(axis=1, dtype="int16")
+        total = da.nansum(cube, axis=1) / da.maximum(count, 1)  # (no 0/0 where there is no value)
+        return da.where(count > 0, total, nan).astype("float32")
+    ordered = cube.map_blocks(np.sort, axis=1, dtype="float32")  # NaN last
+    count = (~da.isnan(ordered)).sum(axis=1, dtype="int16")  # of the sorted days: `cube` goes at once
+
+    def at(position):
+        index = position[:, None]
+        return da.map_blocks(
+            np.take_along_axis, ordered, index, axis=1, dtype="float32", chunks=index.chunks
+        )[:, 0]
+
+    low, high = at(da.maximum((count - 1) // 2, 0)), at(count // 2)
+    return da.where(count > 0, (low + high) / 2, nan)
 
 
 def _grid(array, provenance: Provenance | None):
@@ -215,15 +288,22 @@ def save_array(
     core, array: xr.DataArray, *, output_name: str | None = None, job: Job | None = None
 ) -> OutputRecord:
     """Write a georeferenced DataArray ((band,) y, x) as a COG output; its record comes from the
-    array's provenance (a composite lists every item it came from in `derived_from`)."""
-    import numpy as np
-    from rasterio.windows import Window
+    array's provenance (a composite lists every item it came from in `derived_from`).
+
+    The pixels are computed and written part by part - a composite tile by tile, any other
+    dask-backed array block by block, a numpy array in row strips - into a working GeoTIFF,
+    which becomes the COG: memory holds a few parts, never the whole output. A composite's
+    day whose reads fail (on any tile) is left out of every tile, and its items named in
+    `failed_items`; the facts known once its pixels are (valid_fraction, items, failed_items)
+    are then also written into the array's `attrs`."""
+    import rasterio
 
     from .formats import COG_TYPE, FORMATS, creation_options, finish, write_chunks
     from .grids import check_output_size
     from .records import describe_raster
 
     provenance = Provenance.of(array)
+    plan = _plan_of(array)
     if array.ndim == 2:
         array = array.expand_dims(band=[array.name or "value"])
     if array.ndim != 3 or tuple(array.dims[1:]) != ("y", "x"):
@@ -237,15 +317,23 @@ def save_array(
             lineage=f"an array ({', '.join(map(str, array.dims))}) saved from Python",
         )
     count, height, width = array.shape
-    data = np.asarray(array.values)
-    if data.dtype.kind not in "fiu":
-        raise InvalidArgument(f"save takes numeric arrays, not {data.dtype}")
-    check_output_size(width, height, count, str(data.dtype), core.settings.limits)
-    nodata = float("nan") if data.dtype.kind == "f" else None
+    dtype = array.dtype
+    if dtype.kind not in "fiu":
+        raise InvalidArgument(f"save takes numeric arrays, not {dtype}")
+    check_output_size(width, height, count, str(dtype), core.settings.limits)
+    nodata = float("nan") if dtype.kind == "f" else None
     job = job or Job()
-    job.progress(1, 1, f"writing {provenance.title}")
+    job.limit_time(core.settings.limits.job_timeout_s)
+    outcome = _Outcome()
+    if plan is not None:
+        parts = _composite_tiles(core, plan, job, outcome)
+    else:
+        parts = _parts(core, array, job)
     store = core.outputs
-    with store.writing(".tif", output_name, stem=provenance.facts.get("stem", "array")) as out:
+    with (
+        rasterio.Env(GDAL_CACHEMAX=WRITE_CACHE_BYTES),  # GDAL's default, 5% of RAM, would hold that much
+        store.writing(".tif", output_name, stem=provenance.facts.get("stem", "array")) as out,
+    ):
         working = out.scratch(".tif")
         write_chunks(
             working,
@@ -254,12 +342,15 @@ def save_array(
             width=width,
             height=height,
             count=count,
-            dtype=str(data.dtype),
+            dtype=str(dtype),
             nodata=nodata,
-            chunks=[(Window(0, 0, width, height), data)],
+            chunks=parts,
             on_chunk=lambda n: None,
             descriptions=[str(b) for b in array["band"].values] if "band" in array.coords else None,
         )
+        if plan is not None:
+            inside = int(plan.prep.inside.sum())
+            provenance = plan.provenance(outcome.failed, round(outcome.valid / inside, 6) if inside else 0.0)
         fmt = FORMATS["COG"]
         finish(
             fmt,
@@ -267,8 +358,10 @@ def save_array(
             out.path,
             creation_options(fmt, OVERVIEW_RESAMPLING="AVERAGE", PREDICTOR="YES"),
             job=job,
+            step=_WRITE_STEPS,
+            total=_WRITE_STEPS + 1,
         )
-        return store.commit(
+        record = store.commit(
             out,
             operation=provenance.operation,
             parameters=provenance.parameters,
@@ -279,6 +372,131 @@ def save_array(
             lineage=provenance.lineage,
             software=provenance.software,
         )
+    if plan is not None:  # the composite now knows its facts
+        array.attrs.update(
+            items=provenance.facts["items"],
+            valid_fraction=provenance.facts["valid_fraction"],
+            **provenance.to_attrs(as_text=True),
+        )
+    return record
+
+
+WRITE_CACHE_BYTES = 128 * 1024**2  # GDAL's block cache while a save reads and writes
+_WRITE_STEPS = 4  # progress: computing and writing the pixels is 4/5 of a save, the COG 1/5
+
+
+@dataclass
+class _Outcome:
+    """What streaming a composite found: the failed items, the valid AOI pixels written."""
+
+    failed: list[FailedItem] = field(default_factory=list)
+    valid: int = 0
+
+
+def _plan_of(array) -> _Plan | None:
+    """The plan of a composite made by `composite` (its data unchanged), else None."""
+    data = getattr(array, "data", None)
+    plan = _PLANS.get(getattr(data, "name", None) or "")
+    if plan is None or array.dims != ("band", "y", "x") or array.shape[0] != len(plan.names):
+        return None
+    return plan
+
+
+def _composite_tiles(core, plan: _Plan, job: Job, outcome: _Outcome):
+    """(window, float32 pixels) of each output tile of the composite, computed a few at a
+    time on the session's scheduler (only reduced tiles come back from a cluster).
+
+    A tile that fails is computed again day by day: the days that fail are left out and every
+    tile is made again without them (tiles already written held their pixels), so that no
+    pixel of the output comes from a day reported failed; if no day fails alone (a transient
+    failure), the tiles not yet written are computed again, at most twice."""
+    import numpy as np
+    from rasterio.windows import Window
+
+    from .dask_runtime import PartFailed, compute_stream
+
+    inside, errors = plan.prep.inside, {}
+    retries = 0
+    tiles = None
+    done: set = set()
+    while True:
+        keep = [d for d in plan.days if d not in errors]
+        if not keep:
+            raise failed_error(outcome.failed)
+        raw = plan.reduced(keep)
+        tiles = tiles or _tiles(raw.chunks[1:])
+        todo = [t for t in tiles if t not in done]
+        parts = ((t, raw[:, t[0] : t[1], t[2] : t[3]]) for t in todo)
+        try:
+            with contextlib.closing(compute_stream(core, job, parts, ahead=_AHEAD)) as stream:
+                for tile, data in stream:
+                    r0, r1, c0, c1 = tile
+                    mask = inside[r0:r1, c0:c1]
+                    data = np.where(mask, data, np.float32(np.nan)).astype("float32", copy=False)
+                    outcome.valid += int(np.count_nonzero(np.isfinite(data[0]) & mask))
+                    yield Window(c0, r0, c1 - c0, r1 - r0), data
+                    done.add(tile)
+                    progress = (len(done) * _WRITE_STEPS, len(tiles) * (_WRITE_STEPS + 1))
+                    job.progress(*progress, f"composite tile {len(done)}/{len(tiles)}")
+            return
+        except PartFailed as exc:
+            bad = _failing_days(core, job, plan, keep, exc.key)
+            if not bad:
+                retries += 1
+                if retries > 2:
+                    raise
+                continue
+            errors.update(bad)
+            outcome.failed = [
+                FailedItem(item_id=m["id"], error=errors[d])
+                for d in plan.days
+                if d in errors
+                for m in plan.members(d)
+            ]
+            done.clear()  # the tiles written so far hold pixels of the failed days: all again
+            outcome.valid = 0
+
+
+_AHEAD = 2  # output tiles computed at once
+
+
+def _failing_days(core, job: Job, plan: _Plan, days, tile) -> dict:
+    """{day: error} of the days whose reads fail in `tile`, each computed on its own."""
+    from ..errors import AssetUnreadable
+    from .dask_runtime import compute
+
+    bad = {}
+    for day in days:
+        job.check()
+        try:
+            compute(core, job, *plan.day_arrays(day, tile))
+        except AssetUnreadable as exc:
+            bad[day] = str(exc).removeprefix("loading the items failed: ")
+    return bad
+
+
+def _parts(core, array, job: Job):
+    """(window, pixels) of any (band, y, x) array: a dask array's blocks (computed a few at a
+    time; a failed read is an error), a numpy array's row strips."""
+    import numpy as np
+    from rasterio.windows import Window
+
+    from .dask_runtime import compute_stream
+    from .formats import row_strips
+
+    count, height, width = array.shape
+    data = array.data
+    if hasattr(data, "chunks") and hasattr(data, "dask"):
+        rows, cols = data.chunks[1], data.chunks[2]
+        tiles = _tiles((rows, cols))
+        parts = ((t, data[:, t[0] : t[1], t[2] : t[3]]) for t in tiles)
+        with contextlib.closing(compute_stream(core, job, parts, ahead=_AHEAD)) as stream:
+            for (r0, r1, c0, c1), values in stream:
+                yield Window(c0, r0, c1 - c0, r1 - r0), np.asarray(values)
+        return
+    for row0, rows in row_strips(width, height, count, str(array.dtype)):
+        job.check()
+        yield Window(0, row0, width, rows), np.asarray(data[:, row0 : row0 + rows])
 
 
 def result(array: xr.DataArray, record: OutputRecord) -> CompositeResult:

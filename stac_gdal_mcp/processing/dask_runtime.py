@@ -118,6 +118,116 @@ def compute_each(core, job: Job, parts: dict[Any, tuple]) -> tuple[dict[Any, tup
     return results, failures
 
 
+class PartFailed(AssetUnreadable):
+    """One part of a stream (`compute_stream`) could not be computed; `key` names it."""
+
+    def __init__(self, key, reason: str):
+        super().__init__(f"loading the items failed: {reason}")
+        self.key, self.reason = key, reason
+
+
+def compute_stream(core, job: Job, parts, *, ahead: int = 2):
+    """Compute `parts` ((key, dask collection), e.g. the tiles of an output, each a small graph of
+    its own) `ahead` at a time on the configured scheduler, yielding (key, computed) as each
+    finishes (in any order), so that only the parts in flight are in memory, and only their
+    results travel back from a cluster.
+
+    A part whose compute fails raises `PartFailed` (its key, GDAL's reason); the parts still in
+    flight are then stopped. Cancellation and the time limit stop them too (between dask tasks
+    on threads; at once on a cluster), and so does the caller leaving the loop."""
+    _no_spurious_rasterio_warning()
+    job.limit_time(core.settings.limits.job_timeout_s)
+    address = core.settings.dask_scheduler
+    if address:
+        yield from _stream_distributed(core, dask_client(address), job, iter(parts), max(1, ahead))
+    else:
+        yield from _stream_threads(core, job, iter(parts), max(1, ahead))
+
+
+class _Stop(Exception):
+    """Raised in a dask callback to end a part's compute once the stream stops."""
+
+
+def _stream_threads(core, job: Job, parts, ahead: int):
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    import dask
+    from dask.callbacks import Callback
+
+    stop = threading.Event()
+
+    def check(*_):
+        if stop.is_set():
+            raise _Stop
+        job.check()
+
+    def run(key, collection):
+        # the callback is this compute's own (not registered globally): it ends this compute
+        # between tasks once the job is cancelled, out of time, or the stream stopped
+        try:
+            (value,) = dask.compute(
+                collection,
+                scheduler="threads",
+                num_workers=core.settings.limits.max_concurrency,
+                callbacks=[Callback(pretask=check)._callback],
+            )
+        except (StacGdalMcpError, OperationCancelled, _Stop):
+            raise
+        except Exception as exc:
+            log.debug("part %s failed", key, exc_info=True)
+            raise PartFailed(key, _clean(_reason(exc, core.settings))) from None
+        return key, value
+
+    pool = ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="dask-stream")
+    running: set = set()
+    try:
+        while True:
+            for key, collection in parts:
+                running.add(pool.submit(run, key, collection))
+                if len(running) >= ahead:
+                    break
+            if not running:
+                return
+            done, running = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
+            job.check()
+            for future in done:
+                yield future.result()
+    finally:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _stream_distributed(core, client, job: Job, parts, ahead: int):
+    from distributed import wait
+
+    running: dict = {}
+    try:
+        while True:
+            for key, collection in parts:
+                running[client.compute(collection)] = key
+                if len(running) >= ahead:
+                    break
+            if not running:
+                return
+            try:
+                done = wait(list(running), timeout=0.2, return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                done = ()
+            job.check()
+            for future in done:
+                key = running.pop(future)
+                if future.status == "error":
+                    exc = future.exception()
+                    log.debug("part %s failed on the cluster: %r", key, exc)
+                    raise PartFailed(key, _clean(_reason(exc, core.settings)))
+                if future.status == "cancelled":
+                    raise PartFailed(key, "its tasks were cancelled on the dask cluster")
+                yield key, future.result()
+    finally:
+        if running:
+            client.cancel(list(running))
+
+
 def _compute_distributed(client, job: Job, arrays):
     import time
 

@@ -259,8 +259,11 @@ class Loaded:
     days: list[tuple[str, Any, list[dict]]]
 
 
-def load_stack(core, stack: Stack, gbox, inside, *, gdal_options: dict | None = None) -> Loaded:
-    """odc.stac.load of one stack, then nodata/scale/offset/cloud/AOI masking, all lazy."""
+def load_stack(
+    core, stack: Stack, gbox, inside, *, gdal_options: dict | None = None, chunk: int = CHUNK
+) -> Loaded:
+    """odc.stac.load of one stack in dask chunks of at most `chunk` px a side, then nodata/scale/
+    offset/cloud/AOI masking, all lazy (`inside` None: the AOI is left to the caller)."""
     import numpy as np
     import pystac
     import rasterio
@@ -269,7 +272,7 @@ def load_stack(core, stack: Stack, gbox, inside, *, gdal_options: dict | None = 
 
     keys = list(dict.fromkeys([*stack.assets.values(), *([stack.mask.asset] if stack.mask else [])]))
     height, width = gbox.shape
-    chunks = {"time": 1, "y": min(height, CHUNK), "x": min(width, CHUNK)}
+    chunks = {"time": 1, "y": min(height, chunk), "x": min(width, chunk)}
     env = {
         **access.gdal_env(core.settings, requester_pays=stack.requester_pays),
         **access.ONE_THREAD_PER_READ,
@@ -296,12 +299,12 @@ def load_stack(core, stack: Stack, gbox, inside, *, gdal_options: dict | None = 
     times = [np.datetime64(t, "ns") for _, t, _ in days]
     if len(times) != ds.sizes["time"] or not np.array_equal(ds.time.values.astype("datetime64[ns]"), times):
         raise StacGdalMcpError("odc-stac grouped the items differently than expected; report this as a bug")
-    inside_xr = xr.DataArray(inside, dims=("y", "x"), coords={"y": ds.y, "x": ds.x})
-    usable = inside_xr
+    usable = None if inside is None else xr.DataArray(inside, dims=("y", "x"), coords={"y": ds.y, "x": ds.x})
     if stack.mask is not None:
         raw = ds[stack.mask.asset]
         nodata = stack.mask.nodata if stack.mask.nodata is not None else raw.attrs.get("nodata")
-        usable = usable & stack.mask.scheme.decode(raw, nodata=nodata).clear
+        clear = stack.mask.scheme.decode(raw, nodata=nodata).clear
+        usable = clear if usable is None else usable & clear
     bands = {}
     for name, key in stack.assets.items():
         raw = ds[key]
@@ -313,7 +316,7 @@ def load_stack(core, stack: Stack, gbox, inside, *, gdal_options: dict | None = 
             if nodata is None or (isinstance(nodata, float) and np.isnan(nodata))
             else raw != nodata
         )
-        bands[name] = value.where(valid & usable)
+        bands[name] = value.where(valid if usable is None else valid & usable)
     return Loaded(stack, bands, days)
 
 
@@ -377,9 +380,13 @@ def prepare(
     max_items: int | None = None,
     search: dict | None = None,
     gdal_options: dict | None = None,
+    chunk: int = CHUNK,
+    mask_aoi: bool = True,
 ) -> Prepared:
-    """Steps 1-5 for bands `names` over `aoi`: nothing is read yet (the bands are dask arrays).
-    `search` holds search arguments (`discovery.query.SearchArgs`)."""
+    """Steps 1-5 for bands `names` over `aoi`: nothing is read yet (the bands are dask arrays
+    in chunks of at most `chunk` px a side). `search` holds search arguments
+    (`discovery.query.SearchArgs`). `mask_aoi=False` leaves the pixels outside the AOI in the
+    bands (`Prepared.inside` says which they are), for a caller that applies it itself."""
     from .aoi import aoi_geometry
     from .selection import select_items
 
@@ -405,7 +412,10 @@ def prepare(
         raise InvalidArgument(
             "the AOI covers no pixel of the output grid; use a larger AOI or a finer resolution"
         )
-    loaded = [load_stack(core, s, gbox, inside, gdal_options=gdal_options) for s in stacks]
+    loaded = [
+        load_stack(core, s, gbox, inside if mask_aoi else None, gdal_options=gdal_options, chunk=chunk)
+        for s in stacks
+    ]
     if len(stacks) > 1:
         notes.append(
             f"items of {len(stacks)} collections were loaded on one grid: "
