@@ -20,6 +20,8 @@ in-memory docket in this process. `reproject_asset`, `convert_asset`, `cloud_cov
 Tasks live in the server process: they survive the client disconnecting (over HTTP another
 connection can poll the same taskId), not the server restarting (the in-memory backend goes with
 it). (fastmcp's in-memory transport ends the server's lifespan with its last client.)
+fastmcp-tasks itself (and the docket worker) is imported and started with the first task, not
+when the server starts (a faster cold start: `_extension_class`).
 """
 
 from __future__ import annotations
@@ -34,12 +36,11 @@ POLL_INTERVAL = timedelta(seconds=1)
 
 @cache
 def available() -> bool:
-    """Whether fastmcp-tasks is installed (without it, tools run in the foreground only)."""
-    try:
-        import fastmcp_tasks  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether fastmcp-tasks is installed (without it, tools run in the foreground only); found
+    without importing it."""
+    from importlib.util import find_spec
+
+    return find_spec("fastmcp_tasks") is not None
 
 
 def task_config():
@@ -60,33 +61,127 @@ def install(mcp, settings) -> None:
 
 @cache
 def _extension_class():
-    from fastmcp_tasks import TasksExtension
+    """The tasks extension, started when a client first asks for a task.
 
-    class WatchedCallsInForeground(TasksExtension):
-        """fastmcp-tasks' extension, except that a call with a progress token runs in the
-        foreground, and finished tasks are kept `ttl`."""
+    fastmcp-tasks imports pydocket, redis, cronsim and fastmcp's client (about a second of a cold
+    start on a loaded 2-core machine, issue 14), and its lifespan starts a docket worker before the
+    server answers anything. This extension declares the same capability and methods at once, and
+    imports, binds and starts fastmcp-tasks' `TasksExtension` (in memory, a queue of this server's
+    own) only for the first `tasks/*` request or the first tool call that should become a task:
+    one the client made as a task (it declared the extension) without a progress token - a call
+    with a progress token runs in the foreground, as the client is watching it.
+    """
+    import anyio
+    from fastmcp.server.extensions import MethodBinding, ServerExtension
+    from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
+    from mcp.types import RequestParams
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+    from pydantic import ConfigDict, Field
+
+    class TaskParams(RequestParams):  # the params of tasks/get, tasks/cancel (and tasks/update)
+        model_config = ConfigDict(populate_by_name=True, extra="allow")
+
+        task_id: str = Field(alias="taskId")
+
+    class LazyTasks(ServerExtension):
+        identifier = TASKS_EXTENSION_ID
 
         def __init__(self, *, ttl: timedelta):
-            # a queue of this server's own: several servers in one process must not share one
-            super().__init__(url="memory://", name=f"stac-gdal-mcp-{uuid.uuid4().hex[:12]}")
             self.ttl = ttl
+            self._real = None  # fastmcp-tasks' TasksExtension, once started
+            self._runner = None  # the asyncio task that holds the real extension's lifespan
+            self._lock = self._stop = self._context = None  # per lifespan (a server may start again)
+            self._running = False
+
+        def settings(self) -> dict:
+            return {}
+
+        def methods(self):
+            versions = frozenset(MODERN_PROTOCOL_VERSIONS)  # SEP-2663's methods exist in that era only
+            return [
+                MethodBinding(
+                    method=f"tasks/{name}",
+                    params_type=TaskParams,
+                    handler=self._handler(name),
+                    protocol_versions=versions,
+                )
+                for name in ("get", "update", "cancel")
+            ]
+
+        def _handler(self, name: str):
+            async def handle(ctx, params):
+                from fastmcp_tasks import models
+
+                real = await self._started()
+                kind = models.UpdateTaskParams if name == "update" else models.GetTaskParams
+                own = kind.model_validate(params.model_dump(by_alias=True, exclude_none=True))
+                return await getattr(real, f"_handle_{name}")(ctx, own)
+
+            return handle
 
         async def intercept_tool_call(self, params, context, call_next):
             rc = context.request_context
             meta = (rc.meta if rc is not None else None) or {}
-            if meta.get("progressToken") is not None:
+            if meta.get("progressToken") is not None:  # watched: runs in the foreground
                 return await call_next()
-            return await super().intercept_tool_call(params, context, call_next)
+            modern = rc is not None and rc.protocol_version in MODERN_PROTOCOL_VERSIONS
+            if not (modern and context.client_extension_settings(TASKS_EXTENSION_ID) is not None):
+                return await call_next()  # the client did not ask for tasks: nothing to start
+            real = await self._started()
+            return await real.intercept_tool_call(params, context, call_next)
+
+        async def _started(self):
+            """fastmcp-tasks' extension, bound to this server and its lifespan running."""
+            import asyncio
+
+            async with self._lock:
+                if self._real is None:
+                    if not self._running:
+                        raise RuntimeError("the tasks extension is not running (no server lifespan)")
+                    from fastmcp_tasks import TasksExtension
+
+                    real = TasksExtension(url="memory://", name=f"stac-gdal-mcp-{uuid.uuid4().hex[:12]}")
+                    real._bind(self.server)  # as add_extension binds it (its methods are ours)
+                    ready = asyncio.get_running_loop().create_future()
+                    # its own asyncio task, entering and leaving the lifespan in order, in the context
+                    # variables of the server's lifespan (not of this request: its workers would take
+                    # the request's Context for theirs)
+                    self._runner = asyncio.create_task(self._run(real, ready), context=self._context.copy())
+                    await ready
+                    self._real = real
+            return self._real
+
+        async def _run(self, real, ready) -> None:
+            """Run `real`'s lifespan until this extension's lifespan ends."""
+            try:
+                async with real.lifespan():
+                    docket = getattr(self.server, "_docket", None)
+                    if docket is not None:
+                        docket.execution_ttl = self.ttl  # finished tasks kept limits.task_ttl_s
+                    ready.set_result(None)
+                    await self._stop.wait()
+            except BaseException as exc:
+                if not ready.done():
+                    ready.set_exception(exc)
+                raise
 
         @asynccontextmanager
         async def lifespan(self):
-            async with super().lifespan():
-                docket = getattr(self.server, "_docket", None)
-                if docket is not None:
-                    docket.execution_ttl = self.ttl
-                yield
+            import contextvars
 
-    return WatchedCallsInForeground
+            self._lock, self._stop, self._running = anyio.Lock(), anyio.Event(), True
+            self._context = contextvars.copy_context()
+            try:
+                yield
+            finally:
+                self._running = False
+                self._stop.set()
+                runner, self._runner, self._real = self._runner, None, None
+                if runner is not None:
+                    with anyio.CancelScope(shield=True):
+                        await runner  # the docket worker stopped, the tasks' hooks released
+
+    return LazyTasks
 
 
 def status_message(done: float, total: float, message: str | None) -> str:

@@ -29,9 +29,14 @@ def tool(mcp, annotations, **kwargs):
         # paragraphs on one line each: the description is sent to the model every session
         paragraphs = (inspect.getdoc(fn) or "").split("\n\n")
         kwargs.setdefault("description", "\n\n".join(" ".join(p.split()) for p in paragraphs))
-        returns = inspect.signature(fn).return_annotation
+        signature = inspect.signature(fn)
+        returns = signature.return_annotation
         if "output_schema" not in kwargs and isinstance(returns, type) and issubclass(returns, BaseModel):
             kwargs["output_schema"] = result_schema(returns)  # field names, without generating a schema
+        if kwargs.get("output_schema") is not None:
+            # the listed schema is given: fastmcp need not generate one from the return type (a
+            # faster start); results are serialized as they are (pydantic models by their own rules)
+            wrapped.__signature__ = signature.replace(return_annotation=inspect.Signature.empty)
         wrapped.__doc__ = None
         registered = mcp.tool(wrapped, annotations=annotations, **kwargs)
         compact_tool(mcp, kwargs.get("name") or fn.__name__)  # small listed schemas (server/schemas.py)
