@@ -19,6 +19,7 @@ import os
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -48,12 +49,20 @@ class _Server(ThreadingHTTPServer):
 class RangeServer:
     """A running server: `url`, `directory`, `delay_s`, `stats()`, `reset_stats()`."""
 
-    def __init__(self, directory: Path, delay_s: float = 0.0):
+    def __init__(self, directory: Path, delay_s: float = 0.0, nodelay: bool = False):
         self.directory = Path(directory).resolve()
         self.delay_s = delay_s
         self._lock = threading.Lock()
         self._paths: dict[str, _PathStats] = {}
-        handler = type("Handler", (_RangeHandler,), {"range_server": self})
+        # every request for an existing file, in order (bounded): (path, Range header, bytes sent)
+        self._log: deque[tuple[str, str | None, int]] = deque(maxlen=100_000)
+        # nodelay: TCP_NODELAY on each connection, as production HTTP servers set it. Without it
+        # (the default, as before), an answer's body waits behind its separately written headers
+        # until the client's delayed ACK (~40 ms on Linux) whenever the body is shorter than a
+        # segment: a 16 KB COG header read then costs delay_s + ~40 ms, at random.
+        handler = type(
+            "Handler", (_RangeHandler,), {"range_server": self, "disable_nagle_algorithm": nodelay}
+        )
         self._httpd = _Server(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         host, port = self._httpd.server_address[:2]
@@ -91,6 +100,13 @@ class RangeServer:
     def reset_stats(self) -> None:
         with self._lock:
             self._paths.clear()
+            self._log.clear()
+
+    def request_log(self) -> list[tuple[str, str | None, int]]:
+        """Requests for existing files since the last reset, in order: (path, Range header or
+        None, bytes sent). 404 and 416 answers are counted in stats() but not listed here."""
+        with self._lock:
+            return list(self._log)
 
     def _count(self, path: str, *, requests: int = 0, nbytes: int = 0, ranges: int = 0) -> None:
         with self._lock:
@@ -101,12 +117,15 @@ class RangeServer:
 
 
 @contextlib.contextmanager
-def serve_directory(directory: str | os.PathLike, delay_s: float = 0.0) -> Iterator[RangeServer]:
+def serve_directory(
+    directory: str | os.PathLike, delay_s: float = 0.0, nodelay: bool = False
+) -> Iterator[RangeServer]:
     """Serve `directory` on 127.0.0.1 (free port) until the block ends.
 
     delay_s: sleep this long before answering each request (simulates network latency).
+    nodelay: set TCP_NODELAY on connections (no Nagle/delayed-ACK stall of short answers).
     """
-    server = RangeServer(Path(directory), delay_s=delay_s).start()
+    server = RangeServer(Path(directory), delay_s=delay_s, nodelay=nodelay).start()
     try:
         yield server
     finally:
@@ -190,9 +209,10 @@ class _RangeHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if wanted:
             srv._count(url_path, ranges=1)
-        if send_body and length:
-            sent = self._copy(path, first, length)
-            srv._count(url_path, nbytes=sent)
+        sent = self._copy(path, first, length) if send_body and length else 0
+        srv._count(url_path, nbytes=sent)
+        with srv._lock:
+            srv._log.append((url_path, header, sent))
 
     def _copy(self, path: Path, offset: int, length: int) -> int:
         sent = 0
