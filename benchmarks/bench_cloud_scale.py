@@ -9,7 +9,10 @@
    (ru_maxrss of that process).
 
 Run: python benchmarks/bench_cloud_scale.py [--delay 0.05] [--sizes 24,100,500] [--concurrency N] [--remote]
-     (--remote: figures 1 and 2 again with the Range server in a process of its own)
+     [--nodelay]
+     (--remote: figures 1 and 2 again with the Range server in a process of its own;
+      --nodelay: the Range server sets TCP_NODELAY, so a short answer is not held back ~40 ms by
+      Nagle's algorithm and the client's delayed ACK - every request then costs the added delay)
 """
 
 from __future__ import annotations
@@ -78,12 +81,12 @@ def odc_defaults(items: list[dict]) -> list[float | None]:
     return out
 
 
-def one_size(folder: Path, count: int, delay: float, concurrency: int | None) -> dict:
+def one_size(folder: Path, count: int, delay: float, concurrency: int | None, nodelay: bool = False) -> dict:
     from stac_gdal_mcp.processing.cloud import cloud_cover_stats
     from testbed import serve_directory
 
     scl = make_scl(folder / f"scl{SMALL}.tif", size=SMALL, seed=7)
-    with serve_directory(folder, delay_s=delay) as server:
+    with serve_directory(folder, delay_s=delay, nodelay=nodelay) as server:
         items, _ = make_items(server, scl, count, f"S2_SCALE{count}_")
         core = make_core(folder, items, concurrency)
         server.reset_stats()
@@ -104,7 +107,7 @@ SERVE = """
 import sys, time
 sys.path.insert(0, {tests!r})
 from testbed import serve_directory
-with serve_directory({folder!r}, delay_s={delay!r}) as server:
+with serve_directory({folder!r}, delay_s={delay!r}, nodelay={nodelay!r}) as server:
     print(server.url, flush=True)
     sys.stdin.read()
 """
@@ -113,8 +116,10 @@ with serve_directory({folder!r}, delay_s={delay!r}) as server:
 class _Remote:
     """The Range server in a process of its own (as a remote server would be): `url`, `directory`."""
 
-    def __init__(self, folder: Path, delay: float):
-        code = SERVE.format(tests=str(HERE.parent / "tests"), folder=str(folder), delay=delay)
+    def __init__(self, folder: Path, delay: float, nodelay: bool = False):
+        code = SERVE.format(
+            tests=str(HERE.parent / "tests"), folder=str(folder), delay=delay, nodelay=nodelay
+        )
         self.process = subprocess.Popen(
             [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
@@ -129,15 +134,24 @@ class _Remote:
         self.process.wait(timeout=10)
 
 
-def latency_figures(folder: Path, delay: float, concurrency: int | None, remote: bool = False) -> None:
+def latency_figures(
+    folder: Path, delay: float, concurrency: int | None, remote: bool = False, nodelay: bool = False
+) -> None:
     from stac_gdal_mcp.processing.cloud import cloud_cover_stats
     from testbed import serve_directory
 
     scl = make_scl(folder / f"scl{SMALL}.tif", size=SMALL, seed=7)
-    with _Remote(folder, delay) if remote else serve_directory(folder, delay_s=delay) as server:
-        warm, _ = make_items(server, scl, 2, "S2_WARM_")
+    serving = (
+        _Remote(folder, delay, nodelay) if remote else serve_directory(folder, delay_s=delay, nodelay=nodelay)
+    )
+    with serving as server:
+        # imports and GDAL's set-up, not counted for either side: one call of as many items as
+        # reader threads (each thread's first open builds its PROJ context, ~20 ms, once per
+        # process: a running server has paid it after its first call)
+        warm_core = make_core(folder, [], concurrency)
+        warm, _ = make_items(server, scl, warm_core.settings.limits.max_concurrency, "S2_WARM_")
         cloud_cover_stats(make_core(folder, warm, concurrency), AOI, items=refs(warm), catalog="bench")
-        odc_defaults(warm)  # imports and GDAL set up for both, not counted
+        odc_defaults(warm[:2])
 
         batch, _ = make_items(server, scl, 24, "S2_BATCH_")
         single, _ = make_items(server, scl, 24, "S2_ONE_")
@@ -158,7 +172,8 @@ def latency_figures(folder: Path, delay: float, concurrency: int | None, remote:
     ratio = one_by_one / together
     print(
         f"24 items, {delay * 1000:.0f} ms per request (Range server in "
-        f"{'its own process' if remote else 'this process'}), limits.max_concurrency="
+        f"{'its own process' if remote else 'this process'}{', TCP_NODELAY' if nodelay else ''}), "
+        "limits.max_concurrency="
         f"{core.settings.limits.max_concurrency}: one call {together:.2f} s, one by one {one_by_one:.2f} s "
         f"-> {ratio:.1f}x (target >= 8x): {'OK' if ratio >= 8 else 'MISSED'}"
     )
@@ -177,22 +192,25 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
     parser.add_argument("--remote", action="store_true", help="also with the Range server in its own process")
+    parser.add_argument("--nodelay", action="store_true", help="the Range server sets TCP_NODELAY")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         if args.one:
-            print(json.dumps(one_size(folder, args.one, args.delay, args.concurrency)))
+            print(json.dumps(one_size(folder, args.one, args.delay, args.concurrency, args.nodelay)))
             return
-        latency_figures(folder, args.delay, args.concurrency)
+        latency_figures(folder, args.delay, args.concurrency, nodelay=args.nodelay)
         if args.remote:
-            latency_figures(folder, args.delay, args.concurrency, remote=True)
+            latency_figures(folder, args.delay, args.concurrency, remote=True, nodelay=args.nodelay)
         rows = []
         for size in [int(s) for s in args.sizes.split(",")]:
             command = [sys.executable, __file__, "--one", str(size), "--delay", str(args.delay)]
             command += ["--keep", str(folder)]
             if args.concurrency:
                 command += ["--concurrency", str(args.concurrency)]
+            if args.nodelay:
+                command += ["--nodelay"]
             out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
         base = rows[0]["seconds"] / rows[0]["items"]

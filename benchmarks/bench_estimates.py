@@ -113,7 +113,7 @@ async def one_file(server, cog: Path, workspace: Path) -> list[tuple]:
         ),
         ("preview, 512 px", "preview", {}),
     ]
-    rows = []
+    cases, rows = wanted(cases), []
     settings = load_settings(
         workspace=workspace,
         network={"allow_private_hosts": True},
@@ -142,7 +142,10 @@ async def many_items(server, folder: Path, items: list[dict], workspace: Path) -
     from stac_gdal_mcp.settings import load_settings
 
     aoi = utm_aoi(ORIGIN[0] + 3000, ORIGIN[1] - 15000, ORIGIN[0] + 15000, ORIGIN[1] - 3000)
-    search = {"aoi": aoi, "collections": ["bench-s2"]}
+
+    def search(catalog: str) -> dict:  # the analysis tools take their items as one `search` object
+        return {"aoi": aoi, "search": {"collections": ["bench-s2"], "catalog": catalog}}
+
     cases = [
         ("cloud_cover_stats, native 20 m", "cloud_cover_stats", {}),
         ("cloud_cover_stats, 60 m (overview)", "cloud_cover_stats", {"resolution": 60}),
@@ -150,7 +153,7 @@ async def many_items(server, folder: Path, items: list[dict], workspace: Path) -
         ("composite red, 40 m (overviews)", "composite", {"bands": ["red"], "resolution": 40}),
         ("time_series ndvi, 10 m", "time_series", {"expression": "ndvi"}),
     ]
-    rows = []
+    cases, rows = wanted(cases), []
     for label, tool, arguments in cases:
         first, _ = catalog_copy(server, folder, items, workspace)
         second, prefix = catalog_copy(server, folder, items, workspace)
@@ -160,14 +163,21 @@ async def many_items(server, folder: Path, items: list[dict], workspace: Path) -
         )
         async with Client(build_server(settings)) as client:
             estimate = (
-                await client.call_tool(tool, {**search, **arguments, "catalog": "dry", "dry_run": True})
+                await client.call_tool(tool, {**search("dry"), **arguments, "dry_run": True})
             ).structured_content
             start = time.perf_counter()
-            await client.call_tool(tool, {**search, **arguments, "catalog": "real"})
+            await client.call_tool(tool, {**search("real"), **arguments})
             seconds = time.perf_counter() - start
         sent, requests = fetched(server, prefix)
         rows.append((label, estimate, sent, requests, seconds))
     return rows
+
+
+ONLY: list[str | None] = [None]  # --only
+
+
+def wanted(cases: list[tuple]) -> list[tuple]:
+    return [c for c in cases if ONLY[0] is None or ONLY[0] in c[0]]
 
 
 def main() -> None:
@@ -177,7 +187,9 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated inputs in")
+    parser.add_argument("--only", help="run only the operations whose label contains this text")
     args = parser.parse_args()
+    ONLY[0] = args.only
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,8 @@ of the read assets (red, nir, SCL) that intersect the AOI's window - target <= 1
 Every item has its own URLs (hard links of one generated scene: 2048² px, 512 px tiles), so GDAL
 never answers a read from its cache.
 
-Run: python benchmarks/bench_timeseries_scale.py [--items 73] [--delay 0.05] [--keep DIR]
+Run: python benchmarks/bench_timeseries_scale.py [--items 73] [--delay 0.05] [--keep DIR] [--nodelay]
+     (--nodelay: the Range server sets TCP_NODELAY; see bench_cloud_scale.py)
 """
 
 from __future__ import annotations
@@ -99,13 +100,14 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=73)
     parser.add_argument("--delay", type=float, default=0.05)
     parser.add_argument("--keep", type=Path)
+    parser.add_argument("--nodelay", action="store_true", help="the Range server sets TCP_NODELAY")
     args = parser.parse_args()
     aoi = field_aoi()
     with tempfile.TemporaryDirectory() as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         base, scene_dir = base_scene(folder)
-        with serve_directory(folder, delay_s=args.delay) as server:
+        with serve_directory(folder, delay_s=args.delay, nodelay=args.nodelay) as server:
             items, files = make_items(server, base, scene_dir, args.items)
             path = folder / f"items-{uuid.uuid4().hex[:6]}.json"
             path.write_text(json.dumps({"type": "FeatureCollection", "features": items}))
@@ -127,7 +129,7 @@ def main() -> None:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"time_series (ndvi, masked, mean) over {args.items} items (5-day revisit), ~600 m AOI, "
-        f"{args.delay * 1000:.0f} ms per request: {seconds:.2f} s ({seconds / args.items * 1000:.0f} ms/item), "
+        f"{args.delay * 1000:.0f} ms per request{' (TCP_NODELAY)' if args.nodelay else ''}: {seconds:.2f} s ({seconds / args.items * 1000:.0f} ms/item), "
         f"{len(table)} rows, {requests} requests, peak RSS {rss:.0f} MB"
     )
     ratio = sent / touched

@@ -430,3 +430,36 @@ async def test_tool_end_to_end(core, scenes):
             "cloud_cover_stats", {"aoi": [1, 2, 3], "search": {"collections": [S2]}}, raise_on_error=False
         )
         assert bad.is_error and "bbox" in bad.content[0].text and "Traceback" not in bad.content[0].text
+
+
+def test_items_on_one_grid_share_the_aoi_grid(tmp_path):
+    """A time stack of one tile: the AOI is projected and rasterized once per grid, and the
+    counts are those worked out for each item alone."""
+    from rasterio.transform import from_origin
+
+    from stac_gdal_mcp.processing.cloud import AoiGrids, aoi_window_counts
+    from stac_gdal_mcp.processing.masks import KNOWN_ASSETS, MaskSource
+
+    rng = np.random.default_rng(5)
+    paths = {}
+    for name, origin in (("a", ORIGIN), ("b", ORIGIN), ("c", (ORIGIN[0] + 200, ORIGIN[1]))):
+        paths[name] = tmp_path / f"{name}.tif"
+        with rasterio.open(
+            paths[name], "w", driver="GTiff", width=256, height=256, count=1, dtype="uint8",
+            crs="EPSG:32633", transform=from_origin(*origin, 20, 20), nodata=0,
+        ) as dst:  # fmt: skip
+            dst.write(rng.choice(np.array([0, 4, 8, 9, 3], dtype="uint8"), size=(256, 256)), 1)
+    to_wgs84 = Transformer.from_crs(32633, 4326, always_xy=True)
+    lons, lats = to_wgs84.transform(
+        [ORIGIN[0] + 1000, ORIGIN[0] + 3000], [ORIGIN[1] - 3000, ORIGIN[1] - 1000]
+    )
+    aoi = box(min(lons), min(lats), max(lons), max(lats))
+    source = MaskSource("scl", "x", KNOWN_ASSETS["scl"], "known asset")
+    grids = AoiGrids(aoi, None, None)
+    with rasterio.open(paths["a"]) as a, rasterio.open(paths["b"]) as b, rasterio.open(paths["c"]) as c:
+        assert grids.for_dataset(a) is grids.for_dataset(b)
+        assert grids.for_dataset(c) is not grids.for_dataset(a)
+        for src in (a, b, c):
+            shared = aoi_window_counts(src, aoi, source, grids=grids)
+            alone = aoi_window_counts(src, aoi, source)
+            assert shared == alone and shared["valid_pixels"] > 0

@@ -128,7 +128,8 @@ def test_gdal_env():
     assert env["GDAL_HTTP_MERGE_CONSECUTIVE_RANGES"] == "YES"
     assert env["GDAL_HTTP_MULTIRANGE"] == "YES"
     assert env["GDAL_HTTP_MAX_RETRY"] == "4" and env["GDAL_HTTP_TIMEOUT"] == "12"
-    assert int(env["VSI_CACHE_SIZE"]) <= 64 * 1024**2 and env["VSI_CACHE"] == "TRUE"
+    assert env["VSI_CACHE"] == "FALSE"  # its 32 KB blocks doubled the bytes of every COG header
+    assert int(env["CPL_VSIL_CURL_CACHE_SIZE"]) <= 256 * 1024**2
     assert env["AWS_NO_SIGN_REQUEST"] == "YES" and "AWS_REQUEST_PAYER" not in env
     paying = gdal_env(settings, requester_pays=True)
     assert paying["AWS_REQUEST_PAYER"] == "requester" and "AWS_NO_SIGN_REQUEST" not in paying
@@ -330,3 +331,67 @@ def test_items_from_pgstac(make_settings, pgstac_api, served_cog):
     with rasterio.open(path) as truth:
         assert np.array_equal(got, truth.read(1))
     assert not os.environ.get("AWS_NO_SIGN_REQUEST")  # gdal_env is scoped, never exported
+
+
+# --- many files at once: the long-lived reader threads ----------------------------------------------
+
+
+def test_read_each_bounds_the_calls_in_flight_and_reuses_threads():
+    import threading
+    import time
+
+    from stac_gdal_mcp.processing.access import read_each
+
+    lock, running, peak, threads = threading.Lock(), [0], [0], set()
+
+    def work(i):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+            threads.add(threading.get_ident())
+        time.sleep(0.01)
+        with lock:
+            running[0] -= 1
+        return i * i
+
+    results = dict(read_each(work, [(i,) for i in range(20)], 3))
+    assert results == {i: i * i for i in range(20)}
+    assert peak[0] <= 3 and len(threads) <= 3
+    first = set(threads)
+    threads.clear()
+    assert dict(read_each(work, [(i,) for i in range(6)], 3)) == {i: i * i for i in range(6)}
+    assert threads <= first  # the same threads serve the next call (GDAL's per-thread set-up kept)
+
+
+def test_read_each_stopped_early_leaves_nothing_running():
+    import time
+
+    from stac_gdal_mcp.processing.access import read_each
+
+    started, finished = [], []
+
+    def work(i):
+        started.append(i)
+        time.sleep(0.05)
+        finished.append(i)
+        return i
+
+    results = read_each(work, [(i,) for i in range(10)], 2)
+    next(results)
+    results.close()  # as a caller does when a job is cancelled between items
+    assert sorted(started) == sorted(finished)  # what had started has finished: nothing runs on
+    assert len(started) < 10  # the calls not started were dropped
+    time.sleep(0.1)
+    assert len(started) == len(finished)  # and nothing started after the generator closed
+
+
+def test_read_each_passes_errors_to_the_caller():
+    from stac_gdal_mcp.processing.access import read_each
+
+    def work(i):
+        if i == 2:
+            raise ValueError("item 2")
+        return i
+
+    with pytest.raises(ValueError, match="item 2"):
+        list(read_each(work, [(i,) for i in range(4)], 2))

@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -302,8 +304,11 @@ def gdal_env(settings: Settings, *, requester_pays: bool = False) -> dict[str, s
         "GDAL_HTTP_TIMEOUT": str(max(1, round(network.timeout_s))),
         "GDAL_HTTP_CONNECTTIMEOUT": str(max(1, round(min(network.timeout_s, 10)))),
         "GDAL_HTTP_USERAGENT": f"stac-gdal-mcp/{__version__}",
-        "VSI_CACHE": "TRUE",
-        "VSI_CACHE_SIZE": str(32 * 1024**2),  # per open file
+        # No per-file VSI_CACHE on top of the /vsicurl/ cache below: it reads in 32 KB blocks, so
+        # opening a COG fetched 32 KB where GDAL's own first chunk (16 KB) holds the header and
+        # the IFDs of a usual COG; measured: 1.57x -> 1.33x the touched tiles' bytes for a
+        # time series of a small AOI (bench_timeseries_scale.py), same number of requests.
+        "VSI_CACHE": "FALSE",
         "CPL_VSIL_CURL_CACHE_SIZE": str(128 * 1024**2),  # all /vsicurl/ files of the process
         "GDAL_PAM_ENABLED": "NO",  # never write .aux.xml sidecars
         # One thread per read: GDAL 3.10's multi-threaded GeoTIFF reading fetches tiles through
@@ -506,6 +511,54 @@ def open_reader(
     """`open_raster`, with reads through `Reader.run` (see Reader)."""
     with Reader(source, settings, overview_level=overview_level, env=env, job=job) as reader:
         yield reader
+
+
+# --- many files at once, on long-lived threads ----------------------------------------------------
+
+_READERS: dict[int, ThreadPoolExecutor] = {}
+_READERS_LOCK = threading.Lock()
+
+
+def reader_threads(size: int) -> ThreadPoolExecutor:
+    """The process's pool of `size` threads for reading many files at once (one item each).
+
+    Long-lived on purpose: GDAL keeps state per thread that is slow to build - the first dataset
+    a new thread opens costs ~20 ms of CPU more (its PROJ context and database), and its HTTP
+    connections are per thread - so a call that started threads of its own paid that for each
+    thread on every call, and more threads cost more (measured: 24 items at 50 ms per request,
+    one call 0.56 -> 0.32 s with 24 threads; each one-item call ~25 ms less)."""
+    with _READERS_LOCK:
+        pool = _READERS.get(size)
+        if pool is None:
+            pool = _READERS[size] = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"reader{size}")
+        return pool
+
+
+def read_each(fn: Callable, args: Iterable[tuple], workers: int) -> Iterator[tuple[int, Any]]:
+    """`fn(*a)` for each `a` of `args` on `reader_threads(workers)`, at most `workers` of this call
+    at a time (calls running at the same moment share the threads in turn); yields
+    (index, result) as they complete. If the caller stops early (an exception, a closed
+    generator), the calls not started are dropped and the ones running are waited for, so
+    nothing of it runs after the generator ends."""
+    pool = reader_threads(workers)
+    pending = iter(enumerate(args))
+    running: dict[Future, int] = {}
+    try:
+        while True:
+            while len(running) < workers:
+                nxt = next(pending, None)
+                if nxt is None:
+                    break
+                running[pool.submit(fn, *nxt[1])] = nxt[0]
+            if not running:
+                return
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield running.pop(future), future.result()
+    finally:
+        for future in running:
+            future.cancel()
+        wait(running)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """Cloud cover inside an area of interest, per item, from each item's own cloud mask.
 
-Steps, for every item (concurrently, at most `limits.max_concurrency` at a time):
+Steps, for every item (concurrently, at most `limits.max_concurrency` at a time, on the process's
+long-lived reader threads, `access.read_each`):
 1. find the mask asset and its scheme (`masks.find_mask`);
 2. open it (`access.open_raster`: href policy, GDAL options, one GDAL thread per read) and
    reproject the AOI into the mask's own CRS;
@@ -17,17 +18,18 @@ the call.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import Field
 
 from ..errors import AssetUnreadable, InvalidArgument, LimitExceeded, StacGdalMcpError
 from ..models import Model
 from ..stac import item_datetime
-from .access import ONE_THREAD_PER_READ, asset_source, open_reader, suffix_driver
+from .access import ONE_THREAD_PER_READ, asset_source, open_reader, read_each, suffix_driver
 from .aoi import aoi_geometry, project_aoi, rasterize_aoi
 from .jobs import Job
 from .masks import MaskSource
@@ -86,6 +88,70 @@ def decimation(native: float, resolution: float | None) -> int:
     return max(1, round(resolution / native))
 
 
+@dataclass(frozen=True)
+class AoiGrid:
+    """The AOI on one mask grid: what every item on that grid (same CRS, transform, size and
+    decimation: a time stack of one tile) shares, so it is worked out once per call."""
+
+    k: int  # decimation
+    native: float  # native pixel size
+    rows: tuple[int, int]  # the AOI's window on the decimated grid (may reach outside the raster)
+    cols: tuple[int, int]
+    inside: Any  # pixels of the window inside the AOI (read-only)
+    covered: Any  # pixels of the window inside the raster (read-only)
+    crs: str | None
+
+
+class AoiGrids:
+    """`AoiGrid`s of one call, by grid; safe to share between the call's threads (a grid worked
+    out twice at the same moment gives the same answer)."""
+
+    def __init__(self, aoi_4326, resolution: float | None, max_pixels: int | None):
+        self.aoi_4326, self.resolution, self.max_pixels = aoi_4326, resolution, max_pixels
+        self._grids: dict[tuple, AoiGrid] = {}
+        self._geoms: dict[str, dict] = {}
+
+    def for_dataset(self, src) -> AoiGrid:
+        wkt = src.crs.to_wkt() if src.crs else ""
+        native = abs(src.transform.a)
+        k = decimation(native, self.resolution)
+        key = (wkt, tuple(src.transform)[:6], src.width, src.height, k)
+        found = self._grids.get(key)
+        if found is None:
+            found = self._grids[key] = self._work_out(src, wkt, native, k)
+        return found
+
+    def _work_out(self, src, wkt: str, native: float, k: int) -> AoiGrid:
+        import numpy as np
+        from rasterio.transform import Affine
+
+        grid = src.transform @ Affine.scale(k)
+        height, width = math.ceil(src.height / k), math.ceil(src.width / k)
+        geom = self._geoms.get(wkt)
+        if geom is None:
+            geom = self._geoms[wkt] = project_aoi(self.aoi_4326, src.crs)
+        xs, ys = _coords(geom)
+        cols, rows = ~grid @ (np.array(xs), np.array(ys))
+        col0, col1 = math.floor(cols.min()), math.ceil(cols.max())
+        row0, row1 = math.floor(rows.min()), math.ceil(rows.max())
+        shape = (max(row1 - row0, 1), max(col1 - col0, 1))
+        if self.max_pixels and shape[0] * shape[1] > self.max_pixels:
+            factor = math.ceil(math.sqrt(shape[0] * shape[1] / self.max_pixels)) * k
+            raise LimitExceeded(
+                f"the AOI covers {shape[0] * shape[1]:,} mask pixels at {native * k:g} m, more than "
+                f"limits.max_output_pixels={self.max_pixels:,}; pass resolution={native * factor:g} or coarser"
+            )
+        inside = rasterize_aoi(geom, shape, grid @ Affine.translation(col0, row0))
+        covered = np.zeros(shape, dtype=bool)
+        r0, r1 = max(row0, 0), min(row1, height)
+        c0, c1 = max(col0, 0), min(col1, width)
+        if r0 < r1 and c0 < c1:
+            covered[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0] = True
+        inside.flags.writeable = covered.flags.writeable = False
+        crs = src.crs.to_string() if src.crs else None
+        return AoiGrid(k, native, (row0, row1), (col0, col1), inside, covered, crs)
+
+
 def aoi_window_counts(
     src,
     aoi_4326,
@@ -94,35 +160,20 @@ def aoi_window_counts(
     resolution: float | None = None,
     resampling: str = "nearest",
     max_pixels: int | None = None,
+    grids: AoiGrids | None = None,
 ) -> dict:
-    """Count the mask's classes inside the AOI on the mask's own grid (see the module docstring)."""
+    """Count the mask's classes inside the AOI on the mask's own grid (see the module docstring).
+    `grids`: the call's AOI grids, shared by its items (None: worked out for this item alone)."""
     import numpy as np
     from rasterio.enums import Resampling
-    from rasterio.transform import Affine
 
     if resampling not in ("nearest", "mode"):
         raise InvalidArgument("class values can only be resampled with 'nearest' or 'mode'")
-    native = abs(src.transform.a)
-    k = decimation(native, resolution)
-    grid = src.transform @ Affine.scale(k)
+    grids = grids or AoiGrids(aoi_4326, resolution, max_pixels)
+    g = grids.for_dataset(src)
+    k, (row0, row1), (col0, col1) = g.k, g.rows, g.cols
     height, width = math.ceil(src.height / k), math.ceil(src.width / k)
-
-    geom = project_aoi(aoi_4326, src.crs)
-    xs, ys = _coords(geom)
-    cols, rows = ~grid @ (np.array(xs), np.array(ys))
-    col0, col1 = math.floor(cols.min()), math.ceil(cols.max())
-    row0, row1 = math.floor(rows.min()), math.ceil(rows.max())
-    shape = (max(row1 - row0, 1), max(col1 - col0, 1))
-    if max_pixels and shape[0] * shape[1] > max_pixels:
-        factor = math.ceil(math.sqrt(shape[0] * shape[1] / max_pixels)) * k
-        raise LimitExceeded(
-            f"the AOI covers {shape[0] * shape[1]:,} mask pixels at {native * k:g} m, more than "
-            f"limits.max_output_pixels={max_pixels:,}; pass resolution={native * factor:g} or coarser"
-        )
-    inside = rasterize_aoi(geom, shape, grid @ Affine.translation(col0, row0))
-
-    covered = np.zeros(shape, dtype=bool)
-    data = np.zeros(shape, dtype=src.dtypes[0])
+    data = np.zeros(g.inside.shape, dtype=src.dtypes[0])
     r0, r1 = max(row0, 0), min(row1, height)
     c0, c1 = max(col0, 0), min(col1, width)
     if r0 < r1 and c0 < c1:
@@ -135,15 +186,14 @@ def aoi_window_counts(
             1, window=native_window, out_shape=(r1 - r0, c1 - c0), resampling=Resampling[resampling]
         )
         data[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0] = block
-        covered[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0] = True
 
     nodata = source.nodata if source.nodata is not None else src.nodata
     classes = source.scheme.decode(data, nodata=nodata)
-    valid = inside & covered & ~classes.nodata
-    n_aoi, n_valid = int(inside.sum()), int(valid.sum())
+    valid = g.inside & g.covered & ~classes.nodata
+    n_aoi, n_valid = int(np.count_nonzero(g.inside)), int(np.count_nonzero(valid))
 
     def share(flags) -> float | None:
-        return round(int((flags & valid).sum()) / n_valid, 6) if n_valid else None
+        return round(int(np.count_nonzero(flags & valid)) / n_valid, 6) if n_valid else None
 
     return {
         **{
@@ -153,8 +203,8 @@ def aoi_window_counts(
         "nodata_fraction": round(1 - n_valid / n_aoi, 6) if n_aoi else None,
         "valid_pixels": n_valid,
         "aoi_pixels": n_aoi,
-        "resolution": native * k,
-        "crs": src.crs.to_string() if src.crs else None,
+        "resolution": g.native * k,
+        "crs": g.crs,
     }
 
 
@@ -194,12 +244,13 @@ def measure_item(
     ref_or_item: dict,
     aoi_geom,
     collections: Collections,
-    *,
     resolution: float | None,
     resampling: str,
     asset: str | None,
+    grids: AoiGrids | None = None,
 ) -> ItemCloudCover:
-    """One row: never raises for a problem with this item, reports it in `error`."""
+    """One row: never raises for a problem with this item, reports it in `error`.
+    `grids`: the call's AOI grids, shared by its items (see AoiGrids)."""
     ref = (
         ref_or_item
         if "item_id" in ref_or_item
@@ -226,6 +277,7 @@ def measure_item(
                     resolution=resolution,
                     resampling=resampling,
                     max_pixels=core.settings.limits.max_output_pixels,
+                    grids=grids,
                 )
             )
         for key, value in counts.items():
@@ -317,32 +369,15 @@ def cloud_cover_stats(
     workers = max(1, min(core.settings.limits.max_concurrency, total))
     job = job or Job()
     job.limit_time(core.settings.limits.job_timeout_s)
+    grids = AoiGrids(aoi_geom, resolution, core.settings.limits.max_output_pixels)
     if total:
         job.progress(0, total, f"measuring cloud cover of {total} items")
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cloud") as pool:
-        futures = {
-            pool.submit(
-                measure_item,
-                core,
-                cat,
-                it,
-                aoi_geom,
-                collections,
-                resolution=resolution,
-                resampling=resampling,
-                asset=asset,
-            ): index
-            for index, it in enumerate(selected)
-        }
-        try:
-            for done, future in enumerate(as_completed(futures), start=1):
-                row = future.result()
-                rows[futures[future]] = row
-                job.progress(done, total, f"{row.item_id}: {_outcome(row)}")
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    args = [(core, cat, it, aoi_geom, collections, resolution, resampling, asset, grids) for it in selected]
+    # items on the process's long-lived reader threads (GDAL's per-thread set-up is paid once)
+    with contextlib.closing(read_each(measure_item, args, workers)) as results:
+        for done, (index, row) in enumerate(results, start=1):
+            rows[index] = row
+            job.progress(done, total, f"{row.item_id}: {_outcome(row)}")
     measured = [r for r in rows if r is not None]
     failed = sum(1 for r in measured if r.error)
     if not measured:

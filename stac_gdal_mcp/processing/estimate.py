@@ -9,7 +9,7 @@ the byte ranges of the tiles those reads touch in each GeoTIFF's own index (`Til
 How tile ranges become HTTP requests follows GDAL 3.10's `/vsicurl/` as measured against the test
 suite's Range server (see docs/processing.md, "Dry runs"):
 
-- opening a remote file: a HEAD request and one GET of the first 32 KB (two 16 KB chunks,
+- opening a remote file: a HEAD request and one GET of the first 16 KB (one chunk,
   `CPL_VSIL_CURL_CHUNK_SIZE`); a larger header costs further 16 KB chunks;
 - one read (one RasterIO call of GDAL: a strip, a warped block, a window) fetches the tiles it
   needs that are not cached yet. Tiles lying back to back in the file coalesce into one run.
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .access import AssetSource
 
 CHUNK = 16 * 1024  # CPL_VSIL_CURL_CHUNK_SIZE, GDAL's default
-OPEN_BYTES = 2 * CHUNK  # what GDAL reads of a remote GeoTIFF when opening it
+OPEN_BYTES = CHUNK  # what GDAL reads of a remote GeoTIFF when opening it (VSI_CACHE off)
 PIECE = 10 * 1024**2  # a single contiguous read goes out in pieces of at most this
 TILE_SLACK = 8  # a COG tile's 4-byte leader and trailer: tiles this close are back to back
 VRT_BLOCK = (512, 128)  # GDAL's WarpedVRT block size: chunks are cut on whole blocks
