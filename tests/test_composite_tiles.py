@@ -220,3 +220,38 @@ def test_a_day_failing_on_a_later_tile_is_left_out_everywhere(
         part = got[index, : median.shape[0], : median.shape[1]]
         both = np.isfinite(part) & np.isfinite(median)
         np.testing.assert_allclose(part[both], median[both], rtol=1e-6)
+
+
+def test_the_stream_keeps_at_most_ahead_parts_in_flight(make_settings):
+    import threading
+    import time
+
+    import dask
+
+    from stac_gdal_mcp.core import Core
+    from stac_gdal_mcp.processing.dask_runtime import compute_stream
+
+    active, most, lock = [0], [0], threading.Lock()
+
+    def part(value):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.3)  # longer than the stream's polling interval
+        with lock:
+            active[0] -= 1
+        return value
+
+    core = Core(make_settings())
+    pulled, got, ahead_seen = [0], {}, []
+
+    def parts():
+        for i in range(7):
+            pulled[0] += 1
+            yield i, dask.delayed(part)(i)
+
+    for key, value in compute_stream(core, Job(), parts(), ahead=2):
+        got[key] = value
+        ahead_seen.append(pulled[0] - len(got))  # taken from the parts, not yet given back
+    assert got == {i: i for i in range(7)} and most[0] == 2
+    assert max(ahead_seen) <= 1, ahead_seen  # (one of the two in flight was just given back)

@@ -5,8 +5,10 @@ credentials."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
+import sys
 import threading
 from typing import Any
 
@@ -136,12 +138,34 @@ def compute_stream(core, job: Job, parts, *, ahead: int = 2):
     flight are then stopped. Cancellation and the time limit stop them too (between dask tasks
     on threads; at once on a cluster), and so does the caller leaving the loop."""
     _no_spurious_rasterio_warning()
+    _large_arrays_from_mmap()
     job.limit_time(core.settings.limits.job_timeout_s)
     address = core.settings.dask_scheduler
     if address:
         yield from _stream_distributed(core, dask_client(address), job, iter(parts), max(1, ahead))
     else:
         yield from _stream_threads(core, job, iter(parts), max(1, ahead))
+
+
+_MMAP_THRESHOLD = 1024**2
+_mmap_set = False
+
+
+def _large_arrays_from_mmap() -> None:
+    """Have glibc give every allocation of 1 MiB or more its own memory map (returned to the
+    system when freed). By default its threshold rises after the first large blocks are freed,
+    up to 32 MiB, so a stream of 4 MiB day blocks ends up in its heaps, which keep what was
+    freed: a 10,000 px composite then held ~400 MB more. Once per process; only glibc."""
+    global _mmap_set
+    if _mmap_set or not sys.platform.startswith("linux"):
+        return
+    _mmap_set = True
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-3, _MMAP_THRESHOLD)  # -3: M_MMAP_THRESHOLD
+    except (OSError, AttributeError):  # not glibc
+        log.debug("mallopt is not available; large arrays stay in the allocator's heaps")
 
 
 class _Stop(Exception):
@@ -182,10 +206,8 @@ def _stream_threads(core, job: Job, parts, ahead: int):
     running: set = set()
     try:
         while True:
-            for key, collection in parts:
+            for key, collection in itertools.islice(parts, ahead - len(running)):
                 running.add(pool.submit(run, key, collection))
-                if len(running) >= ahead:
-                    break
             if not running:
                 return
             done, running = wait(running, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -203,10 +225,8 @@ def _stream_distributed(core, client, job: Job, parts, ahead: int):
     running: dict = {}
     try:
         while True:
-            for key, collection in parts:
+            for key, collection in itertools.islice(parts, ahead - len(running)):
                 running[client.compute(collection)] = key
-                if len(running) >= ahead:
-                    break
             if not running:
                 return
             try:
