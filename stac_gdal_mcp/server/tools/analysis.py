@@ -28,13 +28,13 @@ AoiArg = json_text(
 MaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many items (default 50)")]
 LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many items (default 100)")]
 ResolutionArg = Annotated[
-    float | None, Field(gt=0, description="pixel size in the CRS units (metres for UTM); default: native")
+    float | None, Field(gt=0, description="pixel size in CRS units (metres for UTM); default: native")
 ]
 MaskCloudsArg = Annotated[bool, Field(description="drop cloud, shadow and cirrus pixels (each item's mask)")]
-CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items' own")]
+CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items'")]
 DryRunArg = Annotated[
     bool,
-    Field(description="true: only estimate (items, output size, bytes to read, limits); nothing written"),
+    Field(description="true: only estimate (items, size, bytes to read, limits); write nothing"),
 ]
 
 

@@ -82,7 +82,7 @@ CollectionsArg = json_text(
     list[str] | str | None, 'collection ids, e.g. ["sentinel-2-l2a"], or comma-separated text'
 )
 DatetimeArg = Annotated[
-    str | None, Field(description="RFC 3339 instant or interval: 2024-06-01/2024-06-30, ../2024-06-30")
+    str | None, Field(description="RFC 3339 instant or interval, e.g. 2024-06-01/2024-06-30, 2024-06")
 ]
 IdsArg = json_text(list[str] | None, "item ids")
 QueryArg = json_text(dict[str, Any] | None, 'query extension, e.g. {"platform": {"eq": "sentinel-2a"}}')
@@ -181,10 +181,8 @@ def search_kwargs(search: dict | None) -> dict[str, Any]:
 
 HrefArg = Annotated[
     str | None,
-    Field(description="raster URL (http(s), s3) or workspace path; else collection_id + item_id + asset"),
+    Field(description="raster URL or workspace path; else collection_id + item_id + asset"),
 ]
 CollectionIdArg = Annotated[str | None, Field(description="the item's collection")]
 ItemIdArg = Annotated[str | None, Field(description="item id (from search_items)")]
-AssetArg = Annotated[
-    str | None, Field(description="asset key or band common name: red, nir, scl, visual, B04...")
-]
+AssetArg = Annotated[str | None, Field(description="asset key or band name: red, nir, scl, visual, B04...")]

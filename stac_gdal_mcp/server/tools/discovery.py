@@ -76,8 +76,7 @@ def register(mcp, session: Session) -> None:
     def search_items(
         catalog: json_text(
             list[str] | str | None,
-            'catalog id (list_catalogs); several (a list, comma-separated, "*" for all) give one '
-            "merged result without duplicates",
+            'catalog id (list_catalogs); several (a list, comma-separated, "*": all) give one merged result',
         ) = None,
         collections: CollectionsArg = None,
         bbox: json_text(list[float] | None, "[west, south, east, north] in WGS84 degrees") = None,
@@ -90,10 +89,10 @@ def register(mcp, session: Session) -> None:
         sortby: SortbyArg = None,
         max_cloud_cover: MaxCloudArg = None,
         limit: Annotated[
-            int | None, Field(ge=1, description="items to return (capped by limits.max_items)")
+            int | None, Field(ge=1, description="items per page (at most limits.max_items)")
         ] = None,
         cursor: Annotated[
-            str | None, Field(description="next_cursor from a previous call: continues that search")
+            str | None, Field(description="next_cursor of a previous call: the next page")
         ] = None,
         detail: Annotated[
             Literal["summary", "full"], Field(description="summary (compact) or full STAC items")

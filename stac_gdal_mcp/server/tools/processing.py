@@ -34,15 +34,13 @@ LOCAL_DELETE = {
 
 BBox = json_text(
     Annotated[list[float], Field(min_length=4, max_length=4)] | None,
-    "area of interest [west, south, east, north] in bbox_crs",
+    "[west, south, east, north] in bbox_crs",
 )
-BBoxCrs = Annotated[str, Field(description="CRS of bbox (default WGS84 degrees)")]
-OutputName = Annotated[
-    str | None, Field(description="output file name (letters, digits, . _ -); default: generated")
-]
+BBoxCrs = Annotated[str, Field(description="CRS of bbox")]
+OutputName = Annotated[str | None, Field(description="output file name; default: generated")]
 DryRun = Annotated[
     bool,
-    Field(description="true: only estimate (output size, bytes to read, limits); nothing written"),
+    Field(description="true: only estimate (size, bytes to read, limits); write nothing"),
 ]
 
 
@@ -145,11 +143,11 @@ def register(mcp, session: Session) -> None:
         resampling: Annotated[
             Literal[RESAMPLING],
             Field(
-                description="nearest keeps values (classes, masks); bilinear, cubic, average for continuous data"
+                description="nearest keeps values (classes, masks); bilinear, cubic, average: continuous data"
             ),
         ] = "nearest",
         output_format: Annotated[
-            Literal["COG", "GTiff", "netCDF"], Field(description="COG (default) has internal overviews")
+            Literal["COG", "GTiff", "netCDF"], Field(description="COG has internal overviews")
         ] = "COG",
         output_name: OutputName = None,
         quicklook: QuicklookArg = False,
