@@ -102,6 +102,31 @@ async def test_task_runs_in_background_with_progress(make_settings, big, small_c
     )
 
 
+def test_tasks_are_declared_without_importing_fastmcp_tasks(tmp_path):
+    """A fresh process: the server declares the tasks extension and lists its tools without
+    importing fastmcp-tasks and pydocket (a faster cold start); the tests above use tasks."""
+    code = """
+import asyncio, sys
+from fastmcp import Client
+from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.settings import load_settings
+from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
+
+async def main():
+    mcp = build_server(load_settings(workspace=sys.argv[1]))
+    async with Client(mcp) as client:
+        assert TASKS_EXTENSION_ID in (client.server_capabilities.extensions or {})
+        assert len(await client.list_tools()) >= 15
+        print("after tools/list:", "fastmcp_tasks" in sys.modules, "docket" in sys.modules)
+
+asyncio.run(main())
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert out.stdout.splitlines() == ["after tools/list: False False"], out.stdout + out.stderr
+
+
 async def test_plain_call_stays_in_the_foreground(make_settings, big, small_chunks):
     seen = []
 
