@@ -130,7 +130,8 @@ class PartFailed(AssetUnreadable):
 
 def compute_stream(core, job: Job, parts, *, ahead: int = 2):
     """Compute `parts` ((key, dask collection), e.g. the tiles of an output, each a small graph of
-    its own) `ahead` at a time on the configured scheduler, yielding (key, computed) as each
+    its own) `ahead` at a time (on a cluster, at least one per worker thread) on the configured
+    scheduler, yielding (key, computed) as each
     finishes (in any order), so that only the parts in flight are in memory, and only their
     results travel back from a cluster.
 
@@ -222,6 +223,8 @@ def _stream_threads(core, job: Job, parts, ahead: int):
 def _stream_distributed(core, client, job: Job, parts, ahead: int):
     from distributed import wait
 
+    # a part per worker thread at least: each thread then has work while a part ends
+    ahead = max(ahead, sum(client.nthreads().values()))
     running: dict = {}
     try:
         while True:
