@@ -9,6 +9,12 @@ long-lived reader threads, `access.read_each`):
    `resolution` is asked, decimated by a whole factor with nearest (or mode) resampling, so
    GDAL reads from an overview; class values are never interpolated;
 4. rasterize the AOI on that grid (pixel centres inside the AOI) and count the classes.
+Steps 2 (the projection) and 4 (the rasterizing) are done once per mask grid and call
+(`AoiGrids`): the items of a time stack of one tile share them.
+
+Over HTTP each item costs three round trips one after the other (GDAL's HEAD, the header's
+16 KB, then the AOI's tiles as parallel ranges), so a call of n items takes at least
+ceil(n / max_concurrency) x 3 round trips.
 
 Fractions of cloud, shadow, cirrus, snow, water and clear are of the valid AOI pixels;
 `nodata_fraction` is of all AOI pixels, and the part of the AOI outside the mask's extent

@@ -13,10 +13,13 @@ suite's Range server (see docs/processing.md, "Dry runs"):
   `CPL_VSIL_CURL_CHUNK_SIZE`); a larger header costs further 16 KB chunks;
 - one read (one RasterIO call of GDAL: a strip, a warped block, a window) fetches the tiles it
   needs that are not cached yet. Tiles lying back to back in the file coalesce into one run.
-  Several runs go out as parallel range requests of exactly those bytes (multi-range); a
-  single run is an ordinary read, widened to 16 KB chunk boundaries, in pieces of at most
-  10 MB (the last piece is not shortened: GDAL reads ahead);
-- a tile is fetched once per file (GDAL's block cache and its `/vsicurl/` region cache).
+  Several runs go out as parallel range requests of exactly those bytes (multi-range, not kept
+  in the `/vsicurl/` cache); a single run is an ordinary read, widened to 16 KB chunk
+  boundaries, in pieces of at most 10 MB (the last piece is not shortened: GDAL reads ahead),
+  kept in the `/vsicurl/` cache;
+- a tile is fetched once per open dataset (GDAL's block cache); odc-stac loads open the file
+  again for each dask chunk, so a tile under two chunks is fetched twice unless an ordinary
+  read brought it into the `/vsicurl/` cache.
 
 Local files are counted in bytes read, with no requests. Formats without a tile index (JPEG
 2000, PNG, JPEG) cannot be estimated from their header: their read bytes are left out, with a
@@ -229,19 +232,25 @@ class FilePlan:
 
     # reads ------------------------------------------------------------------------------------
 
-    def read(self, level: Level, tiles: Iterable[tuple[int, int]], bands: Sequence[int]) -> None:
-        """One GDAL read of `tiles` (of `bands`) from `level`: count what it would fetch."""
+    def read(
+        self, level: Level, tiles: Iterable[tuple[int, int]], bands: Sequence[int], *, fresh: bool = False
+    ) -> None:
+        """One GDAL read of `tiles` (of `bands`) from `level`: count what it would fetch.
+        `fresh`: the read is made on a newly opened dataset (odc-stac opens the file for each
+        chunk), so GDAL's block cache holds none of the tiles read before; only bytes in the
+        `/vsicurl/` cache (the header, ordinary reads) are not fetched again."""
         self.level_used = level.index
         wanted = []
         for col, row in tiles:
             for band in bands if level.separate else bands[:1]:
                 key = (level.index, col, row, band if level.separate else 1)
-                if key in self.tiles:
+                seen = key in self.tiles
+                if seen and not fresh:
                     continue
                 self.tiles.add(key)
                 found = level.byte_range(col, row, band)
                 if found is not None:
-                    self.tile_bytes += found[1]
+                    self.tile_bytes += 0 if seen else found[1]
                     if not self._is_covered(found):
                         wanted.append(found)
         if not wanted:
@@ -256,12 +265,12 @@ class FilePlan:
                 end = min(end, self.size)
             fetched = [(start, end)]
             self.requests += pieces if self.remote else 0
-        else:  # parallel range requests of exactly the runs
-            fetched = runs
+            for start, end in fetched:
+                self.fetched_bytes += end - start - self._overlap(start, end)
+                self._covered.append((start, end))
+        else:  # parallel range requests of exactly the runs, which /vsicurl/ does not cache
             self.requests += len(runs) if self.remote else 0
-        for start, end in fetched:
-            self.fetched_bytes += end - start - self._overlap(start, end)
-            self._covered.append((start, end))
+            self.fetched_bytes += sum(end - start - self._overlap(start, end) for start, end in runs)
 
     def _is_covered(self, found: tuple[int, int]) -> bool:
         start, end = found[0], found[0] + found[1]
@@ -943,12 +952,16 @@ def estimate_load(
             width=width, height=height, crs=grid_crs, resolution=grid_res, rows=days, format="CSV + PNG chart"
         )
         estimate.limits = output_checks(width, height, len(names), "float32", core.settings.limits)
+    # the load's dask chunks: a composite is computed by output tiles (composite.TILE a side)
+    from .composite import TILE
+
+    chunk = TILE if operation == "composite" else load.CHUNK
     estimate.notes.append(
         f"{days} solar days from {len(estimate.item_ids)} items; the load holds "
         f"{width} x {height} px x {len(names)} band(s) x {days} days of float32 "
-        f"({width * height * len(names) * days * 4:,} bytes) in dask chunks of at most {load.CHUNK} px"
+        f"({width * height * len(names) * days * 4:,} bytes) in dask chunks of at most {chunk} px"
     )
-    chunks = _chunks(height, width, load.CHUNK)
+    chunks = _chunks(height, width, chunk)
     planner = Planner(core)
     jobs = []
     for stack in prep.stacks:
@@ -1005,7 +1018,8 @@ def load_reads(plan: FilePlan, src, open_level, gbox, chunks) -> int:
         pixels += (ys.stop - ys.start) * (xs.stop - xs.start)
         if plan.indexed:
             level = plan.level(index, open_level)
-            plan.read(level, level.tiles(xs.start, ys.start, xs.stop - xs.start, ys.stop - ys.start), [1])
+            tiles = level.tiles(xs.start, ys.start, xs.stop - xs.start, ys.stop - ys.start)
+            plan.read(level, tiles, [1], fresh=True)  # odc-stac opens the file for each chunk
     return pixels
 
 
