@@ -78,7 +78,7 @@ def make_scl(path: Path, size: int = SIZE, seed: int = 42) -> Path:
 
 def fresh_href(server, path: Path) -> tuple[str, str]:
     """A new URL for the same file (GDAL caches /vsicurl/ reads per URL in a process)."""
-    name = f"{path.stem}-{uuid.uuid4().hex[:6]}.tif"
+    name = f"{path.stem}-{uuid.uuid4().hex[:16]}.tif"  # a --keep folder gathers thousands of them
     (server.directory / name).hardlink_to(path)
     return f"{server.url}/{name}", f"/{name}"
 

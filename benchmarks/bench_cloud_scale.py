@@ -188,6 +188,7 @@ def latency_figures(
     print(
         f"  ceiling: one call >= {math.ceil(24 / workers)} waves x {ROUND_TRIPS} round trips x "
         f"{delay * 1000:.0f} ms = {floor:.2f} s -> at most {one_by_one / floor:.1f}x with this one-by-one time"
+        + ("" if nodelay else " (a short answer may also wait ~40 ms for a delayed ACK: see --nodelay)")
     )
     ratio = together / odc_s
     print(
