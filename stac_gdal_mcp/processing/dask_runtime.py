@@ -221,7 +221,7 @@ def _stream_threads(core, job: Job, parts, ahead: int):
 
 
 def _stream_distributed(core, client, job: Job, parts, ahead: int):
-    from distributed import wait
+    import time
 
     # a part per worker thread at least: each thread then has work while a part ends
     ahead = max(ahead, sum(client.nthreads().values()))
@@ -232,10 +232,9 @@ def _stream_distributed(core, client, job: Job, parts, ahead: int):
                 running[client.compute(collection)] = key
             if not running:
                 return
-            try:
-                done = wait(list(running), timeout=0.2, return_when="FIRST_COMPLETED").done
-            except TimeoutError:
-                done = ()
+            done = [future for future in running if future.done()]
+            if not done:  # (distributed.wait needs a default client; the session's is not one)
+                time.sleep(0.1)
             job.check()
             for future in done:
                 key = running.pop(future)
