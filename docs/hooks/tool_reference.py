@@ -137,11 +137,13 @@ def _tool(tool) -> list[str]:
     if ui:
         lines += [f"Hosts with MCP Apps show the result in `{ui}` (see [the map app](map-app.md)).", ""]
     lines += ["**Parameters**", "", *_parameters_table(tool.input_schema)]
-    fields = (tool.output_schema or {}).get("properties")
-    if fields:  # the listed output schema names the result's fields (server/schemas.py)
+    from stac_gdal_mcp.server.schemas import RESULT_FIELDS
+
+    fields, alternatives = RESULT_FIELDS.get(tool.name, ([], None))
+    if fields:  # kept when the tool was registered (server/schemas.py)
         lines += [f"Result fields (structured content): {', '.join(f'`{name}`' for name in fields)}", ""]
-        if tool.output_schema.get("description"):
-            lines += [f"Result: {_text(tool.output_schema['description'])}", ""]
+        if alternatives:
+            lines += [f"Result: {_text(alternatives)}", ""]
     return lines
 
 

@@ -8,15 +8,20 @@ item of a list). So the schemas the server lists are made small and cheap:
   argument typed `{"type": [T, "null"]}` instead of an `anyOf`, and an optional argument whose
   default is null listed without the default and the null type (leaving it out says the same);
   arguments are described and checked as before.
-- `output_schema`: the names of the result's top-level fields (`{"items": {}, "next_cursor": {}}`),
-  nothing `required`, so that checking a result costs a client nothing and the listing stays short;
-  a tool that may also answer a dry run's Estimate says so in the description. The precise shapes
-  are the pydantic models in `stac_gdal_mcp.models` (and the docs' tool reference).
+- `output_schema`: `{"type": "object"}`: the tool answers with structured content (a JSON object),
+  which a client checks at no cost. Hosts do not show output schemas to the model, and a schema of
+  bare field names (`{"items": {}, ...}`, what it was) checked nothing while costing 2.4 KB of the
+  listing; a tool's description names what it returns, the docs' tool reference lists each
+  result's fields (`RESULT_FIELDS`, kept when the tool is registered), and the precise shapes are
+  the pydantic models in `stac_gdal_mcp.models`.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+# tool name -> (the result's top-level field names, what else it may answer): for the docs
+RESULT_FIELDS: dict[str, tuple[list[str], str | None]] = {}
 
 
 def strip_titles(schema: Any) -> Any:
@@ -149,4 +154,11 @@ def compact_tool(mcp, name: str) -> None:
     for tool in list(components.values()):
         if isinstance(tool, Tool) and tool.name == name:
             tool.parameters = compact_input_schema(tool.parameters)
-            tool.output_schema = compact_output_schema(tool.output_schema)
+            documented = compact_output_schema(tool.output_schema)
+            if documented is not None and "x-fastmcp-wrap-result" not in documented:
+                RESULT_FIELDS[name] = (
+                    list(documented.get("properties") or {}),
+                    documented.get("description"),
+                )
+                documented = {"type": "object"}
+            tool.output_schema = documented
