@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .catalogs import Catalogs
 from .discovery.cursors import Cursors
+from .processing.jobs import JobSlots
 from .settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -24,6 +25,8 @@ class Core:
         self.settings = settings or load_settings()
         # made here, not on first use: two threads must never sign with two different keys
         self.cursors: Cursors = Cursors()
+        # the slots processing jobs wait for (limits.max_jobs); one per core, made here for the same reason
+        self.job_slots = JobSlots(self.settings.limits.max_jobs)
 
     @cached_property
     def catalogs(self) -> Catalogs:

@@ -160,6 +160,8 @@ class LimitSettings(BaseModel):
     max_output_bytes: int = Field(2 * 1024**3, ge=1)
     max_resource_bytes: int = Field(5 * 1024**2, ge=1)
     max_concurrency: int = Field(8, ge=1)
+    # processing jobs running at once in one server; more wait their turn (the wait counts in job_timeout_s)
+    max_jobs: int = Field(4, ge=1)
     # source pixels one operation may read (from the overview it uses), checked before reading
     max_read_pixels: int = Field(400_000_000, ge=1)
     # wall time of one processing job (reproject, convert, preview, cloud stats, loads), seconds

@@ -9,6 +9,7 @@ import uuid
 
 import numpy as np
 import pytest
+import rasterio
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 from helpers import write_cog
@@ -145,3 +146,51 @@ def test_limits_checked_before_reading(make_settings, slow_server):
     bytes_limited = make_settings(limits={"max_output_bytes": 1_000_000})
     with pytest.raises(LimitExceeded, match="max_output_bytes"):
         convert_asset(Core(bytes_limited), source, output_format="COG")
+
+
+async def test_jobs_beyond_max_jobs_wait_their_turn(make_settings, slow_server, small_chunks):
+    """limits.max_jobs=1: two conversions at once run one after the other - the second reports
+    that it waits, and its reads start only after the first's last read - and both are right; a
+    third, cancelled while it waits, reads nothing and leaves nothing."""
+    settings = make_settings(limits={"max_jobs": 1})
+    names = [f"big-{uuid.uuid4().hex[:6]}.tif" for _ in range(4)]  # fresh: GDAL caches per URL
+    for name in names:
+        (slow_server.directory / name).hardlink_to(slow_server.directory / "big.tif")
+    hrefs = [f"{slow_server.url}/{name}" for name in names]
+    waited = {0: 0, 1: 0}
+
+    def counting(n):
+        async def on_progress(progress, total, message):
+            waited[n] += "waiting for a free slot" in (message or "")
+
+        return on_progress
+
+    async with Client(build_server(settings)) as client:
+
+        async def convert(n, href):
+            args = {"href": href, "output_format": "GTiff"}
+            return (
+                await client.call_tool("convert_asset", args, progress_handler=counting(n))
+            ).structured_content
+
+        first = asyncio.create_task(convert(0, hrefs[0]))
+        await asyncio.sleep(0.5)  # the first holds the only slot
+        records = [*await asyncio.gather(first, convert(1, hrefs[1]))]
+        holder = asyncio.create_task(convert(0, hrefs[3]))
+        await asyncio.sleep(0.5)
+        with pytest.raises(MCPError, match="timed out"):  # waits behind `holder`, then is cancelled
+            await client.call_tool("convert_asset", {"href": hrefs[2], "output_format": "GTiff"}, timeout=1.0)
+        await holder
+        outputs = (await client.call_tool("list_outputs", {})).structured_content["outputs"]
+    assert waited == {0: 0, 1: waited[1]} and waited[1] >= 1, waited
+    paths = [path for path, _, _ in slow_server.request_log()]
+    reads = {n: [i for i, path in enumerate(paths) if path.endswith(names[n])] for n in range(3)}
+    assert reads[1] and [i for i in reads[0] if i < min(reads[1])]  # the first read before the second
+    assert not [i for i in reads[0] if min(reads[1]) < i < max(reads[1])]  # and not while it read
+    assert reads[2] == []  # the cancelled call never started reading
+    assert len(outputs) == 3
+    with rasterio.open(slow_server.directory / names[0]) as src:
+        want = src.read(1)
+    for record in records:
+        with rasterio.open(record["assets"]["data"]["href"]) as out:
+            assert np.array_equal(out.read(1), want)

@@ -98,7 +98,7 @@ def register(mcp, session: Session) -> None:
             )
             return tables.cloud_cover_result(frame)
 
-        return answer(await run_job(ctx, work))
+        return answer(await run_job(ctx, session.core.job_slots, work))
 
     @tool(mcp, WRITES_OUTPUT, task=task_config(), output_schema=or_estimate(series.TimeSeriesResult))
     async def time_series(
@@ -157,7 +157,7 @@ def register(mcp, session: Session) -> None:
             chart = session.save(frame, format="png", job=job)
             return series.result(frame, csv, chart), (csv, chart), chart_content(session, chart)
 
-        return answer(*await run_job(ctx, work))
+        return answer(*await run_job(ctx, session.core.job_slots, work))
 
     @tool(
         mcp,
@@ -216,4 +216,4 @@ def register(mcp, session: Session) -> None:
             images = quicklook_content(session, record) if quicklook else []
             return composites.result(array, record), (record,), images
 
-        return answer(*await run_job(ctx, work))
+        return answer(*await run_job(ctx, session.core.job_slots, work))

@@ -44,9 +44,10 @@ DryRun = Annotated[
 ]
 
 
-async def run_job(ctx: Context | None, fn, /, *args, **kwargs):
-    """Run `fn(*args, job=Job, **kwargs)` in a worker thread; report its progress to `ctx`;
-    on cancellation, cancel the job and wait until it has cleaned up, then re-raise."""
+async def run_job(ctx: Context | None, slots, fn, /, *args, **kwargs):
+    """Run `fn(*args, job=Job, **kwargs)` in a worker thread once one of `slots` (the core's
+    `job_slots`: limits.max_jobs) is free; report its progress (and the wait) to `ctx`; on
+    cancellation, cancel the job and wait until it has cleaned up, then re-raise."""
     import threading
 
     import anyio
@@ -65,7 +66,8 @@ async def run_job(ctx: Context | None, fn, /, *args, **kwargs):
 
     def work():
         try:
-            return fn(*args, job=job, **kwargs)
+            with slots.hold(job):
+                return fn(*args, job=job, **kwargs)
         finally:
             finished.set()
 
@@ -115,7 +117,7 @@ def register(mcp, session: Session) -> None:
             job.check()
             return info
 
-        return await run_job(ctx, work)
+        return await run_job(ctx, session.core.job_slots, work)
 
     @tool(
         mcp,
@@ -194,7 +196,7 @@ def register(mcp, session: Session) -> None:
                 job=job,
             )
 
-        result = await run_job(ctx, work)
+        result = await run_job(ctx, session.core.job_slots, work)
         if quicklook and isinstance(result, OutputRecord):
             from anyio import to_thread
 
@@ -267,7 +269,7 @@ def register(mcp, session: Session) -> None:
                 job=job,
             )
 
-        return _answer(await run_job(ctx, work))
+        return _answer(await run_job(ctx, session.core.job_slots, work))
 
     @tool(mcp, WRITES_OUTPUT, output_schema=or_estimate(OutputRecord), app=map_app_config())
     async def preview(
@@ -325,7 +327,7 @@ def register(mcp, session: Session) -> None:
                 job=job,
             )
 
-        image = await run_job(ctx, work)
+        image = await run_job(ctx, session.core.job_slots, work)
         if dry_run:
             return estimate_result(image)
         record = image.record
