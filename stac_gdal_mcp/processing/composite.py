@@ -1,8 +1,10 @@
 """A cloud-free picture of an AOI: per pixel, the median (mean, min, max) over time of each band.
 
-`composite` computes it as a georeferenced xarray DataArray (band, y, x; NaN where no usable
-value was seen), its provenance in `attrs`; `save_array` writes a DataArray as a float COG with
-a record naming every item it came from. `result` is the shape the server's tool returns.
+`composite` returns it as a lazy, georeferenced xarray DataArray on dask (band, y, x; NaN where
+no usable value was seen), its provenance in `attrs`, its blocks output tiles of TILE px;
+`save_array` computes a DataArray a few tiles at a time and writes it as a float COG with a
+record naming every item it came from (a composite's failed days left out of every tile).
+`result` is the shape the server's tool returns.
 """
 
 from __future__ import annotations
