@@ -159,7 +159,9 @@ class LimitSettings(BaseModel):
     max_output_pixels: int = Field(100_000_000, ge=1)
     max_output_bytes: int = Field(2 * 1024**3, ge=1)
     max_resource_bytes: int = Field(5 * 1024**2, ge=1)
-    max_concurrency: int = Field(8, ge=1)
+    # items read at once (cloud cover's reader threads, dask threads of loads, catalogs of a federated
+    # search): reads wait on the network far more than on the CPU, so more than the cores
+    max_concurrency: int = Field(16, ge=1)
     # processing jobs running at once in one server; more wait their turn (the wait counts in job_timeout_s)
     max_jobs: int = Field(4, ge=1)
     # source pixels one operation may read (from the overview it uses), checked before reading
