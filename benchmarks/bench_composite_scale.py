@@ -121,33 +121,40 @@ def run_ours(folder: Path, items: list[dict], scheduler: str | None) -> dict:
     }
 
 
-def run_odc(folder: Path, items: list[dict], streamed: bool = False) -> dict:
-    import dask
+def baseline_median(items: list[dict]):
+    """The baselines' lazy median: one odc-stac load (TILE chunks), SCL mask, scale/offset, `.median`."""
     import numpy as np
     import pystac
-    import rioxarray  # noqa: F401  (the .rio accessor)
     import xarray as xr
     from odc.stac import load
 
     from stac_gdal_mcp.processing.composite import TILE
 
+    ds = load(
+        [pystac.Item.from_dict(i, migrate=False) for i in items],
+        bands=[*BANDS, "scl"],
+        bbox=aoi_of(items[0]),
+        groupby="solar_day",
+        chunks={"x": TILE, "y": TILE},
+    )
+    clear = ~ds.scl.isin(NOT_CLEAR)
+    bands = []
+    for name in BANDS:
+        (entry,) = items[0]["assets"][name]["raster:bands"]
+        value = ds[name].where(clear & (ds[name] != 0)).astype("float32")
+        value = value * np.float32(entry.get("scale", 1.0)) + np.float32(entry.get("offset", 0.0))
+        bands.append(value.median("time", skipna=True))
+    return xr.concat(bands, dim="band").assign_coords(band=list(BANDS))
+
+
+def run_odc(folder: Path, items: list[dict], streamed: bool = False) -> dict:
+    import dask
+    import numpy as np
+    import rioxarray  # noqa: F401  (the .rio accessor)
+
     start = time.perf_counter()
     with dask.config.set(scheduler="threads", num_workers=WORKERS):
-        ds = load(
-            [pystac.Item.from_dict(i, migrate=False) for i in items],
-            bands=[*BANDS, "scl"],
-            bbox=aoi_of(items[0]),
-            groupby="solar_day",
-            chunks={"x": TILE, "y": TILE},
-        )
-        clear = ~ds.scl.isin(NOT_CLEAR)
-        bands = []
-        for name in BANDS:
-            (entry,) = items[0]["assets"][name]["raster:bands"]
-            value = ds[name].where(clear & (ds[name] != 0)).astype("float32")
-            value = value * np.float32(entry.get("scale", 1.0)) + np.float32(entry.get("offset", 0.0))
-            bands.append(value.median("time", skipna=True))
-        median = xr.concat(bands, dim="band").assign_coords(band=list(BANDS)).rio.write_nodata(np.nan)
+        median = baseline_median(items).rio.write_nodata(np.nan)
         out = folder / f"odc-{uuid.uuid4().hex[:6]}.tif"
         cog = {"compress": "DEFLATE", "predictor": "YES", "blocksize": 512, "overview_resampling": "AVERAGE"}
         if not streamed:  # the whole median in memory, then GDAL's COG driver
@@ -173,30 +180,11 @@ def run_odc_windows(folder: Path, items: list[dict], window: int) -> dict:
     into one array, written with rioxarray as a COG."""
     import dask
     import numpy as np
-    import pystac
     import rioxarray  # noqa: F401
-    import xarray as xr
-    from odc.stac import load
-
-    from stac_gdal_mcp.processing.composite import TILE
 
     start = time.perf_counter()
     with dask.config.set(scheduler="threads", num_workers=WORKERS):
-        ds = load(
-            [pystac.Item.from_dict(i, migrate=False) for i in items],
-            bands=[*BANDS, "scl"],
-            bbox=aoi_of(items[0]),
-            groupby="solar_day",
-            chunks={"x": TILE, "y": TILE},
-        )
-        clear = ~ds.scl.isin(NOT_CLEAR)
-        bands = []
-        for name in BANDS:
-            (entry,) = items[0]["assets"][name]["raster:bands"]
-            value = ds[name].where(clear & (ds[name] != 0)).astype("float32")
-            value = value * np.float32(entry.get("scale", 1.0)) + np.float32(entry.get("offset", 0.0))
-            bands.append(value.median("time", skipna=True))
-        median = xr.concat(bands, dim="band").assign_coords(band=list(BANDS))
+        median = baseline_median(items)
         out_values = np.empty(median.shape, dtype="float32")
         height, width = median.shape[1:]
         for r0 in range(0, height, window):
