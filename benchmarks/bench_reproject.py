@@ -85,7 +85,7 @@ def rio_warp(
         options.pop("GDAL_NUM_THREADS")
     env = {**os.environ, **options}
     command = [
-        "rio",
+        str(Path(sys.executable).with_name("rio")),  # the venv's, also when its bin/ is not on PATH (make)
         "warp",
         f"/vsicurl/{url}",
         str(out),
