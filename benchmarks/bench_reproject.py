@@ -80,7 +80,7 @@ def rio_warp(
     from stac_gdal_mcp.settings import load_settings
 
     url, _ = fresh_url(server, cog)
-    options = gdal_env(load_settings())
+    options = gdal_env(load_settings(network={"allow_private_hosts": True}))
     if not threads:
         options.pop("GDAL_NUM_THREADS")
     env = {**os.environ, **options}
