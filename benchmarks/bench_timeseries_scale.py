@@ -91,9 +91,9 @@ def field_aoi() -> list[float]:
 
 
 def main() -> None:
-    from stac_gdal_mcp.core import Core
+    from bench_cloud_bytes import local_catalog
+
     from stac_gdal_mcp.processing.series import time_series
-    from stac_gdal_mcp.settings import load_settings
     from testbed import serve_directory
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -109,15 +109,7 @@ def main() -> None:
         base, scene_dir = base_scene(folder)
         with serve_directory(folder, delay_s=args.delay, nodelay=args.nodelay) as server:
             items, files = make_items(server, base, scene_dir, args.items)
-            path = folder / f"items-{uuid.uuid4().hex[:6]}.json"
-            path.write_text(json.dumps({"type": "FeatureCollection", "features": items}))
-            settings = load_settings(
-                workspace=folder / "workspace",
-                network={"allow_private_hosts": True},
-                catalogs=[{"id": "bench", "path": str(path)}],
-                default_catalog="bench",
-            )
-            core = Core(settings)
+            core = local_catalog(folder, items)
             server.reset_stats()
             start = time.perf_counter()
             table = time_series(
