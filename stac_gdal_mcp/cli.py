@@ -7,6 +7,32 @@ import sys
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import gc
+
+    # Start-up makes ~200,000 objects that live as long as the server (modules, classes, schemas):
+    # the cyclic collector walking them again and again while they are made costs more than our own
+    # start-up work. Collect nothing until the server is built; then freeze what exists, so later
+    # collections (during tool calls) skip it too.
+    gc.disable()
+    try:
+        mcp = _build(args)
+    finally:
+        gc.enable()
+    if isinstance(mcp, int):
+        return mcp
+    gc.freeze()
+    if args.transport == "stdio":
+        from .server.stdio_guard import answer_every_line
+
+        answer_every_line()  # a line that is not a JSON-RPC message gets an error, not silence
+        mcp.run(transport="stdio", show_banner=False)
+    else:
+        mcp.run(transport="http", host=args.host, port=args.port, show_banner=False)
+    return 0
+
+
+def _build(args: argparse.Namespace):
+    """The server `serve` runs, or an exit status when it cannot start (reason on stderr)."""
     from .errors import StacGdalMcpError
     from .server import build_server
     from .settings import load_settings
@@ -28,18 +54,10 @@ def _serve(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        mcp = build_server(settings, http_token=token if args.transport == "http" else None)
+        return build_server(settings, http_token=token if args.transport == "http" else None)
     except StacGdalMcpError as exc:
         print(f"stac-gdal-mcp: {exc}", file=sys.stderr)
         return 2
-    if args.transport == "stdio":
-        from .server.stdio_guard import answer_every_line
-
-        answer_every_line()  # a line that is not a JSON-RPC message gets an error, not silence
-        mcp.run(transport="stdio", show_banner=False)
-    else:
-        mcp.run(transport="http", host=args.host, port=args.port, show_banner=False)
-    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:

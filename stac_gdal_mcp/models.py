@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_serializer
 class Model(BaseModel):
     """The one pydantic base of every result model: unknown fields are an error."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class SearchFeatures(Model):

@@ -44,17 +44,17 @@ def install_extensions(mcp, session) -> Extensions:
     settings = session.settings
     report = Extensions(strict=settings.plugins.strict)
     _register_list_extensions(mcp, report)
-    names = ToolNames(_tool_names(mcp))
 
     sources, problems = discover(settings.plugins.dir)
     report.plugins += problems
-    for source in sources:
-        info = load_plugin(source, mcp, session, names)
-        if info is not None:
-            report.plugins.append(info)
-
-    if settings.external_servers:
-        _install_external_servers(mcp, settings.external_servers, names, report)
+    if sources or settings.external_servers:  # listing the core tools' names costs a start-up
+        names = ToolNames(_tool_names(mcp))
+        for source in sources:
+            info = load_plugin(source, mcp, session, names)
+            if info is not None:
+                report.plugins.append(info)
+        if settings.external_servers:
+            _install_external_servers(mcp, settings.external_servers, names, report)
 
     session.on_close(report.close)
     failures = report.failures()
