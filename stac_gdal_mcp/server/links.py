@@ -2,16 +2,15 @@
 content blocks naming the output's resources, so a host fetches files when it wants them
 instead of receiving them inline; and the result of a dry run (an estimate, nothing written).
 
-A tool that may answer either (an output, or with `dry_run=true` an estimate) declares both
-shapes in one output schema (`or_estimate`), so clients that check structured content against
-the schema accept either answer.
+A tool that may answer either (an output, or with `dry_run=true` an estimate) lists the output
+schema `{"type": "object"}`, which both answers meet (server/schemas.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .resources import file_uri, output_uri
 
@@ -109,11 +108,3 @@ def summary(estimate: Estimate) -> str:
     if estimate.would_refuse:
         parts.append(f"WOULD BE REFUSED: {estimate.refusal}")
     return "; ".join(parts)
-
-
-def or_estimate(model: type[BaseModel]) -> dict[str, Any]:
-    """An output schema: `model`, or an Estimate (the answer of a dry run); see server/schemas.py."""
-    from ..processing.estimate import Estimate
-    from .schemas import result_schema
-
-    return result_schema(model, Estimate)

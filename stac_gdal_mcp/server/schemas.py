@@ -44,48 +44,22 @@ def strip_titles(schema: Any) -> Any:
     return out
 
 
-def _ref_name(schema: dict) -> str | None:
-    ref = schema.get("$ref")
-    return ref.rsplit("/", 1)[-1] if isinstance(ref, str) else None
+OBJECT_RESULT: dict[str, Any] = {"type": "object"}  # every core tool's listed output schema
 
 
-def result_schema(model: type, *alternatives: type) -> dict[str, Any]:
-    """The listed output schema of a tool whose result is the pydantic `model` (or, for a dry
-    run, one of `alternatives`): the names of `model`'s top-level fields as serialized, read from
-    the model class (no JSON schema is generated: a faster start)."""
+def result_fields(model: type, *alternatives: type) -> tuple[list[str], str | None]:
+    """For the docs (`RESULT_FIELDS`): the names of the pydantic `model`'s top-level fields as
+    serialized, read from the model class (no JSON schema is generated: a faster start), and what
+    else the tool may answer (`alternatives`, e.g. the Estimate of a dry run)."""
     by_alias = model.model_config.get("serialize_by_alias", False)
     names = [
         (field.serialization_alias or field.alias or name) if by_alias else name
         for name, field in model.model_fields.items()
     ]
-    out: dict[str, Any] = {
-        "type": "object",
-        "properties": {n: {} for n in [*names, *model.model_computed_fields]},
-    }
-    if alternatives:
-        others = " or ".join(a.__name__ for a in alternatives)
-        out["description"] = f"{model.__name__}; with dry_run=true: {others}"
-    return out
-
-
-def compact_output_schema(schema: dict | None) -> dict | None:
-    """A result schema cut to its top-level fields (see the module docstring); None stays None."""
-    if not schema or "x-fastmcp-wrap-result" in schema:
-        return schema
-    defs = schema.get("$defs") or {}
-
-    def resolve(s: dict) -> dict:
-        name = _ref_name(s)
-        return defs.get(name, s) if name else s
-
-    alternatives = [resolve(s) for s in schema.get("anyOf") or schema.get("oneOf") or []] or [schema]
-    main = alternatives[0]  # a union (result or dry-run Estimate): the result's fields, the rest named
-    props = {name: {} for name in main.get("properties") or {}}
-    out: dict[str, Any] = {"type": "object", "properties": props}
-    if len(alternatives) > 1:
-        others = [a.get("title") for a in alternatives[1:] if a.get("title")]
-        out["description"] = f"{main.get('title', 'result')}; with dry_run=true: {' or '.join(others)}"
-    return out
+    others = " or ".join(a.__name__ for a in alternatives)
+    return [*names, *model.model_computed_fields], (
+        f"{model.__name__}; with dry_run=true: {others}" if others else None
+    )
 
 
 def _collapse_nullable(prop: dict) -> dict:
@@ -147,18 +121,10 @@ def compact_input_schema(schema: dict) -> dict:
 
 
 def compact_tool(mcp, name: str) -> None:
-    """Make the listed schemas of the tool `name`, just registered on `mcp`, small (in place)."""
+    """Make the listed input schema of the tool `name`, just registered on `mcp`, small (in place)."""
     from fastmcp.tools import Tool
 
     components = getattr(getattr(mcp, "_local_provider", None), "_components", {})
     for tool in list(components.values()):
         if isinstance(tool, Tool) and tool.name == name:
             tool.parameters = compact_input_schema(tool.parameters)
-            documented = compact_output_schema(tool.output_schema)
-            if documented is not None and "x-fastmcp-wrap-result" not in documented:
-                RESULT_FIELDS[name] = (
-                    list(documented.get("properties") or {}),
-                    documented.get("description"),
-                )
-                documented = {"type": "object"}
-            tool.output_schema = documented

@@ -10,7 +10,7 @@ import inspect
 
 from pydantic import BaseModel
 
-from ..schemas import compact_tool, result_schema
+from ..schemas import OBJECT_RESULT, RESULT_FIELDS, compact_tool, result_fields
 from .errors import core_errors
 
 # Tool annotations. The MCP spec's defaults are left out: idempotentHint false, and destructiveHint
@@ -19,10 +19,13 @@ READ_ONLY = {"readOnlyHint": True, "openWorldHint": True}
 WRITES_OUTPUT = {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": True}
 
 
-def tool(mcp, annotations, **kwargs):
-    """`@tool(mcp, READ_ONLY)`: register a tool whose core errors become tool errors."""
+def tool(mcp, annotations, *, estimates: bool = False, **kwargs):
+    """`@tool(mcp, READ_ONLY)`: register a tool whose core errors become tool errors. Its result is
+    the pydantic model (or dict) of its return annotation, or with `estimates=True` also an
+    Estimate (the answer of `dry_run=true`); listed as `{"type": "object"}` (server/schemas.py)."""
 
     def decorate(fn):
+        name = kwargs.get("name") or fn.__name__
         wrapped = core_errors(fn)
         # the docstring as the description, given here: fastmcp then never imports griffe to parse
         # it (parameters are described by their Field annotations) - a faster cold start
@@ -31,18 +34,24 @@ def tool(mcp, annotations, **kwargs):
         kwargs.setdefault("description", "\n\n".join(" ".join(p.split()) for p in paragraphs))
         signature = inspect.signature(fn)
         returns = signature.return_annotation
-        if "output_schema" not in kwargs and isinstance(returns, type) and issubclass(returns, BaseModel):
-            kwargs["output_schema"] = result_schema(returns)  # field names, without generating a schema
-        if kwargs.get("output_schema") is not None:
-            # the listed schema is given: fastmcp need not generate one from the return type (a
-            # faster start); results are serialized as they are (pydantic models by their own rules)
-            wrapped.__signature__ = signature.replace(return_annotation=inspect.Signature.empty)
+        if isinstance(returns, type) and issubclass(returns, BaseModel):
+            RESULT_FIELDS[name] = result_fields(returns, *([_estimate_class()] if estimates else []))
+        # the listed output schema is given: fastmcp need not generate one from the return type (a
+        # faster start); results are serialized as they are (pydantic models by their own rules)
+        kwargs.setdefault("output_schema", OBJECT_RESULT)
+        wrapped.__signature__ = signature.replace(return_annotation=inspect.Signature.empty)
         wrapped.__doc__ = None
         registered = mcp.tool(wrapped, annotations=annotations, **kwargs)
-        compact_tool(mcp, kwargs.get("name") or fn.__name__)  # small listed schemas (server/schemas.py)
+        compact_tool(mcp, name)  # small listed input schemas (server/schemas.py)
         return registered
 
     return decorate
+
+
+def _estimate_class():
+    from ...processing.estimate import Estimate
+
+    return Estimate
 
 
 def resource(mcp, uri, **kwargs):

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from ...session import Session
 from ..images import QuicklookArg, chart_content, quicklook_content
-from ..links import estimate_result, linked_result, or_estimate
+from ..links import estimate_result, linked_result
 from ..map_app import map_app_config
 from ..tasks import task_config
 from . import READ_ONLY, WRITES_OUTPUT, tool
@@ -56,7 +56,7 @@ def register(mcp, session: Session) -> None:
         READ_ONLY,
         app=map_app_config(),
         task=task_config(),
-        output_schema=or_estimate(cloud.CloudCoverResult),
+        estimates=True,
     )
     async def cloud_cover_stats(
         aoi: AoiArg,
@@ -100,7 +100,7 @@ def register(mcp, session: Session) -> None:
 
         return answer(await run_job(ctx, session.core.job_slots, work))
 
-    @tool(mcp, WRITES_OUTPUT, task=task_config(), output_schema=or_estimate(series.TimeSeriesResult))
+    @tool(mcp, WRITES_OUTPUT, task=task_config(), estimates=True)
     async def time_series(
         aoi: AoiArg,
         search: SearchArg = None,
@@ -164,7 +164,7 @@ def register(mcp, session: Session) -> None:
         WRITES_OUTPUT,
         app=map_app_config(),
         task=task_config(),
-        output_schema=or_estimate(composites.CompositeResult),
+        estimates=True,
     )
     async def composite(
         aoi: AoiArg,

@@ -17,7 +17,7 @@ from ...outputs import OutputList, OutputRecord, OutputSummary
 from ...processing.grids import RESAMPLING
 from ...session import Session
 from ..images import QuicklookArg, quicklook_content
-from ..links import estimate_result, linked_result, or_estimate
+from ..links import estimate_result, linked_result
 from ..map_app import map_app_config
 from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
 from ..tasks import status_message, task_config
@@ -124,7 +124,7 @@ def register(mcp, session: Session) -> None:
         WRITES_OUTPUT,
         app=map_app_config(),
         task=task_config(),
-        output_schema=or_estimate(OutputRecord),
+        estimates=True,
     )
     async def reproject_asset(
         dst_crs: Annotated[str, Field(description="target CRS, e.g. 'EPSG:4326', 'EPSG:3857', 'EPSG:32633'")],
@@ -209,7 +209,7 @@ def register(mcp, session: Session) -> None:
         WRITES_OUTPUT,
         app=map_app_config(),
         task=task_config(),
-        output_schema=or_estimate(OutputRecord),
+        estimates=True,
     )
     async def convert_asset(
         output_format: Annotated[
@@ -271,7 +271,7 @@ def register(mcp, session: Session) -> None:
 
         return _answer(await run_job(ctx, session.core.job_slots, work))
 
-    @tool(mcp, WRITES_OUTPUT, output_schema=or_estimate(OutputRecord), app=map_app_config())
+    @tool(mcp, WRITES_OUTPUT, estimates=True, app=map_app_config())
     async def preview(
         href: HrefArg = None,
         collection_id: CollectionIdArg = None,
@@ -291,7 +291,7 @@ def register(mcp, session: Session) -> None:
         ] = 512,
         dry_run: DryRun = False,
         ctx: Context = CurrentContext(),
-    ):
+    ) -> OutputRecord:
         """A quicklook PNG of an item (true colour) or of one asset (colormap), returned as an image
         and saved as an output. Reads overviews: quick even for whole scenes.
 
