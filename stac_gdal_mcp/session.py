@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .models import CatalogInfo, CollectionDetail, CollectionList, Queryables
     from .outputs import OutputRecord, OutputStore
     from .processing.access import AssetSource
+    from .processing.estimate import Estimate
     from .processing.inspect import AssetInfo
     from .processing.jobs import Job
     from .results import Preview, SearchResults
@@ -322,10 +323,12 @@ class Session:
         collection_id: str | None = None,
         item_id: str | None = None,
         catalog: str | None = None,
-    ) -> OutputRecord:
+        dry_run: bool = False,
+    ) -> OutputRecord | Estimate:
         """Warp an asset (or its part inside `bbox`) to `dst_crs` and write it into the workspace
         (a valid COG by default); only the source tiles needed are read. Returns the output's
-        STAC-like record. Inputs as for `asset`; `job` reports progress and can cancel.
+        STAC-like record. Inputs as for `asset`; `job` reports progress and can cancel;
+        `dry_run=True` returns what it would read and write instead (an `Estimate`).
 
         >>> record = session.reproject(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "red",
         ...                            dst_crs="EPSG:4326", bbox=aoi)
@@ -334,20 +337,22 @@ class Session:
         """
         from .processing.warp import reproject_asset
 
-        return reproject_asset(
-            self.core,
-            self.asset(
-                source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
-            ),
+        source = self.asset(
+            source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
+        )
+        what = dict(
             dst_crs=dst_crs,
             resolution=resolution,
             bbox=bbox,
             bbox_crs=bbox_crs,
             resampling=resampling,
             output_format=output_format,
-            output_name=output_name,
-            job=job,
         )
+        if dry_run:
+            from .processing.estimate import estimate_reproject
+
+            return estimate_reproject(self.core, source, **what)
+        return reproject_asset(self.core, source, **what, output_name=output_name, job=job)
 
     def convert(
         self,
@@ -365,9 +370,11 @@ class Session:
         collection_id: str | None = None,
         item_id: str | None = None,
         catalog: str | None = None,
-    ) -> OutputRecord:
+        dry_run: bool = False,
+    ) -> OutputRecord | Estimate:
         """Write an asset (its window inside `bbox`, its `bands`) in another format, in its own
-        CRS and resolution; PNG/JPEG are 8-bit renderings. Returns the output's record.
+        CRS and resolution; PNG/JPEG are 8-bit renderings. Returns the output's record
+        (`dry_run=True`: an `Estimate` of what it would read and write).
 
         >>> record = session.convert(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "red",
         ...                          output_format="PNG", bbox=aoi)
@@ -376,19 +383,21 @@ class Session:
         """
         from .processing.convert import convert_asset
 
-        return convert_asset(
-            self.core,
-            self.asset(
-                source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
-            ),
+        source = self.asset(
+            source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
+        )
+        what = dict(
             output_format=output_format,
             bbox=bbox,
             bbox_crs=bbox_crs,
             bands=bands,
             creation_options=creation_options,
-            output_name=output_name,
-            job=job,
         )
+        if dry_run:
+            from .processing.estimate import estimate_convert
+
+            return estimate_convert(self.core, source, **what)
+        return convert_asset(self.core, source, **what, output_name=output_name, job=job)
 
     def preview(
         self,
@@ -403,10 +412,12 @@ class Session:
         collection_id: str | None = None,
         item_id: str | None = None,
         catalog: str | None = None,
-    ) -> Preview:
+        dry_run: bool = False,
+    ) -> Preview | Estimate:
         """A quicklook PNG of an item (true colour from its visual asset or red/green/blue) or of
         one asset (single band, colormap), at most `max_size` px; it shows inline in Jupyter and
-        is saved as an output (`.record`). `assets`: 1 or 3 asset names to show.
+        is saved as an output (`.record`). `assets`: 1 or 3 asset names to show. `dry_run=True`:
+        an `Estimate` of what it would read and write.
 
         >>> image = session.preview(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), bbox=aoi, max_size=64)
         >>> image.png[:4], image.width <= 64
@@ -436,6 +447,10 @@ class Session:
             sources = [
                 self.asset(item, name, catalog=catalog) for name in previews.preview_assets(item, assets)
             ]
+        if dry_run:
+            from .processing.estimate import estimate_preview
+
+            return estimate_preview(self.core, sources, bbox=bbox, max_size=max_size)
         record, png = previews.render_preview(self.core, sources, bbox=bbox, max_size=max_size, job=job)
         return Preview(png=png, record=record)
 
@@ -451,8 +466,9 @@ class Session:
         max_items: int | None = None,
         sort: Literal["clear", "cloud", "datetime", "-datetime", "search"] = "clear",
         job: Job | None = None,
+        dry_run: bool = False,
         **search: Unpack[SearchArgs],
-    ) -> pd.DataFrame:
+    ) -> pd.DataFrame | Estimate:
         """How cloudy was *this area* in each scene: per item, the cloud, shadow, cirrus, snow,
         water and clear fractions of the valid pixels inside `aoi` (a WGS84 bbox or GeoJSON
         geometry), its no-data fraction, and the scene-wide eo:cloud_cover for comparison, from
@@ -460,6 +476,7 @@ class Session:
         [{"collection_id": ..., "item_id": ...}]) or the search arguments (collections,
         datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover). Clearest first by
         default. A DataFrame, one row per item; `attrs` hold aoi_bbox, sort, failed and notes.
+        `dry_run=True`: an `Estimate` of what it would read (only headers are read).
 
         >>> ranking = session.cloud_cover(aoi, collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
         >>> ranking[["item_id", "cloud_fraction", "scene_cloud_cover"]].tail(1).to_dict("records")
@@ -471,18 +488,19 @@ class Session:
 
         if isinstance(items, SearchResults):
             items = [{"collection_id": s.collection, "item_id": s.id} for s in items.summaries]
-        result = cloud_cover_stats(
-            self.core,
-            aoi,
+        what = dict(
             items=list(items) if items is not None else None,
             catalog=catalog,
             resolution=resolution,
             max_items=max_items,
             sort=sort,
-            job=job,
             **search_args(search),
         )
-        return cloud_cover_frame(result)
+        if dry_run:
+            from .processing.estimate import estimate_cloud_cover
+
+            return estimate_cloud_cover(self.core, aoi, **what)
+        return cloud_cover_frame(cloud_cover_stats(self.core, aoi, **what, job=job))
 
     def load(
         self,
@@ -541,13 +559,15 @@ class Session:
         max_items: int | None = None,
         gdal_options: dict[str, str] | None = None,
         job: Job | None = None,
+        dry_run: bool = False,
         **search: Unpack[SearchArgs],
-    ) -> pd.DataFrame:
+    ) -> pd.DataFrame | Estimate:
         """One value per solar day over `aoi`: `reducer` of `expression` (an index - ndvi, ndwi,
         nbr, ndbi -, a band, or a formula of band names such as "(nir-red)/(nir+red)") over the
         pixels left after cloud masking. A DataFrame indexed by acquisition time (UTC) with
         columns date, datetime, value, valid_fraction, valid_pixels, collection_id, item_ids;
-        nothing is written until you `save` it (CSV, or format="png" for a chart).
+        nothing is written until you `save` it (CSV, or format="png" for a chart). `dry_run=True`:
+        an `Estimate` of what it would read (only headers are read).
 
         >>> table = session.time_series(aoi, "ndvi", collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
         >>> list(table["date"]), [round(v, 3) for v in table["value"]]
@@ -555,9 +575,7 @@ class Session:
         """
         from .processing.series import time_series
 
-        return time_series(
-            self.core,
-            aoi,
+        what = dict(
             expression=expression,
             reducer=reducer,
             mask_clouds=mask_clouds,
@@ -565,10 +583,13 @@ class Session:
             crs=crs,
             catalog=catalog,
             max_items=max_items,
-            gdal_options=gdal_options,
-            job=job,
             **search_args(search),
         )
+        if dry_run:
+            from .processing.estimate import estimate_time_series
+
+            return estimate_time_series(self.core, aoi, **what)
+        return time_series(self.core, aoi, **what, gdal_options=gdal_options, job=job)
 
     def composite(
         self,
@@ -583,12 +604,14 @@ class Session:
         max_items: int | None = None,
         gdal_options: dict[str, str] | None = None,
         job: Job | None = None,
+        dry_run: bool = False,
         **search: Unpack[SearchArgs],
-    ) -> xr.DataArray:
+    ) -> xr.DataArray | Estimate:
         """A cloud-free picture of `aoi`: per pixel, the median (mean, min, max) over time of each
         band's cloud-masked values; a float32 DataArray (band, y, x) of reflectances, NaN where no
         clear value was seen, georeferenced (its `spatial_ref`). `save` writes it as a COG whose
-        record lists every item it came from.
+        record lists every item it came from. `dry_run=True`: an `Estimate` of what computing and
+        saving it would read and write (only headers are read).
 
         >>> rgb = session.composite(aoi, ["red", "green", "blue"], collections=["sentinel-2-l2a"])
         >>> rgb.dims, rgb.band.values.tolist(), rgb.attrs["items"]
@@ -596,9 +619,7 @@ class Session:
         """
         from .processing.composite import composite
 
-        return composite(
-            self.core,
-            aoi,
+        what = dict(
             bands=bands,
             method=method,
             mask_clouds=mask_clouds,
@@ -606,10 +627,13 @@ class Session:
             crs=crs,
             catalog=catalog,
             max_items=max_items,
-            gdal_options=gdal_options,
-            job=job,
             **search_args(search),
         )
+        if dry_run:
+            from .processing.estimate import estimate_composite
+
+            return estimate_composite(self.core, aoi, **what)
+        return composite(self.core, aoi, **what, gdal_options=gdal_options, job=job)
 
     # --- outputs -------------------------------------------------------------------------------
 

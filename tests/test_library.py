@@ -322,3 +322,42 @@ def test_local_search_skips_items_without_geometry_or_bbox():
     by_shape = check_search(None, None, polygon, None, None, None, None, None, None, None)
     assert sorted(i["id"] for i in local_search(items, by_shape)) == ["3d", "flat"]
     assert len(local_search(items, check_search(*[None] * 10))) == 5
+
+
+def test_dry_runs_plan_what_the_calls_then_do_and_write_nothing(session):
+    from stac_gdal_mcp.processing.estimate import Estimate
+
+    scene = ("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A")
+    rgb = ["red", "green", "blue"]
+    plans = {
+        "reproject": session.reproject(scene, "red", dst_crs="EPSG:4326", bbox=FIELDS, dry_run=True),
+        "convert": session.convert(scene, "nir", output_format="GTiff", bbox=FIELDS, dry_run=True),
+        "preview": session.preview(scene, bbox=FIELDS, max_size=64, dry_run=True),
+        "cloud_cover": session.cloud_cover(WHOLE, dry_run=True, **SEARCH),
+        "time_series": session.time_series(FIELDS, "ndvi", dry_run=True, **SEARCH),
+        "composite": session.composite(FIELDS, rgb, dry_run=True, **SEARCH),
+    }
+    assert session.outputs.list() == []  # a dry run writes nothing
+    for plan in plans.values():
+        assert isinstance(plan, Estimate) and plan.read_bytes > 0 and not plan.would_refuse
+
+    # each plan names the output and the items of the call it stands for
+    def size(record):
+        with rasterio.open(session.outputs.path(record.id)) as out:
+            return out.width, out.height
+
+    for name, record in (
+        ("reproject", session.reproject(scene, "red", dst_crs="EPSG:4326", bbox=FIELDS)),
+        ("convert", session.convert(scene, "nir", output_format="GTiff", bbox=FIELDS)),
+    ):
+        assert (plans[name].output.width, plans[name].output.height) == size(record), name
+    image = session.preview(scene, bbox=FIELDS, max_size=64)
+    assert (plans["preview"].output.width, plans["preview"].output.height) == (image.width, image.height)
+    ranking = session.cloud_cover(WHOLE, **SEARCH)
+    assert sorted(plans["cloud_cover"].item_ids) == sorted(ranking["item_id"])
+    series = session.time_series(FIELDS, "ndvi", **SEARCH)
+    assert plans["time_series"].output.rows == len(series)
+    array = session.composite(FIELDS, rgb, **SEARCH)
+    out = plans["composite"].output
+    assert (out.bands, out.height, out.width) == array.shape
+    assert len(plans["composite"].item_ids) == array.attrs["items"] == 5

@@ -79,24 +79,16 @@ def register(mcp, session: Session) -> None:
         """
 
         def work(job):
-            if dry_run:
-                return estimate.estimate_cloud_cover(
-                    session.core,
-                    aoi,
-                    resolution=resolution,
-                    max_items=max_items,
-                    sort=sort,
-                    **search_kwargs(search),
-                )
             frame = session.cloud_cover(
                 aoi,
                 resolution=resolution,
                 max_items=max_items,
                 sort=sort,
                 job=job,
+                dry_run=dry_run,
                 **search_kwargs(search),
             )
-            return tables.cloud_cover_result(frame)
+            return frame if dry_run else tables.cloud_cover_result(frame)
 
         return answer(await run_job(ctx, session.core.job_slots, work))
 
@@ -130,18 +122,6 @@ def register(mcp, session: Session) -> None:
         """
 
         def work(job):
-            if dry_run:
-                return estimate.estimate_time_series(
-                    session.core,
-                    aoi,
-                    expression=expression,
-                    reducer=reducer,
-                    mask_clouds=mask_clouds,
-                    resolution=resolution,
-                    crs=crs,
-                    max_items=max_items,
-                    **search_kwargs(search),
-                ), ()
             frame = session.time_series(
                 aoi,
                 expression,
@@ -151,8 +131,11 @@ def register(mcp, session: Session) -> None:
                 crs=crs,
                 max_items=max_items,
                 job=job,
+                dry_run=dry_run,
                 **search_kwargs(search),
             )
+            if dry_run:
+                return (frame,)
             csv = session.save(frame, job=job)
             chart = session.save(frame, format="png", job=job)
             return series.result(frame, csv, chart), (csv, chart), chart_content(session, chart)
@@ -189,18 +172,6 @@ def register(mcp, session: Session) -> None:
         """
 
         def work(job):
-            if dry_run:
-                return estimate.estimate_composite(
-                    session.core,
-                    aoi,
-                    bands=bands,
-                    method=method,
-                    mask_clouds=mask_clouds,
-                    resolution=resolution,
-                    crs=crs,
-                    max_items=max_items,
-                    **search_kwargs(search),
-                ), ()
             array = session.composite(
                 aoi,
                 bands,
@@ -210,8 +181,11 @@ def register(mcp, session: Session) -> None:
                 crs=crs,
                 max_items=max_items,
                 job=job,
+                dry_run=dry_run,
                 **search_kwargs(search),
             )
+            if dry_run:
+                return (array,)
             record = session.save(array, job=job)
             images = quicklook_content(session, record) if quicklook else []
             return composites.result(array, record), (record,), images

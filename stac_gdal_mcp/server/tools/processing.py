@@ -164,22 +164,6 @@ def register(mcp, session: Session) -> None:
         """
 
         def work(job):  # in the worker thread: resolving may call the catalog
-            if dry_run:
-                from ...processing.estimate import estimate_reproject
-
-                source = session.asset(
-                    asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
-                )
-                return estimate_reproject(
-                    session.core,
-                    source,
-                    dst_crs=dst_crs,
-                    resolution=resolution,
-                    bbox=bbox,
-                    bbox_crs=bbox_crs,
-                    resampling=resampling,
-                    output_format=output_format,
-                )
             return session.reproject(
                 asset=asset,
                 href=href,
@@ -194,6 +178,7 @@ def register(mcp, session: Session) -> None:
                 output_format=output_format,
                 output_name=output_name,
                 job=job,
+                dry_run=dry_run,
             )
 
         result = await run_job(ctx, session.core.job_slots, work)
@@ -239,21 +224,6 @@ def register(mcp, session: Session) -> None:
         """
 
         def work(job):
-            if dry_run:
-                from ...processing.estimate import estimate_convert
-
-                source = session.asset(
-                    asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
-                )
-                return estimate_convert(
-                    session.core,
-                    source,
-                    output_format=output_format,
-                    bbox=bbox,
-                    bbox_crs=bbox_crs,
-                    bands=bands,
-                    creation_options=creation_options,
-                )
             return session.convert(
                 asset=asset,
                 href=href,
@@ -267,6 +237,7 @@ def register(mcp, session: Session) -> None:
                 creation_options=creation_options,
                 output_name=output_name,
                 job=job,
+                dry_run=dry_run,
             )
 
         return _answer(await run_job(ctx, session.core.job_slots, work))
@@ -301,20 +272,6 @@ def register(mcp, session: Session) -> None:
         from mcp.types import TextContent
 
         def work(job):
-            if dry_run:
-                from ...processing.estimate import estimate_preview
-                from ...processing.preview import preview_sources
-
-                sources = preview_sources(
-                    session.core,
-                    href=href,
-                    collection_id=collection_id,
-                    item_id=item_id,
-                    asset=asset,
-                    catalog=catalog,
-                    assets=assets,
-                )
-                return estimate_preview(session.core, sources, bbox=bbox, max_size=max_size)
             return session.preview(
                 asset=asset,
                 assets=assets,
@@ -325,6 +282,7 @@ def register(mcp, session: Session) -> None:
                 bbox=bbox,
                 max_size=max_size,
                 job=job,
+                dry_run=dry_run,
             )
 
         image = await run_job(ctx, session.core.job_slots, work)
