@@ -1,0 +1,131 @@
+"""The estimate of cloud_cover_stats: per item, the AOI's window of its cloud mask."""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from ...errors import StacGdalMcpError
+from .reads import Planner, decimated_read
+from .result import Estimate, LimitCheck, OutputSize
+
+if TYPE_CHECKING:
+    from ...core import Core
+
+
+# --- cloud_cover_stats -----------------------------------------------------------------------------
+
+
+def estimate_cloud_cover(
+    core: Core,
+    aoi,
+    *,
+    items: list | None = None,
+    catalog: str | None = None,
+    resolution: float | None = None,
+    max_items: int | None = None,
+    sort: str = "clear",
+    asset: str | None = None,
+    resampling: str = "nearest",
+    **search,
+) -> Estimate:
+    """What `cloud_cover_stats` would read: per item, the AOI's window of its mask (at the
+    overview GDAL picks for `resolution`). Items whose mask cannot be found are noted."""
+    from ...errors import InvalidArgument
+    from ..access import asset_source
+    from ..aoi import aoi_geometry
+    from ..cloud import DEFAULT_MAX_ITEMS, check_mask_format, sort_rows
+    from ..selection import Collections, item_mask, select_items
+
+    aoi_geom = aoi_geometry(aoi)
+    sort_rows([], sort)
+    if resolution is not None and resolution <= 0:
+        raise InvalidArgument(f"resolution must be positive (got {resolution})")
+    cat = core.catalogs.get(catalog)
+    selected, notes = select_items(
+        core,
+        aoi_geom,
+        catalog=catalog,
+        items=items,
+        search=search,
+        max_items=max_items,
+        default_max=DEFAULT_MAX_ITEMS,
+    )
+    collections = Collections(cat)
+    planner = Planner(core)
+    estimate = Estimate(operation="cloud_cover_stats", notes=list(notes))
+    ids, largest = [], 0
+
+    def one(ref_or_item) -> tuple[str, int]:
+        item = (
+            ref_or_item
+            if "assets" in ref_or_item
+            else cat.item(ref_or_item["collection_id"], ref_or_item["item_id"])
+        )
+        mask = item_mask(item, collections, asset)
+        source = asset_source(core, item, mask.asset, catalog=cat.id)
+        check_mask_format(source)
+        with planner.open(source) as (plan, src, open_level):
+            spec, out_shape = cloud_window(src, aoi_geom, resolution)
+            if spec is None:
+                return item["id"], 0
+            decimated_read(
+                plan, src, open_level, spec, out_shape[1], out_shape[0], [1], nearest=resampling != "mode"
+            )
+            return item["id"], out_shape[0] * out_shape[1]
+
+    workers = max(1, min(core.settings.limits.max_concurrency, len(selected) or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="estimate") as pool:
+        futures = [pool.submit(one, it) for it in selected]
+        for it, future in zip(selected, futures):
+            try:
+                item_id, pixels = future.result()
+            except StacGdalMcpError as exc:
+                name = it.get("item_id") or it.get("id")
+                estimate.notes.append(f"item '{name}' would fail: {exc}")
+                continue
+            ids.append(item_id)
+            largest = max(largest, pixels)
+    estimate.item_ids = ids
+    limit = core.settings.limits.max_output_pixels
+    estimate.limits = [
+        LimitCheck(
+            limit="limits.max_output_pixels (AOI pixels per mask)",
+            needed=largest,
+            allowed=limit,
+            ok=largest <= limit,
+        )
+    ]
+    if largest > limit:
+        estimate.notes.append(
+            "the AOI covers more mask pixels than limits.max_output_pixels: those items would get an "
+            "error in their row; pass a coarser resolution"
+        )
+    estimate.output = OutputSize(rows=len(ids))
+    return planner.fill(estimate)
+
+
+def cloud_window(src, aoi_geom, resolution):
+    """The native window `aoi_window_counts` reads and its decimated shape (rows, cols);
+    (None, ...) when the AOI misses the mask."""
+    import numpy as np
+    from rasterio.transform import Affine
+
+    from ..aoi import project_aoi
+    from ..cloud import _coords, decimation
+
+    native = abs(src.transform.a)
+    k = decimation(native, resolution)
+    grid = src.transform @ Affine.scale(k)
+    height, width = math.ceil(src.height / k), math.ceil(src.width / k)
+    xs, ys = _coords(project_aoi(aoi_geom, src.crs))
+    cols, rows = ~grid @ (np.array(xs), np.array(ys))
+    col0, col1 = math.floor(cols.min()), math.ceil(cols.max())
+    row0, row1 = math.floor(rows.min()), math.ceil(rows.max())
+    r0, r1 = max(row0, 0), min(row1, height)
+    c0, c1 = max(col0, 0), min(col1, width)
+    if not (r0 < r1 and c0 < c1):
+        return None, (0, 0)
+    spec = (c0 * k, r0 * k, min(c1 * k, src.width) - c0 * k, min(r1 * k, src.height) - r0 * k)
+    return spec, (r1 - r0, c1 - c0)
