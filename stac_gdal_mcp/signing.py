@@ -6,7 +6,7 @@ some platforms, less on others), so a token baked into an href when the item was
 fails a long job half way. Here:
 
 - hrefs are signed at read time: every open of a file (GDAL through `processing.access`, each
-  dask task of an odc-stac load through `odc_driver`) signs the plain href with the token
+  dask task of an odc-stac load through `processing.odc_reader`) signs the plain href with the token
   cached for its storage container (one per collection on the Planetary Computer);
 - tokens are cached per process and per (account, container) until shortly before they expire
   (`refresh_margin`: 60 s, or a tenth of the token's lifetime for short-lived tokens);
@@ -24,8 +24,6 @@ the subscription key, if any, is the package's (`PC_SDK_SUBSCRIPTION_KEY`).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
 import json
 import logging
 import re
@@ -298,92 +296,3 @@ def is_refused(messages: list[str], exc: BaseException | None = None) -> bool:
     from .processing.gdal_messages import diagnose
 
     return diagnose(messages, exc).reason.startswith("the server answered HTTP 403")
-
-
-# --- odc-stac loads: sign per read, on every dask worker ----------------------------------------
-
-
-def odc_driver(settings: Settings, items: list[dict] | None = None):
-    """An odc-stac reader driver that signs each asset href when a dask task reads it (and
-    renews the token once on HTTP 403), or None when none of `items`' hrefs needs signing
-    (then odc-stac's own driver reads them)."""
-    found = signers(settings)
-    if not found:
-        return None
-    if items is not None:
-        hrefs = [a.get("href") for i in items for a in (i.get("assets") or {}).values()]
-        if not any(isinstance(h, str) and s.applies(h) for s in found for h in hrefs):
-            return None
-    return _driver(tuple(found))
-
-
-def _driver(signers_: tuple):
-    """A SigningRioDriver (module level, so that a pickled driver is rebuilt on a worker)."""
-    return _classes()[1](signers_)
-
-
-_SIGNED_QUERY = re.compile(r"\?[^\s'\"?]*\bsig=[^\s'\",]*")
-
-
-class _ScrubTokens(logging.Filter):
-    """Takes signatures out of odc-stac's log lines (it logs the href of a failed read)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str):
-            record.msg = _SIGNED_QUERY.sub("", record.msg)
-        if isinstance(record.args, tuple):
-            record.args = tuple(_SIGNED_QUERY.sub("", a) if isinstance(a, str) else a for a in record.args)
-        return True
-
-
-@functools.cache
-def _classes():
-    """The odc-stac driver classes, made on first use (odc-stac is a heavy import); odc-stac's
-    reader logs without signatures from then on (here and on every dask worker)."""
-    from odc.loader._rio import RioDriver, RioReader, rio_read
-    from odc.stac._mdtools import StacAuxReader
-
-    logging.getLogger("odc.loader._rio").addFilter(_ScrubTokens())
-
-    class SigningRioReader(RioReader):
-        """Reads like odc-stac's rasterio reader, with the href signed at read time."""
-
-        def __init__(self, src, ctx, signers_):
-            super().__init__(src, ctx)
-            self._signers = signers_
-
-        def _signer(self, href: str):
-            return next((s for s in self._signers if s.applies(href)), None)
-
-        def read(self, cfg, dst_geobox, *, dst=None, selection=None):
-            from rasterio.errors import RasterioError
-
-            from .processing.gdal_messages import capture_gdal_messages
-
-            signer = self._signer(self._src.uri)
-            if signer is None:
-                return rio_read(self._src, cfg, dst_geobox, dst=dst, selection=selection)
-            signed = dataclasses.replace(self._src, uri=signer.sign(self._src.uri))
-            with capture_gdal_messages() as messages:
-                try:
-                    return rio_read(signed, cfg, dst_geobox, dst=dst, selection=selection)
-                except RasterioError as exc:
-                    if not signer.should_renew(signed.uri, is_refused(messages, exc)):
-                        raise
-            renewed = dataclasses.replace(self._src, uri=signer.renew(signed.uri))
-            return rio_read(renewed, cfg, dst_geobox, dst=dst, selection=selection)
-
-    class SigningRioDriver(RioDriver):
-        """odc-stac's rasterio driver whose readers sign hrefs at read time (picklable)."""
-
-        def __init__(self, signers_: tuple = ()):
-            super().__init__(md_parser=None, aux_reader=StacAuxReader())
-            self.signers = tuple(signers_)
-
-        def open(self, src, ctx):
-            return SigningRioReader(src, ctx, self.signers)
-
-        def __reduce__(self):
-            return (_driver, (self.signers,))
-
-    return SigningRioReader, SigningRioDriver

@@ -31,7 +31,8 @@ from helpers import utm_aoi, write_cog
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.processing import formats
-from stac_gdal_mcp.signing import TOKENS, PlanetaryComputerSigner, odc_driver, refresh_margin
+from stac_gdal_mcp.processing.odc_reader import reader_driver
+from stac_gdal_mcp.signing import TOKENS, PlanetaryComputerSigner, refresh_margin
 from stac_gdal_mcp.testing import synthetic
 from testbed.rangeserver import RangeServer
 
@@ -158,8 +159,8 @@ def odc_driver_for(endpoint):
         ]
     )
     item = {"assets": {"a": {"href": "https://acct.blob.core.windows.net/c/x.tif"}}}
-    assert odc_driver(settings, [{"assets": {"a": {"href": "https://example.com/x.tif"}}}]) is None
-    return odc_driver(settings, [item])
+    assert reader_driver(settings, [{"assets": {"a": {"href": "https://example.com/x.tif"}}}]).signers == ()
+    return reader_driver(settings, [item])
 
 
 # --- a GDAL read path, through the MCP client -----------------------------------------------------

@@ -298,14 +298,16 @@ class _Progress:
 
 def _reason(exc: BaseException, settings) -> str:
     """Why a load failed, in words: GDAL's messages travel as the exception's causes (rasterio's
-    "Read failed. See previous exception" is raised from the CPLE error that says why)."""
+    "Read failed. See previous exception" is raised from the CPLE error that says why) and as
+    the notes our reader adds (`odc_reader`: what GDAL said before, such as the HTTP status)."""
     from .gdal_messages import diagnose
+    from .odc_reader import gdal_notes
 
     chain, seen = [], exc
     while seen is not None and len(chain) < 10:
         chain.append(seen)
         seen = seen.__cause__ or seen.__context__
-    messages = [str(e) for e in chain[1:]]
+    messages = [m for e in chain for m in gdal_notes(e)] + [str(e) for e in chain[1:]]
     if not messages:
         return str(exc)
     return diagnose(messages, exc, settings).reason

@@ -279,9 +279,9 @@ def load_stack(
         **(gdal_options or {}),
     }  # dask runs the reads in parallel
     items = [pystac.Item.from_dict(i, migrate=False) for i in stack.items]
-    from ..signing import odc_driver
+    from .odc_reader import reader_driver
 
-    driver = odc_driver(core.settings, stack.items)  # signs hrefs per read (None: nothing to sign)
+    driver = reader_driver(core.settings, stack.items)  # signs hrefs per read, says why one failed
     with rasterio.Env(**env):  # captured by odc-stac into the graph: applied on every worker
         ds = load(
             items,
