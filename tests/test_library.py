@@ -338,6 +338,9 @@ def test_dry_runs_plan_what_the_calls_then_do_and_write_nothing(session):
         "composite": session.composite(FIELDS, rgb, dry_run=True, **SEARCH),
     }
     assert session.outputs.list() == []  # a dry run writes nothing
+    shown = plans["composite"]._repr_markdown_()  # in Jupyter: the summary line, limits and notes
+    assert shown.startswith("dry run of composite: nothing was read but headers, nothing written")
+    assert "`limits.max_output_pixels`: needs" in shown and "(ok)" in shown
     for plan in plans.values():
         assert isinstance(plan, Estimate) and plan.read_bytes > 0 and not plan.would_refuse
 

@@ -84,27 +84,8 @@ def estimate_result(estimate: Estimate):
     structured = estimate.model_dump(mode="json")
     return ToolResult(
         content=[
-            TextContent(type="text", text=summary(estimate)),
+            TextContent(type="text", text=estimate.summary()),
             TextContent(type="text", text=pydantic_core.to_json(structured).decode()),
         ],
         structured_content=structured,
     )
-
-
-def summary(estimate: Estimate) -> str:
-    """One line a person (or an agent) reads first."""
-    parts = [f"dry run of {estimate.operation}: nothing was read but headers, nothing written"]
-    out = estimate.output
-    if out is not None and out.pixels:
-        parts.append(
-            f"output {out.width} x {out.height} px x {out.bands} band(s) ({out.bytes:,} bytes uncompressed)"
-        )
-    if estimate.read_bytes is not None and estimate.read_requests:
-        parts.append(
-            f"would fetch about {estimate.read_bytes:,} bytes in {estimate.read_requests} HTTP requests"
-        )
-    elif estimate.read_bytes is not None:
-        parts.append(f"would read about {estimate.read_bytes:,} bytes of local files")
-    if estimate.would_refuse:
-        parts.append(f"WOULD BE REFUSED: {estimate.refusal}")
-    return "; ".join(parts)

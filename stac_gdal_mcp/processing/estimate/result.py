@@ -86,6 +86,32 @@ class Estimate(Model):
     )
     notes: list[str] = Field(default_factory=list)
 
+    def summary(self) -> str:
+        """One line a person (or an agent) reads first."""
+        parts = [f"dry run of {self.operation}: nothing was read but headers, nothing written"]
+        out = self.output
+        if out is not None and out.pixels:
+            parts.append(
+                f"output {out.width} x {out.height} px x {out.bands} band(s) ({out.bytes:,} bytes uncompressed)"
+            )
+        if self.read_bytes is not None and self.read_requests:
+            parts.append(f"would fetch about {self.read_bytes:,} bytes in {self.read_requests} HTTP requests")
+        elif self.read_bytes is not None:
+            parts.append(f"would read about {self.read_bytes:,} bytes of local files")
+        if self.would_refuse:
+            parts.append(f"WOULD BE REFUSED: {self.refusal}")
+        return "; ".join(parts)
+
+    def _repr_markdown_(self) -> str:
+        """In Jupyter: the summary, each limit against what the call needs, and the notes."""
+        lines = [self.summary(), ""]
+        lines += [
+            f"- `{c.limit}`: needs {c.needed:,.0f} of {c.allowed:,.0f} ({'ok' if c.ok else 'refused'})"
+            for c in self.limits
+        ]
+        lines += [f"- {note}" for note in self.notes]
+        return "\n".join(lines)
+
 
 # --- limits ----------------------------------------------------------------------------------------
 
