@@ -7,6 +7,7 @@ docstrings are written for an agent. Core errors become tool errors once, throug
 """
 
 import inspect
+from typing import get_origin
 
 from pydantic import BaseModel
 
@@ -34,12 +35,14 @@ def tool(mcp, annotations, *, estimates: bool = False, **kwargs):
         kwargs.setdefault("description", "\n\n".join(" ".join(p.split()) for p in paragraphs))
         signature = inspect.signature(fn)
         returns = signature.return_annotation
-        if isinstance(returns, type) and issubclass(returns, BaseModel):
+        model = isinstance(returns, type) and issubclass(returns, BaseModel)
+        if model:
             RESULT_FIELDS[name] = result_fields(returns, *([_estimate_class()] if estimates else []))
-        # the listed output schema is given: fastmcp need not generate one from the return type (a
-        # faster start); results are serialized as they are (pydantic models by their own rules)
-        kwargs.setdefault("output_schema", OBJECT_RESULT)
-        wrapped.__signature__ = signature.replace(return_annotation=inspect.Signature.empty)
+        if "output_schema" not in kwargs and (model or returns is dict or get_origin(returns) is dict):
+            # the listed output schema is given: fastmcp need not generate one from the return type
+            # (a faster start); results are serialized as they are (models by their own rules)
+            kwargs["output_schema"] = dict(OBJECT_RESULT)
+            wrapped.__signature__ = signature.replace(return_annotation=inspect.Signature.empty)
         wrapped.__doc__ = None
         registered = mcp.tool(wrapped, annotations=annotations, **kwargs)
         compact_tool(mcp, name)  # small listed input schemas (server/schemas.py)
