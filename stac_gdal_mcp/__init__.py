@@ -42,11 +42,13 @@ __version__ = "0.1.0"
 from .errors import StacGdalMcpError
 from .models import ItemSummary, SearchResult
 from .outputs import OutputRecord
+from .processing.estimate import Estimate
 from .results import Preview, SearchResults
 from .session import Session
 from .settings import Settings, load_settings
 
 __all__ = [
+    "Estimate",
     "ItemSummary",
     "OutputRecord",
     "Preview",

@@ -325,7 +325,7 @@ def test_local_search_skips_items_without_geometry_or_bbox():
 
 
 def test_dry_runs_plan_what_the_calls_then_do_and_write_nothing(session):
-    from stac_gdal_mcp.processing.estimate import Estimate
+    from stac_gdal_mcp import Estimate
 
     scene = ("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A")
     rgb = ["red", "green", "blue"]
