@@ -229,7 +229,7 @@ def test_inputs_by_item_summary_dict_pair_or_href(session):
 
 
 def test_analysis_refuses_unknown_search_arguments(session):
-    with pytest.raises(stac_gdal_mcp.StacGdalMcpError, match="unknown search argument collection;"):
+    with pytest.raises(stac_gdal_mcp.StacGdalMcpError, match="unknown search argument 'collection';"):
         session.time_series(FIELDS, collection=["sentinel-2-l2a"])
 
 

@@ -268,8 +268,19 @@ async def test_unknown_search_argument_is_one_line_naming_the_known_ones(mcp):
         )
     text = result.content[0].text
     assert result.is_error and "\n" not in text
-    assert text.startswith("invalid arguments for composite: search: unknown search argument bbox; ")
+    assert text.startswith("invalid arguments for composite: search: unknown search argument 'bbox'; ")
     assert "collections, datetime" in text
+
+
+async def test_unknown_search_arguments_with_line_breaks_stay_on_one_short_line(mcp):
+    odd = {f"x{i}\nfake line {i}": i for i in range(40)}  # found by the long fuzzing lane
+    async with Client(mcp) as client:
+        result = await client.call_tool(
+            "time_series", {"aoi": AOI, "search": {"catalog": "sample", **odd}}, raise_on_error=False
+        )
+    text = result.content[0].text
+    assert result.is_error and "\n" not in text and len(text) < 500, text
+    assert "unknown search arguments 'x0\\nfake line 0', " in text and " and 35 more; " in text
 
 
 # --- result shapes -----------------------------------------------------------------------------

@@ -40,14 +40,24 @@ class SearchArgs(TypedDict, total=False):
 SEARCH_ARGS: tuple[str, ...] = tuple(SearchArgs.__annotations__)
 
 
+def check_names(values: dict, names: tuple[str, ...] = SEARCH_ARGS) -> None:
+    """Refuse a name of `values` that is not one of `names` (the search arguments), with the list
+    of those there are; the names refused are shown on one line (at most five)."""
+    from ..security import shown
+
+    unknown = sorted(set(values) - set(names), key=str)
+    if unknown:
+        listed = ", ".join(shown(name, 40) for name in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise InvalidArgument(
+            f"unknown search argument{'s' if len(unknown) > 1 else ''} {listed}{more}; "
+            f"the search arguments are {', '.join(names)}"
+        )
+
+
 def search_args(values: dict[str, Any]) -> SearchArgs:
     """The search arguments among `values` (None left out); refuses any other name."""
-    unknown = sorted(set(values) - set(SEARCH_ARGS))
-    if unknown:
-        raise InvalidArgument(
-            f"unknown search argument{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-            f"the search arguments are {', '.join(SEARCH_ARGS)}"
-        )
+    check_names(values)
     return SearchArgs(**{k: v for k, v in values.items() if v is not None})  # type: ignore[typeddict-item]
 
 

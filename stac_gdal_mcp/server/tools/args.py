@@ -17,8 +17,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, ValidationInfo, WithJso
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from ...discovery import params
-from ...discovery.query import SEARCH_ARGS
-from ...errors import InvalidArgument
+from ...discovery.query import SEARCH_ARGS, check_names
 
 _MERGEABLE = {"items", "minItems", "maxItems", "additionalProperties", "properties", "required"}
 
@@ -139,12 +138,8 @@ def _search_object(names: tuple[str, ...]):
     def check(value: Any) -> Any:
         """JSON text parsed; an unknown name refused with the list of the names there are."""
         value = params.json_text(value, "search", always=True)
-        unknown = sorted(set(value) - set(names)) if isinstance(value, dict) else []
-        if unknown:
-            raise InvalidArgument(
-                f"unknown search argument{'s' if len(unknown) > 1 else ''} {', '.join(map(str, unknown))}; "
-                f"the search arguments are {', '.join(names)}"
-            )
+        if isinstance(value, dict):
+            check_names(value, names)
         return value
 
     return BeforeValidator(check)
