@@ -6,7 +6,7 @@
    AOI and resolution. Target <= 0.5x.
 3. Scale: cloud_cover_stats over 24, 100, 500 items (fresh URLs of one generated 2048² SCL COG,
    512 px tiles), each size in its own process: seconds per item (target: flat) and peak RSS
-   (ru_maxrss of that process).
+   (of that process, during the call: benchmarks/measure.py).
 
 Run: python benchmarks/bench_cloud_scale.py [--delay 0.05] [--sizes 24,100,500] [--concurrency N] [--remote]
      [--nodelay]
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import resource
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from bench_cloud_bytes import make_scl  # noqa: E402
 from bench_cloud_latency import AOI, SMALL, make_items, refs  # noqa: E402
+from measure import peak_rss_mb, reset_peak  # noqa: E402
 
 ROUND_TRIPS = 3  # per item, one after the other: HEAD, the header (16 KB), the AOI's tiles
 
@@ -93,6 +93,7 @@ def one_size(folder: Path, count: int, delay: float, concurrency: int | None, no
         items, _ = make_items(server, scl, count, f"S2_SCALE{count}_")
         core = make_core(folder, items, concurrency)
         server.reset_stats()
+        reset_peak()
         start = time.perf_counter()
         result = cloud_cover_stats(core, AOI, items=refs(items), catalog="bench", max_items=count)
         seconds = time.perf_counter() - start
@@ -101,7 +102,7 @@ def one_size(folder: Path, count: int, delay: float, concurrency: int | None, no
             "items": count,
             "seconds": seconds,
             "requests": server.stats()["requests"],
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "peak_rss_mb": peak_rss_mb(),
             "concurrency": core.settings.limits.max_concurrency,
         }
 

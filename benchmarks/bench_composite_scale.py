@@ -1,6 +1,6 @@
 """Composite figures at scale (issue 14): `composite` (median, cloud-masked) of --items items written
 as a COG, against odc.stac.load + xarray median written with rioxarray, in the same run; each side
-in its own process, so peak RSS (ru_maxrss) is its own. Optionally (--distributed) the same
+in its own process, so peak RSS (VmHWM during the run: benchmarks/measure.py) is its own. Optionally (--distributed) the same
 composite on a dask.distributed LocalCluster of 2 worker processes (as many threads in all as the
 threaded side), checked pixel for pixel against the threaded one.
 
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
+
+from measure import peak_rss_mb, reset_peak  # noqa: E402
 
 ORIGIN = (500000.0, 5000000.0)
 BANDS = ("red", "green", "blue")
@@ -213,6 +214,7 @@ def child(args) -> None:
     base, scene_dir = base_scene(folder, args.size)
     with serve_directory(folder, delay_s=args.delay) as server:
         items = items_on(server, base, scene_dir, args.items)
+        reset_peak()
         if args.mode in ("odc", "odc-streamed"):
             row = run_odc(folder, items, streamed=args.mode == "odc-streamed")
         elif args.mode == "odc-windows":
@@ -224,7 +226,7 @@ def child(args) -> None:
 
             with LocalCluster(n_workers=2, threads_per_worker=WORKERS // 2, processes=True) as cluster:
                 row = run_ours(folder, items, cluster.scheduler_address)
-    row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    row["peak_rss_mb"] = peak_rss_mb()
     print(json.dumps(row))
 
 

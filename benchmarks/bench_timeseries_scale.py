@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import resource
 import sys
 import tempfile
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
+
+from measure import peak_rss_mb, reset_peak  # noqa: E402
 
 KIND, COLLECTION = "sentinel-2-l2a", "sentinel-2-l2a"
 ORIGIN = (500000.0, 5000000.0)
@@ -111,14 +112,15 @@ def main() -> None:
             items, files = make_items(server, base, scene_dir, args.items)
             core = local_catalog(folder, items)
             server.reset_stats()
+            reset_peak()  # the peak of the call, not of making the items
             start = time.perf_counter()
             table = time_series(
                 core, aoi, collections=[COLLECTION], datetime="2024-01-01/2024-12-31", max_items=args.items
             )
             seconds = time.perf_counter() - start
+            rss = peak_rss_mb()
             sent, requests = server.stats()["bytes"], server.stats()["requests"]
         touched = sum(touched_bytes(f, aoi) for f in files)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"time_series (ndvi, masked, mean) over {args.items} items (5-day revisit), ~600 m AOI, "
         f"{args.delay * 1000:.0f} ms per request{' (TCP_NODELAY)' if args.nodelay else ''}: {seconds:.2f} s ({seconds / args.items * 1000:.0f} ms/item), "
