@@ -65,6 +65,15 @@ def band_names(bands) -> list[str]:
     return names
 
 
+def checked(bands, method: str) -> list[str]:
+    """The band names of `bands`, after checking them and `method` - for the composite and for
+    its dry run alike."""
+    names = band_names(bands)
+    if method not in METHODS:
+        raise InvalidArgument(f"method must be one of {', '.join(METHODS)}")
+    return names
+
+
 def composite(
     core,
     aoi,
@@ -93,9 +102,7 @@ def composite(
 
     job = job or Job()
     job.limit_time(core.settings.limits.job_timeout_s)
-    names = band_names(bands)
-    if method not in METHODS:
-        raise InvalidArgument(f"method must be one of {', '.join(METHODS)}")
+    names = checked(bands, method)
     prep = prepare(
         core,
         aoi,

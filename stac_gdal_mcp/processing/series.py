@@ -116,6 +116,15 @@ def compute_rows(
     return rows, failed
 
 
+def checked(expression: str, reducer: str):
+    """(text, tree, band names) of `expression`, after checking it and `reducer` - for the
+    series and for its dry run alike."""
+    parsed = parse_expression(expression)
+    if reducer not in REDUCERS:
+        raise InvalidArgument(f"reducer must be one of {', '.join(REDUCERS)}")
+    return parsed
+
+
 def time_series(
     core,
     aoi,
@@ -137,9 +146,7 @@ def time_series(
     run (headers only: what it would read) is `estimate.estimate_time_series`."""
     job = job or Job()
     job.limit_time(core.settings.limits.job_timeout_s)
-    text, tree, names = parse_expression(expression)
-    if reducer not in REDUCERS:
-        raise InvalidArgument(f"reducer must be one of {', '.join(REDUCERS)}")
+    text, tree, names = checked(expression, reducer)
     prep = prepare(
         core,
         aoi,

@@ -62,12 +62,11 @@ def estimate_load(
         estimate.output = _output(
             width, height, len(names), "float32", format="COG", crs=grid_crs, resolution=grid_res
         )
-        estimate.limits = output_checks(width, height, len(names), "float32", core.settings.limits)
     else:
         estimate.output = OutputSize(
             width=width, height=height, crs=grid_crs, resolution=grid_res, rows=days, format="CSV + PNG chart"
         )
-        estimate.limits = output_checks(width, height, len(names), "float32", core.settings.limits)
+    estimate.limits = output_checks(width, height, len(names), "float32", core.settings.limits)
     # the load's dask chunks: a composite is computed by output tiles (composite.TILE a side)
     from ..composite import TILE
 
@@ -153,13 +152,9 @@ def estimate_time_series(
     **search,
 ) -> Estimate:
     """What `time_series` with these arguments would read (arguments checked as it checks them)."""
-    from ...errors import InvalidArgument
-    from ..expressions import parse_expression
-    from ..series import REDUCERS
+    from ..series import checked
 
-    _, _, names = parse_expression(expression)
-    if reducer not in REDUCERS:
-        raise InvalidArgument(f"reducer must be one of {', '.join(REDUCERS)}")
+    _, _, names = checked(expression, reducer)
     return estimate_load(
         core,
         aoi,
@@ -188,12 +183,9 @@ def estimate_composite(
     **search,
 ) -> Estimate:
     """What `composite` with these arguments would read and write."""
-    from ...errors import InvalidArgument
-    from ..composite import METHODS, band_names
+    from ..composite import checked
 
-    names = band_names(bands)
-    if method not in METHODS:
-        raise InvalidArgument(f"method must be one of {', '.join(METHODS)}")
+    names = checked(bands, method)
     return estimate_load(
         core,
         aoi,
