@@ -1,8 +1,9 @@
 """Composite figures at scale (issue 14): `composite` (median, cloud-masked) of --items items written
 as a COG, against odc.stac.load + xarray median written with rioxarray, in the same run; each side
-in its own process, so peak RSS (VmHWM during the run: benchmarks/measure.py) is its own. Optionally (--distributed) the same
-composite on a dask.distributed LocalCluster of 2 worker processes (as many threads in all as the
-threaded side), checked pixel for pixel against the threaded one.
+in its own process, so its peak RSS is its own (during the run: benchmarks/measure.py).
+Optionally (--distributed) the same composite on a dask.distributed LocalCluster of 2 worker
+processes (as many threads in all as the threaded side), checked pixel for pixel against the
+threaded one.
 
 Both sides compute the same thing: the items' red/green/blue, scaled to reflectance with the
 items' raster:bands scale/offset, NaN where SCL says nodata/defective/shadow/cloud/cirrus or the

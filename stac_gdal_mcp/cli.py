@@ -18,8 +18,8 @@ def _serve(args: argparse.Namespace) -> int:
         mcp = _build(args)
     finally:
         gc.enable()
-    if isinstance(mcp, int):
-        return mcp
+    if mcp is None:
+        return 2
     gc.freeze()
     if args.transport == "stdio":
         from .server.stdio_guard import answer_every_line
@@ -32,7 +32,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace):
-    """The server `serve` runs, or an exit status when it cannot start (reason on stderr)."""
+    """The server `serve` runs, or None when it cannot start (the reason on stderr)."""
     from .errors import StacGdalMcpError
     from .server import build_server
     from .settings import load_settings
@@ -41,7 +41,7 @@ def _build(args: argparse.Namespace):
         settings = load_settings(args.config, workspace=args.workspace)
     except StacGdalMcpError as exc:
         print(f"stac-gdal-mcp: {exc}", file=sys.stderr)
-        return 2
+        return None
     from .server.logs import setup_logging
 
     setup_logging(settings.log_level)
@@ -52,12 +52,12 @@ def _build(args: argparse.Namespace):
             "set --token or STAC_GDAL_MCP_TOKEN (or bind to 127.0.0.1)",
             file=sys.stderr,
         )
-        return 2
+        return None
     try:
         return build_server(settings, http_token=token if args.transport == "http" else None)
     except StacGdalMcpError as exc:
         print(f"stac-gdal-mcp: {exc}", file=sys.stderr)
-        return 2
+        return None
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from ..errors import InvalidArgument
+from ..security import shown
 from . import params as p
 
 
@@ -43,8 +44,6 @@ SEARCH_ARGS: tuple[str, ...] = tuple(SearchArgs.__annotations__)
 def check_names(values: dict, names: tuple[str, ...] = SEARCH_ARGS) -> None:
     """Refuse a name of `values` that is not one of `names` (the search arguments), with the list
     of those there are; the names refused are shown on one line (at most five)."""
-    from ..security import shown
-
     unknown = sorted(set(values) - set(names), key=str)
     if unknown:
         listed = ", ".join(shown(name, 40) for name in unknown[:5])

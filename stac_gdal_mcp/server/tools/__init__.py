@@ -11,6 +11,7 @@ from typing import get_origin
 
 from pydantic import BaseModel
 
+from ...processing.estimate import Estimate
 from ..schemas import OBJECT_RESULT, RESULT_FIELDS, compact_tool, result_fields
 from .errors import core_errors
 
@@ -37,7 +38,7 @@ def tool(mcp, annotations, *, estimates: bool = False, **kwargs):
         returns = signature.return_annotation
         model = isinstance(returns, type) and issubclass(returns, BaseModel)
         if model:
-            RESULT_FIELDS[name] = result_fields(returns, *([_estimate_class()] if estimates else []))
+            RESULT_FIELDS[name] = result_fields(returns, *([Estimate] if estimates else []))
         if "output_schema" not in kwargs and (model or returns is dict or get_origin(returns) is dict):
             # the listed output schema is given: fastmcp need not generate one from the return type
             # (a faster start); results are serialized as they are (models by their own rules)
@@ -49,12 +50,6 @@ def tool(mcp, annotations, *, estimates: bool = False, **kwargs):
         return registered
 
     return decorate
-
-
-def _estimate_class():
-    from ...processing.estimate import Estimate
-
-    return Estimate
 
 
 def resource(mcp, uri, **kwargs):
