@@ -28,7 +28,7 @@ import contextlib
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
 
@@ -334,6 +334,36 @@ def _outcome(row: ItemCloudCover) -> str:
     return f"{row.clear_fraction:.1%} clear"
 
 
+class Selection(NamedTuple):
+    """The checked arguments of a `cloud_cover_stats` call and the items it measures."""
+
+    aoi: Any  # the AOI geometry (WGS84)
+    catalog: Any
+    items: list  # item refs or items, as `select_items` gives them
+    notes: list[str]
+    collections: Collections
+
+
+def select(core, aoi, *, items, catalog, resolution, max_items, sort, search) -> Selection:
+    """The arguments checked before any work, and the items to measure - for the call and for
+    its dry run alike."""
+    aoi_geom = aoi_geometry(aoi)
+    sort_rows([], sort)
+    if resolution is not None and resolution <= 0:
+        raise InvalidArgument(f"resolution must be positive (got {resolution})")
+    cat = core.catalogs.get(catalog)
+    selected, notes = select_items(
+        core,
+        aoi_geom,
+        catalog=catalog,
+        items=items,
+        search=search,
+        max_items=max_items,
+        default_max=DEFAULT_MAX_ITEMS,
+    )
+    return Selection(aoi_geom, cat, selected, notes, Collections(cat))
+
+
 def cloud_cover_stats(
     core,
     aoi,
@@ -355,21 +385,16 @@ def cloud_cover_stats(
     progress step per item measured and can cancel the call between items. Its dry run
     (the masks' headers only: what the call would read) is `estimate.estimate_cloud_cover`.
     """
-    aoi_geom = aoi_geometry(aoi)
-    sort_rows([], sort)  # check the argument before any work
-    if resolution is not None and resolution <= 0:
-        raise InvalidArgument(f"resolution must be positive (got {resolution})")
-    cat = core.catalogs.get(catalog)
-    selected, notes = select_items(
+    aoi_geom, cat, selected, notes, collections = select(
         core,
-        aoi_geom,
-        catalog=catalog,
+        aoi,
         items=items,
-        search=search,
+        catalog=catalog,
+        resolution=resolution,
         max_items=max_items,
-        default_max=DEFAULT_MAX_ITEMS,
+        sort=sort,
+        search=search,
     )
-    collections = Collections(cat)
     total = len(selected)
     rows: list[ItemCloudCover | None] = [None] * total
     workers = max(1, min(core.settings.limits.max_concurrency, total))

@@ -32,27 +32,20 @@ def estimate_cloud_cover(
 ) -> Estimate:
     """What `cloud_cover_stats` would read: per item, the AOI's window of its mask (at the
     overview GDAL picks for `resolution`). Items whose mask cannot be found are noted."""
-    from ...errors import InvalidArgument
     from ..access import asset_source
-    from ..aoi import aoi_geometry
-    from ..cloud import DEFAULT_MAX_ITEMS, check_mask_format, sort_rows
-    from ..selection import Collections, item_mask, select_items
+    from ..cloud import check_mask_format, select
+    from ..selection import item_mask
 
-    aoi_geom = aoi_geometry(aoi)
-    sort_rows([], sort)
-    if resolution is not None and resolution <= 0:
-        raise InvalidArgument(f"resolution must be positive (got {resolution})")
-    cat = core.catalogs.get(catalog)
-    selected, notes = select_items(
+    aoi_geom, cat, selected, notes, collections = select(
         core,
-        aoi_geom,
-        catalog=catalog,
+        aoi,
         items=items,
-        search=search,
+        catalog=catalog,
+        resolution=resolution,
         max_items=max_items,
-        default_max=DEFAULT_MAX_ITEMS,
+        sort=sort,
+        search=search,
     )
-    collections = Collections(cat)
     planner = Planner(core)
     estimate = Estimate(operation="cloud_cover_stats", notes=list(notes))
     ids, largest = [], 0
