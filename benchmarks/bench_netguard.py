@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=5)
     args = parser.parse_args()
 
-    from stac_gdal_mcp.netguard import gdal_proxy_env
+    from stac_gdal_mcp.catalogs.netguard import gdal_proxy_env
     from stac_gdal_mcp.settings import load_settings
     from testbed.faults import serve_faults
 

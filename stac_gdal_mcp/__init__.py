@@ -37,8 +37,7 @@ The MCP server over the same API: `stac_gdal_mcp.server.build_server(settings)`,
 command `stac-gdal-mcp serve`.
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .errors import StacGdalMcpError
 from .models import ItemSummary, SearchResult
 from .outputs import OutputRecord

@@ -72,8 +72,8 @@ def _index(args: argparse.Namespace) -> int:
     """`stac-gdal-mcp index`: build the index, print the report and how to configure it."""
     import json
 
+    from .catalogs.indexing import build_index
     from .errors import StacGdalMcpError
-    from .indexing import build_index
 
     try:
         report = build_index(
@@ -95,7 +95,7 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import __version__
+    from ._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="stac-gdal-mcp",

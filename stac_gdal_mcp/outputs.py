@@ -47,9 +47,9 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, model_serializer
 
+from .catalogs.security import check_output_name
 from .errors import AccessDenied, LimitExceeded, NotFound, OutputExists, OutputNotFound
 from .models import Model
-from .security import check_output_name
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -323,7 +323,7 @@ def package_versions(*packages: str) -> dict[str, str]:
 
 
 def _software(extra: dict[str, str] | None) -> dict[str, str]:
-    from . import __version__
+    from ._version import __version__
 
     found = {"stac-gdal-mcp": __version__, **package_versions("rasterio", "rio-cogeo")}
     try:

@@ -160,8 +160,8 @@ class SearchResults:
 
     def _repr_html_(self) -> str:
         from . import html
+        from .catalogs.security import check_local_path
         from .processing.access import local_roots
-        from .security import check_local_path
 
         roots = local_roots(self._session.core)
 

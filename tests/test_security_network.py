@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 
+from stac_gdal_mcp.catalogs.netguard import recent_refusal
+from stac_gdal_mcp.catalogs.security import NetworkPolicy, check_url, non_public_reason
 from stac_gdal_mcp.errors import AccessDenied, InvalidArgument
-from stac_gdal_mcp.netguard import recent_refusal
-from stac_gdal_mcp.security import NetworkPolicy, check_url, non_public_reason
 from testbed.faults import Redirect, Respond, serve_faults
 
 SAMPLE = Path(__file__).parents[1] / "stac_gdal_mcp/data/sample/sentinel-2-l2a/S2A_33TUL_20240619_0_L2A"
@@ -145,7 +145,7 @@ def test_allowed_private_hosts_match_host_and_port():
 
 
 def test_settings_build_the_policy(make_settings):
-    from stac_gdal_mcp.security import network_policy
+    from stac_gdal_mcp.catalogs.security import network_policy
 
     settings = make_settings(
         network={"allow_private_hosts": False, "allowed_private_hosts": ["127.0.0.1:8081", "[::1]:9", "a.b"]}
@@ -249,7 +249,7 @@ async def test_redirects_between_allowed_hosts_still_work(make_settings, build, 
 
 def test_guard_proxy_tunnels_and_refuses(make_settings, servers):
     """CONNECT (what curl and urllib3 use for https) is checked when the tunnel opens."""
-    from stac_gdal_mcp.netguard import guard_proxy
+    from stac_gdal_mcp.catalogs.netguard import guard_proxy
 
     allowed, refused = servers
     proxy = guard_proxy(_guarded(make_settings, allowed))

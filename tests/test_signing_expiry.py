@@ -30,9 +30,9 @@ from fastmcp import Client
 from helpers import utm_aoi, write_cog
 
 from stac_gdal_mcp import Session
+from stac_gdal_mcp.catalogs.signing import TOKENS, PlanetaryComputerSigner, refresh_margin
 from stac_gdal_mcp.processing import formats
 from stac_gdal_mcp.processing.odc_reader import reader_driver
-from stac_gdal_mcp.signing import TOKENS, PlanetaryComputerSigner, refresh_margin
 from stac_gdal_mcp.testing import synthetic
 from testbed.rangeserver import RangeServer
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
+from ..catalogs.security import shown
 from ..errors import InvalidArgument
-from ..security import shown
 from . import params as p
 
 

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
+from ..catalogs.gdal_messages import ReadFailure, capture_gdal_messages, diagnose
+from ..catalogs.netguard import gdal_proxy_env
+from ..catalogs.security import check_local_path, check_url, network_policy
 from ..errors import AssetNotFound, AssetUnreadable, InvalidArgument, LimitExceeded, ProcessingFailed
-from ..netguard import gdal_proxy_env
-from ..security import check_local_path, check_url, network_policy
 from ..stac import band_common_names, item_datetime, link_href
-from .gdal_messages import ReadFailure, capture_gdal_messages, diagnose
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -247,7 +247,7 @@ def asset_source(core: Core, item: dict, asset: str, *, catalog: str | None = No
     if "://" not in href and not href.startswith("/") and self_href:
         href = urljoin(self_href, href)
     config = core.catalogs.get(catalog).config  # the `workspace` catalog too
-    from ..signing import signer_for
+    from ..catalogs.signing import signer_for
 
     signer = signer_for(config, core.settings)
     return AssetSource(
@@ -291,7 +291,7 @@ def resolve_input(
 
 def gdal_env(settings: Settings, *, requester_pays: bool = False) -> dict[str, str]:
     """GDAL configuration for reading COGs over HTTP/S3, applied with `rasterio.Env(**env)`."""
-    from .. import __version__
+    from .._version import __version__
 
     network = settings.network
     env = {

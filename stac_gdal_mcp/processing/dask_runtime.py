@@ -300,7 +300,7 @@ def _reason(exc: BaseException, settings) -> str:
     """Why a load failed, in words: GDAL's messages travel as the exception's causes (rasterio's
     "Read failed. See previous exception" is raised from the CPLE error that says why) and as
     the notes our reader adds (`odc_reader`: what GDAL said before, such as the HTTP status)."""
-    from .gdal_messages import diagnose
+    from ..catalogs.gdal_messages import diagnose
     from .odc_reader import gdal_notes
 
     chain, seen = [], exc

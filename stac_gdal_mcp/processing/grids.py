@@ -173,7 +173,7 @@ def _instead(pj) -> str:
 
 def _shown(text: str) -> str:
     """`text` quoted on one short line, for messages."""
-    from ..security import shown
+    from ..catalogs.security import shown
 
     return shown(" ".join(text.split()), 60)
 

@@ -26,7 +26,7 @@ NOTE = "GDAL: "  # the prefix of the notes a failed read carries
 def reader_driver(settings: Settings, items: list[dict] | None = None):
     """The odc-stac reader driver of a load of `items`: it signs the hrefs that need it (only
     the signers that apply to `items`' hrefs travel with it) and reports GDAL's words."""
-    from ..signing import signers
+    from ..catalogs.signing import signers
 
     found = signers(settings)
     if items is not None:
@@ -74,8 +74,8 @@ def _classes():
     from odc.stac._mdtools import StacAuxReader
     from rasterio.errors import RasterioError
 
-    from ..signing import is_refused
-    from .gdal_messages import capture_gdal_messages
+    from ..catalogs.gdal_messages import capture_gdal_messages
+    from ..catalogs.signing import is_refused
 
     logging.getLogger("odc.loader._rio").addFilter(_ScrubTokens())
 

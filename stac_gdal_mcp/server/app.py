@@ -65,7 +65,7 @@ def build_server_parts(
     """The MCP server over `session` (default: a new Session from `settings`); `http_token`
     protects the HTTP transport. Output records of the session name themselves by this server's
     resource URIs (stac-gdal://outputs/...)."""
-    from .. import __version__
+    from .._version import __version__
     from . import tasks
     from .extensions import install_extensions
     from .http_guard import guarded_server

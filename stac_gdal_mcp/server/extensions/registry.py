@@ -35,7 +35,7 @@ class Registry:
     # -- read access to the core ---------------------------------------------------------
     @property
     def version(self) -> str:
-        from ... import __version__
+        from ..._version import __version__
 
         return __version__
 

@@ -87,7 +87,7 @@ def diagnose(messages: list[str], exc: BaseException | None, settings: Settings 
     if failed and failed[-1] != 0:
         code = failed[-1]
         if code == 403:
-            from ..netguard import recent_refusal
+            from .netguard import recent_refusal
 
             if why := recent_refusal():  # the in-process proxy refused the connection: say why
                 return ReadFailure(f"a connection was refused by the network policy ({why})", retryable=False)

@@ -31,9 +31,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .errors import AccessDenied
-from .models import CatalogInfo
-from .settings import CatalogConfig, Settings
+from ..errors import AccessDenied
+from ..models import CatalogInfo
+from ..settings import CatalogConfig, Settings
 
 WORKSPACE = "workspace"
 STAC_VERSION = "1.1.0"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .errors import AccessDenied, InvalidArgument, Unreachable
+from ..errors import AccessDenied, InvalidArgument, Unreachable
 
 REMOTE_SCHEMES = ("http", "https", "s3")
 _GDAL_PREFIX = re.compile(r"^(/vsi[a-z0-9_]*/|[A-Za-z0-9_]+:(?!//))", re.IGNORECASE)

@@ -34,10 +34,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .errors import CatalogUnavailable
+from ..errors import CatalogUnavailable
 
 if TYPE_CHECKING:
-    from .settings import CatalogConfig, Settings
+    from ..settings import CatalogConfig, Settings
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +293,6 @@ def signers(settings: Settings) -> list[PlanetaryComputerSigner]:
 
 def is_refused(messages: list[str], exc: BaseException | None = None) -> bool:
     """Whether a failed GDAL read was refused with HTTP 403 (an expired or bad signature)."""
-    from .processing.gdal_messages import diagnose
+    from .gdal_messages import diagnose
 
     return diagnose(messages, exc).reason.startswith("the server answered HTTP 403")

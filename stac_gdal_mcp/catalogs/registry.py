@@ -18,7 +18,7 @@ from functools import cached_property
 from pathlib import Path
 from urllib.parse import quote, unquote, urljoin, urlsplit
 
-from .errors import (
+from ..errors import (
     AccessDenied,
     CatalogUnavailable,
     CollectionNotFound,
@@ -29,11 +29,11 @@ from .errors import (
     StacGdalMcpError,
     Unreachable,
 )
-from .models import CatalogInfo, SearchFeatures
+from ..models import CatalogInfo, SearchFeatures
+from ..settings import CatalogConfig, Settings
+from ..stac import link_href
 from .security import network_policy
 from .security import shown as quoted
-from .settings import CatalogConfig, Settings
-from .stac import link_href
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class _Deadline(Exception):
 
 
 def _version() -> str:
-    from . import __version__
+    from .._version import __version__
 
     return __version__
 
@@ -598,7 +598,7 @@ class Catalogs:
 
     def get(self, catalog_id: str | None = None) -> RemoteCatalog | LocalCatalog:
         if catalog_id == "workspace" and all(c.id != "workspace" for c in self.settings.catalogs):
-            from .workspace_catalog import open_workspace_catalog  # the outputs, as a catalog
+            from .workspace import open_workspace_catalog  # the outputs, as a catalog
 
             return open_workspace_catalog(self, LocalCatalog)
         config = self.settings.catalog(catalog_id)
@@ -639,7 +639,7 @@ class Catalogs:
                 info.features = self.get(config.id).features
             out.append(info)
         if all(c.id != "workspace" for c in self.settings.catalogs):
-            from .workspace_catalog import workspace_info
+            from .workspace import workspace_info
 
             out.append(workspace_info(self.settings, self.get("workspace").features))
         return out

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
 GTIFF_TYPE = "image/tiff; application=geotiff"

@@ -33,7 +33,7 @@ import time
 from collections import deque
 from urllib.parse import urlsplit
 
-from .errors import AccessDenied, Unreachable
+from ..errors import AccessDenied, Unreachable
 from .security import NetworkPolicy, network_policy
 
 log = logging.getLogger(__name__)
