@@ -1,6 +1,8 @@
 """The services every core function takes as its first argument, built once from the settings.
 
-`Core` holds the settings, the catalogs, the output store and the cursor codec. Core functions
+`Core` holds the settings, the catalogs, the output store, the cursor codec and the job slots.
+It sits in the foundation (it imports only `catalogs` and `settings`; the output store's module
+on first use, by name, as the layers above do not need it to start). Core functions
 (`discovery.search.search_items(core, ...)`, `processing.warp.reproject_asset(core, ...)`, ...)
 take it first; the public `stac_gdal_mcp.Session` wraps one and is what notebooks, the
 server's tools and plugins use.
@@ -8,16 +10,40 @@ server's tools and plugins use.
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .catalogs import Catalogs
-from .discovery.cursors import Cursors
-from .processing.jobs import JobSlots
+from .catalogs.cursors import Cursors
 from .settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from .outputs import OutputStore
+
+
+class _Waiting(Protocol):
+    def progress(self, done: float, total: float, message: str | None = None) -> None: ...
+
+
+class JobSlots:
+    """At most `size` jobs at once (`limits.max_jobs`): every worker thread could otherwise start
+    a large read at the same time. `hold(job)` waits for a slot, reporting the wait as progress
+    (`job.progress`, which raises once the job is cancelled or out of time, ending the wait)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._free = threading.BoundedSemaphore(size)
+
+    @contextmanager
+    def hold(self, job: _Waiting, *, poll_s: float = 0.2):
+        while not self._free.acquire(timeout=poll_s):
+            job.progress(0, 1, f"waiting for a free slot: {self.size} jobs are running (limits.max_jobs)")
+        try:
+            yield
+        finally:
+            self._free.release()
 
 
 class Core:

@@ -11,7 +11,7 @@ import pytest
 from fastmcp import Client
 
 from stac_gdal_mcp import Session
-from stac_gdal_mcp.discovery.cursors import MAX_CURSOR_CHARS, Cursors
+from stac_gdal_mcp.catalogs.cursors import MAX_CURSOR_CHARS, Cursors
 from stac_gdal_mcp.errors import InvalidCursor
 from stac_gdal_mcp.server import build_server
 

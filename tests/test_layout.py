@@ -165,3 +165,112 @@ def test_test_data_is_not_imported_at_run_time():
     for name in MODULES:
         if not name.startswith(f"{PACKAGE}.testing"):
             assert not {m for m in imports(name) if m.startswith(f"{PACKAGE}.testing")}, name
+
+
+# The layers, lowest first: a module may import its own layer and those below, never above.
+# `core` (the services bundle) stands on catalogs and the output store; the package face
+# (`stac_gdal_mcp/__init__.py`) on everything below it; the faces on the package face.
+LAYERS: list[tuple[str, ...]] = [
+    ("_version", "errors"),
+    ("settings", "files"),
+    ("models", "stac"),
+    ("catalogs",),
+    ("outputs",),
+    ("core",),
+    ("discovery",),
+    ("processing",),
+    ("html", "results"),
+    ("session",),
+    ("",),  # the package face
+    ("server", "demo", "cli", "__main__"),
+]
+
+
+def layer(name: str) -> int | None:
+    """The rank of `name` in LAYERS (None for testing/, which is never imported at run time)."""
+    top = name[len(PACKAGE) + 1 :].split(".")[0]
+    if top == "testing":
+        return None
+    for rank, tops in enumerate(LAYERS):
+        if top in tops:
+            return rank
+    raise AssertionError(f"{name} is in no layer: add its top-level name to LAYERS in tests/test_layout.py")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for name, targets in sorted(graph.items()):
+        here = layer(name)
+        for target in sorted(targets):
+            there = layer(target)
+            if here is not None and there is not None and there > here:
+                out.append(f"{name} imports {target}, a layer above it")
+    return out
+
+
+def test_no_import_runs_up_a_layer():
+    assert upward_imports({name: imports(name) for name in MODULES}) == []
+
+
+def test_the_layer_check_sees_an_upward_import():
+    """The check fails on an import from below (a lazy one counts too)."""
+    graph = {f"{PACKAGE}.core": {f"{PACKAGE}.discovery.search"}, f"{PACKAGE}.server.app": {f"{PACKAGE}.core"}}
+    assert upward_imports(graph) == [f"{PACKAGE}.core imports {PACKAGE}.discovery.search, a layer above it"]
+
+
+# deptry's rules on the package (not tests/, benchmarks/): DEP001 imported but not declared,
+# DEP002 declared but not imported, DEP003 imported but only there through another dependency,
+# DEP004 a test/docs extra imported at run time. The test and docs extras are development groups;
+# any other extra must be imported (optionally) somewhere.
+DEV_EXTRAS = "test,docs"
+
+
+def test_every_import_is_declared_and_every_dependency_imported(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    report = tmp_path / "deptry.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "deptry",
+            str(ROOT.relative_to(ROOT.parent)),
+            "--optional-dependencies-dev-groups",
+            DEV_EXTRAS,
+            "--known-first-party",
+            PACKAGE,
+            "--json-output",
+            str(report),
+        ],
+        cwd=ROOT.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert report.exists(), run.stderr[-2000:]
+    issues = sorted(
+        f"{i['error']['code']} {i['module']} ({Path(i['location']['file']).name})"
+        for i in json.loads(report.read_text())
+    )
+    assert issues == [], "\n".join(issues)
+
+
+def test_namespace_packages_are_declared_one_by_one():
+    """deptry sees only `odc` in `import odc.loader`; each odc.<name> must be declared as odc-<name>."""
+    import tomllib
+
+    declared = {
+        re.split(r"[<>=!~\[; ]", d, maxsplit=1)[0].lower()
+        for d in tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    }
+    used = set()
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            )
+            used.update(f"odc-{n.split('.')[1]}" for n in names if n.startswith("odc.") and "." in n)
+    assert used - declared == set()

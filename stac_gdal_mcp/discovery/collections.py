@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog
+from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog, cursors
 from ..errors import InvalidArgument, InvalidCursor, NotFound
 from ..models import CollectionDetail, CollectionList, Queryable, Queryables
 from ..stac import link_href
-from . import cursors
 from .summaries import collection_detail, collection_summary
 
 if TYPE_CHECKING:

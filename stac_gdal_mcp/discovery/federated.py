@@ -22,7 +22,7 @@ is complete: before an item is returned every other catalog is read past its dat
 the tolerance. With another sort, duplicates are still dropped (the cursor remembers what was
 returned), but `also_in` lists only the copies already read at that point.
 
-Cursor: one signed cursor (`discovery.cursors`) holding, per catalog, where its stream stands
+Cursor: one signed cursor (`catalogs.cursors`) holding, per catalog, where its stream stands
 (its own cursor state of the page last started, or none for the first page, plus how many
 items of that page were used), whether it is finished or failed, its `matched`; the checked
 search; and the acquisitions already returned that may still have duplicates ahead (with a
@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from ..catalogs import ResultBudget
+from ..catalogs import cursors as cur
 from ..errors import (
     CollectionNotFound,
     InvalidArgument,
@@ -54,7 +55,6 @@ from ..errors import (
 from ..models import Model, SearchResult
 from ..stac import item_datetime
 from . import aliases
-from . import cursors as cur
 from . import params as p
 from .acquisitions import DEDUP_SECONDS, Facts, epoch, order, same_acquisition
 from .query import Search, check_search

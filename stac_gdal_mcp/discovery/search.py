@@ -5,7 +5,7 @@ each condition goes to the API when it can take it, is translated when an equiva
 (e.g. `max_cloud_cover` as CQL2 or as a query), and is otherwise applied here with `cql2`.
 Every translation or client-side step is reported in `notes`; nothing is dropped silently.
 
-A cursor (signed, see `cursors.py`) holds where the next page starts: for an API, the page
+A cursor (signed, see `catalogs/cursors.py`) holds where the next page starts: for an API, the page
 request (its `next` link, or the same page with a number of features to skip); for a local
 catalog, the checked search and an offset. Passing it back continues the same search with no
 gaps and no duplicates.
@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog, ResultBudget
+from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog, ResultBudget, cursors
 from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, NotSupported
 from ..models import SearchResult
 from ..stac import find_link
-from . import aliases, cursors
+from . import aliases
 from . import params as p
 from .local import local_search
 from .query import Search, and_all, check_search, cloud_cover_condition

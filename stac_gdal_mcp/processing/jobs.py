@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 
 from ..errors import LimitExceeded, OperationCancelled
 
@@ -103,21 +102,3 @@ class Job:
 
         return PROGRESS_FUNC(callback)
 
-
-class JobSlots:
-    """At most `size` jobs at once (`limits.max_jobs`): every worker thread could otherwise start
-    a large read at the same time. `hold(job)` waits for a slot, reporting the wait as progress;
-    the wait ends at once when the job is cancelled or out of time."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._free = threading.BoundedSemaphore(size)
-
-    @contextmanager
-    def hold(self, job: Job, *, poll_s: float = 0.2):
-        while not self._free.acquire(timeout=poll_s):
-            job.progress(0, 1, f"waiting for a free slot: {self.size} jobs are running (limits.max_jobs)")
-        try:
-            yield
-        finally:
-            self._free.release()

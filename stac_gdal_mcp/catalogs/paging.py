@@ -1,0 +1,91 @@
+"""Paging helpers every listing shares: the trail of pages one run has read (loops, repeated
+items) and the byte budget of one answer of full items."""
+
+from __future__ import annotations
+
+import json
+
+
+def prepared_url(url: str, params: dict | None) -> str:
+    """`url` with `params` encoded the way requests sends them."""
+    if not params:
+        return url
+    from requests.models import PreparedRequest
+
+    prepared = PreparedRequest()
+    prepared.prepare_url(url, params)
+    return prepared.url
+
+
+class PageTrail:
+    """The pages one paging run has read and the items they gave. A `next` link back to a page
+    already read, or a page with no item not seen before, is a loop (a broken or hostile API):
+    paging stops there, with `note`, instead of returning the same items again."""
+
+    note = (
+        "the catalog's next link led back to pages already read (a paging loop); stopped there, "
+        "without repeating items"
+    )
+
+    def __init__(self) -> None:
+        self._pages: set[str] = set()
+        self._items: set[tuple] = set()
+        self.looped = False
+
+    @staticmethod
+    def _key(href: str, method: str, body: dict | None) -> str:
+        if str(method).upper() == "GET":
+            return "GET " + prepared_url(href, body)
+        return f"{method} {href} " + json.dumps(body, sort_keys=True, default=str)
+
+    def visit(self, href: str, method: str, body: dict | None) -> None:
+        self._pages.add(self._key(href, method, body))
+
+    def leads_back(self, href: str, method: str, body: dict | None) -> bool:
+        """Whether a `next` page is one already read; marks the loop."""
+        if self._key(href, method, body) in self._pages:
+            self.looped = True
+            return True
+        return False
+
+    def new_item(self, feature: dict) -> bool:
+        """False for an item already returned in this run (same collection and id)."""
+        key = (feature.get("collection"), feature.get("id"))
+        if key[1] is None:
+            return True
+        if key in self._items:
+            return False
+        self._items.add(key)
+        return True
+
+    def stale_page(self) -> None:
+        """A page that brought no new item: a loop by another name."""
+        self.looped = True
+
+
+class ResultBudget:
+    """The bytes of full STAC items one answer may carry (limits.max_result_bytes). The first item
+    always fits, so that paging advances; past the budget, `take` says no and the caller stops
+    with `note` and a cursor at that item."""
+
+    def __init__(self, max_bytes: int | None):
+        self.max_bytes = max_bytes
+        self.used = 0
+        self.cut = False
+
+    def take(self, feature: dict) -> bool:
+        if self.max_bytes is None:
+            return True
+        size = len(json.dumps(feature, separators=(",", ":"), default=str))
+        if self.used and self.used + size > self.max_bytes:
+            self.cut = True
+            return False
+        self.used += size
+        return True
+
+    @property
+    def note(self) -> str:
+        return (
+            f"detail='full' answers are capped at limits.max_result_bytes={self.max_bytes:,} bytes: "
+            "fewer items than the limit were returned; use next_cursor for the rest, or detail='summary'"
+        )
