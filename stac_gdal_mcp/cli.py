@@ -35,7 +35,7 @@ def _build(args: argparse.Namespace):
     """The server `serve` runs, or None when it cannot start (the reason on stderr)."""
     from .errors import StacGdalMcpError
     from .server import build_server
-    from .settings import load_settings
+    from .settings import checked_token, load_settings
 
     try:
         settings = load_settings(args.config, workspace=args.workspace)
@@ -45,7 +45,13 @@ def _build(args: argparse.Namespace):
     from .server.logs import setup_logging
 
     setup_logging(settings.log_level)
-    token = args.token or settings.token
+    token = args.token if args.token is not None else settings.token
+    if token is not None:
+        try:
+            token = checked_token(token)
+        except StacGdalMcpError as exc:
+            print(f"stac-gdal-mcp: {exc}", file=sys.stderr)
+            return None
     if args.transport == "http" and not token and args.host not in ("127.0.0.1", "localhost", "::1"):
         print(
             f"stac-gdal-mcp: refusing to serve HTTP on {args.host} without a token; "

@@ -256,6 +256,11 @@ class Settings(BaseSettings):
     token: str | None = Field(default=None, repr=False)
     log_level: str = "INFO"
 
+    @field_validator("token")
+    @classmethod
+    def _token(cls, v: str | None) -> str | None:
+        return None if v is None else checked_token(v, "token")
+
     @field_validator("workspace")
     @classmethod
     def _expand(cls, v: Path) -> Path:
@@ -304,6 +309,18 @@ _ALIASES = {
     "STAC_GDAL_MCP_PLUGIN_DIR": ("plugins", "dir"),
     "STAC_GDAL_MCP_STRICT_PLUGINS": ("plugins", "strict"),
 }
+
+
+_TOKEN = re.compile(r"[\x21-\x7e]+")  # visible ASCII: what an HTTP header value carries as is
+
+
+def checked_token(token: str, what: str = "--token") -> str:
+    """The bearer token of the HTTP transport: non-blank, of visible ASCII characters, no spaces
+    (a blank token protects nothing, and clients fail on the header it makes). Never echoed."""
+    if not _TOKEN.fullmatch(token):
+        problem = "is blank" if not token.strip() else "has spaces or characters a header cannot carry"
+        raise ConfigError(f"{what} {problem}: use a long random string of visible ASCII characters")
+    return token
 
 
 def load_settings(config: str | Path | None = None, **overrides: Any) -> Settings:

@@ -53,3 +53,22 @@ def test_collector_is_on_after_a_start_that_fails(tmp_path):
     result = _serve(tmp_path, "--config", str(config))
     assert result.returncode == 2 and "default_catalog 'nope'" in result.stderr
     assert result.stdout.splitlines() == ["after True"]
+
+
+def test_a_blank_or_whitespace_token_is_refused_at_start(tmp_path):
+    """`--token ' '` protects nothing (and makes an illegal header): refused before serving,
+    from the command line and from STAC_GDAL_MCP_TOKEN alike, without echoing the value."""
+    for token in (" ", "", "\t", "two words"):
+        result = _serve(tmp_path, "--transport", "http", "--host", "0.0.0.0", "--token", token)
+        assert result.returncode == 2, (token, result.stdout)
+        assert "serving" not in result.stdout and "--token" in result.stderr
+    env_token = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "serve", "--transport", "http"],
+        env={**os.environ, "STAC_GDAL_MCP_WORKSPACE": str(tmp_path / "ws"), "STAC_GDAL_MCP_TOKEN": "  "},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert env_token.returncode == 2 and "token is blank" in env_token.stderr
+    good = _serve(tmp_path, "--transport", "http", "--token", "s3cret-Token_value")
+    assert good.returncode == 0 and good.stdout.startswith("serving"), good.stderr[-2000:]
