@@ -17,196 +17,37 @@ cannot be written the file is removed again.
 
 A process killed mid-write (kill -9, power loss) cannot clean up; the next store to start on the
 workspace does (`sweep`): it removes the `.tmp/` entries of processes that no longer run (and of
-earlier stores of its own pid), and, when no other live store uses the workspace, files without
-a record and records without a file.
+earlier stores of its own pid, see `leftovers`), and, when no other live store uses the
+workspace, files without a record and records without a file.
 
 Nothing is read or written through a symbolic link: the `outputs`, `records` and `.tmp` folders
 and every file in them must be real entries inside the workspace (AccessDenied otherwise), so a
 link planted in the workspace cannot make a resource read return, or a write land in, a file
 outside it.
-
-A record is a STAC Item (projection, raster, file and processing extensions) whose
-`derived_from` links name the source items and asset hrefs, without credentials.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import datetime as dt
-import hashlib
 import logging
 import os
-import re
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, Field, model_serializer
-
-from .catalogs.security import check_output_name
-from .errors import AccessDenied, LimitExceeded, NotFound, OutputExists, OutputNotFound
-from .models import Model
-from .settings import Settings
+from ..catalogs.security import check_output_name
+from ..errors import AccessDenied, LimitExceeded, NotFound, OutputExists, OutputNotFound
+from ..files import file_checksum, read_plain, remove, remove_tree, slug, write_atomic
+from ..settings import Settings
+from . import leftovers
+from .leftovers import TMP_DIR
+from .records import Link, OutputRecord, RasterFacts, RecordLinks, SourceRef, build_record
 
 log = logging.getLogger(__name__)
-
-STAC_EXTENSIONS = [
-    "https://stac-extensions.github.io/projection/v2.0.0/schema.json",
-    "https://stac-extensions.github.io/raster/v1.1.0/schema.json",
-    "https://stac-extensions.github.io/file/v2.1.0/schema.json",
-    "https://stac-extensions.github.io/processing/v1.2.0/schema.json",
-]
-
-
-class _Model(Model):
-    """Serialized by alias (`proj:code`), without null fields except `datetime` (STAC needs it)."""
-
-    model_config = ConfigDict(
-        extra="forbid", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
-    )
-
-    @model_serializer(mode="wrap")
-    def _without_nulls(self, handler):
-        data = handler(self)
-        return {k: v for k, v in data.items() if v is not None or k == "datetime"}
-
-
-class SourceRef(_Model):
-    """Where an output's pixels came from: an asset href (unsigned) and, if known, its item."""
-
-    href: str
-    asset: str | None = None
-    catalog: str | None = None
-    collection_id: str | None = None
-    item_id: str | None = None
-    item_href: str | None = None
-    datetime: str | None = None
-
-
-class RasterBand(_Model):
-    """One band, as the STAC raster extension describes it."""
-
-    data_type: str
-    nodata: float | str | None = None
-    scale: float | None = None
-    offset: float | None = None
-    unit: str | None = None
-
-
-class RasterFacts(_Model):
-    """The georeferencing and bands of a raster output (see processing/records.py)."""
-
-    proj_code: str | None = Field(None, alias="proj:code")
-    proj_wkt2: str | None = Field(None, alias="proj:wkt2", description="only when there is no EPSG code")
-    proj_shape: list[int] = Field(alias="proj:shape", description="[rows, columns]")
-    proj_transform: list[float] = Field(alias="proj:transform")
-    proj_bbox: list[float] = Field(alias="proj:bbox", description="bounds in the output CRS")
-    bbox: list[float] | None = Field(None, description="WGS84 [west, south, east, north]; null without a CRS")
-    geometry: dict[str, Any] | None = Field(None, description="WGS84 footprint polygon; null without a CRS")
-    bands: list[RasterBand] = []
-
-
-class OutputAsset(_Model):
-    href: str = Field(description="path of the file on the server")
-    type: str | None = None
-    title: str | None = None
-    roles: list[str] = ["data"]
-    file_size: int = Field(alias="file:size")
-    file_checksum: str = Field(alias="file:checksum", description="multihash: sha2-256 (1220 + hex)")
-    raster_bands: list[RasterBand] | None = Field(None, alias="raster:bands")
-
-
-class Link(_Model):
-    model_config = ConfigDict(extra="allow", serialize_by_alias=True)
-    rel: str
-    href: str
-    type: str | None = None
-    title: str | None = None
-
-
-class OutputProperties(_Model):
-    model_config = ConfigDict(
-        extra="allow", serialize_by_alias=True, validate_by_name=True, validate_by_alias=True
-    )
-    datetime: str | None = Field(description="datetime of the source(s); null with start/end for several")
-    start_datetime: str | None = None
-    end_datetime: str | None = None
-    created: str
-    title: str | None = None
-    proj_code: str | None = Field(None, alias="proj:code")
-    proj_wkt2: str | None = Field(None, alias="proj:wkt2")
-    proj_shape: list[int] | None = Field(None, alias="proj:shape")
-    proj_transform: list[float] | None = Field(None, alias="proj:transform")
-    proj_bbox: list[float] | None = Field(None, alias="proj:bbox")
-    processing_lineage: str = Field(alias="processing:lineage", description="what was done, in words")
-    processing_expression: dict[str, Any] = Field(
-        alias="processing:expression", description="{format, expression: {operation, parameters}}"
-    )
-    processing_software: dict[str, str] = Field(alias="processing:software")
-    processing_datetime: str = Field(alias="processing:datetime")
-
-
-class OutputRecord(_Model):
-    """A STAC Item describing one output file: what, where, and derived from what."""
-
-    type: str = "Feature"
-    stac_version: str = "1.1.0"
-    stac_extensions: list[str] = STAC_EXTENSIONS
-    id: str
-    geometry: dict[str, Any] | None = None
-    bbox: list[float] | None = None
-    properties: OutputProperties
-    assets: dict[str, OutputAsset]
-    links: list[Link] = []
-
-    @property
-    def file(self) -> OutputAsset:
-        return self.assets["data"]
-
-    @property
-    def uri(self) -> str:
-        """Where the record is: its `self` link (a resource URI on the server, else a file URI)."""
-        return next((link.href for link in self.links if link.rel == "self"), "")
-
-    @property
-    def operation(self) -> str | None:
-        return (self.properties.processing_expression.get("expression") or {}).get("operation")
-
-    def summary(self) -> OutputSummary:
-        return OutputSummary(
-            id=self.id,
-            uri=self.uri,
-            file=Path(self.file.href).name,
-            media_type=self.file.type,
-            size=self.file.file_size,
-            created=self.properties.created,
-            operation=self.operation,
-            datetime=self.properties.datetime,
-            title=self.properties.title,
-        )
-
-
-class OutputSummary(_Model):
-    """One line of list_outputs."""
-
-    id: str
-    uri: str = Field(description="resource with the full record; the file is at <uri>/file")
-    file: str
-    media_type: str | None = None
-    size: int
-    created: str
-    operation: str | None = None
-    datetime: str | None = None
-    title: str | None = None
-
-
-class OutputList(_Model):
-    outputs: list[OutputSummary]
-    workspace: str = Field(description="folder of the output files on the server")
 
 
 @dataclass
@@ -234,148 +75,8 @@ class PendingOutput:
         return sorted(found)
 
 
-TMP_DIR = ".tmp"
-# stores alive in this process (their session ids): leftovers of another session of the same
-# pid (a restarted server that got the same pid, e.g. in a container) are stale
-_LIVE_SESSIONS: set[str] = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    try:  # a zombie (ended, not yet reaped by its parent) is dead too
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _owner(name: str) -> tuple[int, str] | None:
-    """(pid, session) from a `.tmp` entry name `<pid>-<session>-...`, None if not one of ours."""
-    match = re.match(r"^(\d+)-([0-9a-f]{8})(?:[-.]|$)", name)
-    return (int(match.group(1)), match.group(2)) if match else None
-
-
-def _stale(name: str) -> bool:
-    owner = _owner(name)
-    if owner is None:
-        return True  # not a name this store writes: nothing may live here
-    pid, session = owner
-    if pid == os.getpid():
-        with _LIVE_LOCK:
-            return session not in _LIVE_SESSIONS
-    return not _pid_alive(pid)
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _slug(text: str) -> str:
-    text = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")
-    return (text or "output")[:80].rstrip("-._")
-
-
-def file_checksum(path: Path) -> str:
-    """sha2-256 multihash (hex), as the STAC file extension writes it."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1024 * 1024), b""):
-            digest.update(chunk)
-    return "1220" + digest.hexdigest()
-
-
-def _remove(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-
-
-def _write_atomic(path: Path, text: str, tmp: Path | None = None) -> None:
-    """Write `text` to `tmp` (default: a hidden name next to `path`), then rename it to `path`."""
-    tmp = tmp or path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _remove(tmp)
-        raise
-
-
-def package_versions(*packages: str) -> dict[str, str]:
-    """The installed versions of `packages` (for `processing:software`); missing ones left out."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for package in packages:
-        with contextlib.suppress(PackageNotFoundError):
-            found[package] = version(package)
-    return found
-
-
-def _software(extra: dict[str, str] | None) -> dict[str, str]:
-    from ._version import __version__
-
-    found = {"stac-gdal-mcp": __version__, **package_versions("rasterio", "rio-cogeo")}
-    try:
-        import rasterio
-
-        found["GDAL"] = rasterio.__gdal_version__
-    except ImportError:  # pragma: no cover - rasterio is a dependency
-        pass
-    found.update(extra or {})
-    return found
-
-
-def _time_span(sources: list[SourceRef]) -> tuple[str | None, str | None, str | None]:
-    times = sorted({s.datetime for s in sources if s.datetime})
-    if len(times) == 1:
-        return times[0], None, None
-    if not times:
-        return None, None, None
-    return None, times[0], times[-1]
-
-
-def _derived_from(sources: list[SourceRef]) -> list[Link]:
-    links, seen = [], set()
-    for s in sources:
-        item = s.item_href or (
-            f"stac://{s.catalog}/collections/{s.collection_id}/items/{s.item_id}"
-            if s.item_id and s.collection_id and s.catalog
-            else None
-        )
-        if item and item not in seen:
-            seen.add(item)
-            links.append(
-                Link(
-                    rel="derived_from",
-                    href=item,
-                    type="application/geo+json",
-                    title=f"item {s.item_id}" if s.item_id else None,
-                )
-            )
-        if s.href not in seen:
-            seen.add(s.href)
-            title = f"asset {s.asset} of item {s.item_id}" if s.item_id else "source file"
-            links.append(Link(rel="derived_from", href=s.href, title=title))
-    return links
-
-
 def _no_output(output_id: str) -> NotFound:
     return OutputNotFound(f"no output '{output_id}'")
-
-
-# How a record links to itself: (output_id, media type, file size) -> its `self` (and other) links.
-RecordLinks = Callable[[str, "str | None", int], "list[Link]"]
 
 
 class OutputStore:
@@ -395,8 +96,7 @@ class OutputStore:
         self._lock = threading.Lock()
         self._reserved: set[str] = set()
         self.session = secrets.token_hex(4)
-        with _LIVE_LOCK:
-            _LIVE_SESSIONS.add(self.session)
+        leftovers.register(self.session)
         self._marker: Path | None = None
         if sweep:
             try:
@@ -407,9 +107,8 @@ class OutputStore:
     def close(self) -> None:
         """Forget this store (its `.tmp` entries become stale for later sweeps)."""
         if self._marker is not None:
-            _remove(self._marker)
-        with _LIVE_LOCK:
-            _LIVE_SESSIONS.discard(self.session)
+            remove(self._marker)
+        leftovers.unregister(self.session)
 
     @property
     def prefix(self) -> str:
@@ -451,8 +150,8 @@ class OutputStore:
         removed: dict[str, list[str]] = {"temporary": [], "orphan_files": [], "orphan_records": []}
         tmp = self._folder(self.tmp, create=True)  # creates the workspace: the marker must exist
         for entry in sorted(tmp.iterdir()):
-            if _stale(entry.name):
-                _remove_tree(entry)
+            if leftovers.stale(entry.name):
+                remove_tree(entry)
                 removed["temporary"].append(f"{TMP_DIR}/{entry.name}")
         self._marker = tmp / f"{self.prefix}.alive"
         self._marker.touch()
@@ -460,7 +159,7 @@ class OutputStore:
         for folder in (self.root, self.records):  # temporary names of earlier versions
             if folder.is_dir() and not folder.is_symlink():
                 for entry in folder.glob(".*.tmp*"):
-                    _remove_tree(entry)
+                    remove_tree(entry)
                     removed["temporary"].append(f"{folder.name}/{entry.name}")
         others = [e.name for e in tmp.glob("*.alive") if e.name != self._marker.name]
         if others:
@@ -490,11 +189,11 @@ class OutputStore:
             if file.is_file() and not file.is_symlink():
                 files[name] = file
             else:
-                _remove(record_path)
+                remove(record_path)
                 removed["orphan_records"].append(f"records/{record_path.name}")
         for entry in self.root.iterdir():
             if entry.name not in files and not entry.name.startswith("."):
-                _remove_tree(entry)
+                remove_tree(entry)
                 removed["orphan_files"].append(f"outputs/{entry.name}")
 
     # --- writing -------------------------------------------------------------------------
@@ -519,7 +218,7 @@ class OutputStore:
                     )
                 self._reserved.add(output_id)
             return output_id, file_name
-        base = _slug(stem or "output")
+        base = slug(stem or "output", limit=80)
         with self._lock:
             while True:
                 output_id = f"{base}-{secrets.token_hex(3)}"
@@ -553,7 +252,7 @@ class OutputStore:
             yield pending
         finally:
             for p in pending.temporary_files():
-                _remove(p)
+                remove(p)
             with self._lock:
                 self._reserved.discard(output_id)
             if not pending.committed:
@@ -581,10 +280,12 @@ class OutputStore:
                 f"the output file would be {size} bytes, more than limits.max_output_bytes={limit}; "
                 "use a smaller bbox, a coarser resolution or fewer bands"
             )
-        record = self._record(
-            pending,
+        record = build_record(
+            pending.output_id,
+            str(pending.final_path),
             size,
             file_checksum(pending.path),
+            links=self.links(pending.output_id, media_type, size),
             operation=operation,
             parameters=parameters,
             sources=sources,
@@ -598,76 +299,18 @@ class OutputStore:
         self._entry(self.root, pending.final_path.name)  # still no link planted there
         os.replace(pending.path, pending.final_path)
         try:
-            _write_atomic(
+            write_atomic(
                 self._entry(self.records, f"{pending.output_id}.json"),
                 record.model_dump_json(indent=1),
-                tmp=self.tmp / f"{self.prefix}-record-{pending.output_id}.{secrets.token_hex(4)}.tmp",
+                tmp_dir=self.tmp,
+                prefix=f"{self.prefix}-record-{pending.output_id}.",
             )
         except BaseException:
-            _remove(pending.final_path)
+            remove(pending.final_path)
             raise
         pending.committed = True
         log.info("output %s written (%d bytes)", pending.output_id, size)
         return record
-
-    def _record(
-        self,
-        pending: PendingOutput,
-        size: int,
-        checksum: str,
-        *,
-        operation,
-        parameters,
-        sources,
-        media_type,
-        lineage,
-        raster,
-        title,
-        properties,
-        software,
-    ) -> OutputRecord:
-        now = _now()
-        datetime, start, end = _time_span(sources)
-        props: dict[str, Any] = {
-            "datetime": datetime,
-            "start_datetime": start,
-            "end_datetime": end,
-            "created": now,
-            "title": title,
-            "processing:lineage": lineage
-            or f"{operation} of {', '.join(s.href for s in sources) or 'no input'}",
-            "processing:expression": {
-                "format": "stac-gdal-mcp",
-                "expression": {"operation": operation, "parameters": parameters},
-            },
-            "processing:software": _software(software),
-            "processing:datetime": now,
-        }
-        if raster is not None:
-            props.update(
-                raster.model_dump(
-                    include={"proj_code", "proj_wkt2", "proj_shape", "proj_transform", "proj_bbox"}
-                )
-            )
-        props.update(properties or {})
-        links = self.links(pending.output_id, media_type, size) + _derived_from(sources)
-        return OutputRecord(
-            id=pending.output_id,
-            geometry=raster.geometry if raster else None,
-            bbox=raster.bbox if raster else None,
-            properties=OutputProperties.model_validate(props),
-            assets={
-                "data": OutputAsset(
-                    href=str(pending.final_path),
-                    type=media_type,
-                    title=title,
-                    file_size=size,
-                    file_checksum=checksum,
-                    raster_bands=raster.bands if raster else None,
-                )
-            },
-            links=links,
-        )
 
     # --- reading and deleting --------------------------------------------------------------
 
@@ -693,7 +336,7 @@ class OutputStore:
         """The record of one output (OutputNotFound if there is none)."""
         path = self._record_path(output_id)
         try:
-            return self._relinked(OutputRecord.model_validate_json(_read_plain(path)))
+            return self._relinked(OutputRecord.model_validate_json(read_plain(path)))
         except FileNotFoundError:
             raise _no_output(output_id) from None
 
@@ -707,7 +350,7 @@ class OutputStore:
 
     def read_bytes(self, output_id: str) -> bytes:
         """The content of an output's file, opened without following a link (O_NOFOLLOW)."""
-        return _read_plain(self.path(output_id), binary=True)
+        return read_plain(self.path(output_id), binary=True)
 
     def list(self) -> list[OutputRecord]:
         """All outputs, newest first."""
@@ -717,7 +360,7 @@ class OutputStore:
         found = []
         for path in records.glob("*.json"):
             try:
-                found.append(self._relinked(OutputRecord.model_validate_json(_read_plain(path))))
+                found.append(self._relinked(OutputRecord.model_validate_json(read_plain(path))))
             except (OSError, ValueError) as exc:
                 log.warning("skipping unreadable output record %s: %s", path.name, exc)
         return sorted(found, key=lambda r: r.properties.created, reverse=True)
@@ -729,30 +372,6 @@ class OutputStore:
             file = self.root / Path(record.file.href).name
             if not file.is_symlink():
                 self._entry(self._folder(self.root, create=False), file.name)
-            _remove(file)  # a link is removed itself, never what it points to
-            _remove(self._record_path(output_id))
+            remove(file)  # a link is removed itself, never what it points to
+            remove(self._record_path(output_id))
         return record
-
-
-def _read_plain(path: Path, *, binary: bool = False):
-    """Read a file, refusing a symbolic link at the last moment (O_NOFOLLOW)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == 40:  # ELOOP: a link
-            raise AccessDenied(f"'{path.name}' in the workspace is a symbolic link; refused") from None
-        raise
-    with os.fdopen(fd, "rb") as f:
-        data = f.read()
-    return data if binary else data.decode("utf-8")
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a file, a link (not its target) or a folder of them."""
-    import shutil
-
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        _remove(path)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from ..models import Model
 from ..outputs import RasterBand, RasterFacts, SourceRef
+from ..stac import footprint
 
 
 def _number(value: float | None) -> float | str | None:
@@ -40,25 +41,6 @@ def raster_bands(
     ]
 
 
-def _footprint(crs, bounds, per_edge: int = 4) -> tuple[dict[str, Any], list[float]]:
-    """WGS84 polygon of `bounds` (each edge cut in `per_edge` pieces, so curved edges stay
-    close) and its bbox."""
-    from rasterio.warp import transform
-
-    left, bottom, right, top = bounds
-    corners = [(left, bottom), (right, bottom), (right, top), (left, top)]
-    ring_x, ring_y = [], []
-    for (x0, y0), (x1, y1) in zip(corners, corners[1:] + corners[:1]):
-        for i in range(per_edge):
-            ring_x.append(x0 + (x1 - x0) * i / per_edge)
-            ring_y.append(y0 + (y1 - y0) * i / per_edge)
-    lon, lat = transform(crs, "EPSG:4326", ring_x, ring_y)
-    ring = [[round(x, 7), round(y, 7)] for x, y in zip(lon, lat)]
-    ring.append(ring[0])
-    bbox = [min(lon), min(lat), max(lon), max(lat)]
-    return {"type": "Polygon", "coordinates": [ring]}, [round(v, 7) for v in bbox]
-
-
 def _array_bounds(height: int, width: int, transform) -> tuple[float, float, float, float]:
     """(north, west, south, east) of a grid (north-up or not)."""
     xs = [
@@ -81,7 +63,7 @@ def raster_facts(crs, transform, width: int, height: int, bands: list[RasterBand
     (no footprint when `crs` is None: a picture without georeferencing)."""
     north, west, south, east = _array_bounds(height, width, transform)
     epsg = crs.to_epsg() if crs else None
-    geometry, bbox = _footprint(crs, (west, south, east, north)) if crs else (None, None)
+    geometry, bbox = footprint(crs, (west, south, east, north)) if crs else (None, None)
     return RasterFacts(
         proj_code=f"EPSG:{epsg}" if epsg else None,
         proj_wkt2=None if epsg or not crs else crs.to_wkt(),
@@ -111,7 +93,7 @@ class Provenance(Model):
     sources, title, lineage, software, extra properties) and the result's own facts (grid, item
     count, notes, ...)."""
 
-    kind: Literal["time_series", "composite", "array"]
+    kind: Literal["time_series", "composite", "array", "zonal_stats"]
     operation: str
     parameters: dict[str, Any] = {}
     sources: list[SourceRef] = []
