@@ -79,6 +79,20 @@ async def test_http_requires_the_token(server_env):
             result = await client.call_tool("search_items", {"collections": [data.S2], "limit": 3})
             assert result.structured_content["returned"] == 3
             assert result.structured_content["matched"] == len(data.expected(items, collections=[data.S2]))
+            cursor = result.structured_content["next_cursor"]
+            first = [i["id"] for i in result.structured_content["items"]]
+        # Cursors are the server's, not one HTTP session's (catalogs/cursors.py): another
+        # session pages on from it, to the items a single search of 6 gives after the first 3.
+        async with Client(
+            StreamableHttpTransport(url, headers={"Authorization": "Bearer s3cret-token"})
+        ) as other:
+            six = await other.call_tool("search_items", {"collections": [data.S2], "limit": 6})
+            more = await other.call_tool(
+                "search_items", {"collections": [data.S2], "limit": 3, "cursor": cursor}
+            )
+            assert first + [i["id"] for i in more.structured_content["items"]] == [
+                i["id"] for i in six.structured_content["items"]
+            ]
     finally:
         process.terminate()
         process.wait(timeout=10)

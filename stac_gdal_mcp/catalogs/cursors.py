@@ -2,10 +2,17 @@
 
 A cursor is `<payload>.<tag>`: the payload is base64url JSON holding where the next page starts
 (plus which listing and catalog it belongs to), the tag an HMAC-SHA256 of the payload under a
-key of the `Cursors` object that made it (one per session, random). A cursor that was altered,
-made by another session (or before a restart), or meant for another listing or catalog is
-refused with one line; the fields of a genuine one are checked again before use (`offset`,
-`page_skip`), so a bug elsewhere cannot turn into an out-of-range read.
+key of the `Cursors` object that made it (one per library `Session`, random). A cursor that was
+altered, made by another `Session` (another process, or before a restart), or meant for another
+listing or catalog is refused with one line; the fields of a genuine one are checked again before
+use (`offset`, `page_skip`), so a bug elsewhere cannot turn into an out-of-range read.
+
+A server has one `Session` for all its clients, so a cursor is good in every MCP connection of
+the same server process: one HTTP session's cursor pages on in another (tests/test_transports.py).
+That is by design, not an oversight: a cursor holds only where a public listing goes on (the
+search arguments and the catalog's next page), which any client of the server can ask for
+itself, and on MCP 2026-07-28 connections (every request its own connection, as fastmcp's
+Client negotiates by default) there is no session a cursor could be bound to.
 """
 
 from __future__ import annotations
