@@ -201,3 +201,139 @@ async def test_a_running_server_sees_a_re_index(build, make_settings, folder, tm
         assert main(["index", str(work), "--datetime-pattern", "%Y%m%d"]) == 0
         assert "1 added" in capsys.readouterr().out
         assert await hrefs() == before | {str(new.resolve())}
+
+
+# --- hardening (issue 23): what a hostile folder cannot make `index` do ------------------------
+
+
+def small_tiff(path: Path, *, site=SITE_A, value: int = 7) -> Path:
+    """A small georeferenced GeoTIFF (uncompressed: a pixel can be changed in place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    profile = {
+        "driver": "GTiff",
+        "width": 64,
+        "height": 64,
+        "count": 1,
+        "dtype": "uint8",
+        "crs": "EPSG:32633",
+        "transform": from_origin(*site, 10, 10),
+    }
+    with rasterio.open(path, "w", **profile) as dst:
+        dst.write(np.full((1, 64, 64), value, dtype="uint8"))
+    return path
+
+
+def features(index: Path) -> list[dict]:
+    return json.loads(index.read_text())["features"]
+
+
+def test_index_writes_no_file_through_a_planted_link(tmp_path):
+    """Links planted at every temporary name the index could use: nothing outside DIR changes."""
+    from stac_gdal_mcp.catalogs.indexing import build_index
+
+    work, outside = tmp_path / "dir", tmp_path / "outside"
+    small_tiff(work / "a.tif")
+    outside.mkdir()
+    victims = []
+    for name in ("stac-index.json", "stac-index.collection.json"):
+        victim = outside / f"victim-{name}"
+        victim.write_text("precious")
+        victims.append(victim)
+        (work / f".{name}.{os.getpid()}.tmp").symlink_to(victim)
+    report = build_index(work)
+    assert [v.read_text() for v in victims] == ["precious", "precious"]
+    assert [i["assets"]["data"]["href"] for i in features(report.output)] == ["a.tif"]
+    assert not (work / "stac-index.json").is_symlink()
+
+
+def test_index_reads_no_file_through_a_link(tmp_path):
+    """A linked file and a linked folder leading out of DIR are skipped with a note, not indexed."""
+    from stac_gdal_mcp.catalogs.indexing import build_index
+
+    work, outside = tmp_path / "dir", tmp_path / "outside"
+    small_tiff(work / "a.tif")
+    small_tiff(outside / "secret.tif", site=SITE_B)
+    small_tiff(outside / "folder" / "deep.tif", site=SITE_B)
+    (work / "link.tif").symlink_to(outside / "secret.tif")
+    (work / "linked").symlink_to(outside / "folder", target_is_directory=True)
+    report = build_index(work)
+    assert [i["assets"]["data"]["href"] for i in features(report.output)] == ["a.tif"]
+    skipped = {entry["path"]: entry["reason"] for entry in report.skipped}
+    assert set(skipped) == {"link.tif", "linked"}
+    assert all("symbolic link" in reason for reason in skipped.values())
+
+
+def test_a_planted_previous_index_is_not_trusted(tmp_path):
+    """A previous index whose entries match the files' size and mtime, with a forged id and an
+    extra asset pointing elsewhere: its entries are not reused as they are."""
+    from stac_gdal_mcp.catalogs.indexing import build_index
+
+    work = tmp_path / "dir"
+    small_tiff(work / "a.tif")
+    small_tiff(work / "b.tif", site=SITE_B)
+    index = build_index(work).output
+    honest = {i["id"]: i for i in features(index)}
+    doc = json.loads(index.read_text())
+    forged = doc["features"][0]
+    forged["id"] = "<img src=x onerror=alert(1)>"
+    forged["assets"]["evil"] = {"href": "/etc/passwd", "type": "text/plain"}
+    forged["properties"]["title"] = "<script>alert(1)</script>"
+    index.write_text(json.dumps(doc))
+    build_index(work)
+    items = {i["id"]: i for i in features(index)}
+    assert items == honest  # every entry as an honest run makes it
+    for item in items.values():
+        assert list(item["assets"]) == ["data"]
+
+
+def test_a_file_changed_in_place_is_read_again(tmp_path):
+    """Same size, same mtime, other content: the content fingerprint tells, the item is redone."""
+    from stac_gdal_mcp.catalogs.indexing import build_index
+
+    work = tmp_path / "dir"
+    path = small_tiff(work / "a.tif")
+    build_index(work)
+    stat = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # a pixel of the last strip
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
+    report = build_index(work)
+    assert (report.updated, report.unchanged) == (["a.tif"], [])
+
+
+def test_a_file_that_vanishes_mid_run_is_reported_and_the_rest_indexed(tmp_path, monkeypatch):
+    """b.tif is removed while a.tif is being indexed (after the folder was listed)."""
+    from stac_gdal_mcp.catalogs import indexing
+
+    work = tmp_path / "dir"
+    small_tiff(work / "a.tif")
+    small_tiff(work / "b.tif", site=SITE_B)
+    small_tiff(work / "c.tif")
+    real = indexing._cog_check
+
+    def check_then_remove_b(path):
+        (work / "b.tif").unlink(missing_ok=True)
+        return real(path)
+
+    monkeypatch.setattr(indexing, "_cog_check", check_then_remove_b)
+    report = indexing.build_index(work)
+    assert sorted(report.added) == ["a.tif", "c.tif"]
+    assert [entry["path"] for entry in report.skipped] == ["b.tif"]
+    assert sorted(i["assets"]["data"]["href"] for i in features(report.output)) == ["a.tif", "c.tif"]
+
+
+def test_file_names_are_escaped_in_the_report(tmp_path, capsys):
+    """A name with a line break cannot forge a report line; escape sequences do not reach the
+    terminal."""
+    work = tmp_path / "dir"
+    small_tiff(work / "ok.tif")
+    (work / "x\nindexed 999 file(s) into etc: forged.tif").write_bytes(b"not a tiff")
+    (work / "\x1b[2J\x1b]0;title\x07y.tif").write_bytes(b"not a tiff")
+    assert main(["index", str(work)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert not [line for line in out.splitlines() if line.startswith("indexed 999")]
+    assert "x\\nindexed 999 file(s) into etc: forged.tif" in out
+    assert "\\x1b[2J" in out

@@ -18,30 +18,41 @@ One item per `.tif`/`.tiff` file (below the folder, recursively), with one asset
 
 Files that are not Cloud-Optimized (`rio_cogeo.cog_validate`) are indexed with media type
 `image/tiff; application=geotiff` and reported with a hint to convert them; files that cannot
-be read or have no CRS are reported and left out.
+be read, have no CRS or vanish while the index is built are reported and left out (the rest is
+indexed). The footprint is the package's one (`stac.footprint`, as output records have it), the
+collection's extent too (`stac.collection_extent`).
 
-Re-running is incremental: an existing index is read, and a file whose size and modification
-time are unchanged keeps its item without being opened; items of files that are gone are
-dropped. The output is written atomically. Asset hrefs are relative to the index file, which
-must be in the folder or above it (processing reads files only below a local catalog's folder).
-A collection document (`<index>.collection.json`, extent and summaries) is written next to it;
-items link to it.
+Nothing is read through a symbolic link: linked files and folders are skipped with a note, every
+file is opened with O_NOFOLLOW and read (hashed, its header, its COG layout) through that one
+descriptor; the index is written through a fresh temporary file (`files.write_atomic`: created
+O_EXCL|O_NOFOLLOW under a random name, then renamed), so a link planted in the folder is never
+written through. File names in the report are escaped (no line breaks, no terminal sequences).
+
+Re-running is incremental: an existing index is read, and a file whose content is unchanged (its
+sha2-256 `file:checksum`, not only its size and time) keeps its item without its header being
+read again, if that item is exactly what this command writes (its id, one `data` asset naming
+the file itself, the known properties; a planted or edited entry is redone); items of files that
+are gone are dropped. Asset hrefs are relative to the index file, which must be in the folder or
+above it (processing reads files only below a local catalog's folder). A collection document
+(`<index>.collection.json`, extent and summaries) is written next to it; items link to it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
 import json
 import math
 import os
 import re
+import stat as stat_mode
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgument
+from ..errors import AccessDenied, InvalidArgument
+from ..files import file_checksum, open_plain, read_plain, slug, write_atomic
+from ..stac import collection_extent, footprint
 
 COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
 GTIFF_TYPE = "image/tiff; application=geotiff"
@@ -91,7 +102,7 @@ class IndexReport:
     datetime_from_mtime: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        """The report for a person (the CLI prints it)."""
+        """The report for a person (the CLI prints it), file names escaped (`shown`)."""
         out = [
             f"indexed {self.items} file(s) into {self.output} (collection '{self.collection_id}'): "
             f"{len(self.added)} added, {len(self.updated)} updated, {len(self.unchanged)} unchanged, "
@@ -106,7 +117,17 @@ class IndexReport:
                 f"{len(self.datetime_from_mtime)} file(s) have no TIFFTAG_DATETIME and matched no "
                 "--datetime-pattern: their datetime is the file's modification time"
             )
-        return out
+        return [shown(line) for line in out]
+
+
+def shown(text: str) -> str:
+    """`text` with every character that is not printable (line breaks, escape sequences, bytes
+    that are not UTF-8) and the backslash written as a Python escape: one line, inert on a
+    terminal."""
+    return "".join(
+        c if c.isprintable() and c != "\\" else c.encode("unicode_escape", "backslashreplace").decode()
+        for c in text
+    )
 
 
 def datetime_finder(pattern: str):
@@ -164,30 +185,6 @@ def _tag_datetime(tags: dict[str, str]) -> dt.datetime | None:
     return None
 
 
-def _footprint(crs, transform, width: int, height: int) -> tuple[dict, list[float]]:
-    from rasterio.warp import transform as warp_points
-
-    corners = [(0, 0), (width, 0), (width, height), (0, height), (0, 0)]
-    xs, ys = [], []
-    for (c0, r0), (c1, r1) in itertools.pairwise(corners):
-        for k in range(8):
-            col, row = c0 + (c1 - c0) * k / 8, r0 + (r1 - r0) * k / 8
-            x, y = transform @ (col, row)
-            xs.append(x)
-            ys.append(y)
-    lon, lat = warp_points(crs, "EPSG:4326", xs, ys)
-    ring = [[round(a, 7), round(b, 7)] for a, b in zip(lon, lat, strict=True)]
-    ring.append(ring[0])
-    if _signed_area(ring) < 0:  # GeoJSON: exterior rings counter-clockwise
-        ring.reverse()
-    bbox = [min(lon), min(lat), max(lon), max(lat)]
-    return {"type": "Polygon", "coordinates": [ring]}, [round(v, 7) for v in bbox]
-
-
-def _signed_area(ring: list[list[float]]) -> float:
-    return sum(a[0] * b[1] - b[0] * a[1] for a, b in itertools.pairwise(ring)) / 2
-
-
 def _number(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return "nan"
@@ -203,7 +200,7 @@ def _common_name(description: str | None, colorinterp: str | None) -> str | None
     return colorinterp if colorinterp in ("red", "green", "blue") else None
 
 
-def read_header(path: Path) -> dict[str, Any]:
+def read_header(path: Path | str) -> dict[str, Any]:
     """The item facts of one GeoTIFF, from its header (no pixels are read)."""
     import rasterio
     from rasterio.errors import NotGeoreferencedWarning
@@ -214,7 +211,7 @@ def read_header(path: Path) -> dict[str, Any]:
             if src.crs is None:
                 raise ValueError("no CRS (not georeferenced): it cannot be found by place")
             crs, transform = src.crs, src.transform
-            geometry, bbox = _footprint(crs, transform, src.width, src.height)
+            geometry, bbox = footprint(crs, src.bounds)
             epsg = crs.to_epsg()
             props: dict[str, Any] = {
                 "proj:shape": [src.height, src.width],
@@ -260,7 +257,7 @@ def read_header(path: Path) -> dict[str, Any]:
     }
 
 
-def _cog_check(path: Path) -> tuple[bool, str]:
+def _cog_check(path: Path | str) -> tuple[bool, str]:
     from rio_cogeo import cog_validate
 
     try:
@@ -270,54 +267,200 @@ def _cog_check(path: Path) -> tuple[bool, str]:
     return valid, "; ".join(errors)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._") or "files"
-
-
 def _item_id(rel: Path) -> str:
     parts = [*rel.parent.parts, rel.stem]
-    return "__".join(_slug(p) for p in parts if p not in ("", "."))
+    return "__".join(slug(p, "files") for p in parts if p not in ("", "."))
 
 
-def _read_previous(output: Path) -> dict[str, dict]:
-    """Items of an earlier index at `output`, by their asset's href (relative path)."""
-    if not output.is_file():
-        return {}
+def _walk(folder: Path, recursive: bool, report: IndexReport) -> list[Path]:
+    """The GeoTIFFs below `folder` (not hidden), never through a link: linked files and folders
+    are reported as skipped."""
+    found, pending = [], [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError as exc:
+            report.skipped.append({"path": str(Path(current).relative_to(folder)), "reason": _reason(exc)})
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            tiff = entry.name.lower().endswith(SUFFIXES) and not entry.name.startswith(".")
+            if entry.is_symlink():
+                if tiff or entry.is_dir():  # a link to a folder could lead anywhere
+                    reason = "a symbolic link; not followed (index the files where they are)"
+                    report.skipped.append({"path": str(path.relative_to(folder)), "reason": reason})
+            elif entry.is_dir(follow_symlinks=False):
+                if recursive:
+                    pending.append(path)
+            elif tiff and entry.is_file(follow_symlinks=False):
+                found.append(path)
+    report.skipped.sort(key=lambda e: e["path"])
+    return sorted(found)
+
+
+def _read_previous(output: Path, report: IndexReport) -> dict[str, dict]:
+    """Items of an earlier index at `output` (never read through a link), by their asset's href."""
     try:
+        text = read_plain(output)
         if output.suffix == ".ndjson":
-            items = [json.loads(line) for line in output.read_text().splitlines() if line.strip()]
+            items = [json.loads(line) for line in text.splitlines() if line.strip()]
         else:
-            items = json.loads(output.read_text()).get("features", [])
+            items = json.loads(text).get("features", [])
+    except FileNotFoundError:
+        return {}
+    except AccessDenied:
+        report.skipped.append(
+            {"path": output.name, "reason": "the previous index is a symbolic link; not read"}
+        )
+        return {}
     except (OSError, ValueError, AttributeError):
         return {}
-    return {
-        i["assets"]["data"]["href"]: i for i in items if isinstance(i, dict) and "data" in i.get("assets", {})
-    }
+    previous = {}
+    for item in items if isinstance(items, list) else []:
+        href = ((item.get("assets") or {}).get("data") or {}).get("href") if isinstance(item, dict) else None
+        if isinstance(href, str):
+            previous[href] = item
+    return previous
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+ITEM_KEYS = {"type", "stac_version", "stac_extensions", "id", "collection", "geometry", "bbox", "properties", "links", "assets"}  # fmt: skip
+PROPERTY_KEYS = {"datetime", "proj:code", "proj:wkt2", "proj:shape", "proj:transform", "proj:bbox", "gsd"}
+ASSET_KEYS = {"href", "type", "title", "roles", "file:size", "file:checksum", "updated", "raster:bands", "eo:bands", "description"}  # fmt: skip
+ITEM_ID = re.compile(r"[A-Za-z0-9._-]{1,300}")
+
+
+def _valid_id(item_id: Any) -> bool:
+    return isinstance(item_id, str) and ITEM_ID.fullmatch(item_id) is not None
+
+
+def _reusable(
+    old: dict | None, path: Path, href: str, stat: os.stat_result, checksum: str, links: list[dict]
+) -> bool:
+    """Whether `old` (the previous index's entry for `href`) is exactly what this command
+    writes for this file: its content checksum, size and modification time, an id of the item id
+    alphabet, one `data` asset naming the file itself, the collection link only, no other
+    properties."""
+    if not isinstance(old, dict) or set(old) != ITEM_KEYS or not _valid_id(old.get("id")):
+        return False
+    asset, props = (old.get("assets") or {}).get("data"), old.get("properties")
+    return (
+        list(old["assets"]) == ["data"]
+        and isinstance(asset, dict)
+        and set(asset) <= ASSET_KEYS
+        and asset.get("href") == href
+        and asset.get("file:checksum") == checksum
+        and asset.get("file:size") == stat.st_size
+        and asset.get("updated") == _mtime_iso(stat)
+        and asset.get("type") in (COG_TYPE, GTIFF_TYPE)
+        and asset.get("title") == path.name
+        and asset.get("roles") == ["data"]
+        and isinstance(props, dict)
+        and set(props) <= PROPERTY_KEYS
+        and isinstance(props.get("datetime"), str)
+        and old["type"] == "Feature"
+        and old["stac_version"] == STAC_VERSION
+        and old["stac_extensions"] == EXTENSIONS
+        and old["links"] == links
+        and (old.get("geometry") or {}).get("type") in ("Polygon", "MultiPolygon")
+        and isinstance(old.get("bbox"), list)
+        and len(old["bbox"]) == 4
+        and all(isinstance(v, (int, float)) for v in old["bbox"])
+    )
+
+
+@dataclass
+class _Run:
+    """One run of `build_index`: where, what was there before, what is made."""
+
+    folder: Path
+    out: Path
+    collection_id: str
+    report: IndexReport
+    previous: dict[str, dict]
+    find_datetime: Any = None
+    items: list[dict] = field(default_factory=list)
+    used_ids: set[str] = field(default_factory=set)
+
+    @property
+    def links(self) -> list[dict]:
+        name = self.out.name.rsplit(".", 1)[0] + ".collection.json"
+        return [{"rel": "collection", "href": f"./{name}", "type": "application/json"}]
+
+    def add(self, path: Path) -> None:
+        """Index one file (through one descriptor opened without following a link)."""
+        rel, href = path.relative_to(self.folder), os.path.relpath(path, self.out.parent)
+        old = self.previous.get(href)
+        fd = open_plain(path)
+        try:
+            stat = os.fstat(fd)
+            if not stat_mode.S_ISREG(stat.st_mode):
+                raise ValueError("not a regular file")
+            checksum = file_checksum(fd)
+            if _reusable(old, path, href, stat, checksum, self.links) and old["id"] not in self.used_ids:
+                self._keep(old, rel)
+                return
+            opened = f"/proc/self/fd/{fd}" if os.path.isdir("/proc/self/fd") else str(path)
+            facts = read_header(opened)
+            valid, why = _cog_check(opened)
+        finally:
+            os.close(fd)
+        item_id = old["id"] if isinstance(old, dict) and _valid_id(old.get("id")) else _item_id(rel)
+        self.items.append(self._item(path, rel, href, item_id, stat, checksum, facts, valid, why))
+        (self.report.updated if old else self.report.added).append(str(rel))
+
+    def _keep(self, old: dict, rel: Path) -> None:
+        old["collection"] = self.collection_id
+        self.items.append(old)
+        self.used_ids.add(old["id"])
+        self.report.unchanged.append(str(rel))
+        asset = old["assets"]["data"]
+        if asset["type"] != COG_TYPE:
+            self.report.not_cog.append(_flag(rel, asset.get("description") or "not a COG"))
+
+    def _item(self, path, rel, href, item_id, stat, checksum, facts, valid, why) -> dict:
+        when = self.find_datetime(rel.as_posix()) if self.find_datetime else None
+        when = when or facts["tag_datetime"]
+        if when is None:
+            when = dt.datetime.fromtimestamp(stat.st_mtime, dt.UTC)
+            self.report.datetime_from_mtime.append(str(rel))
+        base, n = item_id, 2
+        while item_id in self.used_ids:
+            item_id, n = f"{base}-{n}", n + 1
+        self.used_ids.add(item_id)
+        asset = {
+            "href": href,
+            "type": COG_TYPE if valid else GTIFF_TYPE,
+            "title": path.name,
+            "roles": ["data"],
+            "file:size": stat.st_size,
+            "file:checksum": checksum,
+            "updated": _mtime_iso(stat),
+            "raster:bands": facts["raster:bands"],
+            "eo:bands": facts["eo:bands"],
+        }
+        if not valid:
+            asset["description"] = f"not a Cloud-Optimized GeoTIFF: {why or 'cog_validate failed'}"
+            self.report.not_cog.append(_flag(rel, asset["description"]))
+        return {
+            "type": "Feature",
+            "stac_version": STAC_VERSION,
+            "stac_extensions": EXTENSIONS,
+            "id": item_id,
+            "collection": self.collection_id,
+            "geometry": facts["geometry"],
+            "bbox": facts["bbox"],
+            "properties": {"datetime": _iso(when), **facts["properties"]},
+            "links": self.links,
+            "assets": {"data": asset},
+        }
+
+
+def _reason(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _collection(collection_id: str, items: list[dict], title: str) -> dict:
-    boxes = [i["bbox"] for i in items if i.get("bbox")]
-    times = sorted(i["properties"]["datetime"] for i in items)
-    spatial = (
-        [
-            min(b[0] for b in boxes),
-            min(b[1] for b in boxes),
-            max(b[2] for b in boxes),
-            max(b[3] for b in boxes),
-        ]
-        if boxes
-        else [-180.0, -90.0, 180.0, 90.0]
-    )
     return {
         "type": "Collection",
         "stac_version": STAC_VERSION,
@@ -326,10 +469,7 @@ def _collection(collection_id: str, items: list[dict], title: str) -> dict:
         "title": title,
         "description": f"GeoTIFF files indexed by `stac-gdal-mcp index` ({len(items)} files).",
         "license": "other",
-        "extent": {
-            "spatial": {"bbox": [spatial]},
-            "temporal": {"interval": [[times[0] if times else None, times[-1] if times else None]]},
-        },
+        "extent": collection_extent(items),
         "summaries": {
             "proj:code": sorted(
                 {i["properties"]["proj:code"] for i in items if "proj:code" in i["properties"]}
@@ -338,6 +478,16 @@ def _collection(collection_id: str, items: list[dict], title: str) -> dict:
         },
         "links": [],
     }
+
+
+def _output(folder: Path, output: str | os.PathLike | None) -> Path:
+    out = Path(output).expanduser().resolve() if output else folder / DEFAULT_NAME
+    if folder != out.parent and out.parent not in folder.parents:
+        raise InvalidArgument(
+            f"the index {out} must be in {folder} or a folder above it: processing reads only "
+            "files below a local catalog's folder"
+        )
+    return out
 
 
 def build_index(
@@ -353,104 +503,35 @@ def build_index(
     folder = Path(directory).expanduser().resolve()
     if not folder.is_dir():
         raise InvalidArgument(f"{directory} is not a folder")
-    out = Path(output).expanduser().resolve() if output else folder / DEFAULT_NAME
-    if folder != out.parent and out.parent not in folder.parents:
-        raise InvalidArgument(
-            f"the index {out} must be in {folder} or a folder above it: processing reads only "
-            "files below a local catalog's folder"
-        )
+    out = _output(folder, output)
     from rasterio.errors import RasterioError
 
     find_datetime = datetime_finder(datetime_pattern) if datetime_pattern else None
-    cid = _slug(collection_id or folder.name)
-    collection_href = out.with_name(out.name.rsplit(".", 1)[0] + ".collection.json")
-    report = IndexReport(output=out, collection_id=cid)
-    previous = _read_previous(out)
-
-    files = sorted(
-        p
-        for p in (folder.rglob("*") if recursive else folder.iterdir())
-        if p.suffix.lower() in SUFFIXES and p.is_file() and not p.name.startswith(".")
-    )
-    items: list[dict] = []
-    used_ids: set[str] = set()
-    seen_hrefs: set[str] = set()
-    for path in files:
-        rel_to_folder = path.relative_to(folder)
-        href = os.path.relpath(path, out.parent)
-        seen_hrefs.add(href)
-        stat = path.stat()
-        mtime = _mtime_iso(stat)
-        old = previous.get(href)
-        asset_old = (old or {}).get("assets", {}).get("data", {})
-        if old and asset_old.get("file:size") == stat.st_size and asset_old.get("updated") == mtime:
-            old["collection"] = cid
-            items.append(old)
-            used_ids.add(old["id"])
-            report.unchanged.append(str(rel_to_folder))
-            if asset_old.get("type") != COG_TYPE:
-                report.not_cog.append(_flag(rel_to_folder, asset_old.get("description") or "not a COG"))
-            continue
+    report = IndexReport(output=out, collection_id=slug(collection_id or folder.name, "files"))
+    run = _Run(folder, out, report.collection_id, report, _read_previous(out, report), find_datetime)
+    for path in _walk(folder, recursive, report):
         try:
-            facts = read_header(path)
-        except (OSError, ValueError, RasterioError) as exc:  # unreadable, no raster, no CRS: reported
-            report.skipped.append({"path": str(rel_to_folder), "reason": str(exc).splitlines()[0][:300]})
-            continue
-        valid, why = _cog_check(path)
-        when = find_datetime(rel_to_folder.as_posix()) if find_datetime else None
-        when = when or facts["tag_datetime"]
-        if when is None:
-            when = dt.datetime.fromtimestamp(stat.st_mtime, dt.UTC)
-            report.datetime_from_mtime.append(str(rel_to_folder))
-        item_id = old["id"] if old else _item_id(rel_to_folder)
-        base, n = item_id, 2
-        while item_id in used_ids:
-            item_id, n = f"{base}-{n}", n + 1
-        used_ids.add(item_id)
-        asset = {
-            "href": href,
-            "type": COG_TYPE if valid else GTIFF_TYPE,
-            "title": path.name,
-            "roles": ["data"],
-            "file:size": stat.st_size,
-            "updated": mtime,
-            "raster:bands": facts["raster:bands"],
-            "eo:bands": facts["eo:bands"],
-        }
-        if not valid:
-            asset["description"] = f"not a Cloud-Optimized GeoTIFF: {why or 'cog_validate failed'}"
-            report.not_cog.append(_flag(rel_to_folder, asset["description"]))
-        items.append(
-            {
-                "type": "Feature",
-                "stac_version": STAC_VERSION,
-                "stac_extensions": EXTENSIONS,
-                "id": item_id,
-                "collection": cid,
-                "geometry": facts["geometry"],
-                "bbox": facts["bbox"],
-                "properties": {"datetime": _iso(when), **facts["properties"]},
-                "links": [
-                    {"rel": "collection", "href": f"./{collection_href.name}", "type": "application/json"}
-                ],
-                "assets": {"data": asset},
-            }
-        )
-        (report.updated if old else report.added).append(str(rel_to_folder))
+            run.add(path)
+        except (OSError, ValueError, RasterioError, AccessDenied) as exc:  # unreadable, gone, no CRS
+            report.skipped.append({"path": str(path.relative_to(folder)), "reason": _reason(exc)})
+    seen = {i["assets"]["data"]["href"] for i in run.items} | {
+        os.path.relpath(folder / e["path"], out.parent) for e in report.skipped
+    }
     report.removed = sorted(
         os.path.normpath(os.path.join(os.path.relpath(out.parent, folder), h))
-        for h in previous
-        if h not in seen_hrefs
+        for h in run.previous
+        if h not in seen
     )
+    items = sorted(run.items, key=lambda i: i["id"])
     report.items = len(items)
-    items.sort(key=lambda i: i["id"])
     if out.suffix == ".ndjson":
         text = "".join(json.dumps(i, separators=(",", ":")) + "\n" for i in items)
     else:
         text = json.dumps({"type": "FeatureCollection", "features": items}, indent=1)
     out.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(out, text)
-    _write_atomic(collection_href, json.dumps(_collection(cid, items, folder.name), indent=1))
+    write_atomic(out, text)
+    collection_href = out.with_name(run.links[0]["href"][2:])
+    write_atomic(collection_href, json.dumps(_collection(report.collection_id, items, folder.name), indent=1))
     return report
 
 
