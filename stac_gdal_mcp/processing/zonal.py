@@ -1,0 +1,780 @@
+"""Zonal statistics: exact, coverage-weighted statistics of a band, asset or formula per zone and
+per item (or per solar day), straight from the items' COGs, with exactextract as the engine.
+
+`check` turns the arguments into a frozen `ZonalRequest` (once, at the edge), `estimate` says what
+a call would read and write (headers and tile indexes only), `run` computes the table, `save`
+writes it (GeoParquet or CSV) with a record naming every asset read.
+
+How one item is measured (`measure_item`, items concurrently on the process's reader threads):
+1. the zones whose outline meets the item's footprint (an STRtree built once per call);
+2. the assets of the expression's bands (and the cloud mask when `mask_clouds`), each opened
+   through `access.open_reader` (href policy, signing, GDAL options, retries, the job);
+3. the grid: the finest of the bands' own grids (pixels are never resampled; coarser bands and
+   the mask are sampled onto it by pixel centre, exact when grids nest as Sentinel-2's 10/20 m
+   do), or a grid of `resolution` in the item's CRS when one is asked for;
+4. the zones projected into the item's CRS (once per CRS and call) and grouped by the tile of the
+   grid under their centre: each group is one window read, the tiles under its zones and no
+   more, shared by every zone of the group;
+5. per window: each item's scale/offset applied, nodata and (with `mask_clouds`) every pixel that
+   is not clear masked, the expression evaluated, and `exact_extract` run on the window with the
+   group's zones: partial pixels count by the share of their area inside the zone.
+
+A failed read is never data: the item's rows carry `error` and no statistic. Zones outside an
+item's raster get a row with count 0 and a note; zones no item covers get one such row.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import InvalidArgument, LimitExceeded, NotSupported, StacGdalMcpError
+from ..stac import item_datetime, raster_band
+from .jobs import Job
+from .zones import Zones, read_zones
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_ITEMS = 50
+WINDOW_PIXELS = 2048 * 2048  # a group's window at most (larger zones are read one by one)
+SOFTWARE = ("exactextract", "rasterio", "shapely", "pandas")
+
+# exactextract's statistics with one value per zone (quantile takes q=..., frac one column per class)
+STATS = (
+    "count",
+    "sum",
+    "mean",
+    "median",
+    "min",
+    "max",
+    "stdev",
+    "variance",
+    "coefficient_of_variation",
+    "majority",
+    "minority",
+    "mode",
+    "variety",
+    "quantile",
+    "frac",
+    "unique",
+    "min_center_x",
+    "min_center_y",
+    "max_center_x",
+    "max_center_y",
+)
+PER_PIXEL = ("values", "coverage", "cell_id", "center_x", "center_y", "weights")
+Per = Literal["item", "day"]
+
+
+# --- the request --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stat:
+    """One statistic: exactextract's name, its options, and the table column it fills."""
+
+    name: str
+    options: tuple = ()
+    column: str = ""
+
+
+def parse_stats(stats) -> tuple[Stat, ...]:
+    """`["mean", "quantile(q=0.9)", ...]` as `Stat`s; an unknown name refused in one line."""
+    if isinstance(stats, str):
+        stats = [s for s in re.split(r",(?![^(]*\))", stats) if s.strip()]
+    if not stats:
+        raise InvalidArgument(f"stats is empty; give some of: {', '.join(STATS)}")
+    parsed = []
+    for text in stats:
+        match = re.fullmatch(r"\s*([a-z_]+)\s*(?:\((.*)\))?\s*", str(text))
+        name = match.group(1) if match else str(text)
+        if name in PER_PIXEL or name.startswith("weighted_"):
+            raise InvalidArgument(
+                f"stat '{name}' gives per-pixel values or needs weights; use one of: {', '.join(STATS)}"
+            )
+        if not match or name not in STATS:
+            raise InvalidArgument(f"unknown stat '{text}'; valid stats: {', '.join(STATS)}")
+        options = _stat_options(text, match.group(2))
+        if name == "quantile":
+            q = dict(options).get("q")
+            if q is None or not 0 <= float(q) <= 1:
+                raise InvalidArgument(f"stat '{text}': give quantile(q=0.9), q between 0 and 1")
+            column = f"quantile_{round(float(q) * 100):d}"
+        else:
+            column = name
+        parsed.append(Stat(name, options, column))
+    return tuple(dict.fromkeys(parsed))
+
+
+def _stat_options(text: str, inside: str | None) -> tuple:
+    options = []
+    for part in filter(None, (p.strip() for p in (inside or "").split(","))):
+        key, _, value = part.partition("=")
+        try:
+            options.append((key.strip(), float(value)))
+        except ValueError:
+            raise InvalidArgument(f"stat '{text}': options are key=number, e.g. quantile(q=0.9)") from None
+    return tuple(options)
+
+
+@dataclass(frozen=True)
+class ZonalRequest:
+    """The checked arguments of one zonal statistics call."""
+
+    zones: Zones
+    expression: str  # the formula (an index name expanded)
+    tree: Any = field(repr=False, compare=False)
+    names: tuple[str, ...] = ()
+    stats: tuple[Stat, ...] = ()
+    mask_clouds: bool = True
+    per: Per = "item"
+    resolution: float | None = None
+    catalog: str | None = None
+    items: tuple | None = None
+    max_items: int | None = None
+    search: tuple = ()  # (key, value) pairs of the search arguments
+
+    @property
+    def search_arguments(self) -> dict:
+        return dict(self.search)
+
+    def parameters(self) -> dict:
+        """What an output record lists (None left out)."""
+        values = {
+            "zones": len(self.zones),
+            "expression": self.expression,
+            "stats": [s.column for s in self.stats],
+            "mask_clouds": self.mask_clouds,
+            "per": self.per,
+            "resolution": self.resolution,
+            "catalog": self.catalog,
+            "max_items": self.max_items,
+            **self.search_arguments,
+        }
+        return {k: v for k, v in values.items() if v is not None}
+
+
+def check(
+    core,
+    geometries,
+    *,
+    expression: str = "ndvi",
+    stats=("mean", "count"),
+    mask_clouds: bool = True,
+    per: Per = "item",
+    id_property: str | None = None,
+    resolution: float | None = None,
+    catalog: str | None = None,
+    items: list | None = None,
+    max_items: int | None = None,
+    **search,
+) -> ZonalRequest:
+    """The arguments of a call checked into a `ZonalRequest` (zones read, expression parsed,
+    statistics named), before any item is searched or pixel read."""
+    from .access import local_roots
+    from .expressions import parse_expression
+
+    if per not in ("item", "day"):
+        raise InvalidArgument("per must be 'item' (a row per zone and item) or 'day' (per solar day)")
+    if resolution is not None and not resolution > 0:
+        raise InvalidArgument(f"resolution must be positive (got {resolution})")
+    parsed_stats = parse_stats(stats)
+    text, tree, names = parse_expression(expression)
+    zones = read_zones(geometries, id_property=id_property, roots=local_roots(core))
+    return ZonalRequest(
+        zones=zones,
+        expression=text,
+        tree=tree,
+        names=tuple(names),
+        stats=parsed_stats,
+        mask_clouds=bool(mask_clouds),
+        per=per,
+        resolution=resolution,
+        catalog=catalog,
+        items=None if items is None else tuple(items),
+        max_items=max_items,
+        search=tuple((k, v) for k, v in search.items() if v is not None),
+    )
+
+
+# --- items --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Call:
+    """What every item of a call shares: the request, the catalog, the items, the zones' index
+    and their projections (by CRS, worked out once)."""
+
+    request: ZonalRequest
+    catalog: Any
+    items: list
+    notes: list[str]
+    collections: Any
+    limits: Any = None
+    tree: Any = None
+    projected: dict = field(default_factory=dict)
+
+    def zones_under(self, footprint) -> list[int]:
+        """Indexes of the zones that meet `footprint` (a shapely geometry in WGS84)."""
+        import shapely
+
+        if self.tree is None:
+            self.tree = shapely.STRtree(list(self.request.zones.geometries))
+        return sorted(int(i) for i in self.tree.query(footprint, predicate="intersects"))
+
+    def in_crs(self, crs) -> list:
+        """Every zone in `crs` (edges densified first, so they stay close to the true outline)."""
+        key = crs.to_wkt()
+        found = self.projected.get(key)
+        if found is None:
+            found = self.projected[key] = project_zones(self.request.zones.geometries, crs)
+        return found
+
+
+def project_zones(geometries, crs) -> list:
+    import shapely
+    from pyproj import Transformer
+
+    to_crs = Transformer.from_crs("EPSG:4326", crs, always_xy=True)
+    dense = [g.segmentize(max(g.bounds[2] - g.bounds[0], g.bounds[3] - g.bounds[1]) / 16) for g in geometries]
+    return list(shapely.transform(dense, to_crs.transform, interleaved=False))
+
+
+def select(core, request: ZonalRequest) -> Call:
+    """The items a request measures: the caller's, or a search over the zones (capped)."""
+    from .selection import Collections, select_items
+
+    cat = core.catalogs.get(request.catalog)
+    found, notes = select_items(
+        core,
+        request.zones.search_area(),
+        catalog=request.catalog,
+        items=None if request.items is None else list(request.items),
+        search=request.search_arguments,
+        max_items=request.max_items,
+        default_max=DEFAULT_MAX_ITEMS,
+    )
+    notes = [*_capped(request.zones.notes), *notes]
+    return Call(request, cat, found, notes, Collections(cat), core.settings.limits)
+
+
+def _capped(notes, most: int = 5) -> list[str]:
+    notes = list(notes)
+    return notes if len(notes) <= most else [*notes[:most], f"... and {len(notes) - most} more such notes"]
+
+
+def full_item(call: Call, ref_or_item: dict) -> dict:
+    if "assets" in ref_or_item:
+        return ref_or_item
+    return call.catalog.item(ref_or_item["collection_id"], ref_or_item["item_id"])
+
+
+# --- one item: its assets and grid --------------------------------------------------------------
+
+
+@dataclass
+class Band:
+    """One asset read for an item: its source, and how its values become numbers."""
+
+    source: Any  # access.AssetSource
+    scale: float = 1.0
+    offset: float = 0.0
+    nodata: float | None = None
+
+
+@dataclass
+class ItemInputs:
+    bands: dict[str, Band]  # band name of the expression -> its asset
+    mask: Any = None  # masks.MaskSource or None
+    mask_band: Band | None = None
+
+    @property
+    def sources(self) -> list:
+        found = {b.source.asset_key: b.source for b in self.bands.values()}
+        if self.mask_band is not None:
+            found.setdefault(self.mask_band.source.asset_key, self.mask_band.source)
+        return list(found.values())
+
+
+def item_inputs(core, call: Call, item: dict) -> ItemInputs:
+    """The assets of the expression's bands (and the cloud mask) of one item, resolved."""
+    from .access import asset_source, find_asset
+    from .masks import asset_nodata
+    from .selection import item_mask
+
+    bands = {}
+    for name in call.request.names:
+        key, meta = find_asset(item, name)
+        band = raster_band(meta)
+        bands[name] = Band(
+            asset_source(core, item, key, catalog=call.catalog.id),
+            float(band.get("scale", 1.0)),
+            float(band.get("offset", 0.0)),
+            asset_nodata(meta),
+        )
+    inputs = ItemInputs(bands)
+    if call.request.mask_clouds:
+        mask = item_mask(item, call.collections)
+        inputs.mask = mask
+        inputs.mask_band = Band(
+            asset_source(core, item, mask.asset, catalog=call.catalog.id), nodata=mask.nodata
+        )
+    return inputs
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The grid the statistics are computed on (north-up): an asset's own, or `resolution`'s."""
+
+    transform: Any
+    width: int
+    height: int
+    crs: Any
+    block: tuple[int, int]  # (width, height) of the tiles zones are grouped by
+
+    @property
+    def pixel_area(self) -> float:
+        return abs(self.transform.a * self.transform.e)
+
+
+def item_grid(datasets: dict, inputs: ItemInputs, resolution: float | None) -> Grid:
+    """The finest grid of the expression's bands, or one of `resolution` over the same extent."""
+    from rasterio.transform import Affine
+
+    band_sets = [datasets[b.source.asset_key] for b in inputs.bands.values()]
+    for src in datasets.values():
+        if src.crs != band_sets[0].crs:
+            raise NotSupported(
+                f"the assets of item '{inputs.bands[next(iter(inputs.bands))].source.item_id}' "
+                "are in different CRSs; zonal statistics need one CRS per item"
+            )
+        if src.transform.b or src.transform.d or src.transform.e >= 0:
+            raise NotSupported(f"{src.name.rsplit('/', 1)[-1]} is not a north-up grid")
+    finest = min(band_sets, key=lambda s: abs(s.transform.a))
+    block = tuple(reversed(finest.block_shapes[0]))
+    if resolution is None:
+        return Grid(finest.transform, finest.width, finest.height, finest.crs, block)
+    t = finest.transform
+    width = math.ceil(finest.width * abs(t.a) / resolution)
+    height = math.ceil(finest.height * abs(t.e) / resolution)
+    scale = abs(t.a) / resolution
+    block = (max(1, round(block[0] * scale)), max(1, round(block[1] * scale)))
+    return Grid(Affine(resolution, 0, t.c, 0, -resolution, t.f), width, height, finest.crs, block)
+
+
+# --- windows: zones grouped by tile -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    """A pixel window of the grid (clipped to it) and the zones measured in it."""
+
+    col0: int
+    row0: int
+    col1: int
+    row1: int
+    zones: tuple[int, ...]
+
+    @property
+    def pixels(self) -> int:
+        return (self.col1 - self.col0) * (self.row1 - self.row0)
+
+
+def windows(grid: Grid, bounds, indexes: list[int]) -> tuple[list[Window], list[int]]:
+    """The windows that cover zones `indexes` (their `bounds` in the grid's CRS, N x 4), grouped
+    by the tile under each zone's centre; and the zones that lie outside the grid."""
+    import numpy as np
+
+    inverse = ~grid.transform
+    c0, r0 = inverse * (bounds[:, 0], bounds[:, 3])
+    c1, r1 = inverse * (bounds[:, 2], bounds[:, 1])
+    c0, r0 = np.clip(np.floor(c0), 0, grid.width), np.clip(np.floor(r0), 0, grid.height)
+    c1, r1 = np.clip(np.ceil(c1), 0, grid.width), np.clip(np.ceil(r1), 0, grid.height)
+    inside = (c1 > c0) & (r1 > r0)
+    outside = [indexes[i] for i in np.flatnonzero(~inside)]
+    groups: dict[tuple, list[int]] = {}
+    for i in np.flatnonzero(inside):
+        size = (c1[i] - c0[i]) * (r1[i] - r0[i])
+        key = (
+            ("alone", i)
+            if size > WINDOW_PIXELS
+            else (
+                int((c0[i] + c1[i]) / 2 // grid.block[0]),
+                int((r0[i] + r1[i]) / 2 // grid.block[1]),
+            )
+        )
+        groups.setdefault(key, []).append(int(i))
+    found = []
+    for members in groups.values():
+        m = np.array(members)
+        found.append(
+            Window(
+                int(c0[m].min()),
+                int(r0[m].min()),
+                int(c1[m].max()),
+                int(r1[m].max()),
+                tuple(indexes[i] for i in members),
+            )
+        )
+    return found, outside
+
+
+def source_window(grid: Grid, window: Window, src):
+    """Where the grid window's pixel centres fall in dataset `src`: (native window as (col0,
+    row0, col1, row1) or None when it misses the raster, column indexes, row indexes), the
+    indexes relative to the native window and -1 outside the raster."""
+    import numpy as np
+
+    t, s = grid.transform, src.transform
+    xs = t.c + (np.arange(window.col0, window.col1) + 0.5) * t.a
+    ys = t.f + (np.arange(window.row0, window.row1) + 0.5) * t.e
+    cols = np.floor((xs - s.c) / s.a).astype("int64")
+    rows = np.floor((ys - s.f) / s.e).astype("int64")
+    cols[(cols < 0) | (cols >= src.width)] = -1
+    rows[(rows < 0) | (rows >= src.height)] = -1
+    good_c, good_r = cols[cols >= 0], rows[rows >= 0]
+    if not good_c.size or not good_r.size:
+        return None, cols, rows
+    native = (int(good_c.min()), int(good_r.min()), int(good_c.max()) + 1, int(good_r.max()) + 1)
+    cols = np.where(cols >= 0, cols - native[0], -1)
+    rows = np.where(rows >= 0, rows - native[1], -1)
+    return native, cols, rows
+
+
+# --- one window: read, mask, evaluate, exactextract -----------------------------------------------
+
+
+def sample(reader, grid: Grid, window: Window):
+    """The pixels of `reader`'s asset at the window's pixel centres (nearest: the asset's own
+    pixels when it is the grid), and where the asset covers them."""
+    import numpy as np
+    from rasterio.windows import Window as RasterWindow
+
+    native, cols, rows = source_window(grid, window, reader.src)
+    covered = (rows[:, None] >= 0) & (cols[None, :] >= 0)
+    if native is None:
+        return np.zeros(covered.shape, dtype=reader.src.dtypes[0]), covered
+    c0, r0, c1, r1 = native
+    block = reader.run(lambda src: src.read(1, window=RasterWindow(c0, r0, c1 - c0, r1 - r0)))
+    return block[np.ix_(np.maximum(rows, 0), np.maximum(cols, 0))], covered
+
+
+def _valid(data, covered, nodata):
+    valid = covered & (data == data)  # NaN is never valid
+    return valid if nodata is None else valid & (data != nodata)
+
+
+def window_values(request: ZonalRequest, inputs: ItemInputs, read):
+    """(value, cloud) masked arrays of one window: value masked where a band is nodata, outside
+    its asset, not finite or (with mask_clouds) not clear; cloud 1/0 where the mask is valid, or
+    None. `read(band)` gives (pixels, covered) of one asset on the window."""
+    import numpy as np
+
+    from .expressions import evaluate
+
+    usable, cloud, arrays = None, None, {}
+    for name, band in inputs.bands.items():
+        data, covered = read(band)
+        valid = _valid(data, covered, band.nodata)
+        usable = valid if usable is None else usable & valid
+        arrays[name] = (data, band)
+    if inputs.mask is not None:
+        data, covered = read(inputs.mask_band)
+        classes = inputs.mask.scheme.decode(data, nodata=inputs.mask_band.nodata)
+        known = covered & ~classes.nodata
+        usable &= known & classes.clear
+        cloud = np.ma.masked_array(classes.cloud.astype("float64"), mask=~known)
+    (name, (data, band)), *others = arrays.items()
+    plain = not others and isinstance(request.tree.body, ast.Name) and (band.scale, band.offset) == (1, 0)
+    if plain:
+        value = data  # a band as stored (class values stay integers: majority, frac, ... exact)
+    else:
+        with np.errstate(all="ignore"):
+            bands = {n: d.astype("float64") * b.scale + b.offset for n, (d, b) in arrays.items()}
+            value = np.asarray(evaluate(request.tree, bands), dtype="float64")
+        usable &= np.isfinite(value)
+    return np.ma.masked_array(value, mask=~usable), cloud
+
+
+def extract(request: ZonalRequest, grid: Grid, window: Window, geometries: list, value, cloud):
+    """exactextract's statistics of the window's zones (`geometries` in the grid's CRS)."""
+    import pandas as pd
+    from exactextract import exact_extract
+    from exactextract.operation import Operation
+    from exactextract.raster import NumPyRasterSource
+    from shapely.geometry import mapping
+
+    x0, y0 = grid.transform * (window.col0, window.row0)
+    x1, y1 = grid.transform * (window.col1, window.row1)
+    extent = (x0, y1, x1, y0)
+    source = NumPyRasterSource(value, *extent, name="value")
+    ops = [Operation(s.name, s.name, source, None, dict(s.options)) for s in request.stats]
+    ops.append(Operation("count", "_count", source))
+    if any(s.name == "frac" for s in request.stats):
+        ops.append(Operation("unique", "_unique", source))
+    # (the sources stay referenced here: the operations hold them only as C++ pointers)
+    cloud_source = None if cloud is None else NumPyRasterSource(cloud, *extent, name="cloud")
+    if cloud_source is not None:
+        ops.append(Operation("mean", "cloud_fraction", cloud_source))
+    features = [{"type": "Feature", "properties": {}, "geometry": mapping(g)} for g in geometries]
+    frame = exact_extract(source, features, ops, output="pandas")
+    del cloud_source
+    frame.insert(0, "_zone", list(window.zones))
+    if "frac" in frame:
+        fractions = pd.DataFrame(
+            [
+                {f"frac_{_label(k)}": float(v) for k, v in zip(u, f)}
+                for u, f in zip(frame["_unique"], frame["frac"])
+            ],
+            index=frame.index,
+        )
+        frame = pd.concat([frame.drop(columns=["frac", "_unique"]), fractions], axis=1)
+    if "unique" in frame:
+        frame["unique"] = [list(map(_label, u)) for u in frame["unique"]]
+    return frame
+
+
+def _label(value):
+    return int(value) if float(value).is_integer() else float(value)
+
+
+# --- one item -------------------------------------------------------------------------------------
+
+
+def measure_zones(call: Call, inputs: ItemInputs, readers: dict, indexes: list[int], job: Job):
+    """The statistics of zones `indexes` on one item (its assets open in `readers`), a window at a
+    time; zones outside the item's raster get count 0 and a note."""
+    import pandas as pd
+    import shapely
+
+    grid = item_grid({k: r.src for k, r in readers.items()}, inputs, call.request.resolution)
+    projected = call.in_crs(grid.crs)
+    geometries = [projected[i] for i in indexes]
+    found, outside = windows(grid, shapely.bounds(geometries), indexes)
+    cache: dict = {}
+
+    def read(band: Band):
+        key = band.source.asset_key
+        if key not in cache:
+            cache[key] = sample(readers[key], grid, window)
+            if band.nodata is None:
+                band.nodata = readers[key].src.nodata
+        return cache[key]
+
+    parts = []
+    for window in found:
+        job.check()
+        cache.clear()
+        big = window.pixels > WINDOW_PIXELS
+        if big and window.pixels > call.limits.max_output_pixels:
+            raise LimitExceeded(
+                f"zone {call.request.zones.ids[window.zones[0]]!r} covers {window.pixels:,} pixels, more than "
+                f"limits.max_output_pixels={call.limits.max_output_pixels:,}; pass a coarser resolution"
+            )
+        value, cloud = window_values(call.request, inputs, read)
+        parts.append(extract(call.request, grid, window, [projected[i] for i in window.zones], value, cloud))
+    if outside:
+        parts.append(pd.DataFrame({"_zone": outside, "_count": 0.0, "note": "outside the item's raster"}))
+    frame = pd.concat(parts, ignore_index=True)
+    areas = shapely.area([projected[i] for i in frame["_zone"]])
+    frame["valid_fraction"] = (frame["_count"] / (areas / grid.pixel_area)).clip(upper=1.0)
+    return frame
+
+
+def measure_item(core, call: Call, ref_or_item: dict, job: Job) -> tuple[dict, Any]:
+    """(facts of the item, its rows as a DataFrame or None when it covers no zone). Never raises
+    for a problem of this item (its rows carry `error`), only when the job stops."""
+    import pandas as pd
+    from shapely.geometry import shape
+
+    from .access import ONE_THREAD_PER_READ, open_reader
+
+    meta = {
+        "item_id": ref_or_item.get("item_id") or ref_or_item.get("id"),
+        "collection_id": ref_or_item.get("collection_id") or ref_or_item.get("collection"),
+        "datetime": None,
+        "lon": None,
+        "sources": [],
+        "error": None,
+    }
+    indexes: list[int] = []
+    try:
+        item = full_item(call, ref_or_item)
+        footprint = shape(item["geometry"]) if item.get("geometry") else None
+        meta.update(datetime=item_datetime(item), lon=footprint.centroid.x if footprint else None)
+        indexes = call.zones_under(footprint) if footprint else list(range(len(call.request.zones)))
+        if not indexes:
+            return meta, None
+        inputs = item_inputs(core, call, item)
+        with contextlib.ExitStack() as stack:
+            readers = {
+                s.asset_key: stack.enter_context(
+                    open_reader(s, core.settings, env=ONE_THREAD_PER_READ, job=job)
+                )
+                for s in inputs.sources
+            }
+            frame = measure_zones(call, inputs, readers, indexes, job)
+        meta["sources"] = [s.source_ref() for s in inputs.sources]
+        return meta, frame
+    except Exception as exc:  # this item only (a broken file, a failed read), unless the job stops
+        if job.should_stop:
+            raise
+        message = str(exc) if isinstance(exc, StacGdalMcpError) else f"{type(exc).__name__}: {exc}"
+        log.warning("zonal_stats: item %s failed: %s", meta["item_id"], message)
+        meta["error"] = message
+        return meta, pd.DataFrame({"_zone": indexes, "error": message}) if indexes else None
+
+
+# --- many items ------------------------------------------------------------------------------------
+
+
+def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
+    """The statistics table of a checked request (see the module docstring): a GeoDataFrame, one
+    row per zone and item (`per="item"`) or per zone and solar day (`per="day"`), its provenance
+    in `attrs`. `job` gets a progress step per item and stops the reads when cancelled."""
+    job = job or Job()
+    job.limit_time(core.settings.limits.job_timeout_s)
+    call = select(core, request)
+    total = len(call.items)
+    metas: list = [None] * total
+    frames: list = [None] * total
+    workers = max(1, min(core.settings.limits.max_concurrency, total))
+    if total:
+        job.progress(0, total, f"zonal statistics of {len(request.zones)} zones on {total} items")
+    from .access import read_each
+
+    args = [(core, call, it, job) for it in call.items]
+    with contextlib.closing(read_each(measure_item, args, workers)) as results:
+        for done, (index, (meta, frame)) in enumerate(results, start=1):
+            metas[index], frames[index] = meta, frame
+            rows = 0 if frame is None else len(frame)
+            job.progress(done, total, f"{meta['item_id']}: {meta['error'] or f'{rows} zones measured'}")
+    return table(core, call, metas, frames)
+
+
+def table(core, call: Call, metas: list[dict], frames: list) -> pd.DataFrame:
+    """The items' rows as one table in the zones' order, then time; with its provenance."""
+    import pandas as pd
+
+    request = call.request
+    parts = []
+    for meta, frame in zip(metas, frames):
+        if frame is None:
+            continue
+        frame = frame.assign(
+            datetime=meta["datetime"],
+            collection_id=meta["collection_id"],
+            item_ids=meta["item_id"],
+            _lon=meta["lon"],
+        )
+        parts.append(frame)
+    seen = set().union(*(set(f["_zone"]) for f in parts)) if parts else set()
+    missing = [i for i in range(len(request.zones)) if i not in seen]
+    if missing:
+        parts.append(pd.DataFrame({"_zone": missing, "_count": 0.0, "note": "no item covers this zone"}))
+    rows = pd.concat(parts, ignore_index=True)
+    rows["datetime"] = pd.to_datetime(rows["datetime"], utc=True, format="ISO8601")
+    if request.per == "day":
+        rows = per_day(rows)
+    rows = rows.sort_values(["_zone", "datetime"], kind="stable", na_position="first")
+    return finish(core, call, rows, metas)
+
+
+def per_day(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per zone, collection and solar day: the day's item that saw most of the zone
+    (its statistics, exact on its own grid), with the ids of every item of the day over it."""
+    import pandas as pd
+
+    hours = pd.to_timedelta(rows["_lon"].fillna(0) / 15, unit="h")
+    rows = rows.assign(date=(rows["datetime"] + hours).dt.strftime("%Y-%m-%d"))
+    keys = ["_zone", "collection_id", "date"]
+    rows = rows.assign(_rank=rows["_count"].fillna(-1.0))
+    best = rows.sort_values("_rank", ascending=False, kind="stable").drop_duplicates(keys)
+    ids = (
+        rows.dropna(subset=["item_ids"])
+        .groupby(keys, dropna=False)["item_ids"]
+        .agg(lambda v: " ".join(sorted(v)))
+    )
+    best = best.drop(columns=["item_ids", "_rank"]).join(ids, on=keys)
+    return best.sort_values(["_zone", "datetime"], kind="stable")
+
+
+def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFrame:
+    """The public columns, the zones' geometry, and the provenance in `attrs`."""
+    import geopandas
+    import pandas as pd
+
+    from ..outputs import package_versions
+    from .records import Provenance
+
+    request = call.request
+    zones = request.zones
+    stats = [s.column for s in request.stats if s.name != "frac"]
+    fracs = sorted((c for c in rows if c.startswith("frac_")), key=lambda c: (len(c), c))
+    if fracs:
+        rows[fracs] = rows[fracs].where(rows[fracs].notna() | ~(rows["_count"] > 0), 0.0)
+    for column in [*stats, "valid_fraction", "cloud_fraction", "note", "error", "item_ids", "collection_id"]:
+        if column not in rows:
+            rows[column] = None
+    for column in [*stats, "valid_fraction", "cloud_fraction"]:
+        if column != "unique":
+            rows[column] = pd.to_numeric(rows[column], errors="coerce")
+    head = ["zone_id", "datetime"] + (["date"] if request.per == "day" else [])
+    columns = [
+        *head,
+        "collection_id",
+        "item_ids",
+        *stats,
+        *fracs,
+        "valid_fraction",
+        "cloud_fraction",
+        "note",
+        "error",
+    ]
+    out = rows.assign(zone_id=[zones.ids[i] for i in rows["_zone"]])[columns]
+    frame = geopandas.GeoDataFrame(
+        out.reset_index(drop=True), geometry=[zones.geometries[i] for i in rows["_zone"]], crs="EPSG:4326"
+    )
+    failed = [m for m in metas if m and m["error"]]
+    notes = list(call.notes)
+    if failed:
+        ids = ", ".join(m["item_id"] for m in failed[:5]) + (", ..." if len(failed) > 5 else "")
+        notes.append(
+            f"{len(failed)} items could not be read ({ids}): their rows carry `error` and no statistic"
+        )
+    if not call.items:
+        notes.append("no items to measure: widen the search (datetime, collections) or check the zones")
+    sources = [s for m in metas if m and not m["error"] for s in m["sources"]]
+    title = f"{', '.join(stats + (['frac'] if fracs else []))} of {request.expression} per zone"
+    frame.attrs.update(
+        Provenance(
+            kind="zonal_stats",
+            operation="zonal_stats",
+            parameters=request.parameters(),
+            sources=sources,
+            title=title,
+            lineage=f"{title} and {request.per}, exact (coverage-weighted) statistics with exactextract "
+            f"on the native grids of {len(sources)} assets",
+            software=package_versions(*SOFTWARE),
+            properties={"zones_bbox": [round(v, 6) for v in zones.search_area().bounds]},
+            facts={
+                "expression": request.expression,
+                "stats": [s.column for s in request.stats],
+                "per": request.per,
+                "mask_clouds": request.mask_clouds,
+                "zones": len(zones),
+                "items": len(call.items) - len(failed),
+                "notes": notes,
+                "failed_items": [{"item_id": m["item_id"], "error": m["error"]} for m in failed],
+            },
+        ).to_attrs()
+    )
+    return frame
