@@ -26,23 +26,20 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
 import threading
 from pathlib import Path
 from typing import Any
 
 from ..errors import AccessDenied
+from ..files import read_plain, slug, write_atomic
 from ..models import CatalogInfo
 from ..settings import CatalogConfig, Settings
+from ..stac import collection_extent
 
 WORKSPACE = "workspace"
 STAC_VERSION = "1.1.0"
 STAC_DIR = "stac"
 TITLE = "Outputs of this server (the workspace)"
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._") or "output"
 
 
 def _plain_dir(path: Path, workspace: Path, *, create: bool) -> Path:
@@ -61,17 +58,11 @@ def _write(path: Path, doc: dict) -> bool:
     if path.is_symlink():
         raise AccessDenied(f"'{path.name}' in the workspace is a symbolic link; refused")
     try:
-        if path.is_file() and path.read_text() == text:
+        if read_plain(path) == text:
             return False
-    except OSError:
+    except (OSError, ValueError, AccessDenied):
         pass
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_atomic(path, text)
     return True
 
 
@@ -85,9 +76,9 @@ def _records(workspace: Path) -> list[dict]:
         if path.is_symlink() or not path.is_file():
             continue
         try:
-            record = json.loads(path.read_text())
+            record = json.loads(read_plain(path))
             name = Path(record["assets"]["data"]["href"]).name
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AccessDenied):
             continue
         file = outputs / name
         if file.is_file() and not file.is_symlink():
@@ -110,7 +101,7 @@ def fingerprint(workspace: Path) -> tuple:
 
 def _operation(record: dict) -> str:
     expression = (record.get("properties") or {}).get("processing:expression") or {}
-    return _slug(str((expression.get("expression") or {}).get("operation") or "output"))
+    return slug(str((expression.get("expression") or {}).get("operation") or "output"))
 
 
 def _area_of_interest(props: dict) -> list[float] | None:
@@ -175,30 +166,6 @@ def _item(record: dict, operation: str, workspace: Path, item_dir: Path) -> dict
     return item
 
 
-def _extent(items: list[dict]) -> dict:
-    boxes = [i["bbox"] for i in items if i.get("bbox")]
-    bbox = (
-        [
-            min(b[0] for b in boxes),
-            min(b[1] for b in boxes),
-            max(b[2] for b in boxes),
-            max(b[3] for b in boxes),
-        ]
-        if boxes
-        else [-180.0, -90.0, 180.0, 90.0]
-    )
-    times = sorted(
-        t
-        for i in items
-        for t in (i["properties"].get(k) for k in ("datetime", "start_datetime", "end_datetime"))
-        if t
-    )
-    return {
-        "spatial": {"bbox": [bbox]},
-        "temporal": {"interval": [[times[0] if times else None, times[-1] if times else None]]},
-    }
-
-
 def refresh(settings: Settings) -> Path:
     """Write (or bring up to date) the workspace's static catalog; return its catalog.json."""
     workspace = Path(settings.workspace).expanduser().resolve()
@@ -215,7 +182,7 @@ def refresh(settings: Settings) -> Path:
         item_dir = _plain_dir(folder / "items", workspace, create=True)
         keep = set()
         for item in items:
-            name = f"{_slug(item['id'])}.json"
+            name = f"{slug(item['id'])}.json"
             keep.add(name)
             _write(item_dir / name, item)
         for stale in item_dir.glob("*.json"):
@@ -231,14 +198,14 @@ def refresh(settings: Settings) -> Path:
                 "title": f"{operation} outputs",
                 "description": f"Outputs of {operation} written by stac-gdal-mcp into its workspace.",
                 "license": "other",
-                "extent": _extent(items),
+                "extent": collection_extent(items),
                 "links": [
                     {"rel": "root", "href": "../../catalog.json", "type": "application/json"},
                     {"rel": "parent", "href": "../../catalog.json", "type": "application/json"},
                     *(
                         {
                             "rel": "item",
-                            "href": f"./items/{_slug(i['id'])}.json",
+                            "href": f"./items/{slug(i['id'])}.json",
                             "type": "application/geo+json",
                         }
                         for i in sorted(items, key=lambda i: i["id"])
