@@ -778,3 +778,116 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
         ).to_attrs()
     )
     return frame
+
+
+# --- dry run ----------------------------------------------------------------------------------------
+
+
+def estimate(core, request: ZonalRequest):
+    """What `run` would read and write: per item, the very windows it would read of each asset,
+    looked up in the COGs' tile indexes (headers only). Items that would fail are noted."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import shapely
+
+    from .estimate.reads import Planner
+    from .estimate.result import Estimate, OutputSize
+
+    call = select(core, request)
+    planner = Planner(core)
+    result = Estimate(operation="zonal_stats", notes=list(call.notes))
+
+    def one(ref_or_item) -> tuple[str, int]:
+        from shapely.geometry import shape
+
+        item = full_item(call, ref_or_item)
+        indexes = (
+            call.zones_under(shape(item["geometry"]))
+            if item.get("geometry")
+            else list(range(len(request.zones)))
+        )
+        if not indexes:
+            return item["id"], 0
+        inputs = item_inputs(core, call, item)
+        with contextlib.ExitStack() as stack:
+            opened = {s.asset_key: stack.enter_context(planner.open(s)) for s in inputs.sources}
+            grid = item_grid({k: src for k, (_, src, _) in opened.items()}, inputs, request.resolution)
+            projected = call.in_crs(grid.crs)
+            found, _ = windows(grid, shapely.bounds([projected[i] for i in indexes]), indexes)
+            for window in found:
+                for plan, src, open_level in opened.values():
+                    native = source_window(grid, window, src)[0]
+                    if native is not None and plan.indexed:
+                        level = plan.level(None, open_level)
+                        plan.read(
+                            level,
+                            level.tiles(native[0], native[1], native[2] - native[0], native[3] - native[1]),
+                            [1],
+                        )
+        return item["id"], len(indexes)
+
+    rows, ids = 0, []
+    workers = max(1, min(core.settings.limits.max_concurrency, len(call.items) or 1))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="estimate") as pool:
+        futures = [pool.submit(one, it) for it in call.items]
+        for it, future in zip(call.items, futures):
+            try:
+                item_id, count = future.result()
+            except StacGdalMcpError as exc:
+                result.notes.append(f"item '{it.get('item_id') or it.get('id')}' would fail: {exc}")
+                continue
+            ids.append(item_id)
+            rows += count
+    result.item_ids = ids
+    result.output = OutputSize(rows=rows, format="GeoParquet or CSV")
+    return planner.fill(result)
+
+
+# --- saving -----------------------------------------------------------------------------------------
+
+MEDIA_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv"}
+
+
+def provenance_of(frame):
+    from .records import Provenance
+
+    provenance = Provenance.of(frame)
+    if provenance is None or provenance.kind != "zonal_stats":
+        raise InvalidArgument(
+            "not a zonal statistics table (made by zonal_stats); nothing says where it came from"
+        )
+    return provenance
+
+
+def save(
+    core, frame, *, format: Literal["parquet", "csv"] = "parquet", output_name: str | None = None, job=None
+):
+    """Write a zonal statistics table as GeoParquet (the zones' geometry included) or CSV (the
+    geometry as WKT), with a record naming every asset it was computed from; return the record."""
+    provenance = provenance_of(frame)
+    if format not in MEDIA_TYPES:
+        raise InvalidArgument("format must be 'parquet' (GeoParquet) or 'csv' for a zonal statistics table")
+    if job is not None:
+        job.progress(1, 1, "writing the table")
+    store = core.outputs
+    with store.writing(f".{format}", output_name, stem="zonal-stats") as out:
+        if format == "parquet":
+            frame.to_parquet(out.path, index=False)
+        else:
+            table = frame.to_wkt()
+            table.to_csv(out.path, index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
+        return store.commit(
+            out,
+            operation=provenance.operation,
+            parameters=provenance.parameters,
+            sources=provenance.sources,
+            software=provenance.software,
+            media_type=MEDIA_TYPES[format],
+            title=provenance.title,
+            lineage=provenance.lineage,
+            properties={
+                **provenance.properties,
+                "zonal:stats": provenance.facts["stats"],
+                "zonal:expression": provenance.facts["expression"],
+            },
+        )
