@@ -4,7 +4,8 @@ Writes tests/ui_fixtures/<name>.json, each {"tool", "arguments", "result"} where
 CallToolResult exactly as a host would pass it to the app in `ui/notifications/tool-result`
 (content, structuredContent, isError). Run again whenever a tool's result shape changes:
 
-    .venv/bin/python scripts/record_ui_fixtures.py
+    .venv/bin/python scripts/record_ui_fixtures.py            # all of them
+    .venv/bin/python scripts/record_ui_fixtures.py time_series  # only the ones named
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ CALLS = {
         "reproject_asset",
         {**S2_ITEM, "asset": "nir", "dst_crs": "EPSG:4326", "bbox": FIELD},
     ),
+    "time_series": (
+        "time_series",
+        {
+            "aoi": FIELD,
+            "search": {**SEARCH, "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-09-30"},
+        },
+    ),
 }
 
 
@@ -56,7 +64,7 @@ def _scrub(value, workspace: str):
     return value
 
 
-async def record() -> None:
+async def record(names: list[str]) -> None:
     from fastmcp import Client
 
     from stac_gdal_mcp.server import build_server
@@ -68,11 +76,15 @@ async def record() -> None:
         async with Client(mcp) as client:
             recorded = {}
             for name, (tool, arguments) in CALLS.items():
+                if names and name not in names:
+                    continue
                 result = await client.call_tool_mcp(tool, arguments)
                 if result.is_error:
                     raise SystemExit(f"{tool} failed: {result.content}")
                 recorded[name] = {"tool": tool, "arguments": arguments, "result": _clean(result)}
             # What a host answers when the app asks for the ranked scenes' footprints (tools/call).
+            if "cloud_cover_stats" not in recorded:
+                return _write(recorded, tmp)
             rows = recorded["cloud_cover_stats"]["result"]["structuredContent"]["items"]
             ids = [row["item_id"] for row in rows]
             collections = list(dict.fromkeys(row["collection_id"] for row in rows))
@@ -83,12 +95,19 @@ async def record() -> None:
                 "arguments": arguments,
                 "result": _clean(result),
             }
-        for name, fixture in recorded.items():
-            path = OUT / f"{name}.json"
-            path.write_text(json.dumps(_scrub(fixture, str(tmp)), indent=1) + "\n")
-            print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")
+        _write(recorded, tmp)
+
+
+def _write(recorded: dict, workspace: str) -> None:
+    for name, fixture in recorded.items():
+        path = OUT / f"{name}.json"
+        path.write_text(json.dumps(_scrub(fixture, str(workspace)), indent=1) + "\n")
+        print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    asyncio.run(record())
+    unknown = set(sys.argv[1:]) - set(CALLS)
+    if unknown:
+        raise SystemExit(f"unknown fixtures {sorted(unknown)}; known: {sorted(CALLS)}")
+    asyncio.run(record(sys.argv[1:]))

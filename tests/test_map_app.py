@@ -1,14 +1,18 @@
 """The map MCP App: its ui:// resource, its view data, and the page in a real headless Chromium.
 
-The page is loaded with tool results recorded on the sample catalog (tests/ui_fixtures/, written
-by scripts/record_ui_fixtures.py): through the `#data=` fragment, through `window.postMessage`,
-and inside an iframe of a minimal MCP Apps host (ui/initialize, tool-input, tool-result, and the
-tools/call the page makes for footprints). Screenshots are checked pixel by pixel: where each
-footprint's bbox projects, the outline has the colour the docs give it; the AOI is drawn; far
-from everything is the map background; the quicklook shows the PNG's own pixels. Expected pixel
-positions are computed here from the items' bboxes and the projection the <svg> declares
-(data-west/north/kx/ky/left/top), whose own sanity (aspect = cos(latitude), extent covers every
-bbox) is checked too.
+The page (as served: map.html with the Natural Earth TopoJSON inlined) is loaded with tool results
+recorded on the sample catalog (tests/ui_fixtures/, written by scripts/record_ui_fixtures.py):
+through the `#data=` fragment, through `window.postMessage`, embedded in a standalone page
+(`map_page`), and inside an iframe of a minimal MCP Apps host (ui/initialize, tool-input,
+tool-result, and the tools/call and resources/read the page makes for footprints and thumbnails).
+Screenshots are checked pixel by pixel: where each footprint's bbox projects, the outline has the
+colour the docs give it; each call's AOI is drawn; far from everything is land or sea, as the
+Natural Earth polygons (decoded here, in Python, with shapely) say, and known places (the
+northern Adriatic) are land or sea; the coastline lies where its arcs project; the quicklook
+shows the PNG's own pixels; basemap tiles served on 127.0.0.1 lie at their Web Mercator bounds.
+Expected pixel positions are computed here from the items' bboxes and the projection the <svg>
+declares (data-west/north/kx/ky/left/top), whose own sanity (aspect = cos(latitude), extent
+covers every bbox) is checked too.
 
 Chromium is Debian's (`apt-get install chromium`, done by scripts/install-test-deps.sh), driven
 by playwright; when either is missing the browser tests skip locally and fail under CI=true.
@@ -29,12 +33,21 @@ from pathlib import Path
 
 import pytest
 
-from stac_gdal_mcp.server.map_app import MAP_URI, build_map_view, map_app_config, map_html, register_map_app
+from stac_gdal_mcp.server.map_app import (
+    MAP_URI,
+    build_map_view,
+    map_app_config,
+    map_html,
+    map_page,
+    register_map_app,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "ui_fixtures"
 PAGE = ROOT / "stac_gdal_mcp" / "server" / "ui" / "map.html"
-DOCS_IMAGE = ROOT / "docs" / "img" / "map-app.png"
+WORLD = ROOT / "stac_gdal_mcp" / "data" / "naturalearth" / "countries-110m.json"
+DOCS_IMG = ROOT / "docs" / "img"
+DOCS_IMAGE = DOCS_IMG / "map-app.png"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -46,7 +59,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 # The colours docs/map-app.md gives (the page's legend): the test's own copy of the spec.
-BACKGROUND = "#f7f5ef"
+LAND = "#f7f5ef"
+SEA = "#dde8f0"
+COAST = "#7d8e9b"
 FOOTPRINT = "#2b6cb0"
 AOI = "#c026d3"
 CLEAR_CLASSES = [(0.9, "#1a9850"), (0.7, "#66bd63"), (0.5, "#d9a400"), (0.3, "#f46d43"), (0.0, "#d73027")]
@@ -93,8 +108,12 @@ class _Attributes(HTMLParser):
                 self.urls.append((tag, name, value))
 
 
+def _slot(html: str, name: str) -> str:
+    return re.search(rf'<script type="application/json" id="{name}">(.*?)</script>', html, re.S).group(1)
+
+
 def test_page_makes_no_network_fetches():
-    html = PAGE.read_text()
+    html = map_html()
     parser = _Attributes()
     parser.feed(html)
     assert parser.urls == [], f"the page must not reference any URL: {parser.urls}"
@@ -113,7 +132,33 @@ def test_page_makes_no_network_fetches():
     assert re.findall(r"url\(\s*['\"]?(?!#)", html) == [], "CSS url() only for in-page references (#id)"
     urls = set(re.findall(r"[a-z]+://[^\s\"'<>)]*", html))
     assert urls == {"http://www.w3.org/2000/svg"}, f"only the SVG namespace may look like a URL: {urls}"
-    assert html == map_html()
+    # the served page is the source with the bundled Natural Earth TopoJSON inlined, and no config
+    assert json.loads(_slot(html, "world-110m")) == json.loads(WORLD.read_text())
+    assert _slot(html, "map-config") == "{}" and _slot(html, "map-calls") == ""
+    assert _slot(PAGE.read_text(), "world-110m") == ""
+    assert len(html.encode()) < 300_000
+
+
+def test_basemap_is_declared_in_the_csp_and_checked():
+    tiles = "https://tile.example.org/{z}/{x}/{y}.png"
+    config = json.loads(_slot(map_html(tiles, "© example"), "map-config"))
+    assert config == {
+        "basemap": {"url": tiles, "attribution": "© example"},
+        "resource_domains": ["https://tile.example.org"],
+    }
+    for bad in ("file:///tmp/{z}/{x}/{y}.png", "https://tile.example.org/tiles.png", "tiles/{z}/{x}/{y}"):
+        with pytest.raises(ValueError, match="^basemap: "):
+            map_html(bad)
+
+
+def test_standalone_page_carries_its_calls_safely():
+    hostile = {
+        "arguments": {},
+        "result": {"structuredContent": {"notes": ["</script><script>alert(1)</script>"]}},
+    }
+    html = map_page([hostile])
+    assert "</script><script>alert(1)" not in html
+    assert json.loads(_slot(html, "map-calls")) == {"calls": [hostile]}
 
 
 async def test_resource_and_tool_meta_follow_the_ui_extension():
@@ -131,11 +176,20 @@ async def test_resource_and_tool_meta_follow_the_ui_extension():
         assert listed[MAP_URI].mime_type == "text/html;profile=mcp-app"
         (content,) = await client.read_resource(MAP_URI)
         assert content.mime_type == "text/html;profile=mcp-app"
-        assert content.text == PAGE.read_text()
+        assert content.text == map_html()
         meta = listed[MAP_URI].meta or {}
-        assert meta.get("ui") == {"prefersBorder": True}
+        assert meta.get("ui") == {"prefersBorder": True}  # no domains: the host's default CSP
         (tool,) = [t for t in await client.list_tools() if t.name == "shown_on_the_map"]
         assert tool.meta["ui"] == {"resourceUri": MAP_URI}
+
+    with_tiles = FastMCP("map-app-basemap")
+    register_map_app(with_tiles, basemap="https://tile.example.org/{z}/{x}/{y}.png")
+    async with Client(with_tiles) as client:
+        (listed,) = await client.list_resources()
+        assert listed.meta["ui"] == {
+            "prefersBorder": True,
+            "csp": {"resourceDomains": ["https://tile.example.org"]},
+        }
 
 
 def test_view_of_a_search():
@@ -145,7 +199,8 @@ def test_view_of_a_search():
     assert [f["id"] for f in view["footprints"]] == [i["id"] for i in items]
     assert [f["bbox"] for f in view["footprints"]] == [i["bbox"] for i in items]
     assert [f["cloud_cover"] for f in view["footprints"]] == [i["cloud_cover"] for i in items]
-    assert view["aoi"] == {"bbox": search["arguments"]["bbox"], "geometry": None}
+    assert [f["thumbnail"] for f in view["footprints"]] == [i.get("thumbnail") for i in items]
+    assert view["aois"] == [{"bbox": search["arguments"]["bbox"], "geometry": None, "tool": "search_items"}]
     assert view["ranking"] == [] and view["outputs"] == [] and view["errors"] == []
 
 
@@ -160,7 +215,9 @@ def test_view_of_a_ranking_with_its_footprints_and_a_quicklook():
     alone = build_map_view([stats])
     assert [r["id"] for r in alone["ranking"]] == [r["item_id"] for r in rows]
     assert alone["footprints"] == []  # the rows carry no footprint: the page asks for them
-    assert alone["aoi"] == {"bbox": stats["arguments"]["aoi"], "geometry": None}
+    assert alone["aois"] == [
+        {"bbox": stats["arguments"]["aoi"], "geometry": None, "tool": "cloud_cover_stats"}
+    ]
 
     view = build_map_view([stats, footprints, preview])
     bboxes = item_bboxes(footprints)
@@ -173,20 +230,33 @@ def test_view_of_a_ranking_with_its_footprints_and_a_quicklook():
     assert out["id"] == record["id"] and out["bbox"] == record["bbox"]
     (image,) = [c for c in preview["result"]["content"] if c["type"] == "image"]
     assert out["image"] == f"data:image/png;base64,{image['data']}"
-    assert view["aoi"]["bbox"] == preview["arguments"]["bbox"]
+    assert [a["bbox"] for a in view["aois"]] == [stats["arguments"]["aoi"]]  # the preview's bbox is the same
+
+
+def test_each_call_keeps_its_own_aoi_and_time_series_has_one():
+    stats, search, series = fixture("cloud_cover_stats"), fixture("search_items"), fixture("time_series")
+    view = build_map_view([stats, search, series])
+    assert [(a["bbox"], a["tool"]) for a in view["aois"]] == [
+        (stats["arguments"]["aoi"], "cloud_cover_stats"),
+        (search["arguments"]["bbox"], "search_items"),
+    ]  # the time series' AOI is the ranking's: drawn once
+    (drawn,) = view["series"]
+    rows = series["result"]["structuredContent"]["rows"]
+    assert drawn["days"] == len(rows) and drawn["aoi"] == series["arguments"]["aoi"]
+    (chart,) = [c for c in series["result"]["content"] if c["type"] == "image"]
+    assert drawn["image"] == f"data:image/png;base64,{chart['data']}"
 
 
 def test_view_of_aoi_given_as_geometry_or_json_text_and_of_errors():
     polygon = {"type": "Polygon", "coordinates": [[[1, 2], [3, 2], [3, 5], [1, 5], [1, 2]]]}
     ranked = {"result": {"structuredContent": {"aoi_bbox": [1, 2, 3, 5], "items": []}}}
-    assert build_map_view([{**ranked, "arguments": {"aoi": json.dumps(polygon)}}])["aoi"] == {
-        "bbox": [1, 2, 3, 5],
-        "geometry": polygon,
-    }
+    assert build_map_view([{**ranked, "arguments": {"aoi": json.dumps(polygon)}}])["aois"] == [
+        {"bbox": [1, 2, 3, 5], "geometry": polygon, "tool": None}
+    ]
     searched = {"arguments": {"intersects": polygon}, "result": {"structuredContent": {"items": []}}}
-    assert build_map_view([searched])["aoi"] == {"bbox": [1, 2, 3, 5], "geometry": polygon}
+    assert build_map_view([searched])["aois"] == [{"bbox": [1, 2, 3, 5], "geometry": polygon, "tool": None}]
     utm = {"arguments": {"bbox": [500000, 5000000, 510000, 5010000], "bbox_crs": "EPSG:32633"}, "result": {}}
-    assert build_map_view([utm])["aoi"] is None
+    assert build_map_view([utm])["aois"] == []
     failed = {"result": {"isError": True, "content": [{"type": "text", "text": "collection 'x' not found"}]}}
     assert build_map_view([failed])["errors"] == ["collection 'x' not found"]
 
@@ -220,11 +290,20 @@ def browser():
         launched.close()
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Path:
+    """The page as the server serves it (the world map inlined), as a file."""
+    path = tmp_path_factory.mktemp("served") / "map.html"
+    path.write_text(map_html())
+    return path
+
+
 @pytest.fixture
-def page(browser):
-    """A page at 900 x 800 CSS px (scale 1), recording every request, console error and page error."""
-    context = browser.new_context(viewport={"width": 900, "height": 800}, device_scale_factor=1)
+def page(browser, served):
+    """A page at 900 x 1000 CSS px (scale 1), recording every request, console error and page error."""
+    context = browser.new_context(viewport={"width": 900, "height": 1000}, device_scale_factor=1)
     pg = context.new_page()
+    pg.served = served
     pg.requests, pg.problems = [], []
     pg.on("request", lambda r: pg.requests.append(r.url))
     pg.on("console", lambda m: pg.problems.append(m.text) if m.type in ("error", "warning") else None)
@@ -232,12 +311,12 @@ def page(browser):
     yield pg
     context.close()
     assert pg.problems == [], f"console errors or CSP violations: {pg.problems}"
-    fetched = [u for u in pg.requests if not u.startswith(("data:", "about:", PAGE.as_uri()))]
+    fetched = [u for u in pg.requests if not u.startswith(("data:", "about:", "file://"))]
     assert fetched == [], f"the page fetched something at view time: {fetched}"
 
 
 def open_with_fragment(pg, calls: list[dict]) -> None:
-    pg.goto(PAGE.as_uri() + "#data=" + urllib.parse.quote(json.dumps({"calls": calls})))
+    pg.goto(pg.served.as_uri() + "#data=" + urllib.parse.quote(json.dumps({"calls": calls})))
     pg.wait_for_selector("body[data-state=rendered]")
 
 
@@ -336,9 +415,81 @@ def check_outlines(img, proj, drawn: list[tuple[list[float], str]], others=()) -
     return checked
 
 
-def check_background(img, proj, bboxes) -> int:
-    """Points of the plot 12 px or more from every drawn bbox and 3 px from the graticule lines
-    show the map background. Returns how many were checked."""
+def decode_world() -> tuple:
+    """The bundled TopoJSON decoded here, independently of the page: (land as shapely polygons,
+    the coastline and the borders (arcs two countries share) as line lists)."""
+    from shapely.geometry import LineString, Polygon
+
+    topo = json.loads(WORLD.read_text())
+    (sx, sy), (tx, ty) = topo["transform"]["scale"], topo["transform"]["translate"]
+    arcs = []
+    for arc in topo["arcs"]:
+        xy = [0, 0]
+        points = []
+        for dx, dy in arc:
+            xy = [xy[0] + dx, xy[1] + dy]
+            points.append((xy[0] * sx + tx, xy[1] * sy + ty))
+        arcs.append(points)
+
+    def ring(ids):
+        out = []
+        for k, i in enumerate(ids):
+            part = arcs[i] if i >= 0 else arcs[~i][::-1]
+            out.extend(part if k == 0 else part[1:])
+        return out
+
+    def polygons(g):
+        return [g["arcs"]] if g["type"] == "Polygon" else g["arcs"] if g["type"] == "MultiPolygon" else []
+
+    land = [
+        Polygon(ring(p[0]), [ring(h) for h in p[1:]])
+        for g in topo["objects"]["land"]["geometries"]
+        for p in polygons(g)
+    ]
+    coast = [
+        LineString(ring(r)) for g in topo["objects"]["land"]["geometries"] for p in polygons(g) for r in p
+    ]
+    owners: dict[int, set] = {}
+    for n, g in enumerate(topo["objects"]["countries"]["geometries"]):
+        for p in polygons(g):
+            for r in p:
+                for i in r:
+                    owners.setdefault(i if i >= 0 else ~i, set()).add(n)
+    borders = [LineString(arcs[i]) for i, who in owners.items() if len(who) > 1]
+    return land, coast, borders
+
+
+_WORLD_CACHE: list = []
+
+
+def world():
+    if not _WORLD_CACHE:
+        _WORLD_CACHE.append(decode_world())
+    return _WORLD_CACHE[0]
+
+
+def on_land(land, lon, lat) -> bool:
+    from shapely.geometry import Point
+
+    return any(p.contains(Point(lon, lat)) for p in land)
+
+
+def pixel_lines(proj, lines):
+    """Lines (lon/lat) in screenshot pixels, as one shapely geometry."""
+    from shapely.geometry import LineString, MultiLineString
+
+    return MultiLineString([LineString([proj.px(x, y) for x, y in line.coords]) for line in lines])
+
+
+def check_ground(img, proj, bboxes) -> int:
+    """Points of the plot 12 px or more from every drawn bbox, 3 px from the graticule, the
+    coastline and the borders show land or sea as the Natural Earth polygons say. Returns how
+    many were checked."""
+    from shapely.geometry import Point, box
+
+    land, coast, borders = world()
+    view = box(proj.west, proj.south, proj.east, proj.north)
+    lines = pixel_lines(proj, [line for line in coast + borders if line.intersects(view)])
     checked = 0
     step = 23
     for i in range(1, int(proj.width // step)):
@@ -359,8 +510,11 @@ def check_background(img, proj, bboxes) -> int:
             ]
             if min(abs(x - g) for g in grid_x) < 3 or min(abs(y - g) for g in grid_y) < 3:
                 continue
-            assert color_near(img, x, y, BACKGROUND, radius=0, tolerance=2), (
-                f"({x}, {y}) far from everything is {img.getpixel((x, y))}, not the background"
+            if not lines.is_empty and lines.distance(Point(x, y)) < 3:
+                continue
+            expected = LAND if on_land(land, lon, lat) else SEA
+            assert color_near(img, x, y, expected, radius=0, tolerance=2), (
+                f"({x}, {y}) = ({lon:.3f}, {lat:.3f}) far from everything is {img.getpixel((x, y))}, not {expected}"
             )
             checked += 1
     return checked
@@ -390,7 +544,7 @@ def test_search_footprints_drawn_where_their_bboxes_project(page, tmp_path):
     drawn = [(i["bbox"], FOOTPRINT) for i in reversed(items)]
     assert check_outlines(img, proj, drawn, others=[aoi]) >= 16
     assert check_outlines(img, proj, [(aoi, AOI)]) == 16
-    assert check_background(img, proj, [aoi] + [i["bbox"] for i in items]) >= 20
+    assert check_ground(img, proj, [aoi] + [i["bbox"] for i in items]) >= 20
     assert page.evaluate("window.stacMap.view") == build_map_view([search])
 
 
@@ -422,7 +576,7 @@ def test_ranking_with_footprints_and_quicklook(page, tmp_path):
     drawn = [(fp["bbox"], clear_color(fp["clear"])) for fp in drawn_order(items, ranked=True)]
     assert check_outlines(img, proj, drawn, others=[aoi, record["bbox"]]) >= 16
     assert check_outlines(img, proj, [(aoi, AOI)], others=[]) >= 8
-    assert check_background(img, proj, [aoi, record["bbox"]] + [i["bbox"] for i in items]) >= 20
+    assert check_ground(img, proj, [aoi, record["bbox"]] + [i["bbox"] for i in items]) >= 20
 
     # the quicklook: the PNG's own pixels where its bbox projects (uniform spots, off the outlines)
     (content,) = [c for c in preview["result"]["content"] if c["type"] == "image"]
@@ -476,9 +630,11 @@ def test_ranking_with_footprints_and_quicklook(page, tmp_path):
 @pytest.mark.testbed
 def test_output_record_without_quicklook_and_post_message_input(page, tmp_path):
     reproject = fixture("reproject_asset")
-    page.goto(PAGE.as_uri())
+    page.goto(page.served.as_uri())
     page.evaluate(
         """(call) => {
+            window.postMessage({jsonrpc: '2.0', method: 'ui/notifications/host-context-changed',
+                                params: {toolInfo: {tool: {name: call.tool}}}}, '*');
             window.postMessage({jsonrpc: '2.0', method: 'ui/notifications/tool-input', params: {arguments: call.arguments}}, '*');
             window.postMessage({jsonrpc: '2.0', method: 'ui/notifications/tool-result', params: call.result}, '*');
         }""",
@@ -496,8 +652,8 @@ def test_output_record_without_quicklook_and_post_message_input(page, tmp_path):
 
 HOST = """<!doctype html><html><head><meta charset="utf-8"><style>body{margin:0}iframe{border:0;width:900px;height:700px;display:block}</style></head>
 <body><iframe id="app" sandbox="allow-scripts"></iframe><script>
-const CALL = __CALL__, FOOTPRINTS = __FOOTPRINTS__, PAGE = __PAGE__;
-window.received = []; window.toolCalls = [];
+const CALL = __CALL__, FOOTPRINTS = __FOOTPRINTS__, PAGE = __PAGE__, THUMBS = __THUMBS__;
+window.received = []; window.toolCalls = []; window.reads = [];
 const frame = document.getElementById('app');
 window.addEventListener('message', (event) => {
   if (event.source !== frame.contentWindow) return;
@@ -505,20 +661,32 @@ window.addEventListener('message', (event) => {
   window.received.push(m);
   if (m.method === 'ui/initialize') {
     send({jsonrpc: '2.0', id: m.id, result: {protocolVersion: '2026-01-26', hostInfo: {name: 'test-host', version: '0'},
-          hostCapabilities: {serverTools: {}}, hostContext: {theme: 'light', displayMode: 'inline',
-          containerDimensions: {width: 900, maxHeight: 1200}}}});
+          hostCapabilities: {serverTools: {}, serverResources: {}}, hostContext: {theme: 'light', displayMode: 'inline',
+          containerDimensions: {width: 900, maxHeight: 1200}, toolInfo: {tool: {name: CALL.tool}}}}});
   } else if (m.method === 'ui/notifications/initialized') {
     send({jsonrpc: '2.0', method: 'ui/notifications/tool-input', params: {arguments: CALL.arguments}});
     send({jsonrpc: '2.0', method: 'ui/notifications/tool-result', params: CALL.result});
   } else if (m.method === 'tools/call') {
     window.toolCalls.push(m.params);
     send({jsonrpc: '2.0', id: m.id, result: FOOTPRINTS.result});
+  } else if (m.method === 'resources/read') {
+    window.reads.push(m.params.uri);
+    send({jsonrpc: '2.0', id: m.id, result: {contents: [{uri: m.params.uri, mimeType: 'image/png', blob: THUMBS[m.params.uri]}]}});
   } else if (m.method === 'ui/notifications/size-changed') {
     frame.style.height = m.params.height + 'px';
   }
 });
 frame.srcdoc = PAGE;
 </script></body></html>"""
+
+
+def solid_png(color, size=(16, 16)) -> str:
+    """A PNG of one colour, base64."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", size, color).save(buffer, format="PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
 
 
 def _js(value) -> str:
@@ -528,15 +696,22 @@ def _js(value) -> str:
 @pytest.mark.testbed
 def test_in_a_host_over_the_mcp_apps_protocol(page, tmp_path):
     """The page in a sandboxed iframe under the host's default CSP: handshake, tool-input and
-    tool-result from the host, footprints asked with tools/call search_items, size reported."""
+    tool-result from the host, footprints asked with tools/call search_items, thumbnails named by
+    resource URIs read with resources/read and shown in the table, size reported."""
     stats, footprints = fixture("cloud_cover_stats"), fixture("cloud_cover_stats.footprints")
-    app = PAGE.read_text().replace(
+    thumbs, colors = {}, {}
+    for n, item in enumerate(footprints["result"]["structuredContent"]["items"]):
+        item["thumbnail"] = f"stac-gdal://thumbnails/{item['id']}"  # as a server names a local thumbnail
+        colors[item["id"]] = (40 + 25 * n, 200 - 20 * n, 90)
+        thumbs[item["thumbnail"]] = solid_png(colors[item["id"]])
+    app = map_html().replace(
         "<head>", f'<head><meta http-equiv="Content-Security-Policy" content="{HOST_CSP}">', 1
     )
     host = (
         HOST.replace("__CALL__", _js(stats))
         .replace("__FOOTPRINTS__", _js(footprints))
         .replace("__PAGE__", _js(app))
+        .replace("__THUMBS__", _js(thumbs))
     )
     host_file = tmp_path / "host.html"
     host_file.write_text(host)
@@ -562,6 +737,13 @@ def test_in_a_host_over_the_mcp_apps_protocol(page, tmp_path):
         {"name": "search_items", "arguments": footprints["arguments"]}
     ]
     assert app_frame.evaluate("window.stacMap.view") == build_map_view([stats, footprints])
+    app_frame.wait_for_function(f"document.querySelectorAll('#list img.thumb').length === {len(thumbs)}")
+    assert sorted(page.evaluate("window.reads")) == sorted(thumbs)
+    for item_id, color in colors.items():  # each row shows its own scene's thumbnail
+        cell = page.frame_locator("#app").locator(f"#list tr[data-id='{item_id}'] img.thumb")
+        shot = screenshot(cell, tmp_path / "thumb.png")
+        centre = shot.getpixel((shot.width // 2, shot.height // 2))
+        assert all(abs(a - b) <= 2 for a, b in zip(centre, color)), (item_id, centre, color)
 
     box = page.locator("#app").bounding_box()
     img = screenshot(page, tmp_path / "map-in-host.png")
@@ -577,7 +759,7 @@ def test_in_a_host_over_the_mcp_apps_protocol(page, tmp_path):
     drawn = [(fp["bbox"], clear_color(fp["clear"])) for fp in drawn_order(items, ranked=True)]
     assert check_outlines(img, proj, drawn, others=[aoi]) >= 16
     assert check_outlines(img, proj, [(aoi, AOI)]) >= 8
-    assert check_background(img, proj, [aoi] + [i["bbox"] for i in items]) >= 20
+    assert check_ground(img, proj, [aoi] + [i["bbox"] for i in items]) >= 20
 
 
 async def test_recorded_fixtures_match_the_tools_today(tmp_path):
@@ -600,7 +782,12 @@ async def test_recorded_fixtures_match_the_tools_today(tmp_path):
                 recorded = fixture(name)
                 live = await client.call_tool_mcp(recorded["tool"], recorded["arguments"])
                 live = live.model_dump(mode="json", by_alias=True, exclude_none=True)
-                call = {"arguments": recorded["arguments"], "result": live}
+                text = json.dumps(live).replace(str(tmp_path), "<workspace>").replace(str(ROOT), "<repo>")
+                call = {
+                    "tool": recorded["tool"],
+                    "arguments": recorded["arguments"],
+                    "result": json.loads(text),
+                }
                 assert build_map_view([call]) == build_map_view([recorded]), name
     finally:
         session.close()

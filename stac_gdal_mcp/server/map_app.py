@@ -1,17 +1,20 @@
 """The map in the host: an MCP App (the `io.modelcontextprotocol/ui` extension).
 
 `register_map_app(mcp)` registers the `ui://` resource, a self-contained HTML page
-(`server/ui/map.html`: inline script and style, no library, no network at view time). Tools point
-to it with `_meta.ui.resourceUri` (`app=map_app_config()` on the tool); hosts that implement MCP
-Apps show the page next to the tool result and pass it the result, hosts that do not show the
-result as before.
+(`server/ui/map.html`: inline script and style, no library) with the Natural Earth 1:110m land and
+borders inlined (`data/naturalearth/`), so it draws a coastline with no network. Tools point to it
+with `_meta.ui.resourceUri` (`app=map_app_config()` on the tool); hosts that implement MCP Apps show
+the page next to the tool result and pass it the result, hosts that do not show the result as
+before. A tile basemap is off unless `basemap` (a `{z}/{x}/{y}` URL) is given: its origin is then
+declared in the resource's CSP (`resourceDomains`) and the page draws tiles only where the host
+allows that origin.
 
-`build_map_view(calls)` is the page's view data, computed in Python: the AOI, scene footprints
-(with the clear fraction and rank when a `cloud_cover_stats` ranking is present), the ranking and
-the outputs (bbox, footprint and quicklook as a data URI). The page builds the same data in
-JavaScript (`buildView`); the tests check that both agree. Notebooks can draw it with matplotlib.
-
-Temporary home: moves into the `server` package with the rest of the MCP layer.
+`build_map_view(calls)` is the page's view data, computed in Python: each call's AOI, scene
+footprints (with the clear fraction and rank when a `cloud_cover_stats` ranking is present, and
+their thumbnails), the ranking, time series and the outputs (bbox, footprint and quicklook as a
+data URI). The page builds the same data in JavaScript (`buildView`); the tests check that both
+agree. `map_page(calls)` is the same page with the calls in it: a file to open in a browser or to
+show in a notebook.
 """
 
 from __future__ import annotations
@@ -23,20 +26,81 @@ from collections.abc import Iterable, Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 MAP_URI = "ui://stac-gdal-mcp/map.html"
 MAP_HTML = ("server", "ui", "map.html")  # inside the stac_gdal_mcp package
+WORLD = ("data", "naturalearth", "countries-110m.json")
 
 _WGS84 = ("EPSG:4326", "OGC:CRS84", "WGS84", "CRS84")
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
 _JSON_TEXT = re.compile(r"^\s*[\[{]")
+_SLOT = '<script type="application/json" id="{}">{}</script>'
 
 
 @cache
-def map_html() -> str:
-    """The page, as served to hosts."""
+def _page_source() -> str:
     return resources.files("stac_gdal_mcp").joinpath(*MAP_HTML).read_text(encoding="utf-8")
+
+
+@cache
+def _world() -> str:
+    return resources.files("stac_gdal_mcp").joinpath(*WORLD).read_text(encoding="utf-8").strip()
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside <script>: no `</` (closing tag) or `<!--`."""
+    return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
+
+
+def _fill(html: str, slot: str, text: str) -> str:
+    empty = _SLOT.format(slot, "{}" if slot == "map-config" else "")
+    if html.count(empty) != 1:
+        raise RuntimeError(f"map.html: the #{slot} script is missing")
+    return html.replace(empty, _SLOT.format(slot, text))
+
+
+def tile_origin(basemap: str) -> str:
+    """`https://host[:port]` of a tile URL template; ValueError if it is not http(s) with {z}/{x}/{y}."""
+    parts = urlsplit(basemap)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.netloc
+        or not all(k in basemap for k in ("{z}", "{x}", "{y}"))
+    ):
+        raise ValueError(f"basemap: a http(s) tile URL with {{z}}, {{x}} and {{y}} expected, not {basemap!r}")
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def map_html(
+    basemap: str | None = None,
+    attribution: str | None = None,
+    calls: list | None = None,
+    thumbnails: Mapping[str, str] | None = None,
+) -> str:
+    """The page: map.html with the world map inlined and its configuration (`basemap`: a tile URL
+    template, off when None; `thumbnails`: thumbnail as given -> `data:` URI); with `calls`, a
+    standalone page that draws them (see `map_page`)."""
+    config: dict[str, Any] = {}
+    if basemap:
+        config["basemap"] = {"url": basemap, "attribution": attribution or ""}
+        config["resource_domains"] = [tile_origin(basemap)]
+    if thumbnails:
+        config["thumbnails"] = dict(thumbnails)
+    html = _fill(_page_source(), "world-110m", _world().replace("<", "\\u003c"))
+    if config:
+        html = _fill(html, "map-config", _script_json(config))
+    if calls is not None:
+        html = _fill(html, "map-calls", _script_json({"calls": list(calls)}))
+    return html
+
+
+def map_page(calls: Iterable[Mapping[str, Any]], **options: Any) -> str:
+    """A standalone HTML page of the map drawing `calls` (`{"tool", "arguments", "result"}` each,
+    as for `build_map_view`): open it in a browser or show it in a notebook. `options` as for
+    `map_html` (basemap, attribution, thumbnails)."""
+    return map_html(calls=[dict(c) for c in calls], **options)
 
 
 def map_app_config():
@@ -46,11 +110,15 @@ def map_app_config():
     return AppConfig(resource_uri=MAP_URI)
 
 
-def register_map_app(mcp) -> str:
-    """Register the map page as the `ui://` resource on `mcp`; returns its URI."""
-    from fastmcp.apps import AppConfig
+def register_map_app(mcp, basemap: str | None = None, attribution: str | None = None) -> str:
+    """Register the map page as the `ui://` resource on `mcp`; returns its URI. With `basemap` (a
+    tile URL template such as `https://tile.openstreetmap.org/{z}/{x}/{y}.png`), its origin is
+    declared in the resource's CSP `resourceDomains` and the page draws tiles where the host
+    allows it."""
+    from fastmcp.apps import AppConfig, ResourceCSP
 
-    html = map_html()
+    html = map_html(basemap, attribution)
+    csp = ResourceCSP(resource_domains=[tile_origin(basemap)]) if basemap else None
 
     @mcp.resource(
         MAP_URI,
@@ -58,11 +126,12 @@ def register_map_app(mcp) -> str:
         title="Map: footprints, AOI, clear-sky ranking, quicklooks",
         description=(
             "MCP App (text/html;profile=mcp-app) that draws the result of search_items, "
-            "cloud_cover_stats and the processing tools on a map. Self-contained: no network."
+            "cloud_cover_stats, time_series and the processing tools on a map with coastlines "
+            "and borders. Self-contained: no network unless a basemap is configured."
         ),
-        app=AppConfig(prefers_border=True),
+        app=AppConfig(prefers_border=True, csp=csp),
     )
-    def map_page() -> str:
+    def map_page_resource() -> str:
         return html
 
     return MAP_URI
@@ -185,6 +254,13 @@ def _aoi(args: dict, sc: dict | None) -> dict | None:
     return None
 
 
+def _thumbnail(item: dict) -> str | None:
+    if isinstance(item.get("thumbnail"), str):
+        return item["thumbnail"]
+    asset = item["assets"].get("thumbnail") if isinstance(item.get("assets"), dict) else None
+    return asset["href"] if isinstance(asset, dict) and isinstance(asset.get("href"), str) else None
+
+
 def _footprint(item: Any) -> dict | None:
     if not isinstance(item, dict) or not isinstance(item.get("id"), str):
         return None
@@ -200,6 +276,7 @@ def _footprint(item: Any) -> dict | None:
         "bbox": bbox,
         "geometry": geometry,
         "cloud_cover": _pick(item.get("cloud_cover"), props.get("eo:cloud_cover")),
+        "thumbnail": _thumbnail(item),
         "clear_fraction": None,
         "rank": None,
     }
@@ -234,91 +311,115 @@ def _add_footprint(footprints: list[dict], fp: dict) -> None:
             known[key] = value
 
 
-def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The map's view data from tool calls, each `{"arguments": {...}, "result": CallToolResult}`
-    (the result as JSON: `content`, `structuredContent`, `isError`).
+def _series(sc: dict, aoi: dict | None, result: Any) -> dict:
+    return {
+        "expression": sc["expression"],
+        "reducer": sc.get("reducer"),
+        "days": len(sc["rows"]),
+        "aoi": aoi["bbox"] if aoi else None,
+        "image": _result_image(result),
+    }
 
-    Returns `{"aoi", "footprints", "ranking", "outputs", "notes", "errors"}`:
-    - `aoi`: `{"bbox", "geometry"}` (WGS84; geometry only when a polygon was given) or None;
+
+def _output(sc: dict, aoi: dict | None, result: Any) -> dict | None:
+    """An output record's (or a composite's, at its AOI) entry, or None."""
+    if (
+        sc.get("type") == "Feature"
+        and isinstance(sc.get("properties"), dict)
+        and isinstance(sc.get("assets"), dict)
+    ):
+        geometry = _polygonal(sc.get("geometry"))
+        bbox = _as_bbox(sc.get("bbox")) or _geometry_bbox(geometry)
+        if not bbox:
+            return None
+        return {
+            "id": str(_pick(sc.get("id"), "")),
+            "title": sc["properties"].get("title"),
+            "bbox": bbox,
+            "geometry": geometry,
+            "image": _result_image(result),
+        }
+    if (
+        isinstance(sc.get("output"), dict)
+        and isinstance(sc.get("grid"), dict)
+        and isinstance(sc.get("bands"), list)
+        and aoi
+    ):
+        return {  # composite: its grid is the AOI's
+            "id": str(_pick(sc["output"].get("id"), "")),
+            "title": f"composite ({', '.join(str(b) for b in sc['bands'])})",
+            "bbox": aoi["bbox"],
+            "geometry": None,
+            "image": _result_image(result),
+        }
+    return None
+
+
+def _add_call(view: dict, call: Mapping[str, Any]) -> None:
+    args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+    result = call.get("result")
+    if _is_error(result):
+        view["errors"].append(_result_text(result) or "the tool reported an error")
+        return
+    sc = _structured(result)
+    aoi = _aoi(args, sc)
+    if aoi and not any(a["bbox"] == aoi["bbox"] and a["geometry"] == aoi["geometry"] for a in view["aois"]):
+        view["aois"].append({**aoi, "tool": call.get("tool") if isinstance(call.get("tool"), str) else None})
+    if sc is None:
+        return
+    for note in sc.get("notes") if isinstance(sc.get("notes"), list) else []:
+        if isinstance(note, str) and note not in view["notes"]:
+            view["notes"].append(note)
+    items = sc.get("items")
+    if isinstance(items, list) and "aoi_bbox" in sc:  # cloud_cover_stats
+        rows = [r for r in items if isinstance(r, dict) and isinstance(r.get("item_id"), str)]
+        view["ranking"] = [_ranking_row(r) for r in rows]
+        for row in rows:
+            fp = _footprint({**row, "id": row["item_id"], "cloud_cover": row.get("scene_cloud_cover")})
+            if fp:
+                _add_footprint(view["footprints"], fp)
+    elif isinstance(items, list):  # search_items
+        for item in items:
+            fp = _footprint(item)
+            if fp:
+                _add_footprint(view["footprints"], fp)
+    elif isinstance(sc.get("rows"), list) and isinstance(sc.get("expression"), str):  # time_series
+        view["series"].append(_series(sc, aoi, result))
+    else:
+        output = _output(sc, aoi, result)
+        if output:
+            view["outputs"].append(output)
+
+
+def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The map's view data from tool calls, each `{"arguments": {...}, "result": CallToolResult,
+    "tool": name}` (the result as JSON: `content`, `structuredContent`, `isError`; `tool` optional).
+
+    Returns `{"aois", "footprints", "ranking", "outputs", "series", "notes", "errors"}`:
+    - `aois`: one per distinct AOI of the calls, in order — `{"bbox", "geometry", "tool"}` (WGS84;
+      geometry only when a polygon was given; tool when the call names it): a later call adds its
+      AOI beside an earlier one's, never in its place;
     - `footprints`: one per scene with a bbox — id, collection, datetime, bbox, geometry,
-      cloud_cover (scene-wide), clear_fraction and rank (from a cloud_cover_stats ranking);
+      cloud_cover (scene-wide), thumbnail (the item's, as given), clear_fraction and rank (from a
+      cloud_cover_stats ranking);
     - `ranking`: the cloud_cover_stats rows, in the tool's order;
     - `outputs`: processing outputs with a WGS84 bbox — id, title, bbox, geometry, image
       (a `data:` URI of the quicklook the tool returned as image content, else None);
+    - `series`: time_series results — expression, reducer, days, aoi (its bbox), image (the chart);
     - `notes`: the tools' notes; `errors`: texts of results that are tool errors.
-    Later calls add footprints (e.g. a search_items for the ranked ids) and replace the AOI.
     """
     view: dict[str, Any] = {
-        "aoi": None,
+        "aois": [],
         "footprints": [],
         "ranking": [],
         "outputs": [],
+        "series": [],
         "notes": [],
         "errors": [],
     }
     for call in calls:
-        if not isinstance(call, Mapping):
-            continue
-        args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
-        result = call.get("result")
-        if _is_error(result):
-            view["errors"].append(_result_text(result) or "the tool reported an error")
-            continue
-        sc = _structured(result)
-        aoi = _aoi(args, sc)
-        if aoi:
-            view["aoi"] = aoi
-        if sc is None:
-            continue
-        if isinstance(sc.get("notes"), list):
-            for note in sc["notes"]:
-                if isinstance(note, str) and note not in view["notes"]:
-                    view["notes"].append(note)
-        items = sc.get("items")
-        if isinstance(items, list) and "aoi_bbox" in sc:  # cloud_cover_stats
-            rows = [r for r in items if isinstance(r, dict) and isinstance(r.get("item_id"), str)]
-            view["ranking"] = [_ranking_row(r) for r in rows]
-            for row in rows:
-                fp = _footprint({**row, "id": row["item_id"], "cloud_cover": row.get("scene_cloud_cover")})
-                if fp:
-                    _add_footprint(view["footprints"], fp)
-        elif isinstance(items, list):  # search_items
-            for item in items:
-                fp = _footprint(item)
-                if fp:
-                    _add_footprint(view["footprints"], fp)
-        elif (
-            sc.get("type") == "Feature"
-            and isinstance(sc.get("properties"), dict)
-            and isinstance(sc.get("assets"), dict)
-        ):  # an output record
-            geometry = _polygonal(sc.get("geometry"))
-            bbox = _as_bbox(sc.get("bbox")) or _geometry_bbox(geometry)
-            if bbox:
-                view["outputs"].append(
-                    {
-                        "id": str(_pick(sc.get("id"), "")),
-                        "title": sc["properties"].get("title"),
-                        "bbox": bbox,
-                        "geometry": geometry,
-                        "image": _result_image(result),
-                    }
-                )
-        elif (
-            isinstance(sc.get("output"), dict)
-            and isinstance(sc.get("grid"), dict)
-            and isinstance(sc.get("bands"), list)
-            and aoi
-        ):  # composite: its grid is the AOI's
-            view["outputs"].append(
-                {
-                    "id": str(_pick(sc["output"].get("id"), "")),
-                    "title": f"composite ({', '.join(str(b) for b in sc['bands'])})",
-                    "bbox": aoi["bbox"],
-                    "geometry": None,
-                    "image": _result_image(result),
-                }
-            )
+        if isinstance(call, Mapping):
+            _add_call(view, call)
     for rank, row in enumerate(view["ranking"]):
         for fp in view["footprints"]:
             if _same_item(fp, row):
