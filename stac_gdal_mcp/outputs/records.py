@@ -9,7 +9,7 @@ import contextlib
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from pydantic import ConfigDict, Field, model_serializer
 
@@ -237,25 +237,32 @@ def _derived_from(sources: list[SourceRef]) -> list[Link]:
     return links
 
 
+class RecordArgs(TypedDict, total=False):
+    """What a record says besides its file: the operation and its parameters, the sources, the
+    file's media type; optionally the lineage in words (default: "<operation> of <hrefs>"), the
+    raster facts, a title, extra properties and software versions."""
+
+    operation: Required[str]
+    parameters: Required[dict[str, Any]]
+    sources: Required[list[SourceRef]]
+    media_type: Required[str]
+    lineage: str | None
+    raster: RasterFacts | None
+    title: str | None
+    properties: dict[str, Any] | None
+    software: dict[str, str] | None
+
+
 def build_record(
-    output_id: str,
-    href: str,
-    size: int,
-    checksum: str,
-    *,
-    links: list[Link],
-    operation: str,
-    parameters: dict[str, Any],
-    sources: list[SourceRef],
-    media_type: str,
-    lineage: str | None = None,
-    raster: RasterFacts | None = None,
-    title: str | None = None,
-    properties: dict[str, Any] | None = None,
-    software: dict[str, str] | None = None,
+    output_id: str, href: str, size: int, checksum: str, links: list[Link], what: RecordArgs
 ) -> OutputRecord:
     """The record of the file at `href` (`size` bytes, `checksum`), linking to itself with
-    `links` and to its `sources` with `derived_from` links."""
+    `links` and to its sources with `derived_from` links."""
+    unknown = set(what) - set(RecordArgs.__annotations__)
+    if unknown:
+        raise TypeError(f"build_record: unknown record arguments {sorted(unknown)}")
+    operation, sources, raster = what["operation"], what["sources"], what.get("raster")
+    title = what.get("title")
     now = _now()
     datetime, start, end = _time_span(sources)
     props: dict[str, Any] = {
@@ -264,19 +271,20 @@ def build_record(
         "end_datetime": end,
         "created": now,
         "title": title,
-        "processing:lineage": lineage or f"{operation} of {', '.join(s.href for s in sources) or 'no input'}",
+        "processing:lineage": what.get("lineage")
+        or f"{operation} of {', '.join(s.href for s in sources) or 'no input'}",
         "processing:expression": {
             "format": "stac-gdal-mcp",
-            "expression": {"operation": operation, "parameters": parameters},
+            "expression": {"operation": operation, "parameters": what["parameters"]},
         },
-        "processing:software": _software(software),
+        "processing:software": _software(what.get("software")),
         "processing:datetime": now,
     }
     if raster is not None:
         props.update(
             raster.model_dump(include={"proj_code", "proj_wkt2", "proj_shape", "proj_transform", "proj_bbox"})
         )
-    props.update(properties or {})
+    props.update(what.get("properties") or {})
     return OutputRecord(
         id=output_id,
         geometry=raster.geometry if raster else None,
@@ -285,7 +293,7 @@ def build_record(
         assets={
             "data": OutputAsset(
                 href=href,
-                type=media_type,
+                type=what["media_type"],
                 title=title,
                 file_size=size,
                 file_checksum=checksum,

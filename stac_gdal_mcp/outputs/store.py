@@ -37,7 +37,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Unpack
 
 from ..catalogs.security import check_output_name
 from ..errors import AccessDenied, LimitExceeded, NotFound, OutputExists, OutputNotFound
@@ -45,7 +45,7 @@ from ..files import file_checksum, read_plain, remove, remove_tree, slug, write_
 from ..settings import Settings
 from . import leftovers
 from .leftovers import TMP_DIR
-from .records import Link, OutputRecord, RasterFacts, RecordLinks, SourceRef, build_record
+from .records import Link, OutputRecord, RecordArgs, RecordLinks, build_record
 
 log = logging.getLogger(__name__)
 
@@ -258,21 +258,10 @@ class OutputStore:
             if not pending.committed:
                 log.info("output %s abandoned; temporary files removed", output_id)
 
-    def commit(
-        self,
-        pending: PendingOutput,
-        *,
-        operation: str,
-        parameters: dict[str, Any],
-        sources: list[SourceRef],
-        media_type: str,
-        lineage: str | None = None,
-        raster: RasterFacts | None = None,
-        title: str | None = None,
-        properties: dict[str, Any] | None = None,
-        software: dict[str, str] | None = None,
-    ) -> OutputRecord:
-        """Move the written file into place and write its record; return the record."""
+    def commit(self, pending: PendingOutput, **what: Unpack[RecordArgs]) -> OutputRecord:
+        """Move the written file into place and write its record (`what`: operation, parameters,
+        sources, media_type and optionally lineage, raster, title, properties, software; see
+        `records.RecordArgs`); return the record."""
         size = pending.path.stat().st_size
         limit = self.settings.limits.max_output_bytes
         if size > limit:
@@ -280,22 +269,9 @@ class OutputStore:
                 f"the output file would be {size} bytes, more than limits.max_output_bytes={limit}; "
                 "use a smaller bbox, a coarser resolution or fewer bands"
             )
-        record = build_record(
-            pending.output_id,
-            str(pending.final_path),
-            size,
-            file_checksum(pending.path),
-            links=self.links(pending.output_id, media_type, size),
-            operation=operation,
-            parameters=parameters,
-            sources=sources,
-            media_type=media_type,
-            lineage=lineage,
-            raster=raster,
-            title=title,
-            properties=properties,
-            software=software,
-        )
+        links = self.links(pending.output_id, what["media_type"], size)
+        checksum = file_checksum(pending.path)
+        record = build_record(pending.output_id, str(pending.final_path), size, checksum, links, what)
         self._entry(self.root, pending.final_path.name)  # still no link planted there
         os.replace(pending.path, pending.final_path)
         try:
