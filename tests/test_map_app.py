@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
 import math
 import os
@@ -650,6 +651,114 @@ def test_output_record_without_quicklook_and_post_message_input(page, tmp_path):
     assert record["id"] in page.inner_text("#status")
 
 
+# Two calls' AOIs at opposite corners of the northern Adriatic, and places there that are land or
+# sea by any map (20 km or more from the coast, so the 1:110m generalisation cannot move them).
+ADRIATIC = {"search_items": [11.3, 44.0, 11.45, 44.12], "time_series": [14.85, 46.08, 15.0, 46.2]}
+KNOWN_LAND = [(12.1, 45.7), (14.75, 45.45), (11.65, 44.65)]  # Veneto, Croatia inland, Emilia
+KNOWN_SEA = [(13.05, 44.95), (13.25, 44.45)]  # the Adriatic off Venice and off Rimini
+
+
+def check_coast(img, proj, others) -> int:
+    """Points every ~15 px along the coastline in view show the coast colour (1.5 px stroke),
+    except near the graticule, the borders and `others` (bboxes). Returns how many were checked."""
+    from shapely.geometry import Point, box
+
+    land, coast, borders = world()
+    view = box(proj.west, proj.south, proj.east, proj.north)
+    near_borders = pixel_lines(proj, [b for b in borders if b.intersects(view)])
+    checked = 0
+    for line in coast:
+        part = line.intersection(view)
+        for piece in getattr(part, "geoms", [part]):
+            if piece.is_empty or piece.geom_type != "LineString":
+                continue
+            pixels = [proj.px(x, y) for x, y in piece.coords]
+            length = sum(math.dist(a, b) for a, b in itertools.pairwise(pixels))
+            for k in range(1, int(length // 15)):
+                lon, lat = piece.interpolate(k / (length // 15), normalized=True).coords[0]
+                x, y = proj.px(lon, lat)
+                grid = [proj.px(g * proj.step_lon, 0)[0] for g in range(-180, 181)]
+                grid_y = [proj.px(0, g * proj.step_lat)[1] for g in range(-90, 91)]
+                if min(abs(x - g) for g in grid) < 3 or min(abs(y - g) for g in grid_y) < 3:
+                    continue
+                if near_borders.distance(Point(x, y)) < 4 or any(
+                    distance_to_outline(proj, b, x, y) < 5 for b in others
+                ):
+                    continue
+                frame = (proj.ox + proj.left, proj.oy + proj.top)
+                if not (
+                    frame[0] + 3 < x < frame[0] + proj.width - 3
+                    and frame[1] + 3 < y < frame[1] + proj.height - 3
+                ):
+                    continue
+                assert color_near(img, x, y, COAST, radius=1, tolerance=40), (
+                    f"no coastline at ({lon:.3f}, {lat:.3f}) -> ({x:.1f}, {y:.1f}): {img.getpixel((round(x), round(y)))}"
+                )
+                checked += 1
+    return checked
+
+
+@pytest.mark.testbed
+def test_coastline_and_each_calls_aoi_where_they_belong(page, tmp_path):
+    """The northern Adriatic: land and sea where every map has them, the coastline where its arcs
+    project, and the AOIs of two calls (a search and a time series) both drawn, each at its place."""
+    series = fixture("time_series")
+    calls = [
+        {
+            "tool": "search_items",
+            "arguments": {"bbox": ADRIATIC["search_items"]},
+            "result": {"structuredContent": {"items": []}},
+        },
+        {**series, "arguments": {**series["arguments"], "aoi": ADRIATIC["time_series"]}},
+    ]
+    open_with_fragment(page, calls)
+    img = screenshot(page.locator("#map-wrap"), tmp_path / "map-coast.png")
+    shutil.copyfile(tmp_path / "map-coast.png", DOCS_IMG / "map-coastline.png")
+    assert page.evaluate("window.stacMap.view") == build_map_view(calls)
+    box = page.locator("#map-wrap").bounding_box()
+    proj = Projection(page, offset=(-box["x"], -box["y"]))
+    aois = list(ADRIATIC.values())
+    proj.check(aois)
+
+    land = world()[0]
+    for lon, lat in KNOWN_LAND + KNOWN_SEA:
+        expected = LAND if (lon, lat) in KNOWN_LAND else SEA
+        assert on_land(land, lon, lat) == (expected == LAND), f"the bundled data misplaces ({lon}, {lat})"
+        x, y = proj.px(lon, lat)
+        assert color_near(img, x, y, expected, radius=0, tolerance=2), (
+            lon,
+            lat,
+            img.getpixel((round(x), round(y))),
+        )
+    assert check_coast(img, proj, aois) >= 30
+    assert check_ground(img, proj, aois) >= 60
+    for bbox in aois:
+        assert check_outlines(img, proj, [(bbox, AOI)]) == 16
+    assert page.locator("#series img").evaluate("i => i.naturalWidth") > 0
+    assert "time series" in page.inner_text("#series")
+
+
+@pytest.mark.testbed
+def test_a_ranking_keeps_its_aoi_beside_a_later_search(page, tmp_path):
+    """Drawing a ranking and then a wider search: both AOIs stay (the search's bbox does not
+    replace the ranking's AOI)."""
+    stats, footprints, search = (
+        fixture("cloud_cover_stats"),
+        fixture("cloud_cover_stats.footprints"),
+        fixture("search_items"),
+    )
+    calls = [stats, footprints, search]
+    open_with_fragment(page, calls)
+    img = screenshot(page, tmp_path / "map-two-aois.png")
+    assert page.evaluate("window.stacMap.view") == build_map_view(calls)
+    proj = Projection(page)
+    field, wide = stats["arguments"]["aoi"], search["arguments"]["bbox"]
+    proj.check([field, wide])
+    assert check_outlines(img, proj, [(field, AOI)]) == 16
+    assert check_outlines(img, proj, [(wide, AOI)]) == 16
+    assert page.locator("#map path.aoi").count() == 2
+
+
 HOST = """<!doctype html><html><head><meta charset="utf-8"><style>body{margin:0}iframe{border:0;width:900px;height:700px;display:block}</style></head>
 <body><iframe id="app" sandbox="allow-scripts"></iframe><script>
 const CALL = __CALL__, FOOTPRINTS = __FOOTPRINTS__, PAGE = __PAGE__, THUMBS = __THUMBS__;
@@ -661,7 +770,7 @@ window.addEventListener('message', (event) => {
   window.received.push(m);
   if (m.method === 'ui/initialize') {
     send({jsonrpc: '2.0', id: m.id, result: {protocolVersion: '2026-01-26', hostInfo: {name: 'test-host', version: '0'},
-          hostCapabilities: {serverTools: {}, serverResources: {}}, hostContext: {theme: 'light', displayMode: 'inline',
+          hostCapabilities: __CAPS__, hostContext: {theme: 'light', displayMode: 'inline',
           containerDimensions: {width: 900, maxHeight: 1200}, toolInfo: {tool: {name: CALL.tool}}}}});
   } else if (m.method === 'ui/notifications/initialized') {
     send({jsonrpc: '2.0', method: 'ui/notifications/tool-input', params: {arguments: CALL.arguments}});
@@ -712,6 +821,7 @@ def test_in_a_host_over_the_mcp_apps_protocol(page, tmp_path):
         .replace("__FOOTPRINTS__", _js(footprints))
         .replace("__PAGE__", _js(app))
         .replace("__THUMBS__", _js(thumbs))
+        .replace("__CAPS__", _js({"serverTools": {}, "serverResources": {}}))
     )
     host_file = tmp_path / "host.html"
     host_file.write_text(host)
@@ -791,3 +901,131 @@ async def test_recorded_fixtures_match_the_tools_today(tmp_path):
                 assert build_map_view([call]) == build_map_view([recorded]), name
     finally:
         session.close()
+
+
+@pytest.fixture
+def tile_server():
+    """Tiles on 127.0.0.1: each a PNG of one colour made from its z/x/y; records the paths asked."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    asked: list[str] = []
+
+    class Tiles(BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            z, x, y = (int(v) for v in self.path.strip("/").removesuffix(".png").split("/"))
+            body = base64.b64decode(solid_png(tile_color(z, x, y), size=(256, 256)))
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Tiles)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    server.shutdown()
+    server.server_close()
+
+
+def tile_color(z, x, y) -> tuple[int, int, int]:
+    return (40 + (x * 37) % 160, 40 + (y * 53) % 160, 60 + z * 9)
+
+
+def expected_tiles(proj) -> tuple[int, set[tuple[int, int, int]]]:
+    """The zoom whose tiles are about 256 px at this scale, and the Web Mercator tiles covering the view."""
+    z = round(math.log2(proj.kx * 360 / 256))
+    n = 2**z
+
+    def tx(lon):
+        return int((lon + 180) / 360 * n)
+
+    def ty(lat):
+        r = math.radians(lat)
+        return int((1 - math.asinh(math.tan(r)) / math.pi) / 2 * n)
+
+    return z, {
+        (z, x, y)
+        for x in range(tx(proj.west), tx(proj.east) + 1)
+        for y in range(ty(proj.north), ty(proj.south) + 1)
+    }
+
+
+def tile_bounds(z, x, y):
+    n = 2**z
+    lat = lambda t: math.degrees(math.atan(math.sinh(math.pi * (1 - 2 * t / n))))  # noqa: E731
+    return x / n * 360 - 180, lat(y + 1), (x + 1) / n * 360 - 180, lat(y)
+
+
+@pytest.mark.testbed
+def test_basemap_tiles_at_their_web_mercator_place_when_allowed(page, tmp_path, tile_server):
+    """A standalone page with a basemap (its origin allowed by the page's configuration): the tiles
+    covering the view are asked for, at the zoom whose tiles are ~256 px, and each shows at its
+    Web Mercator bounds; the attribution is drawn."""
+    origin, asked = tile_server
+    search = fixture("search_items")
+    path = tmp_path / "map.html"
+    path.write_text(map_page([search], basemap=origin + "/{z}/{x}/{y}.png", attribution="test tiles"))
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-state=rendered]")
+    page.wait_for_function("[...document.querySelectorAll('#map g.basemap image')].length > 0")
+    page.wait_for_load_state("networkidle")
+    proj = Projection(page)
+    z, tiles = expected_tiles(proj)
+    assert sorted(asked) == sorted(f"/{z}/{x}/{y}.png" for z, x, y in tiles)
+    img = screenshot(page, tmp_path / "map-basemap.png")
+    aoi = search["arguments"]["bbox"]
+    bboxes = [aoi] + [i["bbox"] for i in search["result"]["structuredContent"]["items"]]
+    checked = 0
+    for tile in tiles:
+        w, s, e, n = tile_bounds(*tile)
+        for fx, fy in ((0.25, 0.25), (0.75, 0.75), (0.25, 0.75), (0.75, 0.25)):
+            lon, lat = w + fx * (e - w), s + fy * (n - s)
+            x, y = proj.px(lon, lat)
+            inside_plot = proj.ox + proj.left + 4 < x < proj.ox + proj.left + proj.width - 4
+            inside_plot = inside_plot and proj.oy + proj.top + 4 < y < proj.oy + proj.top + proj.height - 20
+            covered = any(
+                b[0] - 0.01 <= lon <= b[2] + 0.01 and b[1] - 0.01 <= lat <= b[3] + 0.01 for b in bboxes
+            )
+            if not inside_plot or covered:
+                continue
+            grid = [proj.px(g * proj.step_lon, 0)[0] for g in range(-1800, 1801)]
+            grid_y = [proj.px(0, g * proj.step_lat)[1] for g in range(-900, 901)]
+            if min(abs(x - g) for g in grid) < 3 or min(abs(y - g) for g in grid_y) < 3:
+                continue
+            want = "#{:02x}{:02x}{:02x}".format(*tile_color(*tile))
+            assert color_near(img, x, y, want, radius=0, tolerance=3), (
+                tile,
+                img.getpixel((round(x), round(y))),
+            )
+            checked += 1
+    assert checked >= 4
+    assert "test tiles" in page.text_content("#map")
+    page.requests[:] = [u for u in page.requests if not u.startswith(origin)]
+
+
+@pytest.mark.testbed
+def test_basemap_off_when_the_host_does_not_allow_its_origin(page, tmp_path, tile_server):
+    """In a host whose sandbox CSP (reported in ui/initialize) does not list the tile origin, the
+    page asks for no tile and draws the map without it."""
+    origin, asked = tile_server
+    search = fixture("search_items")
+    app = map_html(origin + "/{z}/{x}/{y}.png", "test tiles")
+    host = (
+        HOST.replace("__CALL__", _js(search))
+        .replace("__FOOTPRINTS__", _js({}))
+        .replace("__PAGE__", _js(app))
+        .replace("__THUMBS__", _js({}))
+        .replace("__CAPS__", _js({"serverTools": {}, "sandbox": {"csp": {"resourceDomains": []}}}))
+    )
+    host_file = tmp_path / "host.html"
+    host_file.write_text(host)
+    page.goto(host_file.as_uri())
+    page.frame_locator("#app").locator("body[data-state=rendered] #map path.fp").first.wait_for()
+    app_frame = next(f for f in page.frames if f != page.main_frame)
+    assert app_frame.evaluate("document.querySelectorAll('#map g.basemap').length") == 0
+    assert asked == [] and "test tiles" not in app_frame.inner_text("#map-wrap")
