@@ -1,5 +1,6 @@
 """Results of the library for people: search results that page, tabulate and show themselves,
-and a preview image that shows inline in Jupyter. (JSON result models are in `models.py`.)"""
+a cloud cover ranking (the tool's result, and a table), and a preview image that shows inline
+in Jupyter. (JSON result models are in `models.py`.)"""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 
     from .core import Core
     from .outputs import OutputRecord
+    from .processing.cloud import CloudCoverResult, ItemCloudCover
 
 
 class Searcher(Protocol):
@@ -226,3 +228,57 @@ class Preview:
 
     def __repr__(self) -> str:
         return f"<Preview {self.title!r} {self.width} x {self.height} px, output {self.record.id}>"
+
+
+class CloudCover:
+    """Cloud cover inside an AOI, one row per item (clearest first by default): `result` is the
+    same `CloudCoverResult` the server's cloud_cover_stats tool returns; `to_dataframe()` makes
+    the ranking table (its `attrs`: aoi_bbox, sort, failed, notes).
+
+    It reads as that table too - `ranking["clear_fraction"]`, `ranking.iloc[0]`, `len(ranking)`,
+    `ranking.attrs` and the other DataFrame attributes go to `to_dataframe()` - so code written
+    for the table keeps working; in Jupyter it shows as the table.
+    """
+
+    def __init__(self, result: CloudCoverResult):
+        self.result = result
+        self._frame: pd.DataFrame | None = None
+
+    @property
+    def items(self) -> list[ItemCloudCover]:
+        """The rows: per item, the cloud, shadow, cirrus, snow, water, clear and no-data fractions."""
+        return self.result.items
+
+    @property
+    def notes(self) -> list[str]:
+        return self.result.notes
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """The ranking as a DataFrame, one row per item in its order (a copy each call)."""
+        from .processing.tables import cloud_cover_frame
+
+        if self._frame is None:
+            self._frame = cloud_cover_frame(self.result)
+        return self._frame.copy()
+
+    def _table(self) -> pd.DataFrame:
+        if self._frame is None:
+            self.to_dataframe()
+        return self._frame  # type: ignore[return-value]
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __len__(self) -> int:
+        return len(self.result.items)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("result", "_frame"):
+            raise AttributeError(name)
+        return getattr(self._table(), name)
+
+    def _repr_html_(self) -> str:
+        return self._table()._repr_html_()
+
+    def __repr__(self) -> str:
+        return f"<CloudCover {len(self)} items, {self.result.failed} failed, sort={self.result.sort!r}>"

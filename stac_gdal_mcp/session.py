@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from .processing.estimate import Estimate
     from .processing.inspect import AssetInfo
     from .processing.jobs import Job
-    from .results import Preview, SearchResults
+    from .processing.requests import Load
+    from .results import CloudCover, Preview, SearchResults
 
 #: What names an input of the processing methods: an href, an item (a STAC item dict, a
 #: pystac.Item, an ItemSummary from a search), an item reference (collection_id, item_id) or an
@@ -147,6 +148,16 @@ class Session:
 
         return get_collection(self.core, collection_id, catalog)
 
+    def collection_json(self, collection_id: str, catalog: str | None = None) -> dict[str, Any]:
+        """A collection's full STAC JSON (a dict; `pystac.Collection.from_dict` makes one of it).
+
+        >>> session.collection_json("sentinel-2-l2a")["type"]
+        'Collection'
+        """
+        from .discovery.collections import get_collection_json
+
+        return get_collection_json(self.core, collection_id, catalog)
+
     def queryables(self, collection_id: str | None = None, catalog: str | None = None) -> Queryables:
         """Properties usable in `filter` / `query` of a search, with their types.
 
@@ -160,7 +171,7 @@ class Session:
     def search(
         self,
         *,
-        catalog: str | None = None,
+        catalog: str | list[str] | None = None,
         collections: list[str] | str | None = None,
         bbox: Sequence[float] | None = None,
         intersects: dict | None = None,
@@ -177,7 +188,8 @@ class Session:
     ) -> SearchResults:
         """Search a catalog for items (the arguments of STAC API item search, as the server's
         search_items tool takes them). A condition the catalog cannot take is translated or applied
-        here, and `notes` says so. Returns one page (`limit` items, default limits.page_size):
+        here, and `notes` says so. Several catalogs (a list, comma-separated ids, "*": all) give
+        one merged, de-duplicated page (copies in `also_in`, counts per catalog in `catalogs`). Returns one page (`limit` items, default limits.page_size):
         iterate it, `to_dataframe()` it, `next()` for the following page.
 
         >>> results = session.search(collections=["sentinel-2-l2a"], bbox=[13.55, 45.85, 13.75, 45.98],
@@ -189,12 +201,11 @@ class Session:
         >>> results.to_dataframe()[["id", "cloud_cover"]].to_dict("records")[0]
         {'id': 'S2A_33TUL_20240808_0_L2A', 'cloud_cover': 5.0}
         """
+        from .discovery.federated import catalog_ids, federated_search
         from .discovery.search import search_items
         from .results import SearchResults
 
-        page = search_items(
-            self.core,
-            catalog=catalog,
+        args = dict(
             collections=collections,
             bbox=bbox,
             intersects=intersects,
@@ -209,6 +220,11 @@ class Session:
             cursor=cursor,
             detail=detail,
         )
+        several = catalog_ids(self.core, catalog)
+        if len(several) > 1:  # one merged, de-duplicated result (discovery/federated.py)
+            page = federated_search(self.core, several, **args)
+        else:
+            page = search_items(self.core, catalog=several[0], **args)
         return SearchResults(page, self, catalog=catalog, limit=limit, detail=detail)
 
     def get_item(self, collection_id: str, item_id: str, catalog: str | None = None) -> dict[str, Any]:
@@ -245,17 +261,12 @@ class Session:
         'S2A_33TUL_20240808_0_L2A/nir'
         """
         from .processing import access
+        from .processing.requests import AssetRef
 
+        ref = AssetRef(href, collection_id, item_id, asset, catalog)
         if source is None:
-            return access.resolve_input(
-                self.core,
-                href=href,
-                collection_id=collection_id,
-                item_id=item_id,
-                asset=asset,
-                catalog=catalog,
-            )
-        if any(v is not None for v in (href, collection_id, item_id)):
+            return ref.resolve(self.core)
+        if ref.given:
             raise InvalidArgument(
                 "give the input either as `source` or as href / collection_id + item_id, not both"
             )
@@ -335,24 +346,22 @@ class Session:
         >>> record.properties.proj_code, record.file.type.split(";")[0]
         ('EPSG:4326', 'image/tiff')
         """
-        from .processing.warp import reproject_asset
+        from .processing import warp
 
         source = self.asset(
             source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
         )
-        what = dict(
+        request = warp.check(
+            source,
             dst_crs=dst_crs,
             resolution=resolution,
             bbox=bbox,
             bbox_crs=bbox_crs,
             resampling=resampling,
             output_format=output_format,
+            output_name=output_name,
         )
-        if dry_run:
-            from .processing.estimate import estimate_reproject
-
-            return estimate_reproject(self.core, source, **what)
-        return reproject_asset(self.core, source, **what, output_name=output_name, job=job)
+        return self._operate(warp, request, dry_run=dry_run, job=job)
 
     def convert(
         self,
@@ -381,23 +390,21 @@ class Session:
         >>> record.file.type
         'image/png'
         """
-        from .processing.convert import convert_asset
+        from .processing import convert
 
         source = self.asset(
             source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
         )
-        what = dict(
+        request = convert.check(
+            source,
             output_format=output_format,
             bbox=bbox,
             bbox_crs=bbox_crs,
             bands=bands,
             creation_options=creation_options,
+            output_name=output_name,
         )
-        if dry_run:
-            from .processing.estimate import estimate_convert
-
-            return estimate_convert(self.core, source, **what)
-        return convert_asset(self.core, source, **what, output_name=output_name, job=job)
+        return self._operate(convert, request, dry_run=dry_run, job=job)
 
     def preview(
         self,
@@ -424,18 +431,12 @@ class Session:
         (b'\\x89PNG', True)
         """
         from .processing import preview as previews
+        from .processing.requests import AssetRef
         from .results import Preview
 
         if source is None:  # as the server's tool names it
-            sources = previews.preview_sources(
-                self.core,
-                href=href,
-                collection_id=collection_id,
-                item_id=item_id,
-                asset=asset,
-                catalog=catalog,
-                assets=assets,
-            )
+            ref = AssetRef(href, collection_id, item_id, asset, catalog)
+            sources = previews.preview_sources(self.core, ref, assets)
         elif asset is not None or isinstance(source, (str, os.PathLike)) or _is_asset_source(source):
             if assets:
                 raise InvalidArgument("give either asset or assets, not both")
@@ -447,12 +448,9 @@ class Session:
             sources = [
                 self.asset(item, name, catalog=catalog) for name in previews.preview_assets(item, assets)
             ]
-        if dry_run:
-            from .processing.estimate import estimate_preview
-
-            return estimate_preview(self.core, sources, bbox=bbox, max_size=max_size)
-        record, png = previews.render_preview(self.core, sources, bbox=bbox, max_size=max_size, job=job)
-        return Preview(png=png, record=record)
+        request = previews.check(sources, bbox=bbox, max_size=max_size)
+        answer = self._operate(previews, request, dry_run=dry_run, job=job)
+        return answer if dry_run else Preview(png=answer[1], record=answer[0])
 
     # --- analysis: pixels without files ------------------------------------------------------
 
@@ -468,39 +466,37 @@ class Session:
         job: Job | None = None,
         dry_run: bool = False,
         **search: Unpack[SearchArgs],
-    ) -> pd.DataFrame | Estimate:
+    ) -> CloudCover | Estimate:
         """How cloudy was *this area* in each scene: per item, the cloud, shadow, cirrus, snow,
         water and clear fractions of the valid pixels inside `aoi` (a WGS84 bbox or GeoJSON
         geometry), its no-data fraction, and the scene-wide eo:cloud_cover for comparison, from
         each item's own mask read only in the AOI's window. Items: `items` (search results or
         [{"collection_id": ..., "item_id": ...}]) or the search arguments (collections,
         datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover). Clearest first by
-        default. A DataFrame, one row per item; `attrs` hold aoi_bbox, sort, failed and notes.
+        default. A `CloudCover`: `to_dataframe()` is the table, one row per item (`attrs` hold
+        aoi_bbox, sort, failed and notes), and it reads as that table too; `.result` is the model.
         `dry_run=True`: an `Estimate` of what it would read (only headers are read).
 
         >>> ranking = session.cloud_cover(aoi, collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
         >>> ranking[["item_id", "cloud_fraction", "scene_cloud_cover"]].tail(1).to_dict("records")
         [{'item_id': 'S2B_33TUL_20240604_0_L2A', 'cloud_fraction': ..., 'scene_cloud_cover': 62.0}]
         """
-        from .processing.cloud import cloud_cover_stats
-        from .processing.tables import cloud_cover_frame
-        from .results import SearchResults
+        from .processing import cloud
+        from .results import CloudCover, SearchResults
 
         if isinstance(items, SearchResults):
             items = [{"collection_id": s.collection, "item_id": s.id} for s in items.summaries]
-        what = dict(
-            items=list(items) if items is not None else None,
+        request = cloud.check(
+            aoi,
+            items=items,
             catalog=catalog,
             resolution=resolution,
             max_items=max_items,
             sort=sort,
             **search_args(search),
         )
-        if dry_run:
-            from .processing.estimate import estimate_cloud_cover
-
-            return estimate_cloud_cover(self.core, aoi, **what)
-        return cloud_cover_frame(cloud_cover_stats(self.core, aoi, **what, job=job))
+        answer = self._operate(cloud, request, dry_run=dry_run, job=job)
+        return answer if dry_run else CloudCover(answer)
 
     def load(
         self,
@@ -532,19 +528,9 @@ class Session:
         from .processing.composite import band_names
         from .processing.load import as_dataset, prepare
 
-        prep = prepare(
-            self.core,
-            aoi,
-            band_names(bands),
-            mask_clouds=mask_clouds,
-            resolution=resolution,
-            crs=crs,
-            catalog=catalog,
-            max_items=max_items,
-            search=search_args(search),
-            gdal_options=gdal_options,
-        )
-        return as_dataset(prep)
+        names = band_names(bands)
+        load = self._load(aoi, search, catalog, mask_clouds, resolution, crs, max_items, gdal_options)
+        return as_dataset(prepare(self.core, load, names))
 
     def time_series(
         self,
@@ -573,23 +559,11 @@ class Session:
         >>> list(table["date"]), [round(v, 3) for v in table["value"]]
         (['2024-06-04', '2024-06-19', '2024-07-14'], [0.517, 0.648, 0.52])
         """
-        from .processing.series import time_series
+        from .processing import series
 
-        what = dict(
-            expression=expression,
-            reducer=reducer,
-            mask_clouds=mask_clouds,
-            resolution=resolution,
-            crs=crs,
-            catalog=catalog,
-            max_items=max_items,
-            **search_args(search),
-        )
-        if dry_run:
-            from .processing.estimate import estimate_time_series
-
-            return estimate_time_series(self.core, aoi, **what)
-        return time_series(self.core, aoi, **what, gdal_options=gdal_options, job=job)
+        load = self._load(aoi, search, catalog, mask_clouds, resolution, crs, max_items, gdal_options)
+        request = series.check(load, expression, reducer)
+        return self._operate(series, request, dry_run=dry_run, job=job)
 
     def composite(
         self,
@@ -617,23 +591,29 @@ class Session:
         >>> rgb.dims, rgb.band.values.tolist(), rgb.attrs["items"]
         (('band', 'y', 'x'), ['red', 'green', 'blue'], 5)
         """
-        from .processing.composite import composite
+        from .processing import composite
 
-        what = dict(
-            bands=bands,
-            method=method,
-            mask_clouds=mask_clouds,
-            resolution=resolution,
-            crs=crs,
-            catalog=catalog,
-            max_items=max_items,
-            **search_args(search),
-        )
+        load = self._load(aoi, search, catalog, mask_clouds, resolution, crs, max_items, gdal_options)
+        request = composite.check(load, bands, method)
+        return self._operate(composite, request, dry_run=dry_run, job=job)
+
+    # --- the one path of every operation ---------------------------------------------------------
+
+    def _operate(self, operation, request, *, dry_run: bool, job: Job | None):
+        """`operation` (a module of processing/: check, estimate, run) on its checked `request`:
+        on a dry run its estimate (headers only, nothing written), else its run with `job`
+        (progress, cancellation, the time limit; the run writes its outputs, if any)."""
         if dry_run:
-            from .processing.estimate import estimate_composite
+            return operation.estimate(self.core, request)
+        return operation.run(self.core, request, job)
 
-            return estimate_composite(self.core, aoi, **what)
-        return composite(self.core, aoi, **what, gdal_options=gdal_options, job=job)
+    @staticmethod
+    def _load(aoi, search: dict, *fields) -> Load:
+        """The load of the analysis methods: `aoi`, the search arguments among `search` (any
+        other name refused), then catalog, mask_clouds, resolution, crs, max_items, gdal_options."""
+        from .processing.requests import Load
+
+        return Load(aoi, search_args(search), *fields)
 
     # --- outputs -------------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
@@ -37,7 +37,7 @@ from ..models import Model
 from ..stac import item_datetime
 from .access import ONE_THREAD_PER_READ, asset_source, open_reader, read_each, suffix_driver
 from .aoi import aoi_geometry, project_aoi, rasterize_aoi
-from .jobs import Job
+from .jobs import Job, timed
 from .masks import MaskSource
 from .selection import Collections, item_mask, select_items
 
@@ -334,38 +334,24 @@ def _outcome(row: ItemCloudCover) -> str:
     return f"{row.clear_fraction:.1%} clear"
 
 
-class Selection(NamedTuple):
-    """The checked arguments of a `cloud_cover_stats` call and the items it measures."""
+@dataclass(frozen=True)
+class CloudCoverRequest:
+    """A checked cloud cover call: the AOI (a shapely geometry, WGS84), explicit `items` or the
+    `search` arguments over the AOI in `catalog`, at most `max_items`; the mask read at
+    `resolution` with `resampling`, rows in `sort` order; `asset` names the mask (default: found)."""
 
-    aoi: Any  # the AOI geometry (WGS84)
-    catalog: Any
-    items: list  # item refs or items, as `select_items` gives them
-    notes: list[str]
-    collections: Collections
-
-
-def select(core, aoi, *, items, catalog, resolution, max_items, sort, search) -> Selection:
-    """The arguments checked before any work, and the items to measure - for the call and for
-    its dry run alike."""
-    aoi_geom = aoi_geometry(aoi)
-    sort_rows([], sort)
-    if resolution is not None and resolution <= 0:
-        raise InvalidArgument(f"resolution must be positive (got {resolution})")
-    cat = core.catalogs.get(catalog)
-    selected, notes = select_items(
-        core,
-        aoi_geom,
-        catalog=catalog,
-        items=items,
-        search=search,
-        max_items=max_items,
-        default_max=DEFAULT_MAX_ITEMS,
-    )
-    return Selection(aoi_geom, cat, selected, notes, Collections(cat))
+    aoi: Any
+    items: tuple | None = None
+    search: dict = field(default_factory=dict)
+    catalog: str | None = None
+    resolution: float | None = None
+    max_items: int | None = None
+    sort: str = "clear"
+    asset: str | None = None
+    resampling: str = "nearest"
 
 
-def cloud_cover_stats(
-    core,
+def check(
     aoi,
     *,
     items: list | None = None,
@@ -375,35 +361,73 @@ def cloud_cover_stats(
     sort: Sort = "clear",
     asset: str | None = None,
     resampling: str = "nearest",
-    job: Job | None = None,
     **search,
-) -> CloudCoverResult:
-    """Cloud statistics over `aoi` for explicit `items` or the items a search finds.
-
-    `search` takes search_items' arguments (collections, datetime, ids, query, filter,
-    filter_lang, sortby, max_cloud_cover); the AOI is the search area. `job` receives one
-    progress step per item measured and can cancel the call between items. Its dry run
-    (the masks' headers only: what the call would read) is `estimate.estimate_cloud_cover`.
-    """
-    aoi_geom, cat, selected, notes, collections = select(
-        core,
-        aoi,
-        items=items,
-        catalog=catalog,
-        resolution=resolution,
-        max_items=max_items,
-        sort=sort,
-        search=search,
+) -> CloudCoverRequest:
+    """The arguments checked into the request, before any work. `search` takes search_items'
+    arguments (collections, datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover);
+    the AOI is the search area."""
+    aoi_geom = aoi_geometry(aoi)
+    sort_rows([], sort)
+    if resolution is not None and resolution <= 0:
+        raise InvalidArgument(f"resolution must be positive (got {resolution})")
+    chosen = None if items is None else tuple(items)
+    return CloudCoverRequest(
+        aoi_geom, chosen, search, catalog, resolution, max_items, sort, asset, resampling
     )
+
+
+class Selection(NamedTuple):
+    """The items a cloud cover request measures."""
+
+    catalog: Any
+    items: list  # item refs or items, as `select_items` gives them
+    notes: list[str]
+    collections: Collections
+
+
+def select(core, request: CloudCoverRequest) -> Selection:
+    """The items to measure - for the call and for its dry run alike."""
+    cat = core.catalogs.get(request.catalog)
+    selected, notes = select_items(
+        core,
+        request.aoi,
+        catalog=request.catalog,
+        items=None if request.items is None else list(request.items),
+        search=dict(request.search),
+        max_items=request.max_items,
+        default_max=DEFAULT_MAX_ITEMS,
+    )
+    return Selection(cat, selected, notes, Collections(cat))
+
+
+def estimate(core, request: CloudCoverRequest):
+    """What `run` would read (the masks' headers only)."""
+    from .estimate import estimate_cloud_cover
+
+    return estimate_cloud_cover(core, request)
+
+
+def cloud_cover_stats(core, aoi, *, job: Job | None = None, **arguments) -> CloudCoverResult:
+    """`run` of the request `check(aoi, **arguments)`."""
+    return run(core, check(aoi, **arguments), job)
+
+
+def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverResult:
+    """Cloud statistics over the AOI for the request's items. `job` receives one progress step
+    per item measured and can cancel the call between items. Its dry run is `estimate`."""
+    cat, selected, notes, collections = select(core, request)
+    aoi_geom, resolution, sort = request.aoi, request.resolution, request.sort
     total = len(selected)
     rows: list[ItemCloudCover | None] = [None] * total
     workers = max(1, min(core.settings.limits.max_concurrency, total))
-    job = job or Job()
-    job.limit_time(core.settings.limits.job_timeout_s)
+    job = timed(job, core)
     grids = AoiGrids(aoi_geom, resolution, core.settings.limits.max_output_pixels)
     if total:
         job.progress(0, total, f"measuring cloud cover of {total} items")
-    args = [(core, cat, it, aoi_geom, collections, resolution, resampling, asset, grids) for it in selected]
+    args = [
+        (core, cat, it, aoi_geom, collections, resolution, request.resampling, request.asset, grids)
+        for it in selected
+    ]
     # items on the process's long-lived reader threads (GDAL's per-thread set-up is paid once)
     with contextlib.closing(read_each(measure_item, args, workers)) as results:
         for done, (index, row) in enumerate(results, start=1):

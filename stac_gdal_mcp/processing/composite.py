@@ -19,7 +19,7 @@ from pydantic import Field
 from ..errors import InvalidArgument
 from ..models import Model
 from .dask_runtime import scheduler_name
-from .jobs import Job
+from .jobs import Job, timed
 from .load import (
     SOFTWARE,
     FailedItem,
@@ -27,11 +27,11 @@ from .load import (
     OutputRef,
     failed_error,
     failed_note,
-    parameters,
     prepare,
     sources_read,
 )
 from .records import Provenance
+from .requests import Load
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -65,74 +65,57 @@ def band_names(bands) -> list[str]:
     return names
 
 
-def checked(bands, method: str) -> list[str]:
-    """The band names of `bands`, after checking them and `method` - for the composite and for
-    its dry run alike."""
+@dataclass(frozen=True)
+class CompositeRequest:
+    """A checked composite: the load, the band names and the method."""
+
+    load: Load
+    names: tuple[str, ...]
+    method: str = "median"
+
+
+def check(load: Load, bands, method: Method = "median") -> CompositeRequest:
+    """The arguments checked into the request, before any work."""
     names = band_names(bands)
     if method not in METHODS:
         raise InvalidArgument(f"method must be one of {', '.join(METHODS)}")
-    return names
+    return CompositeRequest(load, tuple(names), method)
 
 
-def composite(
-    core,
-    aoi,
-    *,
-    bands,
-    method: Method = "median",
-    mask_clouds: bool = True,
-    resolution: float | None = None,
-    crs: str | None = None,
-    catalog: str | None = None,
-    max_items: int | None = None,
-    job: Job | None = None,
-    gdal_options: dict | None = None,
-    **search,
-) -> xr.DataArray:
+def estimate(core, request: CompositeRequest):
+    """What computing and saving the composite would read and write (headers only)."""
+    from .estimate.loads import estimate_load
+
+    return estimate_load(core, request.load, list(request.names), operation="composite")
+
+
+def composite(core, aoi, *, job: Job | None = None, **arguments) -> xr.DataArray:
+    """`run` of the request checked from `aoi` and the load's, search's and composite's arguments."""
+    load, rest = Load.split(aoi, arguments)
+    return run(core, check(load, **rest), job)
+
+
+def run(core, request: CompositeRequest, job: Job | None = None) -> xr.DataArray:
     """Per pixel, `method` over time of each band's usable values: a lazy float32 DataArray
     (band, y, x) on dask, NaN outside the AOI and where no usable value was seen; its blocks are
     output tiles of at most TILE px a side, each the reduction of that tile's days. Nothing is
     read until it is computed or saved (`save_array` streams it tile by tile; the facts that
-    need the pixels - valid_fraction, failed items - are filled in then). `search` takes the
-    search arguments (`query.SearchArgs`). Its dry run (headers only: what it would read and
-    write) is `estimate.estimate_composite`."""
+    need the pixels - valid_fraction, failed items - are filled in then). Its dry run is
+    `estimate`."""
     import dask.array as da
     import numpy as np
     import xarray as xr
 
-    job = job or Job()
-    job.limit_time(core.settings.limits.job_timeout_s)
-    names = checked(bands, method)
-    prep = prepare(
-        core,
-        aoi,
-        names,
-        mask_clouds=mask_clouds,
-        resolution=resolution,
-        crs=crs,
-        catalog=catalog,
-        max_items=max_items,
-        search=search,
-        gdal_options=gdal_options,
-        chunk=TILE,
-        mask_aoi=False,  # applied to each reduced tile (a cluster is not sent the whole AOI mask)
-    )
+    timed(job, core)
+    load, names, method = request.load, list(request.names), request.method
+    # the AOI is applied to each reduced tile (a cluster is not sent the whole AOI mask)
+    prep = prepare(core, load, names, chunk=TILE, mask_aoi=False)
     plan = _Plan(
         prep=prep,
         names=names,
         method=method,
-        mask_clouds=mask_clouds,
-        parameters=parameters(
-            aoi=aoi,
-            bands=names,
-            method=method,
-            mask_clouds=mask_clouds,
-            resolution=resolution,
-            crs=crs,
-            catalog=catalog,
-            max_items=max_items,
-            **search,
-        ),
+        mask_clouds=load.mask_clouds,
+        parameters=load.parameters(bands=names, method=method),
         scheduler=scheduler_name(core),
     )
     raw = plan.reduced(plan.days)

@@ -8,7 +8,8 @@ GTiff and netCDF keep values and georeferencing; PNG and JPEG are rendered for p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
 from ..outputs import OutputRecord
@@ -16,11 +17,12 @@ from . import formats
 from .access import AssetSource, check_read_size, gdal_errors, open_reader
 from .formats import finish, row_strips, stretch_to_8bit, write_8bit, write_chunks
 from .grids import bbox_window, check_output_size
-from .jobs import Job
+from .jobs import Job, timed
 from .records import describe_raster, raster_bands, raster_facts
 
 if TYPE_CHECKING:
     from ..core import Core
+    from .estimate import Estimate
 
 PERCENTILES = (2, 98)
 
@@ -38,8 +40,21 @@ def band_indexes(bands: Sequence[int] | None, count: int, eight_bit: bool) -> li
     return indexes
 
 
-def convert_asset(
-    core: Core,
+@dataclass(frozen=True)
+class ConvertRequest:
+    """A checked conversion of `source`: the output format and its creation options checked;
+    `bbox`, `bbox_crs`, `bands` as given (band numbers are checked against the file)."""
+
+    source: AssetSource
+    fmt: Any  # formats.Format
+    options: dict
+    bbox: Sequence[float] | None = None
+    bbox_crs: str = "EPSG:4326"
+    bands: Sequence[int] | None = None
+    output_name: str | None = None
+
+
+def check(
     source: AssetSource,
     *,
     output_format: str,
@@ -48,16 +63,39 @@ def convert_asset(
     bands: Sequence[int] | None = None,
     creation_options: dict[str, str | int] | None = None,
     output_name: str | None = None,
-    job: Job | None = None,
-) -> OutputRecord:
-    """Write `source` (its `bbox` window, its `bands`) as `output_format`; return the record.
-    Its dry run (header only: what it would read and write) is `estimate.estimate_convert`."""
-    from rasterio.windows import Window
-
-    job = job or Job()
-    job.limit_time(core.settings.limits.job_timeout_s)
+) -> ConvertRequest:
+    """The arguments of a conversion checked into its request (before anything is read)."""
     fmt = formats.output_format(output_format)
     options = formats.creation_options(fmt, creation_options)
+    return ConvertRequest(source, fmt, options, bbox, bbox_crs, bands, output_name)
+
+
+def estimate(core: Core, request: ConvertRequest) -> Estimate:
+    """What `run` would read and write (header only)."""
+    from .estimate import estimate_convert
+
+    return estimate_convert(core, request)
+
+
+def convert_asset(core: Core, source: AssetSource, *, job: Job | None = None, **arguments) -> OutputRecord:
+    """`run` of the request `check(source, **arguments)`."""
+    return run(core, check(source, **arguments), job)
+
+
+def run(core: Core, request: ConvertRequest, job: Job | None = None) -> OutputRecord:
+    """Write the request's source (its `bbox` window, its `bands`) in its format; return the
+    output's record. Its dry run is `estimate`."""
+    from rasterio.windows import Window
+
+    job = timed(job, core)
+    source, fmt, options, bbox, bbox_crs = (
+        request.source,
+        request.fmt,
+        request.options,
+        request.bbox,
+        request.bbox_crs,
+    )
+    bands, output_name = request.bands, request.output_name
     settings = core.settings
     store = core.outputs
     with open_reader(source, settings, job=job) as reader, gdal_errors(source, "converting"):

@@ -102,3 +102,10 @@ class Job:
 
         return PROGRESS_FUNC(callback)
 
+
+def timed(job: Job | None, core) -> Job:
+    """`job` (a new one when None), limited to the session's limits.job_timeout_s: how every
+    operation's `run` starts."""
+    job = job or Job()
+    job.limit_time(core.settings.limits.job_timeout_s)
+    return job

@@ -29,6 +29,7 @@ from ..models import Model
 from ..stac import band_entries, proj_code, raster_band
 from . import access
 from .masks import MaskSource
+from .requests import Load
 
 DEFAULT_MAX_ITEMS = 100
 CHUNK = 2048  # pixels per side of a dask chunk, at most
@@ -368,52 +369,36 @@ class Prepared:
         )
 
 
-def prepare(
-    core,
-    aoi,
-    names: list[str],
-    *,
-    mask_clouds: bool = True,
-    resolution: float | None = None,
-    crs: str | None = None,
-    catalog: str | None = None,
-    max_items: int | None = None,
-    search: dict | None = None,
-    gdal_options: dict | None = None,
-    chunk: int = CHUNK,
-    mask_aoi: bool = True,
-) -> Prepared:
-    """Steps 1-5 for bands `names` over `aoi`: nothing is read yet (the bands are dask arrays
-    in chunks of at most `chunk` px a side). `search` holds search arguments
-    (`discovery.query.SearchArgs`). `mask_aoi=False` leaves the pixels outside the AOI in the
-    bands (`Prepared.inside` says which they are), for a caller that applies it itself."""
+def prepare(core, load: Load, names: list[str], *, chunk: int = CHUNK, mask_aoi: bool = True) -> Prepared:
+    """Steps 1-5 of `load` for bands `names`: nothing is read yet (the bands are dask arrays in
+    chunks of at most `chunk` px a side). `mask_aoi=False` leaves the pixels outside the AOI in
+    the bands (`Prepared.inside` says which they are), for a caller that applies it itself."""
     from .aoi import aoi_geometry
     from .selection import select_items
 
-    search = dict(search or {})
-    aoi_geom = aoi_geometry(aoi)
+    aoi_geom = aoi_geometry(load.aoi)
     items, notes = select_items(
         core,
         aoi_geom,
-        catalog=catalog,
+        catalog=load.catalog,
         items=None,
-        search=search,
-        max_items=max_items,
+        search=dict(load.search),
+        max_items=load.max_items,
         default_max=DEFAULT_MAX_ITEMS,
     )
     if not items:
         raise NotFound(
             "no items matched the search over the AOI; widen datetime, check collections or the AOI"
         )
-    stacks = plan_stacks(core, items, names, mask_clouds=mask_clouds, catalog=catalog)
-    gbox = output_geobox(core, aoi_geom, stacks, crs=crs, resolution=resolution, count=len(names))
+    stacks = plan_stacks(core, items, names, mask_clouds=load.mask_clouds, catalog=load.catalog)
+    gbox = output_geobox(core, aoi_geom, stacks, crs=load.crs, resolution=load.resolution, count=len(names))
     inside = aoi_pixels(gbox, aoi_geom)
     if not inside.any():
         raise InvalidArgument(
             "the AOI covers no pixel of the output grid; use a larger AOI or a finer resolution"
         )
     loaded = [
-        load_stack(core, s, gbox, inside if mask_aoi else None, gdal_options=gdal_options, chunk=chunk)
+        load_stack(core, s, gbox, inside if mask_aoi else None, gdal_options=load.gdal_options, chunk=chunk)
         for s in stacks
     ]
     if len(stacks) > 1:
@@ -448,8 +433,3 @@ def as_dataset(prep: Prepared):
         "items": prep.item_count,
     }
     return ds
-
-
-def parameters(**values) -> dict:
-    """The parameters an output record lists: those given (None left out)."""
-    return {k: v for k, v in values.items() if v is not None}

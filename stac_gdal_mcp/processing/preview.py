@@ -10,6 +10,7 @@ Reads are decimated, so GDAL reads the overviews, not the full-resolution tiles.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..discovery.collections import get_item
@@ -21,15 +22,16 @@ from .access import (
     check_read_size,
     gdal_errors,
     open_reader,
-    resolve_input,
 )
 from .formats import FORMATS, colorize, stretch_to_8bit, write_8bit
 from .grids import bbox_window
-from .jobs import Job
+from .jobs import Job, timed
 from .records import raster_bands, raster_facts
 
 if TYPE_CHECKING:
     from ..core import Core
+    from .estimate import Estimate
+    from .requests import AssetRef
 
 MAX_PREVIEW_SIZE = 2048
 PERCENTILES = (2, 98)
@@ -57,29 +59,42 @@ def preview_assets(item: dict, assets: Sequence[str] | None) -> list[str]:
     raise AssetNotFound(f"item '{item.get('id')}' has no visual, red/green/blue or data asset to preview")
 
 
-def preview_sources(
-    core: Core,
-    *,
-    href=None,
-    collection_id=None,
-    item_id=None,
-    asset=None,
-    catalog=None,
-    assets: Sequence[str] | None = None,
-) -> list[AssetSource]:
-    """Resolve what to preview: an href, one asset of an item, or an item (with `assets`)."""
-    if href is not None or asset is not None:
+def preview_sources(core: Core, ref: AssetRef, assets: Sequence[str] | None = None) -> list[AssetSource]:
+    """Resolve what to preview, as the tool names it: an href, one asset of an item, or an item
+    (with `assets`)."""
+    if ref.href is not None or ref.asset is not None:
         if assets:
             raise InvalidArgument("give either asset or assets, not both")
-        return [
-            resolve_input(
-                core, href=href, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog
-            )
-        ]
-    if collection_id is None or item_id is None:
+        return [ref.resolve(core)]
+    if ref.collection_id is None or ref.item_id is None:
         raise InvalidArgument("preview needs href, or collection_id + item_id (+ asset or assets)")
-    item = get_item(core, collection_id, item_id, catalog)
-    return [asset_source(core, item, name, catalog=catalog) for name in preview_assets(item, assets)]
+    item = get_item(core, ref.collection_id, ref.item_id, ref.catalog)
+    return [asset_source(core, item, name, catalog=ref.catalog) for name in preview_assets(item, assets)]
+
+
+@dataclass(frozen=True)
+class PreviewRequest:
+    """A checked preview: the sources shown (1 or 3), the WGS84 `bbox`, `max_size` px."""
+
+    sources: tuple[AssetSource, ...]
+    bbox: Sequence[float] | None = None
+    max_size: int = 512
+
+
+def check(
+    sources: Sequence[AssetSource], *, bbox: Sequence[float] | None = None, max_size: int = 512
+) -> PreviewRequest:
+    """The arguments of a preview checked into its request (before anything is read)."""
+    if not isinstance(max_size, int) or not 16 <= max_size <= MAX_PREVIEW_SIZE:
+        raise InvalidArgument(f"max_size must be between 16 and {MAX_PREVIEW_SIZE} pixels")
+    return PreviewRequest(tuple(sources), bbox, max_size)
+
+
+def estimate(core: Core, request: PreviewRequest) -> Estimate:
+    """What `run` would read and write (headers only)."""
+    from .estimate import estimate_preview
+
+    return estimate_preview(core, request)
 
 
 def check_preview_read(
@@ -97,26 +112,17 @@ def check_preview_read(
     )
 
 
-def render_preview(
-    core: Core,
-    sources: list[AssetSource],
-    *,
-    bbox: Sequence[float] | None = None,
-    max_size: int = 512,
-    job: Job | None = None,
-) -> tuple[OutputRecord, bytes]:
-    """Read `sources` decimated to at most `max_size` px, render to 8-bit PNG, store it; return
-    the record and the PNG bytes. Its dry run (headers only) is `estimate.estimate_preview`."""
+def run(core: Core, request: PreviewRequest, job: Job | None = None) -> tuple[OutputRecord, bytes]:
+    """Read the request's sources decimated to at most `max_size` px, render to 8-bit PNG, store
+    it; return the record and the PNG bytes. Its dry run is `estimate`."""
     import numpy as np
     from rasterio.enums import Resampling
     from rasterio.transform import Affine
     from rasterio.windows import Window, from_bounds
     from rasterio.windows import bounds as window_bounds
 
-    job = job or Job()
-    job.limit_time(core.settings.limits.job_timeout_s)
-    if not isinstance(max_size, int) or not 16 <= max_size <= MAX_PREVIEW_SIZE:
-        raise InvalidArgument(f"max_size must be between 16 and {MAX_PREVIEW_SIZE} pixels")
+    job = timed(job, core)
+    sources, bbox, max_size = request.sources, request.bbox, request.max_size
     settings = core.settings
     first = sources[0]
     with open_reader(first, settings, job=job) as reader, gdal_errors(first, "previewing"):

@@ -7,7 +7,8 @@ record naming every asset read. `result` is the shape the server's tool returns.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
@@ -16,7 +17,7 @@ from ..models import Model
 from . import tables
 from .dask_runtime import compute_each, scheduler_name
 from .expressions import evaluate, parse_expression
-from .jobs import Job
+from .jobs import Job, timed
 from .load import (
     SOFTWARE,
     FailedItem,
@@ -25,11 +26,11 @@ from .load import (
     Prepared,
     failed_error,
     failed_note,
-    parameters,
     prepare,
     sources_read,
 )
 from .records import Provenance
+from .requests import Load
 from .tables import CSV_COLUMNS, write_chart, write_csv
 
 if TYPE_CHECKING:
@@ -116,49 +117,45 @@ def compute_rows(
     return rows, failed
 
 
-def checked(expression: str, reducer: str):
-    """(text, tree, band names) of `expression`, after checking it and `reducer` - for the
-    series and for its dry run alike."""
-    parsed = parse_expression(expression)
+@dataclass(frozen=True)
+class TimeSeriesRequest:
+    """A checked time series: the load, the expression (its text, parsed tree and the band names
+    it reads) and the reducer."""
+
+    load: Load
+    expression: str
+    tree: Any
+    names: tuple[str, ...]
+    reducer: str = "mean"
+
+
+def check(load: Load, expression: str = "ndvi", reducer: Reducer = "mean") -> TimeSeriesRequest:
+    """The arguments checked into the request, before any work."""
+    text, tree, names = parse_expression(expression)
     if reducer not in REDUCERS:
         raise InvalidArgument(f"reducer must be one of {', '.join(REDUCERS)}")
-    return parsed
+    return TimeSeriesRequest(load, text, tree, tuple(names), reducer)
 
 
-def time_series(
-    core,
-    aoi,
-    *,
-    expression: str = "ndvi",
-    reducer: Reducer = "mean",
-    mask_clouds: bool = True,
-    resolution: float | None = None,
-    crs: str | None = None,
-    catalog: str | None = None,
-    max_items: int | None = None,
-    job: Job | None = None,
-    gdal_options: dict | None = None,
-    **search,
-) -> pd.DataFrame:
-    """One row per solar day: `reducer` of `expression` over the usable AOI pixels (computed on
-    the session's dask scheduler). `search` takes the search arguments (`query.SearchArgs`);
-    `gdal_options` adds GDAL settings to the load (they reach dask workers too). Its dry
-    run (headers only: what it would read) is `estimate.estimate_time_series`."""
-    job = job or Job()
-    job.limit_time(core.settings.limits.job_timeout_s)
-    text, tree, names = checked(expression, reducer)
-    prep = prepare(
-        core,
-        aoi,
-        names,
-        mask_clouds=mask_clouds,
-        resolution=resolution,
-        crs=crs,
-        catalog=catalog,
-        max_items=max_items,
-        search=search,
-        gdal_options=gdal_options,
-    )
+def estimate(core, request: TimeSeriesRequest):
+    """What `run` would read (headers only)."""
+    from .estimate.loads import estimate_load
+
+    return estimate_load(core, request.load, list(request.names), operation="time_series")
+
+
+def time_series(core, aoi, *, job: Job | None = None, **arguments) -> pd.DataFrame:
+    """`run` of the request checked from `aoi` and the load's, search's and series' arguments."""
+    load, rest = Load.split(aoi, arguments)
+    return run(core, check(load, **rest), job)
+
+
+def run(core, request: TimeSeriesRequest, job: Job | None = None) -> pd.DataFrame:
+    """One row per solar day: `reducer` of the expression over the usable AOI pixels (computed on
+    the session's dask scheduler). Its dry run is `estimate`."""
+    job = timed(job, core)
+    text, tree, reducer, load = request.expression, request.tree, request.reducer, request.load
+    prep = prepare(core, load, list(request.names))
     rows, failed = compute_rows(core, prep, tree, reducer, job)
     notes = list(prep.notes)
     if failed:
@@ -176,17 +173,7 @@ def time_series(
     provenance = Provenance(
         kind="time_series",
         operation="time_series",
-        parameters=parameters(
-            aoi=aoi,
-            expression=text,
-            reducer=reducer,
-            mask_clouds=mask_clouds,
-            resolution=resolution,
-            crs=crs,
-            catalog=catalog,
-            max_items=max_items,
-            **search,
-        ),
+        parameters=load.parameters(expression=text, reducer=reducer),
         sources=sources_read(prep, failed),
         title=title,
         lineage=f"{title}, one row per solar day, from {len(sources_read(prep, failed))} assets loaded with odc-stac",
@@ -195,7 +182,7 @@ def time_series(
         facts={
             "expression": text,
             "reducer": reducer,
-            "mask_clouds": mask_clouds,
+            "mask_clouds": load.mask_clouds,
             "ylabel": f"{reducer}({text})" if len(text) < 30 else reducer,
             "grid": prep.grid.model_dump(),
             "items": prep.item_count - len(failed),

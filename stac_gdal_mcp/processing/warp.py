@@ -14,7 +14,8 @@ Steps (each decided from the header, before any pixel is read):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..outputs import OutputRecord
 from . import formats
@@ -29,18 +30,34 @@ from .grids import (
     parse_resampling,
     warp_grid,
 )
-from .jobs import Job
+from .jobs import Job, timed
 from .records import describe_raster
 
 if TYPE_CHECKING:
     from ..core import Core
+    from .estimate import Estimate
 
 WARP_FORMATS = ("COG", "GTiff", "netCDF")
 WARP_THREADS = 2  # GDAL warper threads per strip
 
 
-def reproject_asset(
-    core: Core,
+@dataclass(frozen=True)
+class ReprojectRequest:
+    """A checked reprojection of `source`: the output format, the target CRS and resampling
+    parsed; `resolution`, `bbox`, `bbox_crs`, `resampling` as given (the record lists them)."""
+
+    source: AssetSource
+    fmt: Any  # formats.Format
+    crs: Any  # rasterio CRS
+    method: Any  # rasterio Resampling
+    resolution: float | Sequence[float] | None = None
+    bbox: Sequence[float] | None = None
+    bbox_crs: str = "EPSG:4326"
+    resampling: str = "nearest"
+    output_name: str | None = None
+
+
+def check(
     source: AssetSource,
     *,
     dst_crs: str | int,
@@ -50,15 +67,37 @@ def reproject_asset(
     resampling: str = "nearest",
     output_format: str = "COG",
     output_name: str | None = None,
-    job: Job | None = None,
-) -> OutputRecord:
-    """Warp `source` (or its part inside `bbox`) to `dst_crs`; return the output's record.
-    Its dry run (header only: what it would read and write) is `estimate.estimate_reproject`."""
-    job = job or Job()
-    job.limit_time(core.settings.limits.job_timeout_s)
+) -> ReprojectRequest:
+    """The arguments of a reprojection checked into its request (before anything is read)."""
     fmt = formats.output_format(output_format, allowed=WARP_FORMATS)
     crs = parse_crs(dst_crs)
     method = parse_resampling(resampling)
+    return ReprojectRequest(source, fmt, crs, method, resolution, bbox, bbox_crs, resampling, output_name)
+
+
+def estimate(core: Core, request: ReprojectRequest) -> Estimate:
+    """What `run` would read and write (header only)."""
+    from .estimate import estimate_reproject
+
+    return estimate_reproject(core, request)
+
+
+def reproject_asset(core: Core, source: AssetSource, *, job: Job | None = None, **arguments) -> OutputRecord:
+    """`run` of the request `check(source, **arguments)`."""
+    return run(core, check(source, **arguments), job)
+
+
+def run(core: Core, request: ReprojectRequest, job: Job | None = None) -> OutputRecord:
+    """Warp the request's source (or its part inside `bbox`) to its CRS; return the output's
+    record. Its dry run is `estimate`."""
+    job = timed(job, core)
+    source, fmt, crs, method = request.source, request.fmt, request.crs, request.method
+    resolution, bbox, bbox_crs, resampling = (
+        request.resolution,
+        request.bbox,
+        request.bbox_crs,
+        request.resampling,
+    )
     settings = core.settings
 
     with open_raster(source, settings) as src, gdal_errors(source, "reading the header of"):
@@ -106,7 +145,7 @@ def reproject_asset(
         "source_overview_level": level,
     }
     store = core.outputs
-    with store.writing(fmt.suffix, output_name, stem=f"reproject-{source.stem}") as out:
+    with store.writing(fmt.suffix, request.output_name, stem=f"reproject-{source.stem}") as out:
         working = out.scratch(".tif")
         with open_reader(source, settings, overview_level=level, job=job) as reader:
 

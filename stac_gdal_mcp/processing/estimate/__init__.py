@@ -17,23 +17,23 @@ Modules:
 - `assets`: `estimate_convert`, `estimate_reproject` (with GDAL's warper's chunks and source
   windows) and `estimate_preview`;
 - `cloud_cover`: `estimate_cloud_cover` (`cloud_window`);
-- `loads`: the odc-stac loads, `estimate_load` (`load_reads`), `estimate_time_series` and
-  `estimate_composite`.
+- `loads`: the odc-stac loads of time_series and composite, `estimate_load` (`load_reads`).
+
+Each operation module's `estimate(core, request)` calls its function here with its request.
 
 Importing this package imports no numpy, rasterio or odc: they are imported where they are used.
 """
 
 from .assets import estimate_convert, estimate_preview, estimate_reproject
 from .cloud_cover import estimate_cloud_cover
-from .loads import estimate_composite, estimate_time_series
+from .loads import estimate_load
 from .result import Estimate
 
 __all__ = [
     "Estimate",
     "estimate_cloud_cover",
-    "estimate_composite",
     "estimate_convert",
+    "estimate_load",
     "estimate_preview",
     "estimate_reproject",
-    "estimate_time_series",
 ]

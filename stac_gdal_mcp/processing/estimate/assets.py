@@ -8,7 +8,6 @@ the source window of each warp chunk of each output strip (`warp_chunks`, `sourc
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .reads import Level, Planner, decimated_read
@@ -16,7 +15,6 @@ from .result import Estimate, _items_of, _output, output_checks, read_check, ref
 
 if TYPE_CHECKING:
     from ...core import Core
-    from ..access import AssetSource
 
 VRT_BLOCK = (512, 128)  # GDAL's WarpedVRT block size: chunks are cut on whole blocks
 WARP_MEMORY = 64 * 1024**2  # GDAL's default warp memory limit (source + output buffers of a chunk)
@@ -28,17 +26,8 @@ _KERNEL_RADIUS = {"nearest": 0, "bilinear": 1, "cubic": 2, "cubic_spline": 2, "l
 # --- convert_asset ---------------------------------------------------------------------------------
 
 
-def estimate_convert(
-    core: Core,
-    source: AssetSource,
-    *,
-    output_format: str,
-    bbox: Sequence[float] | None = None,
-    bbox_crs: str = "EPSG:4326",
-    bands: Sequence[int] | None = None,
-    creation_options: dict | None = None,
-) -> Estimate:
-    """What `convert_asset` with these arguments would read and write."""
+def estimate_convert(core: Core, request) -> Estimate:
+    """What `convert.run` of `request` (a `convert.ConvertRequest`) would read and write."""
     from rasterio.windows import Window
 
     from .. import formats
@@ -46,14 +35,17 @@ def estimate_convert(
     from ..convert import band_indexes
     from ..grids import bbox_window, check_output_size, crs_label
 
-    fmt = formats.output_format(output_format)
-    formats.creation_options(fmt, creation_options)
+    source, fmt, bbox = request.source, request.fmt, request.bbox
     settings = core.settings
     planner = Planner(core)
     estimate = Estimate(operation="convert_asset", item_ids=_items_of([source]), inputs=[source.label])
     with planner.open(source) as (plan, src, open_level):
-        window = bbox_window(src, bbox, bbox_crs) if bbox is not None else Window(0, 0, src.width, src.height)
-        indexes = band_indexes(bands, src.count, fmt.eight_bit)
+        window = (
+            bbox_window(src, bbox, request.bbox_crs)
+            if bbox is not None
+            else Window(0, 0, src.width, src.height)
+        )
+        indexes = band_indexes(request.bands, src.count, fmt.eight_bit)
         dtype = src.dtypes[indexes[0] - 1]
         width, height = int(window.width), int(window.height)
         out_dtype = "uint8" if fmt.eight_bit else dtype
@@ -95,39 +87,19 @@ def estimate_convert(
 # --- reproject_asset -------------------------------------------------------------------------------
 
 
-def estimate_reproject(
-    core: Core,
-    source: AssetSource,
-    *,
-    dst_crs: str | int,
-    resolution: float | Sequence[float] | None = None,
-    bbox: Sequence[float] | None = None,
-    bbox_crs: str = "EPSG:4326",
-    resampling: str = "nearest",
-    output_format: str = "COG",
-) -> Estimate:
-    """What `reproject_asset` with these arguments would read and write."""
+def estimate_reproject(core: Core, request) -> Estimate:
+    """What `warp.run` of `request` (a `warp.ReprojectRequest`) would read and write."""
     from .. import formats
     from ..access import check_read_size
-    from ..grids import (
-        check_output_size,
-        choose_overview,
-        crs_label,
-        native_resolution_in,
-        parse_crs,
-        parse_resampling,
-        warp_grid,
-    )
-    from ..warp import WARP_FORMATS, source_pixels_read
+    from ..grids import check_output_size, choose_overview, crs_label, native_resolution_in, warp_grid
+    from ..warp import source_pixels_read
 
-    fmt = formats.output_format(output_format, allowed=WARP_FORMATS)
-    crs = parse_crs(dst_crs)
-    parse_resampling(resampling)
+    source, fmt, crs, resampling = request.source, request.fmt, request.crs, request.resampling
     settings = core.settings
     planner = Planner(core)
     estimate = Estimate(operation="reproject_asset", item_ids=_items_of([source]), inputs=[source.label])
     with planner.open(source) as (plan, src, open_level):
-        grid = warp_grid(src, crs, resolution, bbox, bbox_crs)
+        grid = warp_grid(src, crs, request.resolution, request.bbox, request.bbox_crs)
         count, dtype = src.count, src.dtypes[0]
         estimate.output = _output(
             grid.width,
@@ -246,20 +218,15 @@ def _half(size: int, block: int) -> int:
 # --- preview ---------------------------------------------------------------------------------------
 
 
-def estimate_preview(
-    core: Core, sources: list[AssetSource], *, bbox: Sequence[float] | None = None, max_size: int = 512
-) -> Estimate:
-    """What `preview` of `sources` would read and write."""
+def estimate_preview(core: Core, request) -> Estimate:
+    """What `preview.run` of `request` (a `preview.PreviewRequest`) would read and write."""
     from rasterio.windows import Window, from_bounds
     from rasterio.windows import bounds as window_bounds
 
-    from ...errors import InvalidArgument
     from ..access import check_read_size
     from ..grids import bbox_window, crs_label
-    from ..preview import MAX_PREVIEW_SIZE
 
-    if not isinstance(max_size, int) or not 16 <= max_size <= MAX_PREVIEW_SIZE:
-        raise InvalidArgument(f"max_size must be between 16 and {MAX_PREVIEW_SIZE} pixels")
+    sources, bbox, max_size = request.sources, request.bbox, request.max_size
     settings = core.settings
     planner = Planner(core)
     estimate = Estimate(operation="preview", item_ids=_items_of(sources), inputs=[s.label for s in sources])

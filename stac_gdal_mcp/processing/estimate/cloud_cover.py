@@ -17,34 +17,20 @@ if TYPE_CHECKING:
 # --- cloud_cover_stats -----------------------------------------------------------------------------
 
 
-def estimate_cloud_cover(
-    core: Core,
-    aoi,
-    *,
-    items: list | None = None,
-    catalog: str | None = None,
-    resolution: float | None = None,
-    max_items: int | None = None,
-    sort: str = "clear",
-    asset: str | None = None,
-    resampling: str = "nearest",
-    **search,
-) -> Estimate:
-    """What `cloud_cover_stats` would read: per item, the AOI's window of its mask (at the
-    overview GDAL picks for `resolution`). Items whose mask cannot be found are noted."""
+def estimate_cloud_cover(core: Core, request) -> Estimate:
+    """What `cloud.run` of `request` (a `cloud.CloudCoverRequest`) would read: per item, the AOI's
+    window of its mask (at the overview GDAL picks for `resolution`). Items whose mask cannot be
+    found are noted."""
     from ..access import asset_source
     from ..cloud import check_mask_format, select
     from ..selection import item_mask
 
-    aoi_geom, cat, selected, notes, collections = select(
-        core,
-        aoi,
-        items=items,
-        catalog=catalog,
-        resolution=resolution,
-        max_items=max_items,
-        sort=sort,
-        search=search,
+    cat, selected, notes, collections = select(core, request)
+    aoi_geom, resolution, asset, resampling = (
+        request.aoi,
+        request.resolution,
+        request.asset,
+        request.resampling,
     )
     planner = Planner(core)
     estimate = Estimate(operation="cloud_cover_stats", notes=list(notes))

@@ -1,4 +1,4 @@
-"""The estimates of odc-stac loads: time_series and composite (`estimate_load`, `load_reads`)."""
+"""The estimate of odc-stac loads, for time_series and composite (`estimate_load`, `load_reads`)."""
 
 from __future__ import annotations
 
@@ -11,44 +11,23 @@ from .result import MAX_FILES_LISTED, Estimate, OutputSize, _output, output_chec
 
 if TYPE_CHECKING:
     from ...core import Core
+    from ..requests import Load
 
 
 # --- time_series and composite (odc-stac loads) ----------------------------------------------------
 
 
-def estimate_load(
-    core: Core,
-    aoi,
-    names: list[str],
-    *,
-    operation: str,
-    mask_clouds: bool = True,
-    resolution: float | None = None,
-    crs: str | None = None,
-    catalog: str | None = None,
-    max_items: int | None = None,
-    search: dict | None = None,
-) -> Estimate:
-    """What an odc-stac load of `names` over `aoi` (time_series, composite) would read: for every
-    item and asset, the source window of each dask chunk of the output grid (odc-stac reads a
-    pasted window when the grids line up, else the chunk's footprint through GDAL's warper),
-    at the overview odc-stac picks for a coarser grid. The output grid and its limits are the
-    load's own (`load.prepare`, which reads no pixel)."""
-    from .. import load
+def estimate_load(core: Core, load: Load, names: list[str], *, operation: str) -> Estimate:
+    """What an odc-stac load of `names` (time_series, composite) would read: for every item and
+    asset, the source window of each dask chunk of the output grid (odc-stac reads a pasted
+    window when the grids line up, else the chunk's footprint through GDAL's warper), at the
+    overview odc-stac picks for a coarser grid. The output grid and its limits are the load's
+    own (`load.prepare`, which reads no pixel)."""
+    from .. import load as loads
 
     estimate = Estimate(operation=operation)
     try:
-        prep = load.prepare(
-            core,
-            aoi,
-            names,
-            mask_clouds=mask_clouds,
-            resolution=resolution,
-            crs=crs,
-            catalog=catalog,
-            max_items=max_items,
-            search=search,
-        )
+        prep = loads.prepare(core, load, names)
     except LimitExceeded as exc:
         estimate.would_refuse, estimate.refusal = True, str(exc)
         return estimate
@@ -70,7 +49,7 @@ def estimate_load(
     # the load's dask chunks: a composite is computed by output tiles (composite.TILE a side)
     from ..composite import TILE
 
-    chunk = TILE if operation == "composite" else load.CHUNK
+    chunk = TILE if operation == "composite" else loads.CHUNK
     estimate.notes.append(
         f"{days} solar days from {len(estimate.item_ids)} items; the load holds "
         f"{width} x {height} px x {len(names)} band(s) x {days} days of float32 "
@@ -87,7 +66,7 @@ def estimate_load(
     from ..access import asset_source
 
     def one(item, key) -> int:
-        source = asset_source(core, item, key, catalog=catalog)
+        source = asset_source(core, item, key, catalog=load.catalog)
         with planner.open(source) as (plan, src, open_level):
             return load_reads(plan, src, open_level, gbox, chunks)
 
@@ -136,65 +115,3 @@ def load_reads(plan: FilePlan, src, open_level, gbox, chunks) -> int:
             tiles = level.tiles(xs.start, ys.start, xs.stop - xs.start, ys.stop - ys.start)
             plan.read(level, tiles, [1], fresh=True)  # odc-stac opens the file for each chunk
     return pixels
-
-
-def estimate_time_series(
-    core: Core,
-    aoi,
-    *,
-    expression: str = "ndvi",
-    reducer: str = "mean",
-    mask_clouds: bool = True,
-    resolution: float | None = None,
-    crs: str | None = None,
-    catalog: str | None = None,
-    max_items: int | None = None,
-    **search,
-) -> Estimate:
-    """What `time_series` with these arguments would read (arguments checked as it checks them)."""
-    from ..series import checked
-
-    _, _, names = checked(expression, reducer)
-    return estimate_load(
-        core,
-        aoi,
-        names,
-        operation="time_series",
-        mask_clouds=mask_clouds,
-        resolution=resolution,
-        crs=crs,
-        catalog=catalog,
-        max_items=max_items,
-        search=search,
-    )
-
-
-def estimate_composite(
-    core: Core,
-    aoi,
-    *,
-    bands,
-    method: str = "median",
-    mask_clouds: bool = True,
-    resolution: float | None = None,
-    crs: str | None = None,
-    catalog: str | None = None,
-    max_items: int | None = None,
-    **search,
-) -> Estimate:
-    """What `composite` with these arguments would read and write."""
-    from ..composite import checked
-
-    names = checked(bands, method)
-    return estimate_load(
-        core,
-        aoi,
-        names,
-        operation="composite",
-        mask_clouds=mask_clouds,
-        resolution=resolution,
-        crs=crs,
-        catalog=catalog,
-        max_items=max_items,
-        search=search,
-    )
