@@ -2,6 +2,8 @@
 
 The tool reference (docs/hooks/tool_reference.py) is checked against a `tools/list` taken here,
 independently, through fastmcp's Client; the Python API page against `stac_gdal_mcp.__all__`.
+The site is opened from disk in Debian's Chromium (as the README says: `make docs`, then open
+`site/index.html`): its links lead to pages, not directory listings.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def _row(section: str, name: str) -> str:
 
 
 def test_tool_reference_lists_every_tool_and_parameter(site, listings):
-    page = (site / "tools" / "index.html").read_text()
+    page = (site / "tools.html").read_text()
     assert listings["tools"], "the server lists no tools"
     for tool in listings["tools"]:
         section = _section(page, tool.name)
@@ -96,7 +98,7 @@ def test_tool_reference_lists_every_tool_and_parameter(site, listings):
 
 
 def test_tool_reference_lists_resources_templates_and_prompts(site, listings):
-    page = html.unescape((site / "tools" / "index.html").read_text())
+    page = html.unescape((site / "tools.html").read_text())
     for resource in listings["resources"]:
         assert f"<code>{resource.uri}</code>" in page
     for template in listings["templates"]:
@@ -108,7 +110,7 @@ def test_tool_reference_lists_resources_templates_and_prompts(site, listings):
 
 
 def test_api_page_shows_every_public_name(site):
-    page = (site / "api" / "index.html").read_text()
+    page = (site / "api.html").read_text()
     names = getattr(stac_gdal_mcp, "__all__", [])
     missing = [name for name in names if f'id="stac_gdal_mcp.{name}"' not in page]
     assert not missing, f"stac_gdal_mcp.__all__ names missing from the API page: {missing}"
@@ -116,4 +118,36 @@ def test_api_page_shows_every_public_name(site):
 
 def test_site_has_the_nav_pages(site):
     for page in ["quickstart", "catalogs", "configuration", "security", "extending", "figures", "api"]:
-        assert (site / page / "index.html").is_file(), page
+        assert (site / f"{page}.html").is_file(), page
+
+
+def test_site_works_opened_from_disk(site):
+    """file://.../index.html, then its links (the nav): each opens a page with its heading, and no
+    link of the site points at a directory."""
+    from test_map_app import CHROMIUM_ARGS, _unavailable
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        _unavailable(f"playwright is not installed ({exc})")
+    executable = os.environ.get("CHROMIUM") or "/usr/bin/chromium"
+    if not Path(executable).exists():
+        _unavailable(f"{executable} not found")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, timeout=60_000)
+        page = browser.new_page()
+        page.goto((site / "index.html").as_uri())
+        assert page.title().startswith("stac-gdal-mcp")
+        hrefs = page.eval_on_selector_all("nav a[href]", "links => links.map(a => a.href)")
+        local = sorted({h.split("#")[0] for h in hrefs if h.startswith("file://")})
+        assert len(local) >= 8, local
+        assert [h for h in local if h.endswith("/")] == [], "links to directories: a listing, not a page"
+        page.click("nav >> text=Quick start")
+        page.wait_for_load_state()
+        assert page.url.endswith("/quickstart.html")
+        assert page.locator("article h1").first.inner_text().strip()
+        assert "Index of" not in page.content()
+        for href in local:
+            page.goto(href)
+            assert page.locator("article h1").count() >= 1, href
+        browser.close()
