@@ -45,6 +45,13 @@ def _build(args: argparse.Namespace):
     from .server.logs import setup_logging
 
     setup_logging(settings.log_level)
+    import logging
+
+    from .catalogs.redact import MaskingFilter, mask_library_logs
+
+    mask_library_logs()
+    for handler in logging.getLogger().handlers:  # whoever logs a URL or a secret: masked
+        handler.addFilter(MaskingFilter())
     token = args.token if args.token is not None else settings.token
     if token is not None:
         try:

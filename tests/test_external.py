@@ -459,7 +459,7 @@ async def test_through_the_stdio_cli_and_children_stop_with_it(tmp_path):
             ["node", "server.js", "--api-key=abc123", "--region", "eu"],
             "node server.js --api-key=*** --region eu",
         ),
-        (["srv", "https://user:pa55@example.com/x"], "srv https://user:***@example.com/x"),
+        (["srv", "https://user:pa55@example.com/x"], "srv https://***@example.com/x"),
         (["srv", "--header", "Authorization: Bearer abc.def"], "srv --header 'Authorization: *** ***'"),
         (["sh", "-c", "exec srv --secret hunter22 TOKEN=xyz"], "sh -c 'exec srv --secret *** TOKEN=***'"),
         (["srv", "ghp_abcdefghijklmnopqrstuvwxyz012345"], "srv ***"),
@@ -476,3 +476,20 @@ def test_command_lines_are_shown_without_secrets(argv, shown):
     from stac_gdal_mcp.server.extensions.redact import redact_argv
 
     assert redact_argv(argv, secrets=["my-configured-value"]) == shown
+
+
+async def test_argv_secrets_are_masked_in_the_stderr_tail(build, tmp_path):
+    """A child that dies printing its own argv (as a Python list: no 'flag value' spacing for
+    a pattern to see) has the values of its secret flags masked in list_extensions' tail."""
+    short = "hunter2-pw"  # short and not random-looking: only knowing it was an argv secret masks it
+    crashing = {
+        "name": "leaky",
+        "cmd": [sys.executable, str(ECHO), "--crash-printing-argv", "--password", short, f"--token={TOKEN}"],
+    }
+    mcp = build(settings_with(tmp_path, crashing))
+    async with Client(mcp) as client:
+        shown = json.dumps((await client.call_tool("list_extensions", {})).structured_content)
+    error = entries(build, mcp)["leaky"].error
+    assert "fatal, started as" in error and "--crash-printing-argv" in error  # the tail is quoted
+    for text in (error, shown):
+        assert short not in text and TOKEN not in text

@@ -1,7 +1,7 @@
 """GDAL's own words about a failed read: `capture_gdal_messages` collects the GDAL warnings and
 errors rasterio logs for the current thread, `diagnose` turns them into a reason in words.
 
-A low module (it imports nothing of the package but settings types), so that both
+A low module (it imports nothing of the package but settings types and `redact`), so that both
 `processing.access` and `signing` use it without importing each other.
 """
 
@@ -14,6 +14,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from .redact import MaskingFilter, masked
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -33,6 +35,7 @@ class _GdalMessages(logging.Filter):
         if stack:
             with contextlib.suppress(Exception):
                 stack[-1].append(record.getMessage())
+        MaskingFilter().filter(record)  # a signed href (a SAS token) never reaches the log
         return record.levelno >= logging.getLogger("rasterio").getEffectiveLevel()
 
 
@@ -105,4 +108,4 @@ def diagnose(messages: list[str], exc: BaseException | None, settings: Settings 
     if codes or short or "Decoding error" in text:
         got = f" ({short.group(1)} of {short.group(2)} bytes)" if short else ""
         return ReadFailure(f"the connection was closed before the whole answer arrived{got}", retryable=True)
-    return ReadFailure(" ".join(str(exc or "unknown GDAL error").split()), retryable=False)
+    return ReadFailure(masked(exc or "unknown GDAL error", limit=500), retryable=False)

@@ -11,6 +11,7 @@ from ..errors import StacGdalMcpError
 from ..models import CatalogInfo
 from ..settings import Settings
 from .local import LocalCatalog
+from .redact import masked, masked_url
 from .remote import RemoteCatalog
 
 
@@ -29,6 +30,10 @@ class Catalogs:
             return open_workspace_catalog(self, LocalCatalog)
         config = self.settings.catalog(catalog_id)
         with self._lock:
+            if config.id not in self._open and config.kind == "geoparquet":
+                from .geoparquet import GeoparquetCatalog  # stac-geoparquet files, searched in DuckDB
+
+                self._open[config.id] = GeoparquetCatalog(config, self.settings)
             if config.id not in self._open:
                 self._open[config.id] = (
                     RemoteCatalog(config, self.settings) if config.url else LocalCatalog(config)
@@ -47,9 +52,9 @@ class Catalogs:
             info = CatalogInfo(
                 id=config.id,
                 title=config.title,
-                url=config.url,
+                url=masked_url(config.url) if config.url else None,
                 path=str(config.path) if config.path else None,
-                kind="api" if config.url else "local",
+                kind=config.kind,
                 signing=config.signing,
             )
             if check_reachable:
@@ -57,10 +62,12 @@ class Catalogs:
                     catalog = self.get(config.id)
                     if isinstance(catalog, LocalCatalog):
                         _ = catalog.data  # loads the files
+                    elif config.kind == "geoparquet":
+                        _ = catalog.files  # checks the files
                     info.features = catalog.features
                     info.reachable = True
                 except StacGdalMcpError as exc:
-                    info.reachable, info.error = False, str(exc)
+                    info.reachable, info.error = False, masked(exc)
             elif config.path:
                 info.features = self.get(config.id).features
             out.append(info)

@@ -31,6 +31,7 @@ from ..models import SearchFeatures
 from ..settings import CatalogConfig, Settings
 from ..stac import link_href
 from .paging import prepared_url
+from .redact import mask_library_logs, masked, masked_url, remember
 from .security import network_policy
 from .security import shown as quoted
 
@@ -40,6 +41,7 @@ MAX_REDIRECTS = 5
 RETRY_STATUS = (429, 500, 502, 503, 504)
 MAX_ANSWER_BYTES = 64 * 1024**2  # one catalog answer
 _CHUNK = 64 * 1024
+_PLAIN_HEADERS = {"accept", "accept-language", "content-type", "user-agent"}  # not secrets
 
 
 class _Deadline(Exception):
@@ -111,7 +113,7 @@ def _proxy_refusal(exc: Exception) -> str:
     text = str(exc)
     marker = "Refused by network policy: "
     if marker in text:
-        return text.split(marker, 1)[1].split("'", 1)[0].split('"', 1)[0].rstrip(")")
+        return masked(text.split(marker, 1)[1].split("'", 1)[0].split('"', 1)[0].rstrip(")"))
     return _short(text)
 
 
@@ -164,6 +166,7 @@ class RemoteCatalog:
 
         from .netguard import requests_proxies
 
+        mask_library_logs()  # urllib3's request lines carry query strings
         session = requests.Session()
         session.headers["User-Agent"] = f"stac-gdal-mcp/{_version()}"
         proxies = requests_proxies(self.settings)
@@ -174,7 +177,10 @@ class RemoteCatalog:
 
     @cached_property
     def _auth_headers(self) -> dict[str, str]:
-        return self.config.resolved_headers()
+        headers = self.config.resolved_headers()
+        # masked wherever they would be shown (an error body echoing them, a log line)
+        remember(v for k, v in headers.items() if k.lower() not in _PLAIN_HEADERS)
+        return headers
 
     def check_url(self, url: str) -> str:
         return self.policy.check_url(url)
@@ -201,7 +207,7 @@ class RemoteCatalog:
             except Unreachable as exc:
                 raise CatalogUnavailable(self._unavailable(str(exc))) from None
             except AccessDenied as exc:
-                raise AccessDenied(f"catalog '{self.id}': {exc}") from None
+                raise AccessDenied(f"catalog '{self.id}': {masked(exc)}") from None
             status, headers, content = self._send(url, method, params, payload)
             location = headers.get("Location")
             if status in (301, 302, 303, 307, 308) and location:
@@ -211,7 +217,9 @@ class RemoteCatalog:
                     method, payload = "GET", None
                 continue
             return self._json(url, status, content)
-        raise CatalogUnavailable(self._unavailable(f"more than {MAX_REDIRECTS} redirects from {href}"))
+        raise CatalogUnavailable(
+            self._unavailable(f"more than {MAX_REDIRECTS} redirects from {masked_url(href)}")
+        )
 
     def _send(self, url: str, method: str, params, payload) -> tuple[int, dict, bytes]:
         """One request with retries: (status, headers, body)."""
@@ -289,7 +297,7 @@ class RemoteCatalog:
     def _json(self, url: str, status: int, content: bytes) -> dict:
         text = content.decode("utf-8", "replace")
         if status == 404:
-            raise NotFound(f"{url} was not found in catalog '{self.id}' (HTTP 404)")
+            raise NotFound(f"{masked_url(url)} was not found in catalog '{self.id}' (HTTP 404)")
         if status in (400, 422):
             raise StacGdalMcpError(
                 f"catalog '{self.id}' rejected the request (HTTP {status}): {_short(text)}"
@@ -306,7 +314,8 @@ class RemoteCatalog:
 
     def _unavailable(self, why: str) -> str:
         return (
-            f"catalog '{self.id}' ({self.url}) is unavailable: {why}. Try again later, or use another catalog"
+            f"catalog '{self.id}' ({masked_url(self.url)}) is unavailable: {masked(why)}. "
+            "Try again later, or use another catalog"
         )
 
     @property
@@ -367,5 +376,5 @@ class RemoteCatalog:
 
 
 def _short(text: str, n: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 3] + "..."
+    """`text` (an answer's body, an exception) as a message may quote it: masked, then cut."""
+    return masked(text, limit=n)

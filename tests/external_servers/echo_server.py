@@ -1,7 +1,8 @@
 """A tiny MCP server for the tests of external servers (run as a child over stdio).
 
 Flags: --crash-at-start: exit before serving, after writing to stderr a message that quotes
-its arguments and the KEY variable (so tests can check that secrets are redacted from it).
+its arguments and the KEY variable (so tests can check that secrets are redacted from it);
+--crash-printing-argv: exit before serving, after writing its argv as Python shows a list.
 """
 
 import os
@@ -11,6 +12,10 @@ import time
 if "--crash-at-start" in sys.argv:
     print("echo server: cannot start, licence file missing", file=sys.stderr)
     print(f"echo server: args {' '.join(sys.argv[1:])} KEY={os.environ.get('KEY', '-')}", file=sys.stderr)
+    sys.exit(2)
+
+if "--crash-printing-argv" in sys.argv:
+    print(f"echo server: fatal, started as {sys.argv!r}", file=sys.stderr)
     sys.exit(2)
 
 from fastmcp import FastMCP

@@ -23,7 +23,7 @@ from pathlib import Path
 from ...errors import ConfigError
 from ...settings import ExternalServerConfig
 from .errors import ExternalServerError
-from .redact import redact, redact_argv
+from .redact import argv_secrets, redact, redact_argv
 from .report import ExtensionInfo
 
 log = logging.getLogger("stac_gdal_mcp.server.extensions")
@@ -90,11 +90,12 @@ def launch_spec(config: ExternalServerConfig, environ: dict[str, str] | None = N
             raise ConfigError(f"{where}: cwd {config.cwd} does not exist or is not a directory")
         cwd = str(cwd_path.resolve())
     env = config.child_env(environ)
-    secrets = [value for key, value in env.items() if key in config.env]
     if config.cmd is not None:
         argv = _cmd_argv(config.cmd, where, env, cwd)
     else:
         argv = _script_argv(config.script, where, cwd)
+    # env values and argv secrets: masked wherever the child's words reach us (its stderr tail)
+    secrets = [value for key, value in env.items() if key in config.env] + argv_secrets(argv[1:])
     if config.tools is not None and not all(isinstance(t, str) and t for t in config.tools):
         raise ConfigError(f"{where}: `tools` must be a list of tool names")
     return LaunchSpec(config=config, argv=argv, env=env, cwd=cwd, secrets=secrets)

@@ -1,20 +1,13 @@
-"""Keep secrets out of what we log, raise and show: configured env values, and anything in a
-command line that looks like a token (a value after --token/--api-key/..., a URL password, a
-long random-looking string)."""
+"""Keep an external server's secrets out of what we log, raise and show: the one rule of
+`catalogs.redact` (URLs, secret-looking pairs and tokens), its configured env values, the values
+its command line passes after secret flags (`argv_secrets`), and any long random-looking string
+(a child's stderr is not ours: a bare token there has no name to recognise it by)."""
 
 import re
 
-MASK = "***"
-_SECRET_WORD = r"(?:token|secret|passw(?:or)?d|pwd|api[-_]?key|apikey|access[-_]?key|private[-_]?key|auth\w*|credential\w*|bearer)"
-# --token abc, --api-key=abc, TOKEN=abc, token: abc
-_FLAG_VALUE = re.compile(
-    rf"(?i)(\b[\w.-]*{_SECRET_WORD}[\w.-]*\b\s*[=:]\s*|--?[\w.-]*{_SECRET_WORD}[\w.-]*\s+)(\"[^\"]*\"|'[^']*'|\S+)"
-)
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[\w.~+/=-]+")
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@")
-_KNOWN_TOKEN = re.compile(
-    r"\b(?:sk-[A-Za-z0-9_-]{8,}|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_\w{16,}|xox[abpr]-[\w-]{8,}|AKIA[0-9A-Z]{16}|eyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*)"
-)
+from ...catalogs.redact import MASK, SECRET_WORD, masked
+
+_SECRET_FLAG = re.compile(rf"(?i)--?[\w.-]*{SECRET_WORD}[\w.-]*")
 _RANDOM_RUN = re.compile(r"(?<![\w/.-])[A-Za-z0-9_+=-]{24,}(?![\w/.-])")
 
 
@@ -24,30 +17,30 @@ def _looks_random(run: str) -> bool:
 
 def redact(text: str, secrets=()) -> str:
     """`text` with every known secret value (of 4 characters or more) and token-like part masked."""
-    text = str(text)
-    for value in sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True):
-        text = text.replace(value, MASK)
-    text = _BEARER.sub(lambda m: m.group(1) + " " + MASK, text)
-    text = _FLAG_VALUE.sub(lambda m: m.group(1) + MASK, text)
-    text = _URL_PASSWORD.sub(lambda m: m.group(1) + MASK + "@", text)
-    text = _KNOWN_TOKEN.sub(MASK, text)
+    text = masked(text, secrets=secrets)
     return _RANDOM_RUN.sub(lambda m: MASK if _looks_random(m.group(0)) else m.group(0), text)
+
+
+def argv_secrets(argv: list[str]) -> list[str]:
+    """The values a command line passes as secrets: the argument after a secret flag
+    (`--token abc`) and the value of `--token=abc`, so that a child printing its own argv
+    (in a crash report, say) has them masked in its stderr tail too."""
+    found = []
+    for flag, value in zip(["", *argv], argv, strict=False):
+        if _SECRET_FLAG.fullmatch(flag):
+            found.append(value)
+        name, eq, rest = value.partition("=")
+        if eq and _SECRET_FLAG.fullmatch(name):
+            found.append(rest)
+    return found
 
 
 def redact_argv(argv: list[str], secrets=()) -> str:
     """A command line for logs and list_extensions, with secrets masked."""
+    hidden = [*secrets, *argv_secrets(argv)]
     shown = []
-    hide_next = False
-    for arg in argv:
-        if hide_next:
-            shown.append(MASK)
-            hide_next = False
-            continue
-        if re.fullmatch(rf"(?i)--?[\w.-]*{_SECRET_WORD}[\w.-]*", arg):
-            shown.append(arg)
-            hide_next = True
-            continue
-        shown.append(redact(arg, secrets))
+    for flag, arg in zip(["", *argv], argv, strict=False):
+        shown.append(MASK if _SECRET_FLAG.fullmatch(flag) else redact(arg, hidden))
     return " ".join(_quote(arg) for arg in shown)
 
 
