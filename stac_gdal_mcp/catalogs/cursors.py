@@ -11,8 +11,8 @@ A server has one `Session` for all its clients, so a cursor is good in every MCP
 the same server process: one HTTP session's cursor pages on in another (tests/test_transports.py).
 That is by design, not an oversight: a cursor holds only where a public listing goes on (the
 search arguments and the catalog's next page), which any client of the server can ask for
-itself, and on MCP 2026-07-28 connections (every request its own connection, as fastmcp's
-Client negotiates by default) there is no session a cursor could be bound to.
+itself, and on connections of the protocol's 2026-07-28 revision (every request its own
+connection, what current clients negotiate by default) there is no session to bind it to.
 """
 
 from __future__ import annotations
