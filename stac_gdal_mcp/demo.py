@@ -2,15 +2,21 @@
 as an MCP client through a realistic session, printing what an agent would see.
 
 Each step is `async def step(client, say)`; processing and analysis steps are appended to
-STEPS as those tools exist. Any failed step makes the demo exit non-zero.
+STEPS as those tools exist. Any failed step makes the demo exit non-zero. The outputs stay in the
+workspace (a new folder unless `--workspace` names one), with `map.html`: the map app drawing the
+demo's ranking, footprints, quicklook and time series, to open in a browser. The last lines name
+the folder, the chart, the quicklook and the map.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import mimetypes
 import os
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 AOI = [13.55, 45.85, 13.75, 45.98]  # inside the sample catalog's area
@@ -30,6 +36,20 @@ def _show(value: Any, width: int = 150) -> str:
 async def call(client, tool: str, **arguments) -> Any:
     result = await client.call_tool(tool, arguments)
     return result.structured_content if result.structured_content is not None else result.data
+
+
+MAP_CALLS: list[dict] = []  # the calls the demo's map page draws: {"tool", "arguments", "result"}
+KEPT: dict[str, str] = {}  # what the demo wrote and names at the end: label -> file in the workspace
+
+
+async def call_for_map(client, tool: str, **arguments) -> dict:
+    """`call`, keeping the whole result (content, structuredContent) for the map page."""
+    result = await client.call_tool_mcp(tool, arguments)
+    dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if result.is_error:
+        raise RuntimeError(f"{tool}: " + " ".join(c.get("text", "") for c in dumped.get("content", [])))
+    MAP_CALLS.append({"tool": tool, "arguments": arguments, "result": dumped})
+    return dumped.get("structuredContent") or {}
 
 
 async def step_catalogs(client, say):
@@ -138,12 +158,14 @@ async def step_processing(client, say):
             "derived_from": [l["href"] for l in record["links"] if l["rel"] == "derived_from"],
         },
     )
-    result = await client.call_tool("preview", {**item, "max_size": 256})
-    image = result.content[0]
+    await call_for_map(client, "preview", **item, bbox=AOI, max_size=256)
+    content = MAP_CALLS[-1]["result"]["content"]
+    image, note = content[0], content[1]
     say(
-        "preview(...) -> image content + output",
-        {"image": f"{image.mime_type}, {len(image.data) * 3 // 4} bytes", "note": result.content[1].text},
+        "preview(..., bbox=AOI) -> image content + output",
+        {"image": f"{image['mimeType']}, {len(image['data']) * 3 // 4} bytes", "note": note["text"]},
     )
+    KEPT["quicklook"] = MAP_CALLS[-1]["result"]["structuredContent"]["assets"]["data"]["href"]
     listed = await call(client, "list_outputs")
     say("list_outputs()", [{k: o[k] for k in ("id", "operation", "size")} for o in listed["outputs"]])
     contents = await client.read_resource(f"stac-gdal://outputs/{record['id']}")
@@ -166,7 +188,9 @@ async def step_analysis(client, say):
     search = dict(
         catalog="sample", collections=["sentinel-2-l2a", "landsat-c2-l2"], datetime="2024-06-01/2024-09-30"
     )
-    whole = await call(client, "cloud_cover_stats", aoi=AOI, search=search)
+    whole = await call_for_map(client, "cloud_cover_stats", aoi=AOI, search=search)
+    ids = [r["item_id"] for r in whole["items"]]
+    await call_for_map(client, "search_items", catalog="sample", ids=ids, limit=len(ids))  # their footprints
     say(
         "cloud_cover_stats(aoi=AOI (covers the whole items), search=...) - clearest first",
         [
@@ -204,7 +228,7 @@ async def step_analysis(client, say):
             for r in small["items"]
         ],
     )
-    series = await call(
+    series = await call_for_map(
         client,
         "time_series",
         aoi=field,
@@ -225,6 +249,7 @@ async def step_analysis(client, say):
             "scheduler": series["scheduler"],
         },
     )
+    KEPT["chart"] = series["chart"]["file"]
     comp = await call(
         client,
         "composite",
@@ -253,30 +278,80 @@ async def step_analysis(client, say):
 STEPS.append(step_analysis)
 
 
+def _found(workspace: Path, name: str) -> Path | None:
+    """A file the server named (absolute, or a name under the workspace)."""
+    path = Path(name)
+    if path.is_absolute():
+        return path if path.is_file() else None
+    return next((p for p in sorted(workspace.rglob(path.name)) if p.is_file()), None)
+
+
+async def _thumbnail(client, ref: str) -> str | None:
+    """A thumbnail as a `data:` URI: a local file of the sample catalog, or a resource the server serves."""
+    mime = mimetypes.guess_type(ref)[0] or "image/png"
+    if "://" in ref and not ref.startswith(("http:", "https:", "file:")):
+        try:
+            (content,) = await client.read_resource(ref)
+        except Exception:
+            return None
+        blob = getattr(content, "blob", None)
+        return f"data:{content.mimeType or mime};base64,{blob}" if blob else None
+    path = Path(ref.removeprefix("file://"))
+    sample = (Path(__file__).parent / "data" / "sample").resolve()
+    if path.is_file() and path.resolve().is_relative_to(sample):
+        return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode()
+    return None
+
+
+async def write_map(client, workspace: Path) -> Path:
+    """The map app as a standalone page drawing the demo's calls, thumbnails inlined."""
+    from .server.map_app import build_map_view, map_page
+
+    refs = {fp["thumbnail"] for fp in build_map_view(MAP_CALLS)["footprints"] if fp["thumbnail"]}
+    thumbnails = {ref: uri for ref in sorted(refs) if (uri := await _thumbnail(client, ref))}
+    path = workspace / "map.html"
+    path.write_text(map_page(MAP_CALLS, thumbnails=thumbnails), encoding="utf-8")
+    return path
+
+
+def _say_kept(workspace: Path) -> None:
+    print(f"\ndemo finished: every step succeeded. Its outputs are kept in {workspace}:")
+    for label in ("chart", "quicklook", "map"):
+        found = _found(workspace, KEPT[label]) if label in KEPT else None
+        print(f"  {label:<10} {found or '(not written)'}")
+    print(
+        "Open the map in a browser: the ranked scenes on a map, their thumbnails, the quicklook and the AOIs."
+    )
+
+
 async def run_demo(workspace: str | None = None) -> int:
     from fastmcp import Client
     from fastmcp.client.transports import StdioTransport
 
-    with tempfile.TemporaryDirectory(prefix="stac-gdal-mcp-demo-") as tmp:
-        env = {
-            **os.environ,
-            "STAC_GDAL_MCP_DEFAULT_CATALOG": "sample",
-            "STAC_GDAL_MCP_WORKSPACE": workspace or tmp,
-            "STAC_GDAL_MCP_LOG_LEVEL": "WARNING",
-            "FASTMCP_LOG_LEVEL": "WARNING",
-        }
-        transport = StdioTransport(sys.executable, ["-m", "stac_gdal_mcp", "serve"], env=env)
+    folder = Path(workspace or tempfile.mkdtemp(prefix="stac-gdal-mcp-demo-")).resolve()
+    env = {
+        **os.environ,
+        "STAC_GDAL_MCP_DEFAULT_CATALOG": "sample",
+        "STAC_GDAL_MCP_WORKSPACE": str(folder),
+        "STAC_GDAL_MCP_LOG_LEVEL": "WARNING",
+        "FASTMCP_LOG_LEVEL": "WARNING",
+    }
+    transport = StdioTransport(sys.executable, ["-m", "stac_gdal_mcp", "serve"], env=env)
 
-        def say(title: str, value: Any) -> None:
-            print(f"\n>>> {title}\n{_show(value)}", flush=True)
+    def say(title: str, value: Any) -> None:
+        print(f"\n>>> {title}\n{_show(value)}", flush=True)
 
-        print("stac-gdal-mcp demo: the server runs over stdio on the bundled offline `sample` catalog.")
-        async with Client(transport) as client:
-            for step in STEPS:
-                try:
-                    await step(client, say)
-                except Exception as exc:
-                    print(f"\n!!! demo step {step.__name__} failed: {exc}", file=sys.stderr)
-                    return 1
-        print("\ndemo finished: every step succeeded.")
-        return 0
+    print("stac-gdal-mcp demo: the server runs over stdio on the bundled offline `sample` catalog.")
+    MAP_CALLS.clear()
+    KEPT.clear()
+    async with Client(transport) as client:
+        for step in STEPS:
+            try:
+                await step(client, say)
+            except Exception as exc:
+                print(f"\n!!! demo step {step.__name__} failed: {exc}", file=sys.stderr)
+                print(f"(outputs so far are in {folder})", file=sys.stderr)
+                return 1
+        KEPT["map"] = str(await write_map(client, folder))
+    _say_kept(folder)
+    return 0

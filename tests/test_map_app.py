@@ -1029,3 +1029,22 @@ def test_basemap_off_when_the_host_does_not_allow_its_origin(page, tmp_path, til
     app_frame = next(f for f in page.frames if f != page.main_frame)
     assert app_frame.evaluate("document.querySelectorAll('#map g.basemap').length") == 0
     assert asked == [] and "test tiles" not in app_frame.inner_text("#map-wrap")
+
+
+@pytest.mark.testbed
+def test_standalone_page_with_inlined_thumbnails(page, tmp_path):
+    """map_page (what `make demo` writes): the calls are in the page, no fragment, no host; each
+    scene's thumbnail, given as a data: URI for the item's own thumbnail reference, is in its row."""
+    search = fixture("search_items")
+    items = search["result"]["structuredContent"]["items"]
+    colors = {i["id"]: (30 + 20 * n, 150, 220 - 20 * n) for n, i in enumerate(items)}
+    thumbnails = {i["thumbnail"]: "data:image/png;base64," + solid_png(colors[i["id"]]) for i in items}
+    path = tmp_path / "map.html"
+    path.write_text(map_page([search], thumbnails=thumbnails))
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-state=rendered]")
+    assert page.evaluate("window.stacMap.view") == build_map_view([search])
+    for item_id, color in colors.items():
+        shot = screenshot(page.locator(f"#list tr[data-id='{item_id}'] img.thumb"), tmp_path / "thumb.png")
+        centre = shot.getpixel((shot.width // 2, shot.height // 2))
+        assert all(abs(a - b) <= 2 for a, b in zip(centre, color)), (item_id, centre, color)
