@@ -231,7 +231,8 @@ class Call:
         return sorted(int(i) for i in self.tree.query(footprint, predicate="intersects"))
 
     def in_crs(self, crs) -> list:
-        """Every zone in `crs` (edges densified first, so they stay close to the true outline)."""
+        """Every zone in `crs`, vertex by vertex (as GeoPandas' `to_crs`: the polygons a user
+        would hand exactextract for the raster)."""
         key = crs.to_wkt()
         found = self.projected.get(key)
         if found is None:
@@ -244,8 +245,7 @@ def project_zones(geometries, crs) -> list:
     from pyproj import Transformer
 
     to_crs = Transformer.from_crs("EPSG:4326", crs, always_xy=True)
-    dense = [g.segmentize(max(g.bounds[2] - g.bounds[0], g.bounds[3] - g.bounds[1]) / 16) for g in geometries]
-    return list(shapely.transform(dense, to_crs.transform, interleaved=False))
+    return list(shapely.transform(list(geometries), to_crs.transform, interleaved=False))
 
 
 def select(core, request: ZonalRequest) -> Call:
@@ -394,8 +394,8 @@ def windows(grid: Grid, bounds, indexes: list[int]) -> tuple[list[Window], list[
     import numpy as np
 
     inverse = ~grid.transform
-    c0, r0 = inverse * (bounds[:, 0], bounds[:, 3])
-    c1, r1 = inverse * (bounds[:, 2], bounds[:, 1])
+    c0, r0 = inverse @ (bounds[:, 0], bounds[:, 3])
+    c1, r1 = inverse @ (bounds[:, 2], bounds[:, 1])
     c0, r0 = np.clip(np.floor(c0), 0, grid.width), np.clip(np.floor(r0), 0, grid.height)
     c1, r1 = np.clip(np.ceil(c1), 0, grid.width), np.clip(np.ceil(r1), 0, grid.height)
     inside = (c1 > c0) & (r1 > r0)
@@ -512,8 +512,8 @@ def extract(request: ZonalRequest, grid: Grid, window: Window, geometries: list,
     from exactextract.raster import NumPyRasterSource
     from shapely.geometry import mapping
 
-    x0, y0 = grid.transform * (window.col0, window.row0)
-    x1, y1 = grid.transform * (window.col1, window.row1)
+    x0, y0 = grid.transform @ (window.col0, window.row0)
+    x1, y1 = grid.transform @ (window.col1, window.row1)
     extent = (x0, y1, x1, y0)
     source = NumPyRasterSource(value, *extent, name="value")
     ops = [Operation(s.name, s.name, source, None, dict(s.options)) for s in request.stats]
@@ -727,6 +727,8 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
     for column in [*stats, "valid_fraction", "cloud_fraction"]:
         if column != "unique":
             rows[column] = pd.to_numeric(rows[column], errors="coerce")
+    if "count" in stats:  # zones outside the rasters: count 0 (a failed read stays unknown)
+        rows["count"] = rows["count"].fillna(rows["_count"])
     head = ["zone_id", "datetime"] + (["date"] if request.per == "day" else [])
     columns = [
         *head,

@@ -112,7 +112,8 @@ def _read_file(path: str, roots: list[Path] | None) -> list[dict]:
 
     if roots is None:
         raise InvalidArgument("geometries names a file, but no folder is allowed here; give GeoJSON")
-    resolved = check_local_path(path, roots)
+    candidate = Path(path).expanduser()
+    resolved = check_local_path(candidate if candidate.is_absolute() else roots[0] / candidate, roots)
     if resolved.suffix.lower() not in FILE_SUFFIXES:
         raise InvalidArgument(
             f"geometries file '{resolved.name}' is not GeoJSON, GeoPackage or GeoParquet "

@@ -1,0 +1,324 @@
+"""zonal_stats against exactextract run on local copies of the same COGs, and numpy.
+
+Items live in the real pgstac test bed, their COGs on the Range server. Expected values: the
+zones projected into each item's CRS with pyproj, and `exact_extract` run on the local file
+(rasterio), or on numpy arrays made from the local files (reflectance from the generator's
+scale/offset, the 20 m SCL repeated onto the 10 m grid, not-clear classes masked) - never
+through the code under test.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+
+import numpy as np
+import pytest
+import rasterio
+from exactextract import exact_extract
+from exactextract.raster import NumPyRasterSource
+from helpers import NOT_CLEAR_SCL, OFFSET, SCALE
+from pyproj import Transformer
+from shapely import transform as shapely_transform
+from shapely.geometry import box, mapping, shape
+
+from stac_gdal_mcp import Session
+from stac_gdal_mcp.errors import InvalidArgument, OperationCancelled
+from stac_gdal_mcp.processing import zonal
+from stac_gdal_mcp.processing.jobs import Job
+from stac_gdal_mcp.testing import synthetic
+
+UID = uuid.uuid4().hex[:8]
+S2, LS, BROKEN = f"zs-s2-{UID}", f"zs-ls-{UID}", f"zs-broken-{UID}"
+ORIGIN = (500000.0, 5000000.0)  # EPSG:32633, 512 px of 10 m
+SCENE = (ORIGIN[0], ORIGIN[1] - 5120, ORIGIN[0] + 5120, ORIGIN[1])
+DATES = {"S2A_Z1": "2024-06-01T10:00:00Z", "S2A_Z2": "2024-06-11T10:00:00Z"}
+# two items of one day on either side of the 18 degree E boundary between UTM zones 33 and 34
+# (E ends and W starts at 18 degrees E, near the zone; pixel edges at whole metres)
+ACROSS = {"S2A_E": (32633, (736477.0 - 5120, 4990000.0)), "S2A_W": (32634, (263523.0, 4990000.0))}
+ACROSS_DAY = "2024-06-21T10:00:00Z"
+ACROSS_ZONE = box(17.996, 44.99, 18.004, 44.995)
+
+
+def to_wgs84(geom, epsg):
+    return shapely_transform(
+        geom, Transformer.from_crs(epsg, 4326, always_xy=True).transform, interleaved=False
+    )
+
+
+def fields():
+    """Field clusters over the scene, plus one half outside it and one far away."""
+    features = synthetic.field_polygons(32633, SCENE, 24, seed=3, clusters=3)
+    half = to_wgs84(box(ORIGIN[0] - 150, ORIGIN[1] - 2000, ORIGIN[0] + 170, ORIGIN[1] - 1800), 32633)
+    far = to_wgs84(box(ORIGIN[0] + 90000, ORIGIN[1] - 2000, ORIGIN[0] + 90300, ORIGIN[1] - 1800), 32633)
+    features.append({"type": "Feature", "id": "half-outside", "properties": {}, "geometry": mapping(half)})
+    features.append({"type": "Feature", "id": "far-away", "properties": {}, "geometry": mapping(far)})
+    return {"type": "FeatureCollection", "features": features}
+
+
+@pytest.fixture(scope="module")
+def scenes(cog_server, pgstac_api):
+    folder = f"zs-{UID}"
+    out_dir, href_base = cog_server.root / folder, f"{cog_server.url}/{folder}"
+    made, s2_items = {}, []
+    for seed, (item_id, when) in enumerate(DATES.items()):
+        item, _ = synthetic.write_scene(
+            "sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, seed=40 + seed, origin=ORIGIN,
+            size_px=512, blocksize=128, with_visual=False, href_base=href_base, cloud_fraction=0.3,
+        )  # fmt: skip
+        made[item_id] = out_dir / item_id
+        s2_items.append(item)
+    for item_id, (epsg, origin) in ACROSS.items():
+        item, _ = synthetic.write_scene(
+            "sentinel-2-l2a", out_dir, item_id, ACROSS_DAY, collection_id=S2, seed=50, epsg=epsg,
+            origin=origin, size_px=512, blocksize=128, with_visual=False, href_base=href_base,
+        )  # fmt: skip
+        made[item_id] = out_dir / item_id
+        s2_items.append(item)
+    ls_id = "LC09_L2SP_190028_20240603_02_T1"
+    ls_item, _ = synthetic.write_scene(
+        "landsat-c2-l2", out_dir, ls_id, "2024-06-03T10:00:00Z", collection_id=LS, seed=21,
+        origin=ORIGIN, size_px=171, blocksize=128, href_base=href_base, cloud_fraction=0.3,
+    )  # fmt: skip
+    made["LS"] = out_dir / ls_id
+    broken, _ = synthetic.write_scene(
+        "sentinel-2-l2a", out_dir, "S2A_BROKEN", "2024-06-05T10:00:00Z", collection_id=BROKEN, seed=60,
+        origin=ORIGIN, size_px=512, blocksize=128, with_visual=False, href_base=href_base,
+    )  # fmt: skip
+    (out_dir / "S2A_BROKEN" / "red.tif").unlink()  # its reads fail: 404
+    pgstac_api.load(
+        [synthetic.collection(kind, cid) for kind, cid in
+         (("sentinel-2-l2a", S2), ("landsat-c2-l2", LS), ("sentinel-2-l2a", BROKEN))],
+        [*s2_items, ls_item, broken],
+    )  # fmt: skip
+    return made
+
+
+@pytest.fixture
+def session(make_settings, pgstac_api, scenes):
+    return Session(
+        make_settings(catalogs=[{"id": "testbed", "url": pgstac_api.url}], default_catalog="testbed")
+    )
+
+
+def run(session, geometries, **arguments):
+    core = session.core
+    arguments.setdefault("catalog", "testbed")
+    return zonal.run(core, zonal.check(core, geometries, **arguments))
+
+
+# --- the independent computation -------------------------------------------------------------------
+
+
+def local_features(collection, epsg):
+    project = Transformer.from_crs(4326, epsg, always_xy=True).transform
+    return [
+        {"type": "Feature", "properties": {}, "geometry": mapping(shapely_transform(shape(f["geometry"]), project, interleaved=False))}
+        for f in collection["features"]
+    ]  # fmt: skip
+
+
+def exactextract_local(path, collection, epsg, ops):
+    """exactextract on the local file (rasterio opens it; its nodata is honoured)."""
+    with rasterio.open(path) as src:
+        return exact_extract(src, local_features(collection, epsg), ops, output="pandas")
+
+
+def ndvi_local(folder, collection, epsg=32633):
+    """numpy NDVI with the masks applied, then exactextract on the array (mean, count)."""
+    with rasterio.open(folder / "red.tif") as src:
+        red, transform = src.read(1), src.transform
+        extent = src.bounds
+    with rasterio.open(folder / "nir.tif") as src:
+        nir = src.read(1)
+    with rasterio.open(folder / "scl.tif") as src:
+        scl = np.repeat(np.repeat(src.read(1), 2, 0), 2, 1)[: red.shape[0], : red.shape[1]]
+    r, n = red * SCALE + OFFSET, nir * SCALE + OFFSET
+    with np.errstate(all="ignore"):
+        ndvi = (n - r) / (n + r)
+    keep = (red != 0) & (nir != 0) & ~np.isin(scl, NOT_CLEAR_SCL) & np.isfinite(ndvi)
+    source = NumPyRasterSource(
+        np.ma.masked_array(ndvi, ~keep), extent.left, extent.bottom, extent.right, extent.top
+    )
+    assert transform.a == 10
+    return exact_extract(source, local_features(collection, epsg), ["mean", "count"], output="pandas")
+
+
+def rows_of(frame, item_id):
+    return frame[frame["item_ids"] == item_id].set_index("zone_id")
+
+
+def assert_same(got, want, stat):
+    if stat in ("mean", "count", "sum", "stdev"):
+        assert np.allclose(got, want, rtol=1e-6, atol=1e-9, equal_nan=True), stat
+    else:
+        assert np.array_equal(np.asarray(got, "float64"), np.asarray(want, "float64"), equal_nan=True), stat
+
+
+# --- statistics equal exactextract on the local files ----------------------------------------------
+
+
+def test_scl_statistics_equal_exactextract_on_the_local_file(session, scenes):
+    zones = fields()
+    stats = ["mean", "count", "min", "max", "majority", "minority", "variety"]
+    frame = run(session, zones, expression="scl", stats=stats, mask_clouds=False, collections=[S2],
+                datetime="2024-06-01/2024-06-12")  # fmt: skip
+    ids = [f["id"] for f in zones["features"]]
+    for item_id in DATES:
+        got = rows_of(frame, item_id)
+        want = exactextract_local(scenes[item_id] / "scl.tif", zones, 32633, stats)
+        want.index = ids
+        inside = [i for i in ids if i != "far-away"]
+        assert set(got.index) == set(inside)
+        for stat in stats:
+            assert_same(got.loc[inside, stat].to_numpy(), want.loc[inside, stat].to_numpy(), stat)
+        assert got.loc["half-outside", "count"] > 0
+        assert got.loc["half-outside", "valid_fraction"] == pytest.approx(170 / 320, abs=0.01)
+    far = frame[frame["zone_id"] == "far-away"]
+    assert len(far) == 1 and far["count"].iloc[0] == 0 and far["note"].iloc[0] == "no item covers this zone"
+    multi = [f["id"] for f in zones["features"] if f["geometry"]["type"] == "MultiPolygon"]
+    holes = [f["id"] for f in zones["features"] if len(f["geometry"]["coordinates"]) > 1 and f["geometry"]["type"] == "Polygon"]  # fmt: skip
+    assert multi and holes  # the comparison above covered both kinds
+
+
+def test_landsat_qa_pixel_statistics_equal_exactextract(session, scenes):
+    zones = fields()
+    stats = ["mean", "count", "min", "max", "majority", "quantile(q=0.75)", "median"]
+    frame = run(session, zones, expression="qa_pixel", stats=stats, mask_clouds=False, collections=[LS])
+    got = frame[frame["zone_id"] != "far-away"].set_index("zone_id")
+    want = exactextract_local(scenes["LS"] / "qa_pixel.tif", zones, 32633, ["mean", "count", "min", "max", "majority", "quantile(q=0.75)", "median"])  # fmt: skip
+    want.index = [f["id"] for f in zones["features"]]
+    want = want.loc[got.index]
+    for stat, column in [("mean", "mean"), ("count", "count"), ("min", "min"), ("max", "max"),
+                         ("majority", "majority"), ("quantile", "quantile_75"), ("median", "median")]:  # fmt: skip
+        assert_same(got[column].to_numpy(), want[column].to_numpy(), stat)
+
+
+def test_ndvi_series_per_field_equals_numpy_and_exactextract(session, scenes):
+    zones = fields()
+    frame = run(session, zones, expression="ndvi", stats=["mean", "count"], collections=[S2], datetime="2024-06-01/2024-06-12")  # fmt: skip
+    ids = [f["id"] for f in zones["features"]]
+    for item_id in DATES:
+        got = rows_of(frame, item_id)
+        want = ndvi_local(scenes[item_id], zones)
+        want.index = ids
+        inside = list(got.index)
+        assert_same(got["count"].to_numpy(), want.loc[inside, "count"].to_numpy(), "count")
+        assert_same(got["mean"].to_numpy(), want.loc[inside, "mean"].to_numpy(), "mean")
+        assert got["cloud_fraction"].between(0, 1).all() and (got["cloud_fraction"] > 0).any()
+    assert frame.attrs["stac_gdal_mcp"]["kind"] == "zonal_stats"
+    assert {s["item_id"] for s in frame.attrs["stac_gdal_mcp"]["sources"]} == set(DATES)
+
+
+def test_zone_across_two_utm_zones_is_measured_on_each_items_grid(session, scenes):
+    zones = {"type": "Feature", "id": "across", "properties": {}, "geometry": mapping(ACROSS_ZONE)}
+    frame = run(session, zones, expression="scl", stats=["count", "majority"], mask_clouds=False,
+                collections=[S2], datetime="2024-06-21")  # fmt: skip
+    assert sorted(frame["item_ids"]) == sorted(ACROSS)
+    total = 0.0
+    for item_id, (epsg, _) in ACROSS.items():
+        want = exactextract_local(
+            scenes[item_id] / "scl.tif", {"features": [zones]}, epsg, ["count", "majority"]
+        )
+        got = rows_of(frame, item_id).iloc[0]
+        assert got["count"] == pytest.approx(want["count"][0], rel=1e-6)
+        assert got["majority"] == want["majority"][0]
+        total += got["valid_fraction"]
+    assert total == pytest.approx(1.0, abs=0.02)  # each item sees its side of 18 degrees E
+    day = run(session, zones, expression="scl", stats=["count"], mask_clouds=False, per="day",
+              collections=[S2], datetime="2024-06-21")  # fmt: skip
+    assert len(day) == 1 and day["date"].iloc[0] == "2024-06-21"
+    assert day["count"].iloc[0] == frame["count"].max()
+    assert sorted(day["item_ids"].iloc[0].split()) == sorted(ACROSS)
+
+
+def test_a_failed_read_is_never_data(session, scenes):
+    frame = run(session, fields(), expression="ndvi", stats=["mean"], items=[{"collection_id": BROKEN, "item_id": "S2A_BROKEN"}])  # fmt: skip
+    measured = frame[frame["zone_id"] != "far-away"]
+    assert measured["mean"].isna().all() and measured["valid_fraction"].isna().all()
+    assert measured["error"].str.contains("red.tif").all()
+    assert "could not be read" in " ".join(frame.attrs["stac_gdal_mcp"]["facts"]["notes"])
+
+
+def test_estimate_counts_the_windows_reads(session, scenes):
+    core = session.core
+    request = zonal.check(core, fields(), expression="ndvi", catalog="testbed", collections=[S2], datetime="2024-06-01/2024-06-12")  # fmt: skip
+    estimate = zonal.estimate(core, request)
+    assert sorted(estimate.item_ids) == sorted(DATES)
+    assert estimate.output.rows == 2 * (len(fields()["features"]) - 1)
+    assert estimate.read_bytes and estimate.read_requests
+    assert all(f.tiles < 16 for f in estimate.files)  # not the 16 tiles of a whole 512 px band
+
+
+def test_cancel_stops_the_call(session, scenes):
+    job = Job()
+    job.cancel()
+    core = session.core
+    with pytest.raises(OperationCancelled):
+        zonal.run(core, zonal.check(core, fields(), catalog="testbed", collections=[S2]), job=job)
+
+
+def test_save_writes_geoparquet_and_csv_with_a_record(session, scenes):
+    import geopandas
+
+    frame = run(
+        session, fields(), stats=["mean", "count"], collections=[S2], datetime="2024-06-01/2024-06-12"
+    )
+    record = zonal.save(session.core, frame)
+    back = geopandas.read_parquet(session.core.outputs.root / record.file.href.rsplit("/", 1)[-1])
+    assert len(back) == len(frame) and back.crs.to_epsg() == 4326
+    assert np.allclose(back["mean"], frame["mean"], equal_nan=True)
+    derived = [link for link in record.links if link.rel == "derived_from" and link.href.endswith(".tif")]
+    assert len(derived) == len(frame.attrs["stac_gdal_mcp"]["sources"]) > 0
+    csv = zonal.save(session.core, frame, format="csv")
+    assert csv.file.type == "text/csv"
+
+
+# --- arguments (no services) ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def core(make_settings):
+    return Session(make_settings()).core
+
+
+def test_unknown_stat_is_refused_in_one_line_listing_the_valid_ones(core):
+    with pytest.raises(InvalidArgument) as error:
+        zonal.check(core, mapping(box(13, 45, 13.01, 45.01)), stats=["mean", "avg"])
+    message = str(error.value)
+    assert "\n" not in message and "'avg'" in message and "majority" in message and "quantile" in message
+    with pytest.raises(InvalidArgument, match="per-pixel"):
+        zonal.check(core, mapping(box(13, 45, 13.01, 45.01)), stats=["values"])
+
+
+def test_invalid_rings_are_repaired_with_a_note_or_refused_naming_the_feature(core):
+    bowtie = {
+        "type": "Polygon",
+        "coordinates": [[[13, 45], [13.01, 45.01], [13.01, 45], [13, 45.01], [13, 45]]],
+    }
+    line = {"type": "LineString", "coordinates": [[13, 45], [13.01, 45.01]]}
+    request = zonal.check(core, {"type": "Feature", "id": "bow", "properties": {}, "geometry": bowtie})
+    assert request.zones.geometries[0].is_valid and request.zones.geometries[0].area > 0
+    assert "'bow'" in request.zones.notes[0] and "repaired" in request.zones.notes[0]
+    with pytest.raises(InvalidArgument, match="zone 'line' has no area"):
+        zonal.check(core, [{"type": "Feature", "id": "line", "properties": {}, "geometry": line}])
+
+
+def test_zone_ids_from_a_property_and_from_a_workspace_file(core):
+    import geopandas
+
+    collection = {"type": "FeatureCollection", "features": synthetic.field_polygons(32633, SCENE, 12)}
+    request = zonal.check(core, collection, id_property="name")
+    assert request.zones.ids[0] == "field 0"
+    with pytest.raises(InvalidArgument, match="no property 'crop'"):
+        zonal.check(core, collection, id_property="crop")
+    path = core.settings.workspace / "fields.gpkg"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    geopandas.GeoDataFrame.from_features(collection["features"], crs="EPSG:4326").to_file(path)
+    request = zonal.check(core, "fields.gpkg", id_property="name")
+    assert len(request.zones) == len(collection["features"])
+    assert math.isclose(
+        request.zones.geometries[3].area, shape(collection["features"][3]["geometry"]).area, rel_tol=1e-9
+    )
+    with pytest.raises(Exception, match="outside the allowed folders"):
+        zonal.check(core, "/etc/passwd.geojson")
