@@ -2,8 +2,8 @@
 
 - `to_frame(rows, columns)` / `from_frame(frame, Model)`: pydantic rows <-> a DataFrame whose
   cells are plain values (None -> NaN in numeric columns, and back to None).
-- `cloud_cover_frame` / `cloud_cover_result`: the cloud cover ranking as a DataFrame (the
-  result's other fields in `attrs`) and back to the result model.
+- `cloud_cover_frame`: the cloud cover ranking as a DataFrame (the result's other fields in
+  `attrs`; `results.CloudCover.to_dataframe`).
 - `write_csv`, `write_chart`: a time series (rows of `series.TimeSeriesRow`: date, datetime,
   value, valid_fraction, valid_pixels, collection_id, item_ids) as a CSV table (for
   spreadsheets and code) and a PNG line chart (for people); a null value (no usable pixel that
@@ -65,18 +65,6 @@ def cloud_cover_frame(result: CloudCoverResult) -> pd.DataFrame:
     frame = to_frame(result.items, list(ItemCloudCover.model_fields))
     frame.attrs.update(result.model_dump(include=set(_CLOUD_ATTRS)))
     return frame
-
-
-def cloud_cover_result(frame: pd.DataFrame) -> CloudCoverResult:
-    """The cloud cover result of a `cloud_cover_frame` (the rows in the frame's order)."""
-    from .cloud import CloudCoverResult, ItemCloudCover
-
-    if any(key not in frame.attrs for key in _CLOUD_ATTRS):
-        raise InvalidArgument("not a cloud cover table (made by cloud_cover)")
-    items = from_frame(frame, ItemCloudCover)
-    return CloudCoverResult(
-        items=items, returned=len(items), **{key: frame.attrs[key] for key in _CLOUD_ATTRS}
-    )
 
 
 def write_csv(path: Path, rows: Sequence) -> None:

@@ -1,11 +1,14 @@
-"""The MCP layer: one module per tool family, each with `register(mcp, core)`.
+"""The MCP layer: one module per tool family. Its tools (and resources) are module-level
+functions whose first parameter is the `session`, declared with `@session_tool(...)`
+(`@session_resource(uri)`); `register(mcp, session, module)` registers them over one Session.
 
-Tool bodies are one call into the core; schemas come from the type hints and the
-`Field(description=...)` of each argument (array and object arguments through `args.json_text`);
-docstrings are written for an agent. Core errors become tool errors once, through `core_errors`
+Tool bodies are one call of a Session method (long ones through `jobs.run_job`); schemas come
+from the type hints and the `Field(description=...)` of each argument (array and object
+arguments through `args.json_text`); docstrings are written for an agent. Core errors become tool errors once, through `core_errors`
 (see errors.py: one log line per error).
 """
 
+import functools
 import inspect
 from typing import get_origin
 
@@ -60,3 +63,63 @@ def resource(mcp, uri, **kwargs):
         return mcp.resource(uri, **kwargs)(core_errors(fn, ResourceError))
 
     return decorate
+
+
+def session_tool(annotations, *, app: bool = False, task: bool = False, **kwargs):
+    """Declare a module-level tool `fn(session, ...)`: registered by `register` with `tool`
+    (`app=True`: shown in the map app; `task=True`: may run as an MCP task)."""
+
+    def declare(fn):
+        fn.__session_tool__ = (annotations, app, task, kwargs)
+        return fn
+
+    return declare
+
+
+def session_resource(uri, **kwargs):
+    """Declare a module-level resource `fn(session, ...)`, registered by `register` (a callable
+    keyword value is called with the session: a description naming a setting)."""
+
+    def declare(fn):
+        fn.__session_resource__ = (uri, kwargs)
+        return fn
+
+    return declare
+
+
+def register(mcp, session, module) -> None:
+    """Register the tools and resources `module` declares, each bound to `session`."""
+    from ..map_app import map_app_config
+    from ..tasks import task_config
+
+    for fn in vars(module).values():
+        if hasattr(fn, "__session_tool__"):
+            annotations, app, task, kwargs = fn.__session_tool__
+            options = {
+                **({"app": map_app_config()} if app else {}),
+                **({"task": task_config()} if task else {}),
+            }
+            tool(mcp, annotations, **options, **kwargs)(_bound(fn, session))
+        elif hasattr(fn, "__session_resource__"):
+            uri, kwargs = fn.__session_resource__
+            kwargs = {k: v(session) if callable(v) else v for k, v in kwargs.items()}
+            resource(mcp, uri, **kwargs)(_bound(fn, session))
+
+
+def _bound(fn, session):
+    """`fn` with its first parameter (the session) given: the signature clients see lacks it."""
+    signature = inspect.signature(fn)
+    if inspect.iscoroutinefunction(fn):
+
+        async def bound(*args, **kwargs):
+            return await fn(session, *args, **kwargs)
+
+    else:
+
+        def bound(*args, **kwargs):
+            return fn(session, *args, **kwargs)
+
+    functools.update_wrapper(bound, fn)
+    del bound.__wrapped__  # the signature is this one, without `session`
+    bound.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
+    return bound

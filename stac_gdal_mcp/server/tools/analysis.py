@@ -1,9 +1,9 @@
 """Analysis tools: cloud cover inside an AOI, time series and composites over a search.
 
-Each tool runs its Session method in a worker thread (`run_job`): progress goes to the client
-(one step per item for cloud_cover_stats, dask tasks for the loads) and a cancelled request
-stops the work. time_series and composite then save their result as outputs, as a notebook
-user would with `session.save`.
+Each tool runs its Session method as a job (`jobs.run_job`): progress goes to the client (one
+step per item for cloud_cover_stats, dask tasks for the loads) and a cancelled request stops
+the work. time_series and composite then save their result as outputs in the same job, as a
+notebook user would with `session.save`.
 """
 
 from typing import Annotated, Any, Literal
@@ -12,14 +12,15 @@ from fastmcp import Context
 from fastmcp.dependencies import CurrentContext
 from pydantic import Field
 
+from ...processing import cloud, series
+from ...processing import composite as composites
+from ...processing.estimate import Estimate
 from ...session import Session
 from ..images import QuicklookArg, chart_content, quicklook_content
 from ..links import estimate_result, linked_result
-from ..map_app import map_app_config
-from ..tasks import task_config
-from . import READ_ONLY, WRITES_OUTPUT, tool
+from . import READ_ONLY, WRITES_OUTPUT, session_tool
 from .args import SearchArg, SearchOrItemsArg, json_text, search_kwargs
-from .processing import run_job
+from .jobs import run_job
 
 AoiArg = json_text(
     list[float] | dict[str, Any],
@@ -38,156 +39,147 @@ DryRunArg = Annotated[
 ]
 
 
-def register(mcp, session: Session) -> None:
-    from ...processing import cloud, estimate, series, tables
-    from ...processing import composite as composites
+def _answer(session: Session, result, records=(), images=()):
+    """A dry run's estimate, or the result with links to the outputs it wrote (and `images`,
+    image content blocks, first)."""
+    if isinstance(result, Estimate):
+        return estimate_result(result)
+    return linked_result(result, records, session.settings.limits.max_resource_bytes, extra=images)
 
-    limit = session.settings.limits.max_resource_bytes
 
-    def answer(result, records=(), images=()):
-        """A dry run's estimate, or the result with links to the outputs it wrote (and `images`,
-        image content blocks, first)."""
-        if isinstance(result, estimate.Estimate):
-            return estimate_result(result)
-        return linked_result(result, records, limit, extra=images)
+@session_tool(READ_ONLY, app=True, task=True, estimates=True)
+async def cloud_cover_stats(
+    session: Session,
+    aoi: AoiArg,
+    search: SearchOrItemsArg = None,
+    resolution: ResolutionArg = None,
+    max_items: MaxItemsArg = None,
+    sort: Annotated[
+        Literal["clear", "cloud", "datetime", "-datetime", "search"],
+        Field(description="clear: clearest first; cloud: least cloud first; search: as found"),
+    ] = "clear",
+    dry_run: DryRunArg = False,
+    ctx: Context = CurrentContext(),
+) -> cloud.CloudCoverResult:
+    """How cloudy was *this area* in each scene? Per item, from its mask (Sentinel-2 SCL, Landsat
+    QA_PIXEL, HLS Fmask...) read in the AOI only: cloud, shadow, cirrus, snow, water, clear and
+    no-data fractions, and the scene's eo:cloud_cover; `error` if it cannot be read.
 
-    @tool(
-        mcp,
-        READ_ONLY,
-        app=map_app_config(),
-        task=task_config(),
-        estimates=True,
+    Example: cloud_cover_stats(aoi=[13.55, 45.85, 13.75, 45.98], search={"collections":
+    ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}) -> clearest scenes first.
+    """
+    ranking = await run_job(
+        ctx,
+        session,
+        session.cloud_cover,
+        aoi,
+        resolution=resolution,
+        max_items=max_items,
+        sort=sort,
+        dry_run=dry_run,
+        **search_kwargs(search),
     )
-    async def cloud_cover_stats(
-        aoi: AoiArg,
-        search: SearchOrItemsArg = None,
-        resolution: ResolutionArg = None,
-        max_items: MaxItemsArg = None,
-        sort: Annotated[
-            Literal["clear", "cloud", "datetime", "-datetime", "search"],
-            Field(description="clear: clearest first; cloud: least cloud first; search: as found"),
-        ] = "clear",
-        dry_run: DryRunArg = False,
-        ctx: Context = CurrentContext(),
-    ) -> cloud.CloudCoverResult:
-        """How cloudy was *this area* in each scene? Per item, from its mask (Sentinel-2 SCL, Landsat
-        QA_PIXEL, HLS Fmask...) read in the AOI only: cloud, shadow, cirrus, snow, water, clear and
-        no-data fractions, and the scene's eo:cloud_cover; `error` if it cannot be read.
+    return _answer(session, ranking if dry_run else ranking.result)
 
-        Example: cloud_cover_stats(aoi=[13.55, 45.85, 13.75, 45.98], search={"collections":
-        ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}) -> clearest scenes first.
-        """
 
-        def work(job):
-            frame = session.cloud_cover(
-                aoi,
-                resolution=resolution,
-                max_items=max_items,
-                sort=sort,
-                job=job,
-                dry_run=dry_run,
-                **search_kwargs(search),
-            )
-            return frame if dry_run else tables.cloud_cover_result(frame)
+def _saved_series(session: Session, aoi, expression, *, job, dry_run, **arguments):
+    """time_series's work: the table, then its CSV and chart outputs."""
+    frame = session.time_series(aoi, expression, job=job, dry_run=dry_run, **arguments)
+    if dry_run:
+        return (frame,)
+    csv = session.save(frame, job=job)
+    chart = session.save(frame, format="png", job=job)
+    return series.result(frame, csv, chart), (csv, chart), chart_content(session, chart)
 
-        return answer(await run_job(ctx, session.core.job_slots, work))
 
-    @tool(mcp, WRITES_OUTPUT, task=task_config(), estimates=True)
-    async def time_series(
-        aoi: AoiArg,
-        search: SearchArg = None,
-        expression: Annotated[
-            str,
-            Field(
-                description='ndvi, ndwi, nbr, ndbi, a band ("nir") or a formula of bands: (nir-red)/(nir+red)'
-            ),
-        ] = "ndvi",
-        reducer: Annotated[
-            Literal["mean", "median", "min", "max", "count"],
-            Field(description="how the AOI pixels of a day become one value"),
-        ] = "mean",
-        mask_clouds: MaskCloudsArg = True,
-        resolution: ResolutionArg = None,
-        crs: CrsArg = None,
-        max_items: LoadMaxItemsArg = None,
-        dry_run: DryRunArg = False,
-        ctx: Context = CurrentContext(),
-    ) -> series.TimeSeriesResult:
-        """One value per solar day over the AOI: `reducer` of `expression` (of reflectances) over the
-        pixels left after cloud masking, with the valid fraction and item ids (odc-stac on dask).
-        Writes a CSV and a PNG chart (`csv`, `chart`); the chart also comes back as an image.
+@session_tool(WRITES_OUTPUT, task=True, estimates=True)
+async def time_series(
+    session: Session,
+    aoi: AoiArg,
+    search: SearchArg = None,
+    expression: Annotated[
+        str,
+        Field(description='ndvi, ndwi, nbr, ndbi, a band ("nir") or a formula of bands: (nir-red)/(nir+red)'),
+    ] = "ndvi",
+    reducer: Annotated[
+        Literal["mean", "median", "min", "max", "count"],
+        Field(description="how the AOI pixels of a day become one value"),
+    ] = "mean",
+    mask_clouds: MaskCloudsArg = True,
+    resolution: ResolutionArg = None,
+    crs: CrsArg = None,
+    max_items: LoadMaxItemsArg = None,
+    dry_run: DryRunArg = False,
+    ctx: Context = CurrentContext(),
+) -> series.TimeSeriesResult:
+    """One value per solar day over the AOI: `reducer` of `expression` (of reflectances) over the
+    pixels left after cloud masking, with the valid fraction and item ids (odc-stac on dask).
+    Writes a CSV and a PNG chart (`csv`, `chart`); the chart also comes back as an image.
 
-        Example: time_series(aoi=[13.55, 45.85, 13.75, 45.98], search={"collections": ["sentinel-2-l2a"],
-        "datetime": "2024-04-01/2024-09-30"}, expression="ndvi", reducer="median").
-        """
-
-        def work(job):
-            frame = session.time_series(
-                aoi,
-                expression,
-                reducer=reducer,
-                mask_clouds=mask_clouds,
-                resolution=resolution,
-                crs=crs,
-                max_items=max_items,
-                job=job,
-                dry_run=dry_run,
-                **search_kwargs(search),
-            )
-            if dry_run:
-                return (frame,)
-            csv = session.save(frame, job=job)
-            chart = session.save(frame, format="png", job=job)
-            return series.result(frame, csv, chart), (csv, chart), chart_content(session, chart)
-
-        return answer(*await run_job(ctx, session.core.job_slots, work))
-
-    @tool(
-        mcp,
-        WRITES_OUTPUT,
-        app=map_app_config(),
-        task=task_config(),
-        estimates=True,
+    Example: time_series(aoi=[13.55, 45.85, 13.75, 45.98], search={"collections": ["sentinel-2-l2a"],
+    "datetime": "2024-04-01/2024-09-30"}, expression="ndvi", reducer="median").
+    """
+    load = dict(mask_clouds=mask_clouds, resolution=resolution, crs=crs, max_items=max_items)
+    answer = await run_job(
+        ctx,
+        session,
+        _saved_series,
+        session,
+        aoi,
+        expression,
+        reducer=reducer,
+        dry_run=dry_run,
+        **load,
+        **search_kwargs(search),
     )
-    async def composite(
-        aoi: AoiArg,
-        bands: json_text(list[str], 'band common names or asset keys, e.g. ["red", "green", "blue"]'),
-        search: SearchArg = None,
-        method: Annotated[
-            Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")
-        ] = "median",
-        mask_clouds: MaskCloudsArg = True,
-        resolution: ResolutionArg = None,
-        crs: CrsArg = None,
-        max_items: LoadMaxItemsArg = None,
-        quicklook: QuicklookArg = False,
-        dry_run: DryRunArg = False,
-        ctx: Context = CurrentContext(),
-    ) -> composites.CompositeResult:
-        """A cloud-free picture of the AOI: per pixel, the median (mean, min, max) over time of each
-        band's cloud-masked values, as a float32 COG of reflectances (NaN where never clear).
+    return _answer(session, *answer)
 
-        Example: composite(aoi=[13.55, 45.85, 13.75, 45.98], bands=["red", "green", "blue"],
-        search={"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}).
-        """
 
-        def work(job):
-            array = session.composite(
-                aoi,
-                bands,
-                method=method,
-                mask_clouds=mask_clouds,
-                resolution=resolution,
-                crs=crs,
-                max_items=max_items,
-                job=job,
-                dry_run=dry_run,
-                **search_kwargs(search),
-            )
-            if dry_run:
-                return (array,)
-            record = session.save(array, job=job)
-            images = quicklook_content(session, record) if quicklook else []
-            return composites.result(array, record), (record,), images
+def _saved_composite(session: Session, aoi, bands, *, job, dry_run, quicklook, **arguments):
+    """composite's work: the composite, then its COG output (and a quicklook of it)."""
+    array = session.composite(aoi, bands, job=job, dry_run=dry_run, **arguments)
+    if dry_run:
+        return (array,)
+    record = session.save(array, job=job)
+    images = quicklook_content(session, record) if quicklook else []
+    return composites.result(array, record), (record,), images
 
-        return answer(*await run_job(ctx, session.core.job_slots, work))
+
+@session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
+async def composite(
+    session: Session,
+    aoi: AoiArg,
+    bands: json_text(list[str], 'band common names or asset keys, e.g. ["red", "green", "blue"]'),
+    search: SearchArg = None,
+    method: Annotated[
+        Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")
+    ] = "median",
+    mask_clouds: MaskCloudsArg = True,
+    resolution: ResolutionArg = None,
+    crs: CrsArg = None,
+    max_items: LoadMaxItemsArg = None,
+    quicklook: QuicklookArg = False,
+    dry_run: DryRunArg = False,
+    ctx: Context = CurrentContext(),
+) -> composites.CompositeResult:
+    """A cloud-free picture of the AOI: per pixel, the median (mean, min, max) over time of each
+    band's cloud-masked values, as a float32 COG of reflectances (NaN where never clear).
+
+    Example: composite(aoi=[13.55, 45.85, 13.75, 45.98], bands=["red", "green", "blue"],
+    search={"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}).
+    """
+    load = dict(mask_clouds=mask_clouds, resolution=resolution, crs=crs, max_items=max_items)
+    answer = await run_job(
+        ctx,
+        session,
+        _saved_composite,
+        session,
+        aoi,
+        bands,
+        method=method,
+        dry_run=dry_run,
+        quicklook=quicklook,
+        **load,
+        **search_kwargs(search),
+    )
+    return _answer(session, *answer)

@@ -1,16 +1,15 @@
 """Discovery tools, resources and prompts: catalogs, collections, queryables, search, items.
-Each is one call of a Session method."""
+Each is one call of a Session method (prompts are registered by `register_prompts`)."""
 
 import json
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ...discovery.federated import FederatedSearchResult, catalog_ids, federated_search
+from ...discovery.federated import FederatedSearchResult
 from ...models import CatalogList, CollectionDetail, CollectionList, Queryables
 from ...session import Session
-from ..map_app import map_app_config
-from . import READ_ONLY, resource, tool
+from . import READ_ONLY, session_resource, session_tool
 from .args import (
     CatalogArg,
     CollectionsArg,
@@ -28,126 +27,136 @@ CollectionIdArg = Annotated[str, Field(description='collection id, e.g. "sentine
 ItemIdArg = Annotated[str, Field(description="an item id, e.g. from search_items")]
 
 
-def register(mcp, session: Session) -> None:
-    from ...discovery.collections import get_collection_json
+@session_tool(READ_ONLY)
+def list_catalogs(
+    session: Session,
+    check_reachable: Annotated[
+        bool, Field(description="also contact remote catalogs: reachability, search features")
+    ] = False,
+) -> CatalogList:
+    """The configured STAC catalogs (remote APIs, local ones): id, title, url or path, and (for
+    local ones, or with check_reachable=true) whether each answers and its search features.
+    Use the id as `catalog` in the other tools."""
+    return CatalogList(catalogs=session.catalogs(check_reachable=check_reachable))
 
-    @tool(mcp, READ_ONLY)
-    def list_catalogs(
-        check_reachable: Annotated[
-            bool, Field(description="also contact remote catalogs: reachability, search features")
-        ] = False,
-    ) -> CatalogList:
-        """The configured STAC catalogs (remote APIs, local ones): id, title, url or path, and (for
-        local ones, or with check_reachable=true) whether each answers and its search features.
-        Use the id as `catalog` in the other tools."""
-        return CatalogList(catalogs=session.catalogs(check_reachable=check_reachable))
 
-    @tool(mcp, READ_ONLY)
-    def list_collections(
-        catalog: CatalogArg = None,
-        q: Annotated[
-            str | None, Field(description="free-text search in id, title, description, keywords")
-        ] = None,
-        limit: Annotated[int | None, Field(ge=1, description="collections per page")] = None,
-        cursor: Annotated[str | None, Field(description="next_cursor from a previous call")] = None,
-    ) -> CollectionList:
-        """A catalog's collections, compactly: id, title, short description, extent, license, asset keys.
+@session_tool(READ_ONLY)
+def list_collections(
+    session: Session,
+    catalog: CatalogArg = None,
+    q: Annotated[
+        str | None, Field(description="free-text search in id, title, description, keywords")
+    ] = None,
+    limit: Annotated[int | None, Field(ge=1, description="collections per page")] = None,
+    cursor: Annotated[str | None, Field(description="next_cursor from a previous call")] = None,
+) -> CollectionList:
+    """A catalog's collections, compactly: id, title, short description, extent, license, asset keys.
 
-        Example: list_collections(catalog="earth-search", q="sentinel-2 l2a"); then get_collection.
-        """
-        return session.collections(catalog, q=q, limit=limit, cursor=cursor)
+    Example: list_collections(catalog="earth-search", q="sentinel-2 l2a"); then get_collection.
+    """
+    return session.collections(catalog, q=q, limit=limit, cursor=cursor)
 
-    @tool(mcp, READ_ONLY)
-    def get_collection(collection_id: CollectionIdArg, catalog: CatalogArg = None) -> CollectionDetail:
-        """One collection: extent, summaries, item_assets (keys, roles, band common names, gsd), providers, license, links."""
-        return session.collection(collection_id, catalog)
 
-    @tool(mcp, READ_ONLY)
-    def get_queryables(
-        collection_id: Annotated[
-            str | None, Field(description="a collection id, or none for the whole catalog")
-        ] = None,
-        catalog: CatalogArg = None,
-    ) -> Queryables:
-        """Properties that can be used in `filter` (CQL2) or `query` of search_items, with their types."""
-        return session.queryables(collection_id, catalog)
+@session_tool(READ_ONLY)
+def get_collection(
+    session: Session, collection_id: CollectionIdArg, catalog: CatalogArg = None
+) -> CollectionDetail:
+    """One collection: extent, summaries, item_assets (keys, roles, band common names, gsd), providers, license, links."""
+    return session.collection(collection_id, catalog)
 
-    @tool(mcp, READ_ONLY, app=map_app_config())
-    def search_items(
-        catalog: json_text(
-            list[str] | str | None,
-            'catalog id (list_catalogs); several (a list, comma-separated, "*": all) give one merged result',
-        ) = None,
-        collections: CollectionsArg = None,
-        bbox: json_text(list[float] | None, "[west, south, east, north] in WGS84 degrees") = None,
-        intersects: json_text(dict[str, Any] | None, "a GeoJSON geometry (WGS84) instead of bbox") = None,
-        datetime: DatetimeArg = None,
-        ids: IdsArg = None,
-        query: QueryArg = None,
-        filter: FilterArg = None,
-        filter_lang: FilterLangArg = None,
-        sortby: SortbyArg = None,
-        max_cloud_cover: MaxCloudArg = None,
-        limit: Annotated[
-            int | None, Field(ge=1, description="items per page (at most limits.max_items)")
-        ] = None,
-        cursor: Annotated[
-            str | None, Field(description="next_cursor of a previous call: the next page")
-        ] = None,
-        detail: Annotated[
-            Literal["summary", "full"], Field(description="summary (compact) or full STAC items")
-        ] = "summary",
-    ) -> FederatedSearchResult:
-        """Search a catalog for items (scenes): compact summaries, `matched`, `next_cursor` for the
-        next page, `notes` on anything translated or done client-side. Several catalogs give one
-        merged result (copies in `also_in`, counts per catalog in `catalogs`).
 
-        Example: search_items(collections=["sentinel-2-l2a"], bbox=[13.3, 45.7, 13.9, 46.1],
-        datetime="2024-06-01/2024-08-31", max_cloud_cover=20, sortby="eo:cloud_cover", limit=10).
-        """
-        args = dict(
-            collections=collections,
-            bbox=bbox,
-            intersects=intersects,
-            datetime=datetime,
-            ids=ids,
-            query=query,
-            filter=filter,
-            filter_lang=filter_lang,
-            sortby=sortby,
-            max_cloud_cover=max_cloud_cover,
-            limit=limit,
-            cursor=cursor,
-            detail=detail,
-        )
-        several = catalog_ids(session.core, catalog)
-        if len(several) > 1:  # one merged, de-duplicated result (discovery/federated.py)
-            return federated_search(session.core, several, **args)
-        return FederatedSearchResult(**dict(session.search(catalog=several[0], **args).page))
+@session_tool(READ_ONLY)
+def get_queryables(
+    session: Session,
+    collection_id: Annotated[
+        str | None, Field(description="a collection id, or none for the whole catalog")
+    ] = None,
+    catalog: CatalogArg = None,
+) -> Queryables:
+    """Properties that can be used in `filter` (CQL2) or `query` of search_items, with their types."""
+    return session.queryables(collection_id, catalog)
 
-    @tool(mcp, READ_ONLY)
-    def get_item(
-        collection_id: CollectionIdArg, item_id: ItemIdArg, catalog: CatalogArg = None
-    ) -> dict[str, Any]:
-        """The full STAC item (GeoJSON Feature) with all assets; hrefs signed where the catalog needs it."""
-        return session.get_item(collection_id, item_id, catalog)
 
-    @resource(mcp, "stac://catalogs", mime_type="application/json")
-    def catalogs_resource() -> str:
-        """The configured catalogs."""
-        return CatalogList(catalogs=session.catalogs()).model_dump_json(exclude_none=True)
+@session_tool(READ_ONLY, app=True)
+def search_items(
+    session: Session,
+    catalog: json_text(
+        list[str] | str | None,
+        'catalog id (list_catalogs); several (a list, comma-separated, "*": all) give one merged result',
+    ) = None,
+    collections: CollectionsArg = None,
+    bbox: json_text(list[float] | None, "[west, south, east, north] in WGS84 degrees") = None,
+    intersects: json_text(dict[str, Any] | None, "a GeoJSON geometry (WGS84) instead of bbox") = None,
+    datetime: DatetimeArg = None,
+    ids: IdsArg = None,
+    query: QueryArg = None,
+    filter: FilterArg = None,
+    filter_lang: FilterLangArg = None,
+    sortby: SortbyArg = None,
+    max_cloud_cover: MaxCloudArg = None,
+    limit: Annotated[int | None, Field(ge=1, description="items per page (at most limits.max_items)")] = None,
+    cursor: Annotated[str | None, Field(description="next_cursor of a previous call: the next page")] = None,
+    detail: Annotated[
+        Literal["summary", "full"], Field(description="summary (compact) or full STAC items")
+    ] = "summary",
+) -> FederatedSearchResult:
+    """Search a catalog for items (scenes): compact summaries, `matched`, `next_cursor` for the
+    next page, `notes` on anything translated or done client-side. Several catalogs give one
+    merged result (copies in `also_in`, counts per catalog in `catalogs`).
 
-    @resource(mcp, "stac://{catalog}/collections/{collection_id}", mime_type="application/json")
-    def collection_resource(catalog: str, collection_id: str) -> str:
-        """A collection's full STAC JSON."""
-        return json.dumps(get_collection_json(session.core, collection_id, catalog))
-
-    @resource(
-        mcp, "stac://{catalog}/collections/{collection_id}/items/{item_id}", mime_type="application/json"
+    Example: search_items(collections=["sentinel-2-l2a"], bbox=[13.3, 45.7, 13.9, 46.1],
+    datetime="2024-06-01/2024-08-31", max_cloud_cover=20, sortby="eo:cloud_cover", limit=10).
+    """
+    results = session.search(
+        catalog=catalog,
+        collections=collections,
+        bbox=bbox,
+        intersects=intersects,
+        datetime=datetime,
+        ids=ids,
+        query=query,
+        filter=filter,
+        filter_lang=filter_lang,
+        sortby=sortby,
+        max_cloud_cover=max_cloud_cover,
+        limit=limit,
+        cursor=cursor,
+        detail=detail,
     )
-    def item_resource(catalog: str, collection_id: str, item_id: str) -> str:
-        """An item's full STAC JSON (asset hrefs signed where needed)."""
-        return json.dumps(session.get_item(collection_id, item_id, catalog))
+    page = results.page  # several catalogs: already one merged result (discovery/federated.py)
+    return page if isinstance(page, FederatedSearchResult) else FederatedSearchResult(**dict(page))
+
+
+@session_tool(READ_ONLY)
+def get_item(
+    session: Session, collection_id: CollectionIdArg, item_id: ItemIdArg, catalog: CatalogArg = None
+) -> dict[str, Any]:
+    """The full STAC item (GeoJSON Feature) with all assets; hrefs signed where the catalog needs it."""
+    return session.get_item(collection_id, item_id, catalog)
+
+
+@session_resource("stac://catalogs", mime_type="application/json")
+def catalogs_resource(session: Session) -> str:
+    """The configured catalogs."""
+    return CatalogList(catalogs=session.catalogs()).model_dump_json(exclude_none=True)
+
+
+@session_resource("stac://{catalog}/collections/{collection_id}", mime_type="application/json")
+def collection_resource(session: Session, catalog: str, collection_id: str) -> str:
+    """A collection's full STAC JSON."""
+    return json.dumps(session.collection_json(collection_id, catalog))
+
+
+@session_resource(
+    "stac://{catalog}/collections/{collection_id}/items/{item_id}", mime_type="application/json"
+)
+def item_resource(session: Session, catalog: str, collection_id: str, item_id: str) -> str:
+    """An item's full STAC JSON (asset hrefs signed where needed)."""
+    return json.dumps(session.get_item(collection_id, item_id, catalog))
+
+
+def register_prompts(mcp) -> None:
+    """The prompts (no session needed)."""
 
     # the description given, not a docstring: fastmcp would import griffe to parse it (cold start)
     @mcp.prompt(description="Find the clearest recent imagery over a place.")

@@ -1,12 +1,11 @@
 """Processing tools: inspect_asset, reproject_asset, convert_asset, preview, list_outputs,
 delete_output; resources stac-gdal://outputs/{output_id} (record) and .../{output_id}/file.
 
-Each tool is one call of a Session method. Long tools run it in a worker thread (`run_job`):
+Each tool is one call of a Session method. Long tools run it as a job (`jobs.run_job`):
 progress goes to the client, and a cancelled request cancels the job, whose output is then
 removed before the cancellation completes.
 """
 
-import functools
 from typing import Annotated, Literal
 
 from fastmcp import Context
@@ -15,14 +14,14 @@ from pydantic import Field
 
 from ...outputs import OutputList, OutputRecord, OutputSummary
 from ...processing.grids import RESAMPLING
+from ...processing.inspect import AssetInfo
 from ...session import Session
 from ..images import QuicklookArg, quicklook_content
 from ..links import estimate_result, linked_result
-from ..map_app import map_app_config
 from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
-from ..tasks import status_message, task_config
-from . import READ_ONLY, WRITES_OUTPUT, resource, tool
+from . import READ_ONLY, WRITES_OUTPUT, session_resource, session_tool
 from .args import AssetArg, CatalogArg, CollectionIdArg, HrefArg, ItemIdArg, json_text
+from .jobs import run_job
 
 LOCAL_READ = {"readOnlyHint": True, "openWorldHint": False}
 LOCAL_DELETE = {
@@ -44,294 +43,243 @@ DryRun = Annotated[
 ]
 
 
-async def run_job(ctx: Context | None, slots, fn, /, *args, **kwargs):
-    """Run `fn(*args, job=Job, **kwargs)` in a worker thread once one of `slots` (the core's
-    `job_slots`: limits.max_jobs) is free; report its progress (and the wait) to `ctx`; on
-    cancellation, cancel the job and wait until it has cleaned up, then re-raise."""
-    import threading
-
-    import anyio
-    from anyio import from_thread, to_thread
-
-    from ...processing.jobs import Job
-
-    def report(done: float, total: float, message: str | None) -> None:
-        if ctx is not None:
-            if ctx.is_background_task:  # an MCP task: tasks/get shows the message only
-                message = status_message(done, total, message)
-            from_thread.run(functools.partial(ctx.report_progress, done, total, message))
-
-    job = Job(report)
-    finished = threading.Event()
-
-    def work():
-        try:
-            with slots.hold(job):
-                return fn(*args, job=job, **kwargs)
-        finally:
-            finished.set()
-
-    try:
-        return await to_thread.run_sync(work, abandon_on_cancel=True)
-    except anyio.get_cancelled_exc_class():
-        job.cancel()
-        with anyio.CancelScope(shield=True):
-            while not finished.is_set():  # the worker stops at its next chunk and removes its files
-                await anyio.sleep(0.02)
-        raise
+def _answer(session: Session, result, extra=()):
+    """An output with links to its resources (and `extra` content first), or a dry run's estimate."""
+    if isinstance(result, OutputRecord):
+        return linked_result(result, [result], session.settings.limits.max_resource_bytes, extra=extra)
+    return estimate_result(result)
 
 
-def register(mcp, session: Session) -> None:
-    from ...processing import inspect
+def _inspect(session: Session, *, job, **ref):
+    """inspect_asset's work: bounded in time and cancellable like the other jobs."""
+    job.limit_time(session.settings.limits.job_timeout_s)
+    job.check()
+    info = session.inspect(**ref)
+    job.check()
+    return info
 
-    store = session.outputs
+
+@session_tool(READ_ONLY)
+async def inspect_asset(
+    session: Session,
+    href: HrefArg = None,
+    collection_id: CollectionIdArg = None,
+    item_id: ItemIdArg = None,
+    asset: AssetArg = None,
+    catalog: CatalogArg = None,
+    ctx: Context = CurrentContext(),
+) -> AssetInfo:
+    """Describe a raster from its header only: size, bands, dtypes, nodata, scale/offset, CRS,
+    transform, bounds (also WGS84), blocks, overviews, compression, whether it is a valid COG.
+
+    Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red").
+    """
+    ref = dict(asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog)
+    return await run_job(ctx, session, _inspect, session, **ref)
+
+
+@session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
+async def reproject_asset(
+    session: Session,
+    dst_crs: Annotated[str, Field(description="target CRS, e.g. 'EPSG:4326', 'EPSG:3857', 'EPSG:32633'")],
+    href: HrefArg = None,
+    collection_id: CollectionIdArg = None,
+    item_id: ItemIdArg = None,
+    asset: AssetArg = None,
+    catalog: CatalogArg = None,
+    resolution: Annotated[
+        float | None,
+        Field(gt=0, description="output pixel size in dst_crs units; default: about the source's"),
+    ] = None,
+    bbox: BBox = None,
+    bbox_crs: BBoxCrs = "EPSG:4326",
+    resampling: Annotated[
+        Literal[RESAMPLING],
+        Field(description="nearest keeps values (classes, masks); bilinear, cubic, average: continuous data"),
+    ] = "nearest",
+    output_format: Annotated[
+        Literal["COG", "GTiff", "netCDF"], Field(description="COG has internal overviews")
+    ] = "COG",
+    output_name: OutputName = None,
+    quicklook: QuicklookArg = False,
+    dry_run: DryRun = False,
+    ctx: Context = CurrentContext(),
+) -> OutputRecord:
+    """Warp an asset (or its part inside bbox) to another CRS as a COG in the workspace, reading
+    only the tiles needed. Returns the output's STAC-like record (also stac-gdal://outputs/{id}).
+
+    Example: reproject_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red",
+    dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]).
+    """
+    result = await run_job(
+        ctx,
+        session,
+        session.reproject,  # in the worker thread: resolving may call the catalog
+        asset=asset,
+        href=href,
+        collection_id=collection_id,
+        item_id=item_id,
+        catalog=catalog,
+        dst_crs=dst_crs,
+        resolution=resolution,
+        bbox=bbox,
+        bbox_crs=bbox_crs,
+        resampling=resampling,
+        output_format=output_format,
+        output_name=output_name,
+        dry_run=dry_run,
+    )
+    if quicklook and isinstance(result, OutputRecord):
+        from anyio import to_thread
+
+        return _answer(session, result, await to_thread.run_sync(quicklook_content, session, result))
+    return _answer(session, result)
+
+
+@session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
+async def convert_asset(
+    session: Session,
+    output_format: Annotated[
+        Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"],
+        Field(description="PNG/JPEG: 8-bit pictures (percentile stretch); the others keep the values"),
+    ],
+    href: HrefArg = None,
+    collection_id: CollectionIdArg = None,
+    item_id: ItemIdArg = None,
+    asset: AssetArg = None,
+    catalog: CatalogArg = None,
+    bbox: BBox = None,
+    bbox_crs: BBoxCrs = "EPSG:4326",
+    bands: json_text(list[int] | None, "band numbers from 1; PNG/JPEG take 1 or 3") = None,
+    creation_options: json_text(
+        dict[str, str | int] | None, 'GDAL creation options of the format, e.g. {"COMPRESS": "ZSTD"}'
+    ) = None,
+    output_name: OutputName = None,
+    dry_run: DryRun = False,
+    ctx: Context = CurrentContext(),
+) -> OutputRecord:
+    """Convert an asset to another format, optionally only some bands and its window inside bbox
+    (nothing resampled; only those tiles read). Returns the output's STAC-like record.
+
+    Example: convert_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="visual",
+    output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]).
+    """
+    result = await run_job(
+        ctx,
+        session,
+        session.convert,
+        asset=asset,
+        href=href,
+        collection_id=collection_id,
+        item_id=item_id,
+        catalog=catalog,
+        output_format=output_format,
+        bbox=bbox,
+        bbox_crs=bbox_crs,
+        bands=bands,
+        creation_options=creation_options,
+        output_name=output_name,
+        dry_run=dry_run,
+    )
+    return _answer(session, result)
+
+
+@session_tool(WRITES_OUTPUT, estimates=True, app=True)
+async def preview(
+    session: Session,
+    href: HrefArg = None,
+    collection_id: CollectionIdArg = None,
+    item_id: ItemIdArg = None,
+    asset: AssetArg = None,
+    catalog: CatalogArg = None,
+    assets: json_text(
+        list[str] | None,
+        "1 asset (colormap) or 3 (RGB); default: visual, else red/green/blue",
+    ) = None,
+    bbox: json_text(
+        Annotated[list[float], Field(min_length=4, max_length=4)] | None,
+        "[west, south, east, north] in WGS84",
+    ) = None,
+    max_size: Annotated[int, Field(ge=16, le=2048, description="longest side of the image in pixels")] = 512,
+    dry_run: DryRun = False,
+    ctx: Context = CurrentContext(),
+) -> OutputRecord:
+    """A quicklook PNG of an item (true colour) or of one asset (colormap), returned as an image
+    and saved as an output. Reads overviews: quick even for whole scenes.
+
+    Example: preview(collection_id="sentinel-2-l2a", item_id="S2B_...", bbox=[13.55, 45.85, 13.75, 45.98]).
+    """
+    from fastmcp.utilities.types import Image
+    from mcp.types import TextContent
+
+    image = await run_job(
+        ctx,
+        session,
+        session.preview,
+        asset=asset,
+        href=href,
+        collection_id=collection_id,
+        item_id=item_id,
+        catalog=catalog,
+        assets=assets,
+        bbox=bbox,
+        max_size=max_size,
+        dry_run=dry_run,
+    )
+    if dry_run:
+        return estimate_result(image)
+    record = image.record
+    note = f"{image.title} ({image.width} x {image.height} px); output {record.id}, record at {record.uri}"
+    picture = Image(data=image.png, format="png").to_image_content()
+    note = TextContent(type="text", text=note)
     limit = session.settings.limits.max_resource_bytes
+    return linked_result(record, [record], limit, extra=[picture, note], as_text=False)
 
-    def _answer(result):
-        """An output with links to its resources, or a dry run's estimate."""
-        if isinstance(result, OutputRecord):
-            return linked_result(result, [result], limit)
-        return estimate_result(result)
 
-    @tool(mcp, READ_ONLY)
-    async def inspect_asset(
-        href: HrefArg = None,
-        collection_id: CollectionIdArg = None,
-        item_id: ItemIdArg = None,
-        asset: AssetArg = None,
-        catalog: CatalogArg = None,
-        ctx: Context = CurrentContext(),
-    ) -> inspect.AssetInfo:
-        """Describe a raster from its header only: size, bands, dtypes, nodata, scale/offset, CRS,
-        transform, bounds (also WGS84), blocks, overviews, compression, whether it is a valid COG.
+@session_tool(LOCAL_READ)
+def list_outputs(session: Session) -> OutputList:
+    """The outputs in the workspace, newest first: id, uri, file, size, operation, source datetime."""
+    store = session.outputs
+    return OutputList(outputs=[r.summary() for r in store.list()], workspace=str(store.root))
 
-        Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red").
-        """
 
-        def work(job):  # in a worker thread, bounded in time and cancellable like the other jobs
-            job.limit_time(session.settings.limits.job_timeout_s)
-            job.check()
-            info = session.inspect(
-                asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
-            )
-            job.check()
-            return info
+@session_tool(LOCAL_DELETE)
+def delete_output(
+    session: Session,
+    output_id: Annotated[str, Field(description="an id from list_outputs")],
+) -> OutputSummary:
+    """Delete an output's file and record from the workspace; returns what was deleted."""
+    return session.outputs.delete(output_id).summary()
 
-        return await run_job(ctx, session.core.job_slots, work)
 
-    @tool(
-        mcp,
-        WRITES_OUTPUT,
-        app=map_app_config(),
-        task=task_config(),
-        estimates=True,
-    )
-    async def reproject_asset(
-        dst_crs: Annotated[str, Field(description="target CRS, e.g. 'EPSG:4326', 'EPSG:3857', 'EPSG:32633'")],
-        href: HrefArg = None,
-        collection_id: CollectionIdArg = None,
-        item_id: ItemIdArg = None,
-        asset: AssetArg = None,
-        catalog: CatalogArg = None,
-        resolution: Annotated[
-            float | None,
-            Field(
-                gt=0,
-                description="output pixel size in dst_crs units; default: about the source's",
-            ),
-        ] = None,
-        bbox: BBox = None,
-        bbox_crs: BBoxCrs = "EPSG:4326",
-        resampling: Annotated[
-            Literal[RESAMPLING],
-            Field(
-                description="nearest keeps values (classes, masks); bilinear, cubic, average: continuous data"
-            ),
-        ] = "nearest",
-        output_format: Annotated[
-            Literal["COG", "GTiff", "netCDF"], Field(description="COG has internal overviews")
-        ] = "COG",
-        output_name: OutputName = None,
-        quicklook: QuicklookArg = False,
-        dry_run: DryRun = False,
-        ctx: Context = CurrentContext(),
-    ) -> OutputRecord:
-        """Warp an asset (or its part inside bbox) to another CRS as a COG in the workspace, reading
-        only the tiles needed. Returns the output's STAC-like record (also stac-gdal://outputs/{id}).
+@session_resource(OUTPUT_URI, mime_type="application/geo+json")
+def output_record(session: Session, output_id: str) -> str:
+    """An output's STAC-like record: footprint, proj, raster bands, processing, checksum, derived_from."""
+    return session.outputs.get(output_id).model_dump_json()
 
-        Example: reproject_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red",
-        dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]).
-        """
 
-        def work(job):  # in the worker thread: resolving may call the catalog
-            return session.reproject(
-                asset=asset,
-                href=href,
-                collection_id=collection_id,
-                item_id=item_id,
-                catalog=catalog,
-                dst_crs=dst_crs,
-                resolution=resolution,
-                bbox=bbox,
-                bbox_crs=bbox_crs,
-                resampling=resampling,
-                output_format=output_format,
-                output_name=output_name,
-                job=job,
-                dry_run=dry_run,
-            )
+@session_resource(
+    OUTPUT_FILE_URI,
+    mime_type="application/octet-stream",
+    description=lambda session: (
+        "An output's file (binary), if at most limits.max_resource_bytes "
+        f"({session.settings.limits.max_resource_bytes} bytes)."
+    ),
+)
+def output_file(session: Session, output_id: str):
+    from fastmcp.resources import ResourceContent, ResourceResult
 
-        result = await run_job(ctx, session.core.job_slots, work)
-        if quicklook and isinstance(result, OutputRecord):
-            from anyio import to_thread
+    from ...errors import LimitExceeded
 
-            images = await to_thread.run_sync(quicklook_content, session, result)  # reads the file
-            return linked_result(result, [result], limit, extra=images)
-        return _answer(result)
-
-    @tool(
-        mcp,
-        WRITES_OUTPUT,
-        app=map_app_config(),
-        task=task_config(),
-        estimates=True,
-    )
-    async def convert_asset(
-        output_format: Annotated[
-            Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"],
-            Field(description="PNG/JPEG: 8-bit pictures (percentile stretch); the others keep the values"),
-        ],
-        href: HrefArg = None,
-        collection_id: CollectionIdArg = None,
-        item_id: ItemIdArg = None,
-        asset: AssetArg = None,
-        catalog: CatalogArg = None,
-        bbox: BBox = None,
-        bbox_crs: BBoxCrs = "EPSG:4326",
-        bands: json_text(list[int] | None, "band numbers from 1; PNG/JPEG take 1 or 3") = None,
-        creation_options: json_text(
-            dict[str, str | int] | None, 'GDAL creation options of the format, e.g. {"COMPRESS": "ZSTD"}'
-        ) = None,
-        output_name: OutputName = None,
-        dry_run: DryRun = False,
-        ctx: Context = CurrentContext(),
-    ) -> OutputRecord:
-        """Convert an asset to another format, optionally only some bands and its window inside bbox
-        (nothing resampled; only those tiles read). Returns the output's STAC-like record.
-
-        Example: convert_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="visual",
-        output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]).
-        """
-
-        def work(job):
-            return session.convert(
-                asset=asset,
-                href=href,
-                collection_id=collection_id,
-                item_id=item_id,
-                catalog=catalog,
-                output_format=output_format,
-                bbox=bbox,
-                bbox_crs=bbox_crs,
-                bands=bands,
-                creation_options=creation_options,
-                output_name=output_name,
-                job=job,
-                dry_run=dry_run,
-            )
-
-        return _answer(await run_job(ctx, session.core.job_slots, work))
-
-    @tool(mcp, WRITES_OUTPUT, estimates=True, app=map_app_config())
-    async def preview(
-        href: HrefArg = None,
-        collection_id: CollectionIdArg = None,
-        item_id: ItemIdArg = None,
-        asset: AssetArg = None,
-        catalog: CatalogArg = None,
-        assets: json_text(
-            list[str] | None,
-            "1 asset (colormap) or 3 (RGB); default: visual, else red/green/blue",
-        ) = None,
-        bbox: json_text(
-            Annotated[list[float], Field(min_length=4, max_length=4)] | None,
-            "[west, south, east, north] in WGS84",
-        ) = None,
-        max_size: Annotated[
-            int, Field(ge=16, le=2048, description="longest side of the image in pixels")
-        ] = 512,
-        dry_run: DryRun = False,
-        ctx: Context = CurrentContext(),
-    ) -> OutputRecord:
-        """A quicklook PNG of an item (true colour) or of one asset (colormap), returned as an image
-        and saved as an output. Reads overviews: quick even for whole scenes.
-
-        Example: preview(collection_id="sentinel-2-l2a", item_id="S2B_...", bbox=[13.55, 45.85, 13.75, 45.98]).
-        """
-        from fastmcp.utilities.types import Image
-        from mcp.types import TextContent
-
-        def work(job):
-            return session.preview(
-                asset=asset,
-                assets=assets,
-                href=href,
-                collection_id=collection_id,
-                item_id=item_id,
-                catalog=catalog,
-                bbox=bbox,
-                max_size=max_size,
-                job=job,
-                dry_run=dry_run,
-            )
-
-        image = await run_job(ctx, session.core.job_slots, work)
-        if dry_run:
-            return estimate_result(image)
-        record = image.record
-        note = (
-            f"{image.title} ({image.width} x {image.height} px); output {record.id}, record at {record.uri}"
+    store, limit = session.outputs, session.settings.limits.max_resource_bytes
+    record = store.get(output_id)
+    path = store.path(output_id)
+    size = path.stat().st_size
+    if size > limit:
+        name = path.relative_to(store.workspace).as_posix()
+        raise LimitExceeded(
+            f"output '{output_id}' is {size} bytes, more than limits.max_resource_bytes={limit}, so it is "
+            f"not served as a resource; it is {name} in the server's workspace (or convert a smaller bbox)"
         )
-        picture = Image(data=image.png, format="png").to_image_content()
-        note = TextContent(type="text", text=note)
-        return linked_result(record, [record], limit, extra=[picture, note], as_text=False)
-
-    @tool(mcp, LOCAL_READ)
-    def list_outputs() -> OutputList:
-        """The outputs in the workspace, newest first: id, uri, file, size, operation, source datetime."""
-        return OutputList(outputs=[r.summary() for r in store.list()], workspace=str(store.root))
-
-    @tool(mcp, LOCAL_DELETE)
-    def delete_output(
-        output_id: Annotated[str, Field(description="an id from list_outputs")],
-    ) -> OutputSummary:
-        """Delete an output's file and record from the workspace; returns what was deleted."""
-        return store.delete(output_id).summary()
-
-    @resource(mcp, OUTPUT_URI, mime_type="application/geo+json")
-    def output_record(output_id: str) -> str:
-        """An output's STAC-like record: footprint, proj, raster bands, processing, checksum, derived_from."""
-        return store.get(output_id).model_dump_json()
-
-    @resource(
-        mcp,
-        OUTPUT_FILE_URI,
-        mime_type="application/octet-stream",
-        description=f"An output's file (binary), if at most limits.max_resource_bytes ({limit} bytes).",
-    )
-    def output_file(output_id: str):
-        from fastmcp.resources import ResourceContent, ResourceResult
-
-        from ...errors import LimitExceeded
-
-        record = store.get(output_id)
-        path = store.path(output_id)
-        size = path.stat().st_size
-        if size > limit:
-            name = path.relative_to(store.workspace).as_posix()
-            raise LimitExceeded(
-                f"output '{output_id}' is {size} bytes, more than limits.max_resource_bytes={limit}, so it is "
-                f"not served as a resource; it is {name} in the server's workspace (or convert a smaller bbox)"
-            )
-        data = store.read_bytes(output_id)  # refuses a symbolic link at open (O_NOFOLLOW)
-        return ResourceResult([ResourceContent(data, mime_type=record.file.type)])
+    data = store.read_bytes(output_id)  # refuses a symbolic link at open (O_NOFOLLOW)
+    return ResourceResult([ResourceContent(data, mime_type=record.file.type)])
