@@ -12,9 +12,9 @@ How one item is measured (`measure_item`, items concurrently on the process's re
 3. the grid: the finest of the bands' own grids (pixels are never resampled; coarser bands and
    the mask are sampled onto it by pixel centre, exact when grids nest as Sentinel-2's 10/20 m
    do), or a grid of `resolution` in the item's CRS when one is asked for;
-4. the zones projected into the item's CRS (once per CRS and call) and grouped by the tile of the
-   grid under their centre: each group is one window read, the tiles under its zones and no
-   more, shared by every zone of the group;
+4. the zones projected into the item's CRS (once per CRS and call, vertex by vertex as GeoPandas'
+   `to_crs` does) and grouped by the tiles under their bounding boxes: each group is one window
+   read of those tiles and no others, shared by every zone of the group;
 5. per window: each item's scale/offset applied, nodata and (with `mask_clouds`) every pixel that
    is not clear masked, the expression evaluated, and `exact_extract` run on the window with the
    group's zones: partial pixels count by the share of their area inside the zone.
@@ -390,7 +390,8 @@ class Window:
 
 def windows(grid: Grid, bounds, indexes: list[int]) -> tuple[list[Window], list[int]]:
     """The windows that cover zones `indexes` (their `bounds` in the grid's CRS, N x 4), grouped
-    by the tile under each zone's centre; and the zones that lie outside the grid."""
+    by the tiles under their bounding boxes (a window reads those tiles and no other); and the
+    zones that lie outside the grid."""
     import numpy as np
 
     inverse = ~grid.transform
@@ -401,16 +402,12 @@ def windows(grid: Grid, bounds, indexes: list[int]) -> tuple[list[Window], list[
     inside = (c1 > c0) & (r1 > r0)
     outside = [indexes[i] for i in np.flatnonzero(~inside)]
     groups: dict[tuple, list[int]] = {}
+    bw, bh = grid.block
     for i in np.flatnonzero(inside):
         size = (c1[i] - c0[i]) * (r1[i] - r0[i])
-        key = (
-            ("alone", i)
-            if size > WINDOW_PIXELS
-            else (
-                int((c0[i] + c1[i]) / 2 // grid.block[0]),
-                int((r0[i] + r1[i]) / 2 // grid.block[1]),
-            )
-        )
+        # the tiles under the zone's bounding box: zones under the same tiles share one read
+        tiles = (int(c0[i]) // bw, int(r0[i]) // bh, (int(c1[i]) - 1) // bw, (int(r1[i]) - 1) // bh)
+        key = ("alone", i) if size > WINDOW_PIXELS else tiles
         groups.setdefault(key, []).append(int(i))
     found = []
     for members in groups.values():
