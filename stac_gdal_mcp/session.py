@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from .results import CloudCover, Preview, SearchResults
 
 #: What names an input of the processing methods: an href, an item (a STAC item dict, a
-#: pystac.Item, an ItemSummary from a search), an item reference (collection_id, item_id) or an
-#: already resolved `AssetSource`.
+#: pystac.Item, an ItemSummary from a search), an item reference (collection_id, item_id), an
+#: `AssetRef` (as the MCP tools name it) or an already resolved `AssetSource`.
 Source = Any
 
 
@@ -201,25 +201,11 @@ class Session:
         >>> results.to_dataframe()[["id", "cloud_cover"]].to_dict("records")[0]
         {'id': 'S2A_33TUL_20240808_0_L2A', 'cloud_cover': 5.0}
         """
+        args = {k: v for k, v in locals().items() if k not in ("self", "catalog")}  # the arguments
         from .discovery.federated import catalog_ids, federated_search
         from .discovery.search import search_items
         from .results import SearchResults
 
-        args = dict(
-            collections=collections,
-            bbox=bbox,
-            intersects=intersects,
-            datetime=datetime,
-            ids=ids,
-            query=query,
-            filter=filter,
-            filter_lang=filter_lang,
-            sortby=sortby,
-            max_cloud_cover=max_cloud_cover,
-            limit=limit,
-            cursor=cursor,
-            detail=detail,
-        )
         several = catalog_ids(self.core, catalog)
         if len(several) > 1:  # one merged, de-duplicated result (discovery/federated.py)
             page = federated_search(self.core, several, **args)
@@ -266,6 +252,8 @@ class Session:
         ref = AssetRef(href, collection_id, item_id, asset, catalog)
         if source is None:
             return ref.resolve(self.core)
+        if isinstance(source, AssetRef) and not ref.given and asset is None:
+            return source.resolve(self.core)
         if ref.given:
             raise InvalidArgument(
                 "give the input either as `source` or as href / collection_id + item_id, not both"
@@ -434,8 +422,8 @@ class Session:
         from .processing.requests import AssetRef
         from .results import Preview
 
-        if source is None:  # as the server's tool names it
-            ref = AssetRef(href, collection_id, item_id, asset, catalog)
+        if source is None or isinstance(source, AssetRef):  # as the server's tool names it
+            ref = source or AssetRef(href, collection_id, item_id, asset, catalog)
             sources = previews.preview_sources(self.core, ref, assets)
         elif asset is not None or isinstance(source, (str, os.PathLike)) or _is_asset_source(source):
             if assets:

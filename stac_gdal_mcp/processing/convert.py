@@ -27,6 +27,29 @@ if TYPE_CHECKING:
 PERCENTILES = (2, 98)
 
 
+def _eight_bit(reader, request: ConvertRequest, path, indexes, window, transform, job: Job):
+    """Write the window as an 8-bit PNG/JPEG picture; (its raster facts, how it was rendered)."""
+    import numpy as np
+
+    fmt = request.fmt
+    data = reader.run(lambda s: s.read(indexes, window=window, masked=True))
+    valid = ~np.ma.getmaskarray(data).any(axis=0)
+    job.progress(1, 2, "read")
+    image = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=len(indexes) == 3)
+    write_8bit(fmt, path, image, valid, request.options, crs=reader.src.crs, transform=transform)
+    nodata = 0 if fmt.driver == "JPEG" else None
+    width, height = int(window.width), int(window.height)
+    facts = raster_facts(
+        reader.src.crs, transform, width, height, raster_bands(["uint8"] * len(indexes), nodata)
+    )
+    how = (
+        f"8-bit rendering: uint8 kept, others stretched between the {PERCENTILES[0]}th and "
+        f"{PERCENTILES[1]}th percentiles to 1-255 (one range for RGB); nodata "
+        + ("transparent (alpha band)" if fmt.driver == "PNG" else "black (0)")
+    )
+    return facts, how
+
+
 def band_indexes(bands: Sequence[int] | None, count: int, eight_bit: bool) -> list[int]:
     """1-based band numbers to read; PNG/JPEG take 1 band (gray) or 3 (RGB)."""
     if bands is None:
@@ -130,22 +153,7 @@ def run(core: Core, request: ConvertRequest, job: Job | None = None) -> OutputRe
         job.progress(0, 1, "planned")
         with store.writing(fmt.suffix, output_name, stem=f"convert-{source.stem}") as out:
             if fmt.eight_bit:
-                import numpy as np
-
-                data = reader.run(lambda s: s.read(indexes, window=window, masked=True))
-                valid = ~np.ma.getmaskarray(data).any(axis=0)
-                job.progress(1, 2, "read")
-                image = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=len(indexes) == 3)
-                write_8bit(fmt, out.path, image, valid, options, crs=reader.src.crs, transform=transform)
-                nodata = 0 if fmt.driver == "JPEG" else None
-                facts = raster_facts(
-                    reader.src.crs, transform, width, height, raster_bands(["uint8"] * len(indexes), nodata)
-                )
-                how = (
-                    f"8-bit rendering: uint8 kept, others stretched between the {PERCENTILES[0]}th and "
-                    f"{PERCENTILES[1]}th percentiles to 1-255 (one range for RGB); nodata "
-                    + ("transparent (alpha band)" if fmt.driver == "PNG" else "black (0)")
-                )
+                facts, how = _eight_bit(reader, request, out.path, indexes, window, transform, job)
             else:
                 parts = row_strips(width, height, len(indexes), dtype)
                 strips = len(parts)

@@ -112,13 +112,54 @@ def check_preview_read(
     )
 
 
+def _read_others(core: Core, sources, crs, area, size: tuple[int, int], resampling, job: Job) -> list:
+    """The 2nd and 3rd sources of a preview, read (warped into the first one's CRS if need be)
+    over `area` at `size` px."""
+    from rasterio.vrt import WarpedVRT
+    from rasterio.windows import from_bounds
+
+    settings = core.settings
+    out_w, out_h = size
+    layers = []
+    for number, other in enumerate(sources[1:], start=2):
+        with open_reader(other, settings, job=job) as reader, gdal_errors(other, "previewing"):
+            src = reader.src
+            if src.crs != crs:
+
+                def read_warped(s, other=other):
+                    with WarpedVRT(s, crs=crs, resampling=resampling) as vrt:
+                        part = from_bounds(*area, transform=vrt.transform)
+                        check_preview_read(
+                            other, s, part.width * part.height, part.width / out_w, 1, settings
+                        )
+                        return vrt.read(
+                            [1], window=part, out_shape=(1, out_h, out_w), resampling=resampling, masked=True
+                        )
+
+                layers.append(reader.run(read_warped, "previewing"))
+            else:
+                part = from_bounds(*area, transform=src.transform)
+                check_preview_read(other, src, part.width * part.height, part.width / out_w, 1, settings)
+                layers.append(
+                    reader.run(
+                        lambda s, p=part: s.read(
+                            [1], window=p, out_shape=(1, out_h, out_w), resampling=resampling, masked=True
+                        ),
+                        "previewing",
+                    )
+                )
+        job.progress(number, len(sources) + 1, f"read {other.label}")
+
+    return layers
+
+
 def run(core: Core, request: PreviewRequest, job: Job | None = None) -> tuple[OutputRecord, bytes]:
     """Read the request's sources decimated to at most `max_size` px, render to 8-bit PNG, store
     it; return the record and the PNG bytes. Its dry run is `estimate`."""
     import numpy as np
     from rasterio.enums import Resampling
     from rasterio.transform import Affine
-    from rasterio.windows import Window, from_bounds
+    from rasterio.windows import Window
     from rasterio.windows import bounds as window_bounds
 
     job = timed(job, core)
@@ -153,36 +194,7 @@ def run(core: Core, request: PreviewRequest, job: Job | None = None) -> tuple[Ou
             )
         ]
     job.progress(1, len(sources) + 1, f"read {first.label}")
-    for number, other in enumerate(sources[1:], start=2):
-        with open_reader(other, settings, job=job) as reader, gdal_errors(other, "previewing"):
-            src = reader.src
-            if src.crs != crs:
-                from rasterio.vrt import WarpedVRT
-
-                def read_warped(s, other=other):
-                    with WarpedVRT(s, crs=crs, resampling=resampling) as vrt:
-                        part = from_bounds(*area, transform=vrt.transform)
-                        check_preview_read(
-                            other, s, part.width * part.height, part.width / out_w, 1, settings
-                        )
-                        return vrt.read(
-                            [1], window=part, out_shape=(1, out_h, out_w), resampling=resampling, masked=True
-                        )
-
-                layers.append(reader.run(read_warped, "previewing"))
-            else:
-                part = from_bounds(*area, transform=src.transform)
-                check_preview_read(other, src, part.width * part.height, part.width / out_w, 1, settings)
-                layers.append(
-                    reader.run(
-                        lambda s, p=part: s.read(
-                            [1], window=p, out_shape=(1, out_h, out_w), resampling=resampling, masked=True
-                        ),
-                        "previewing",
-                    )
-                )
-        job.progress(number, len(sources) + 1, f"read {other.label}")
-
+    layers += _read_others(core, sources, crs, area, (out_w, out_h), resampling, job)
     data = np.ma.concatenate(layers)
     valid = ~np.ma.getmaskarray(data).any(axis=0)
     if data.shape[0] == 3:

@@ -92,44 +92,11 @@ def run(core: Core, request: ReprojectRequest, job: Job | None = None) -> Output
     record. Its dry run is `estimate`."""
     job = timed(job, core)
     source, fmt, crs, method = request.source, request.fmt, request.crs, request.method
-    resolution, bbox, bbox_crs, resampling = (
-        request.resolution,
-        request.bbox,
-        request.bbox_crs,
-        request.resampling,
-    )
+    bbox, bbox_crs, resampling = request.bbox, request.bbox_crs, request.resampling
     settings = core.settings
-
-    with open_raster(source, settings) as src, gdal_errors(source, "reading the header of"):
-        grid = warp_grid(src, crs, resolution, bbox, bbox_crs)
-        check_output_size(
-            grid.width,
-            grid.height,
-            src.count,
-            src.dtypes[0],
-            settings.limits,
-            resolution=max(grid.resolution),
-        )
-        factors = src.overviews(1)
-        native = native_resolution_in(src, crs)
-        level = choose_overview(factors, native, grid.resolution)
-        factor = factors[level] if level is not None else 1
-        read = source_pixels_read(grid, native, factor, src.width * src.height)
-        check_read_size(
-            read * src.count,
-            settings,
-            what=f"reprojecting {source.label} at {_res_text(grid.resolution)}",
-            hint=(
-                "pass a smaller bbox"
-                + (
-                    f" (the source has no overview coarse enough; its overviews: {list(factors) or 'none'})"
-                    if read > grid.width * grid.height
-                    else ""
-                )
-            ),
-        )
-        count, dtype, nodata, descriptions = src.count, src.dtypes[0], src.nodata, src.descriptions
-        scales, offsets = src.scales, src.offsets
+    grid, level, src = _plan(core, request)
+    count, dtype, nodata, descriptions = src.count, src.dtypes[0], src.nodata, src.descriptions
+    scales, offsets = src.scales, src.offsets
     job.progress(0, 1, "planned")
 
     parts = row_strips(grid.width, grid.height, count, dtype)
@@ -220,6 +187,44 @@ def run(core: Core, request: ReprojectRequest, job: Job | None = None) -> Output
                 f"written as {fmt.name}"
             ),
         )
+
+
+def _plan(core: Core, request: ReprojectRequest):
+    """(output grid, source overview level, the source's header facts) of a reprojection, after
+    checking its output size and read budget (from the header alone)."""
+    from types import SimpleNamespace
+
+    source, crs, settings = request.source, request.crs, core.settings
+    with open_raster(source, settings) as src, gdal_errors(source, "reading the header of"):
+        grid = warp_grid(src, crs, request.resolution, request.bbox, request.bbox_crs)
+        check_output_size(
+            grid.width,
+            grid.height,
+            src.count,
+            src.dtypes[0],
+            settings.limits,
+            resolution=max(grid.resolution),
+        )
+        factors = src.overviews(1)
+        native = native_resolution_in(src, crs)
+        level = choose_overview(factors, native, grid.resolution)
+        factor = factors[level] if level is not None else 1
+        read = source_pixels_read(grid, native, factor, src.width * src.height)
+        check_read_size(
+            read * src.count,
+            settings,
+            what=f"reprojecting {source.label} at {_res_text(grid.resolution)}",
+            hint=(
+                "pass a smaller bbox"
+                + (
+                    f" (the source has no overview coarse enough; its overviews: {list(factors) or 'none'})"
+                    if read > grid.width * grid.height
+                    else ""
+                )
+            ),
+        )
+        names = ("count", "nodata", "descriptions", "scales", "offsets", "dtypes")
+        return grid, level, SimpleNamespace(**{name: getattr(src, name) for name in names})
 
 
 def source_pixels_read(grid, native: tuple[float, float], factor: int, source_pixels: int) -> float:

@@ -107,22 +107,7 @@ def search_items(
     Example: search_items(collections=["sentinel-2-l2a"], bbox=[13.3, 45.7, 13.9, 46.1],
     datetime="2024-06-01/2024-08-31", max_cloud_cover=20, sortby="eo:cloud_cover", limit=10).
     """
-    results = session.search(
-        catalog=catalog,
-        collections=collections,
-        bbox=bbox,
-        intersects=intersects,
-        datetime=datetime,
-        ids=ids,
-        query=query,
-        filter=filter,
-        filter_lang=filter_lang,
-        sortby=sortby,
-        max_cloud_cover=max_cloud_cover,
-        limit=limit,
-        cursor=cursor,
-        detail=detail,
-    )
+    results = session.search(**{k: v for k, v in locals().items() if k != "session"})
     page = results.page  # several catalogs: already one merged result (discovery/federated.py)
     return page if isinstance(page, FederatedSearchResult) else FederatedSearchResult(**dict(page))
 

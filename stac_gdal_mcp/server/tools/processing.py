@@ -15,6 +15,7 @@ from pydantic import Field
 from ...outputs import OutputList, OutputRecord, OutputSummary
 from ...processing.grids import RESAMPLING
 from ...processing.inspect import AssetInfo
+from ...processing.requests import AssetRef
 from ...session import Session
 from ..images import QuicklookArg, quicklook_content
 from ..links import estimate_result, linked_result
@@ -50,11 +51,11 @@ def _answer(session: Session, result, extra=()):
     return estimate_result(result)
 
 
-def _inspect(session: Session, *, job, **ref):
+def _inspect(session: Session, ref: AssetRef, *, job):
     """inspect_asset's work: bounded in time and cancellable like the other jobs."""
     job.limit_time(session.settings.limits.job_timeout_s)
     job.check()
-    info = session.inspect(**ref)
+    info = session.inspect(ref)
     job.check()
     return info
 
@@ -74,8 +75,8 @@ async def inspect_asset(
 
     Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red").
     """
-    ref = dict(asset=asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog)
-    return await run_job(ctx, session, _inspect, session, **ref)
+    ref = AssetRef(href, collection_id, item_id, asset, catalog)
+    return await run_job(ctx, session, _inspect, session, ref)
 
 
 @session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
@@ -115,11 +116,7 @@ async def reproject_asset(
         ctx,
         session,
         session.reproject,  # in the worker thread: resolving may call the catalog
-        asset=asset,
-        href=href,
-        collection_id=collection_id,
-        item_id=item_id,
-        catalog=catalog,
+        AssetRef(href, collection_id, item_id, asset, catalog),
         dst_crs=dst_crs,
         resolution=resolution,
         bbox=bbox,
@@ -168,11 +165,7 @@ async def convert_asset(
         ctx,
         session,
         session.convert,
-        asset=asset,
-        href=href,
-        collection_id=collection_id,
-        item_id=item_id,
-        catalog=catalog,
+        AssetRef(href, collection_id, item_id, asset, catalog),
         output_format=output_format,
         bbox=bbox,
         bbox_crs=bbox_crs,
@@ -216,11 +209,7 @@ async def preview(
         ctx,
         session,
         session.preview,
-        asset=asset,
-        href=href,
-        collection_id=collection_id,
-        item_id=item_id,
-        catalog=catalog,
+        AssetRef(href, collection_id, item_id, asset, catalog),
         assets=assets,
         bbox=bbox,
         max_size=max_size,
