@@ -51,6 +51,13 @@ def _answer(session: Session, result, extra=()):
     return estimate_result(result)
 
 
+def _call(values: dict) -> tuple[AssetRef, dict]:
+    """A tool's arguments (its `locals()` on entry): its input as one AssetRef, and the others as
+    they go to the Session method (the session, the context and quicklook left out)."""
+    ref = AssetRef(*(values.pop(name) for name in ("href", "collection_id", "item_id", "asset", "catalog")))
+    return ref, {k: v for k, v in values.items() if k not in ("session", "ctx", "quicklook")}
+
+
 def _inspect(session: Session, ref: AssetRef, *, job):
     """inspect_asset's work: bounded in time and cancellable like the other jobs."""
     job.limit_time(session.settings.limits.job_timeout_s)
@@ -75,7 +82,7 @@ async def inspect_asset(
 
     Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red").
     """
-    ref = AssetRef(href, collection_id, item_id, asset, catalog)
+    ref, _ = _call(locals())
     return await run_job(ctx, session, _inspect, session, ref)
 
 
@@ -112,20 +119,8 @@ async def reproject_asset(
     Example: reproject_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red",
     dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]).
     """
-    result = await run_job(
-        ctx,
-        session,
-        session.reproject,  # in the worker thread: resolving may call the catalog
-        AssetRef(href, collection_id, item_id, asset, catalog),
-        dst_crs=dst_crs,
-        resolution=resolution,
-        bbox=bbox,
-        bbox_crs=bbox_crs,
-        resampling=resampling,
-        output_format=output_format,
-        output_name=output_name,
-        dry_run=dry_run,
-    )
+    ref, arguments = _call(locals())  # resolved in the worker thread: it may call the catalog
+    result = await run_job(ctx, session, session.reproject, ref, **arguments)
     if quicklook and isinstance(result, OutputRecord):
         from anyio import to_thread
 
@@ -161,19 +156,8 @@ async def convert_asset(
     Example: convert_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="visual",
     output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]).
     """
-    result = await run_job(
-        ctx,
-        session,
-        session.convert,
-        AssetRef(href, collection_id, item_id, asset, catalog),
-        output_format=output_format,
-        bbox=bbox,
-        bbox_crs=bbox_crs,
-        bands=bands,
-        creation_options=creation_options,
-        output_name=output_name,
-        dry_run=dry_run,
-    )
+    ref, arguments = _call(locals())
+    result = await run_job(ctx, session, session.convert, ref, **arguments)
     return _answer(session, result)
 
 
@@ -202,19 +186,11 @@ async def preview(
 
     Example: preview(collection_id="sentinel-2-l2a", item_id="S2B_...", bbox=[13.55, 45.85, 13.75, 45.98]).
     """
+    ref, arguments = _call(locals())  # (before any other name is bound here)
+    image = await run_job(ctx, session, session.preview, ref, **arguments)
     from fastmcp.utilities.types import Image
     from mcp.types import TextContent
 
-    image = await run_job(
-        ctx,
-        session,
-        session.preview,
-        AssetRef(href, collection_id, item_id, asset, catalog),
-        assets=assets,
-        bbox=bbox,
-        max_size=max_size,
-        dry_run=dry_run,
-    )
     if dry_run:
         return estimate_result(image)
     record = image.record
