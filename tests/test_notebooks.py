@@ -3,6 +3,9 @@ with nbclient (a Jupyter kernel of this environment) in a temporary folder with 
 workspace, and its outputs must hold the figures it promises - `image/png` for matplotlib
 figures and Previews, `text/html` with `<img` for the search table with thumbnails.
 
+What they print is checked too: the claims a reader takes away ("same values ... True" after the
+two schedulers' runs; every saved output named with a title, never "(None)").
+
 The committed notebooks carry no outputs (they are stripped: no outputs, execution_count null).
 
 With NOTEBOOK_FIGURES=<folder> the run also writes each notebook's first figure
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from pathlib import Path
 
 import nbformat
@@ -29,6 +33,22 @@ EXPECTED = {
     "processing": {"image/png": 3, "html_img": 0},  # reprojected Preview; NDVI plot; composite
     "scale": {"image/png": 1, "html_img": 0},  # the series on the cluster vs on threads
 }
+
+
+# Per notebook: (pattern that must match the printed text, how many times), and what must not appear.
+PRINTED = {
+    "scale": [(r"^same values \(NaN on the same days\): True - \d+ day\(s\) without a usable pixel$", 1)],
+    "processing": [(r"^\S+  \(.+\)$", 3), (r"^  file: \S+, [1-9]\d* derived_from links$", 3)],
+    "clouds": [],
+    "discovery": [],
+}
+NEVER_PRINTED = ["(None)", ": False", "nan"]
+
+
+def printed(book) -> str:
+    return "".join(
+        o.get("text", "") for cell in book.cells for o in cell.get("outputs", []) if o.output_type == "stream"
+    )
 
 
 def test_every_notebook_is_expected():
@@ -84,6 +104,12 @@ def test_notebook_runs_and_shows_its_figures(name, tmp_path, monkeypatch):
     errors = [o for cell in book.cells for o in cell.get("outputs", []) if o.output_type == "error"]
     assert not errors
     assert kinds(book) == EXPECTED[name]
+    text = printed(book)
+    for pattern, count in PRINTED[name]:
+        found = re.findall(pattern, text, flags=re.M)
+        assert len(found) == count, f"{name}: {count} line(s) like {pattern!r} expected in:\n{text}"
+    for words in NEVER_PRINTED:
+        assert words not in text, f"{name} printed {words!r}:\n{text}"
     png = figure(book)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     folder = os.environ.get("NOTEBOOK_FIGURES")
