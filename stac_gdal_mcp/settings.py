@@ -70,6 +70,16 @@ class CatalogConfig(BaseModel):
     def location(self) -> str:
         return self.url if self.url is not None else str(self.path)
 
+    @property
+    def kind(self) -> Literal["api", "local", "geoparquet"]:
+        """geoparquet: a .parquet file, a folder or a glob (catalogs/geoparquet.py); else api or local."""
+        path = None if self.path is None else Path(self.path).expanduser()
+        if self.location.lower().endswith((".parquet", ".geoparquet")) or (
+            path is not None and (path.is_dir() or any(c in str(path) for c in "*?["))
+        ):
+            return "geoparquet"
+        return "api" if self.url else "local"
+
     def resolved_headers(self, environ: dict[str, str] | None = None) -> dict[str, str]:
         """Header values of the form ``env:NAME`` are read from the environment."""
         return resolve_env_values(self.headers, environ, f"catalog '{self.id}': header")
@@ -172,6 +182,9 @@ class LimitSettings(BaseModel):
     task_ttl_s: float = Field(900, gt=0)
     # bytes of items one search_items(detail="full") answer may carry (a note and next_cursor past it)
     max_result_bytes: int = Field(1024**2, ge=1024)
+    # one SQL query over a stac-geoparquet catalog: memory DuckDB may use, and wall time, seconds
+    query_memory_mb: int = Field(512, ge=16)
+    query_timeout_s: float = Field(30, gt=0)
 
 
 class PluginSettings(BaseModel):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog, cursors
+from ..catalogs.geoparquet import GeoparquetCatalog
 from ..errors import InvalidArgument, InvalidCursor, NotFound
 from ..models import CollectionDetail, CollectionList, Queryable, Queryables
 from ..stac import link_href
@@ -45,12 +46,12 @@ def list_collections(
     notes: list[str] = []
     state = core.cursors.decode(cursor, "collections", cat.id) if cursor else None
 
-    if isinstance(cat, LocalCatalog) or (not cat.features.free_text and q):
+    if isinstance(cat, (LocalCatalog, GeoparquetCatalog)) or (not cat.features.free_text and q):
         # Filter the whole list here: local catalogs, or APIs without free-text collection search.
         if isinstance(cat, RemoteCatalog):
             notes.append(f"catalog '{cat.id}' lacks free-text collection search: q applied client-side")
         all_collections = (
-            list(cat.collections.values()) if isinstance(cat, LocalCatalog) else _all_collections(cat)
+            list(cat.collections.values()) if not isinstance(cat, RemoteCatalog) else _all_collections(cat)
         )
         chosen = [c for c in all_collections if not q or _matches_text(c, q)]
         offset = cursors.offset(state, total=len(chosen)) if state else 0
@@ -98,7 +99,7 @@ def _all_collections(cat: RemoteCatalog, max_pages: int = 50) -> list[dict]:
 
 
 def all_collection_ids(cat: RemoteCatalog | LocalCatalog) -> list[str]:
-    if isinstance(cat, LocalCatalog):
+    if isinstance(cat, (LocalCatalog, GeoparquetCatalog)):
         return list(cat.collections)
     return [c["id"] for c in _all_collections(cat)]
 
@@ -169,6 +170,8 @@ def _infer_queryables(items: list[dict]) -> list[Queryable]:
 def get_queryables(core: Core, collection_id: str | None = None, catalog: str | None = None) -> Queryables:
     """Properties usable in `filter`/`query`, with types (inferred for local catalogs)."""
     cat = core.catalogs.get(catalog)
+    if isinstance(cat, GeoparquetCatalog):  # typed by the Parquet schema
+        return Queryables(collection_id=collection_id, queryables=cat.queryables(collection_id))
     if isinstance(cat, LocalCatalog):
         items = cat.items
         if collection_id is not None:

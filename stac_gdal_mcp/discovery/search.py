@@ -19,12 +19,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog, ResultBudget, cursors
+from ..catalogs.geoparquet import GeoparquetCatalog
 from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, NotSupported
 from ..models import SearchResult
 from ..stac import find_link
 from . import aliases
 from . import params as p
 from .local import local_search
+from .parquet_search import parquet_page
 from .query import Search, and_all, check_search, cloud_cover_condition
 from .summaries import item_summary
 
@@ -296,7 +298,23 @@ def search_items(
         collections = resolved.collections
         notes += resolved.notes
 
-    if isinstance(cat, LocalCatalog):
+    if isinstance(cat, GeoparquetCatalog):  # SQL over stac-geoparquet files (parquet_search.py)
+        args = (
+            collections,
+            bbox,
+            intersects,
+            datetime,
+            ids,
+            query,
+            filter,
+            filter_lang,
+            sortby,
+            max_cloud_cover,
+        )
+        search = _search_from_cursor(state) if state is not None else check_search(*args)
+        page_budget = budget if detail == "full" else None
+        features, matched, next_state = parquet_page(cat, search, state, limit, page_budget)
+    elif isinstance(cat, LocalCatalog):
         if state is None:
             search = check_search(
                 collections,

@@ -1,0 +1,362 @@
+"""A stac-geoparquet catalog: one Parquet file, a folder of them or a glob, searched in DuckDB.
+
+    [[catalogs]]
+    id = "s2-snapshot"
+    path = "~/data/sentinel-2-l2a.parquet"     # or a folder, or "parts/*.parquet"
+
+Nothing is loaded into memory: each search is one SQL query over the files (DuckDB reads only
+the columns and row groups it needs, Parquet statistics prune the rest), bounded in memory and
+time by `limits.query_memory_mb` and `limits.query_timeout_s`. The answers are those of a STAC
+API serving the same items (pgstac's rules): the footprint test is exact (bbox overlap in SQL,
+then shapely on the WKB geometry of the rows found), the order is `sortby` then collection and
+id in the direction of the first key (default: datetime descending), NULLS as PostgreSQL puts
+them, and a cursor holds the position in that order, so pages have no gaps and no repeats.
+
+Collections come from the files' own metadata (stac-geoparquet 1.1 `collections`), else a
+sidecar `collections.json` beside them (a list, an object with `collections`, or one
+Collection), else they are implied by the `collection` column (with their extents).
+
+Every file is checked once per version (size and modification time): a corrupt or truncated
+file, or one that is not stac-geoparquet, is refused in one line naming it.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import (
+    CollectionNotFound,
+    ConfigError,
+    InvalidFilter,
+    ItemNotFound,
+    LimitExceeded,
+    StacGdalMcpError,
+)
+from ..models import Queryable, SearchFeatures
+from ..settings import CatalogConfig, Settings
+from .security import shown
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+REQUIRED = ("id", "geometry")  # columns without which a file is not stac-geoparquet
+NOT_QUERYABLE = {"type", "stac_version", "stac_extensions", "links", "assets", "bbox"}
+
+
+class GeoparquetError(StacGdalMcpError):
+    """A stac-geoparquet file cannot be used (unreadable, not stac-geoparquet, missing a column)."""
+
+
+@dataclass
+class _Files:
+    """The checked files of one version: paths, merged schema, collections described in them."""
+
+    stamp: tuple
+    paths: list[str]
+    schema: dict[str, pa.DataType]
+    described: dict[str, dict]
+
+
+class GeoparquetCatalog:
+    """Items in stac-geoparquet files, searched with SQL (see the module docstring)."""
+
+    kind = "geoparquet"
+
+    def __init__(self, config: CatalogConfig, settings: Settings):
+        self.config = config
+        self.settings = settings
+        self._lock = threading.RLock()  # collections read the files under it
+        self._files: _Files | None = None
+        self._implied: tuple[tuple, dict[str, dict]] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    @property
+    def features(self) -> SearchFeatures:
+        return SearchFeatures(
+            item_search=True,
+            filter_cql2_text=True,
+            filter_cql2_json=True,
+            query=True,
+            sort=True,
+            collection_search=True,
+            free_text=True,
+        )
+
+    # --- files ---------------------------------------------------------------------------------
+
+    @property
+    def pattern(self) -> str:
+        """The files as a glob: the path itself, every .parquet under a folder, or the glob."""
+        path = Path(self.config.path).expanduser()
+        if path.is_dir():
+            return str(path.resolve() / "**" / "*.parquet")
+        return str(path if path.is_absolute() else path.resolve())
+
+    @property
+    def files(self) -> _Files:
+        """The files, checked again when one was added, removed or changed."""
+        paths = sorted(glob.glob(self.pattern, recursive=True))
+        if not paths:
+            raise ConfigError(f"catalog '{self.id}': no stac-geoparquet file matches {self.pattern}")
+        stamp = tuple((p, *_stamp(p)) for p in paths)
+        with self._lock:  # tool calls run in threads: check the files once per version
+            if self._files is None or self._files.stamp != stamp:
+                self._files = _check_files(self.id, paths, stamp)
+            return self._files
+
+    def column(self, name: str) -> str:
+        """The SQL of a property: its column (datetime and end_datetime as pgstac reads them)."""
+        schema = self.files.schema
+        name = name.removeprefix("properties.")
+        if name == "datetime" and "start_datetime" in schema:
+            return 'coalesce("datetime", "start_datetime")' if "datetime" in schema else '"start_datetime"'
+        if name == "end_datetime":
+            ends = [quote(c) for c in ("end_datetime", "datetime") if c in schema]
+            if ends:
+                return f"coalesce({', '.join(ends)})" if len(ends) > 1 else ends[0]
+        if name not in schema:
+            raise InvalidFilter(
+                f"catalog '{self.id}': no column '{name}' in {_files_named(self.files.paths)}; "
+                "get_queryables lists the columns"
+            )
+        return quote(name)
+
+    # --- collections and items -----------------------------------------------------------------
+
+    @property
+    def collections(self) -> dict[str, dict]:
+        """Collections described by the files or a sidecar, and those implied by the items."""
+        files = self.files
+        with self._lock:
+            if self._implied is None or self._implied[0] != files.stamp:
+                self._implied = (files.stamp, self._implied_collections(files))
+            implied = self._implied[1]
+        return {**implied, **{k: v for k, v in files.described.items() if k in implied or not implied}}
+
+    def _implied_collections(self, files: _Files) -> dict[str, dict]:
+        if "collection" not in files.schema:
+            return {}
+        box = (
+            "min(bbox.xmin), min(bbox.ymin), max(bbox.xmax), max(bbox.ymax)"
+            if "bbox" in files.schema
+            else "NULL, NULL, NULL, NULL"
+        )
+        when = self.column("datetime")
+        rows = self.run(
+            f"SELECT collection, {box}, min({when}), max({self.column('end_datetime')}) "
+            f"FROM {self.source()} WHERE collection IS NOT NULL GROUP BY collection ORDER BY collection"
+        ).to_pylist()
+        out = {}
+        for row in rows:
+            cid, *bounds, start, end = row.values()
+            described = files.described.get(cid)
+            out[cid] = described or _implied(cid, bounds, start, end)
+        return out
+
+    def collection(self, collection_id: str) -> dict:
+        try:
+            return self.collections[collection_id]
+        except KeyError:
+            raise CollectionNotFound(
+                f"collection {shown(collection_id, 80)} not found in catalog '{self.id}'; "
+                f"it has: {', '.join(self.collections) or '(none)'}"
+            ) from None
+
+    def item(self, collection_id: str, item_id: str) -> dict:
+        self.collection(collection_id)
+        table = self.run(
+            f"SELECT * FROM {self.source()} WHERE collection = ? AND id = ? LIMIT 1",
+            [collection_id, item_id],
+        )
+        found = self.items(table)
+        if not found:
+            raise ItemNotFound(
+                f"item {shown(item_id, 80)} not found in collection {shown(collection_id, 80)} "
+                f"of catalog '{self.id}'"
+            )
+        return found[0]
+
+    def sign(self, item: dict) -> dict:
+        return item
+
+    def items(self, table: pa.Table) -> list[dict]:
+        """Rows as STAC item dicts (stac-geoparquet's conversion): absent properties left out,
+        relative asset hrefs made absolute against the catalog's folder."""
+        from stac_geoparquet.arrow import stac_table_to_items
+
+        base = Path(self.files.paths[0]).parent
+        out = []
+        for item in stac_table_to_items(table):
+            item["properties"] = {k: v for k, v in item["properties"].items() if v is not None}
+            for asset in (item.get("assets") or {}).values():
+                href = asset.get("href") or ""
+                if href and "://" not in href and not href.startswith("/"):
+                    asset["href"] = str((base / href).resolve())
+            out.append(item)
+        return out
+
+    def queryables(self, collection_id: str | None = None) -> list[Queryable]:
+        """The columns that can be filtered and sorted on, typed from the Parquet schema."""
+        if collection_id is not None:
+            self.collection(collection_id)
+        return [
+            Queryable(name=name, type=_json_type(kind))
+            for name, kind in sorted(self.files.schema.items())
+            if name not in NOT_QUERYABLE
+        ]
+
+    # --- SQL -----------------------------------------------------------------------------------
+
+    def source(self) -> str:
+        """The files as a DuckDB table function (paths inlined as SQL string literals)."""
+        listed = ", ".join("'" + p.replace("'", "''") + "'" for p in self.files.paths)
+        return f"read_parquet([{listed}], union_by_name = true)"
+
+    def run(self, sql: str, params: list | None = None) -> pa.Table:
+        """One query under limits.query_memory_mb and limits.query_timeout_s; DuckDB's errors
+        become one line naming the catalog and what went wrong."""
+        import duckdb
+
+        limits = self.settings.limits
+        con = duckdb.connect(config={"memory_limit": f"{limits.query_memory_mb}MB"})
+        con.execute("SET TimeZone = 'UTC'")
+        timer = threading.Timer(limits.query_timeout_s, con.interrupt)
+        timer.start()
+        try:
+            return con.sql(sql, params=params or []).to_arrow_table()
+        except duckdb.InterruptException:
+            raise LimitExceeded(
+                f"catalog '{self.id}': the query took longer than limits.query_timeout_s="
+                f"{limits.query_timeout_s:g} s; narrow the search (collections, bbox, datetime)"
+            ) from None
+        except duckdb.OutOfMemoryException:
+            raise LimitExceeded(
+                f"catalog '{self.id}': the query needed more than limits.query_memory_mb="
+                f"{limits.query_memory_mb} MB; narrow the search or sort on fewer rows"
+            ) from None
+        except (duckdb.ConversionException, duckdb.BinderException) as exc:
+            raise InvalidFilter(f"catalog '{self.id}': {_first_line(exc)}") from None
+        except duckdb.Error as exc:
+            raise GeoparquetError(
+                f"catalog '{self.id}': reading {_files_named(self.files.paths)} failed: {_first_line(exc)}"
+            ) from None
+        finally:
+            timer.cancel()
+            con.close()
+
+
+def quote(name: str) -> str:
+    """A SQL identifier: double-quoted, inner quotes doubled."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _check_files(catalog_id: str, paths: list[str], stamp: tuple) -> _Files:
+    """Read each file's footer: readable Parquet, stac-geoparquet columns; the merged schema and
+    the collections described in the files' metadata or a sidecar collections JSON."""
+    import pyarrow.parquet as pq
+
+    schema: dict = {}
+    described: dict[str, dict] = {}
+    for path in paths:
+        try:
+            file_schema = pq.read_schema(path)
+        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a bad footer
+            raise GeoparquetError(
+                f"catalog '{catalog_id}': {path} is not a readable Parquet file ({_first_line(exc)}); "
+                "truncated or corrupt? download it again"
+            ) from None
+        missing = [c for c in REQUIRED if c not in file_schema.names]
+        if missing:
+            raise GeoparquetError(
+                f"catalog '{catalog_id}': {path} is not stac-geoparquet: it has no "
+                f"{' or '.join(repr(c) for c in missing)} column (columns: {', '.join(file_schema.names[:12])})"
+            )
+        for field in file_schema:
+            schema.setdefault(field.name, field.type)
+        described.update(_described(file_schema.metadata or {}))
+    for folder in dict.fromkeys(str(Path(p).parent) for p in paths):
+        described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
+    return _Files(stamp=stamp, paths=paths, schema=schema, described=described)
+
+
+def _described(metadata: dict) -> dict[str, dict]:
+    """Collections in a file's `stac-geoparquet` metadata (spec 1.1 `collections`, or the older
+    single `collection`)."""
+    try:
+        meta = json.loads(metadata.get(b"stac-geoparquet", b"{}"))
+    except ValueError:
+        return {}
+    found = dict(meta.get("collections") or {})
+    single = meta.get("collection")
+    if isinstance(single, dict) and single.get("id"):
+        found.setdefault(single["id"], single)
+    return {k: v for k, v in found.items() if isinstance(v, dict)}
+
+
+def _sidecar(catalog_id: str, path: Path) -> dict[str, dict]:
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise GeoparquetError(f"catalog '{catalog_id}': {path} is not JSON ({_first_line(exc)})") from None
+    listed = doc.get("collections", [doc]) if isinstance(doc, dict) else doc
+    return {c["id"]: c for c in listed if isinstance(c, dict) and c.get("id")}
+
+
+def _implied(cid: str, bounds: list, start, end) -> dict:
+    def iso(value):
+        return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    return {
+        "type": "Collection",
+        "id": cid,
+        "description": "",
+        "license": "other",
+        "extent": {
+            "spatial": {"bbox": [bounds] if None not in bounds else [[-180, -90, 180, 90]]},
+            "temporal": {"interval": [[iso(start), iso(end)]]},
+        },
+        "links": [],
+    }
+
+
+def _json_type(kind: pa.DataType) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
+        return "datetime"
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        return "number"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "string"
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return "geometry"
+    return "array" if pa.types.is_list(kind) or pa.types.is_large_list(kind) else "object"
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    st = Path(path).stat()
+    return st.st_mtime_ns, st.st_size
+
+
+def _files_named(paths: list[str]) -> str:
+    return paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more files"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
