@@ -1,0 +1,192 @@
+"""stac-geoparquet catalog figures (issue 21). Prints ratios against baselines run side by side.
+
+On a generated 1,000,000-item stac-geoparquet file (written once by stac-geoparquet, cached in
+the temp directory), one query - bbox + datetime + cloud filter + sortby, first page of 100:
+
+1. ours: `search_items` on a `[[catalogs]] path = "....parquet"` catalog (plan, SQL, exact
+   footprint test, Arrow -> STAC items, summaries), median of 5, vs the same query written by
+   hand in DuckDB SQL over the same file and turned into items the same way (target <= 2.0x,
+   and under 1 s);
+2. rustac's `DuckdbClient.search` on the same file (reported when it can run: it needs DuckDB's
+   `spatial` extension, which it downloads from extensions.duckdb.org);
+3. paging 20 pages deep through the cursors: every page under 1 s;
+4. peak RSS of this process during the searches (benchmarks/measure.py), target under 1 GiB.
+
+Run: python benchmarks/bench_geoparquet.py [--items N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+ROUNDS = 5
+PAGE = 100
+BBOX = [10.0, 40.0, 20.0, 50.0]
+DATETIME = "2023-01-01/2023-12-31"
+MAX_CLOUD = 20.0
+SORTBY = "-eo:cloud_cover"
+START = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def _item(index: int, rng: random.Random) -> dict:
+    """A Sentinel-2-like item: a ~1 degree square footprint somewhere on land-ish latitudes."""
+    west, south = rng.uniform(-179, 178), rng.uniform(-60, 69)
+    east, north = west + 1.0, south + 1.0
+    when = START + timedelta(seconds=index * 157)  # ~5 years, in time order like real snapshots
+    return {
+        "type": "Feature",
+        "stac_version": "1.0.0",
+        "stac_extensions": [],
+        "id": f"S2_{index:07d}",
+        "collection": "sentinel-2-l2a",
+        "geometry": {
+            "type": "Polygon",
+            "coordinates": [[[west, south], [east, south], [east, north], [west, north], [west, south]]],
+        },
+        "bbox": [west, south, east, north],
+        "properties": {
+            "datetime": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "platform": "sentinel-2a" if index % 2 else "sentinel-2b",
+            "eo:cloud_cover": round(rng.uniform(0, 100), 2),
+            "proj:code": "EPSG:32633",
+        },
+        "links": [],
+        "assets": {
+            band: {"href": f"https://example.com/S2_{index:07d}/{band}.tif", "type": "image/tiff"}
+            for band in ("red", "green", "blue", "nir")
+        },
+    }
+
+
+def generate(path: Path, n: int) -> Path:
+    """`n` items written as stac-geoparquet by the stac-geoparquet library, streamed."""
+    from stac_geoparquet.arrow import parse_stac_items_to_arrow, to_parquet
+
+    if path.exists():
+        return path
+    rng = random.Random(21)
+    started = time.perf_counter()
+    reader = parse_stac_items_to_arrow(
+        (_item(i, rng) for i in range(n)), chunk_size=50_000, schema="FirstBatch"
+    )
+    part = path.with_suffix(".part")
+    to_parquet(reader, part)  # one row group per batch of 50,000
+    part.rename(path)
+    print(f"generated {n:,} items in {time.perf_counter() - started:.0f} s: {path}", flush=True)
+    return path
+
+
+def direct_sql(path: Path) -> list[dict]:
+    """The same query written by hand in DuckDB SQL, rows turned into items by stac-geoparquet."""
+    import duckdb
+    from stac_geoparquet.arrow import stac_table_to_items
+
+    west, south, east, north = BBOX
+    con = duckdb.connect()
+    table = con.execute(
+        f"""SELECT * FROM read_parquet('{path}')
+        WHERE bbox.xmin <= ? AND bbox.xmax >= ? AND bbox.ymin <= ? AND bbox.ymax >= ?
+          AND datetime >= ? AND datetime <= ? AND "eo:cloud_cover" <= ?
+        ORDER BY "eo:cloud_cover" DESC, collection DESC, id DESC LIMIT {PAGE}""",
+        [
+            east,
+            west,
+            north,
+            south,
+            datetime(2023, 1, 1, tzinfo=UTC),
+            datetime(2023, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+            MAX_CLOUD,
+        ],
+    ).to_arrow_table()
+    return list(stac_table_to_items(table))
+
+
+def ours(session, cursor=None):
+    from stac_gdal_mcp.discovery.search import search_items
+
+    return search_items(
+        session,
+        catalog="big",
+        bbox=BBOX,
+        datetime=DATETIME,
+        max_cloud_cover=MAX_CLOUD,
+        sortby=SORTBY,
+        limit=PAGE,
+        cursor=cursor,
+    )
+
+
+def rustac_search(path: Path):
+    import rustac
+
+    client = rustac.DuckdbClient()
+    return client.search(
+        str(path),
+        bbox=BBOX,
+        datetime=DATETIME,
+        filter=f'"eo:cloud_cover" <= {MAX_CLOUD}',
+        sortby=SORTBY,
+        limit=PAGE,
+    )
+
+
+def median_s(fn, rounds: int = ROUNDS) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(rounds):
+        started = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    from measure import peak_rss_mb, reset_peak
+
+    from stac_gdal_mcp.core import Core
+    from stac_gdal_mcp.settings import load_settings
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--items", type=int, default=1_000_000)
+    args = parser.parse_args()
+    path = generate(Path(tempfile.gettempdir()) / f"bench-geoparquet-{args.items}.parquet", args.items)
+    print(f"file: {path.stat().st_size / 1024**2:.0f} MiB, {args.items:,} items")
+
+    core = Core(load_settings(catalogs=[{"id": "big", "path": str(path)}], default_catalog="big"))
+    reset_peak()
+    ours_s, page = median_s(lambda: ours(core))
+    sql_s, rows = median_s(lambda: direct_sql(path))
+    assert [i.id for i in page.items] == [r["id"] for r in rows], "ours and the SQL differ"
+    print(f"first page ({PAGE}) bbox+datetime+cloud+sortby, median of {ROUNDS}:")
+    print(f"  ours {ours_s * 1000:.0f} ms, direct DuckDB SQL {sql_s * 1000:.0f} ms: {ours_s / sql_s:.2f}x")
+    try:
+        rustac_s, found = median_s(lambda: rustac_search(path))
+        print(
+            f"  rustac {rustac_s * 1000:.0f} ms ({len(found)} items): ours / rustac {ours_s / rustac_s:.2f}x"
+        )
+    except Exception as exc:  # reported, not a failure of ours
+        print(f"  rustac: could not run here ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+    slowest, cursor, seen = 0.0, page.next_cursor, len(page.items)
+    for _ in range(20):
+        started = time.perf_counter()
+        page = ours(core, cursor)
+        slowest = max(slowest, time.perf_counter() - started)
+        seen += len(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    print(f"paging 20 pages deep ({seen} items): slowest page {slowest * 1000:.0f} ms")
+    print(f"peak RSS during the searches: {peak_rss_mb():.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
