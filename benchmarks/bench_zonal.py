@@ -132,6 +132,17 @@ def rasterstats_time(frame_in_crs, paths: list[str], stats) -> float | None:
     return time.perf_counter() - start
 
 
+def current_rss_mb() -> float:
+    """This process's resident memory now (Linux; 0 elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def main() -> None:
     from bench_cloud_bytes import local_catalog
 
@@ -175,6 +186,7 @@ def main() -> None:
             # 4. scale: memory of zones x items
             items, _ = make_items(server, base, scene_dir, args.items)
             core = local_catalog(folder, items)
+            before = current_rss_mb()
             reset_peak()
             frame_big, big_s = run_ours(
                 core,
@@ -205,7 +217,8 @@ def main() -> None:
         )
     print(
         f"  4. {args.zones:,} fields x {args.items} items (ndvi, masked): {big_s:.1f} s, {len(frame_big):,} rows, "
-        f"peak RSS {rss:.0f} MB (target < 1024): {'OK' if rss < 1024 else 'MISSED'}"
+        f"peak RSS {rss:.0f} MB, of which {before:.0f} MB resident before the call (the generated scene, the "
+        f"earlier steps) (target < 1024): {'OK' if rss < 1024 else 'MISSED'}"
     )
 
 
