@@ -58,3 +58,34 @@ def rasterize_aoi(geom: dict, shape: tuple[int, int], transform):
                 [geom], out_shape=shape, transform=transform, invert=True, all_touched=True
             )
     return inside
+
+
+def decimation(native: float, resolution: float | None) -> int:
+    """The whole factor by which the native grid is coarsened to reach `resolution`."""
+    if resolution is None:
+        return 1
+    if resolution <= 0:
+        raise InvalidArgument(f"resolution must be positive (got {resolution})")
+    return max(1, round(resolution / native))
+
+
+def coordinates(geom: dict) -> tuple[list[float], list[float]]:
+    """The x and y of every vertex of a GeoJSON geometry."""
+    xs, ys = [], []
+
+    def walk(c):
+        if isinstance(c[0], (int, float)):
+            xs.append(c[0])
+            ys.append(c[1])
+        else:
+            for part in c:
+                walk(part)
+
+    if geom["type"] == "GeometryCollection":
+        for g in geom["geometries"]:
+            gx, gy = coordinates(g)
+            xs += gx
+            ys += gy
+    else:
+        walk(geom["coordinates"])
+    return xs, ys

@@ -32,13 +32,13 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import Field
 
-from ..errors import AssetUnreadable, InvalidArgument, LimitExceeded, StacGdalMcpError
+from ..errors import InvalidArgument, LimitExceeded, StacGdalMcpError
 from ..models import Model
 from ..stac import item_datetime
-from .access import ONE_THREAD_PER_READ, asset_source, open_reader, read_each, suffix_driver
-from .aoi import aoi_geometry, project_aoi, rasterize_aoi
+from .access import ONE_THREAD_PER_READ, asset_source, open_reader, read_each
+from .aoi import aoi_geometry, coordinates, decimation, project_aoi, rasterize_aoi
 from .jobs import Job, timed
-from .masks import MaskSource
+from .masks import MaskSource, check_mask_format
 from .selection import Collections, item_mask, select_items
 
 log = logging.getLogger(__name__)
@@ -85,15 +85,6 @@ class CloudCoverResult(Model):
 # --- one item ---------------------------------------------------------------------------------
 
 
-def decimation(native: float, resolution: float | None) -> int:
-    """The whole factor by which the native grid is coarsened to reach `resolution`."""
-    if resolution is None:
-        return 1
-    if resolution <= 0:
-        raise InvalidArgument(f"resolution must be positive (got {resolution})")
-    return max(1, round(resolution / native))
-
-
 @dataclass(frozen=True)
 class AoiGrid:
     """The AOI on one mask grid: what every item on that grid (same CRS, transform, size and
@@ -136,7 +127,7 @@ class AoiGrids:
         geom = self._geoms.get(wkt)
         if geom is None:
             geom = self._geoms[wkt] = project_aoi(self.aoi_4326, src.crs)
-        xs, ys = _coords(geom)
+        xs, ys = coordinates(geom)
         cols, rows = ~grid @ (np.array(xs), np.array(ys))
         col0, col1 = math.floor(cols.min()), math.ceil(cols.max())
         row0, row1 = math.floor(rows.min()), math.ceil(rows.max())
@@ -212,36 +203,6 @@ def aoi_window_counts(
         "resolution": g.native * k,
         "crs": g.crs,
     }
-
-
-def _coords(geom: dict) -> tuple[list[float], list[float]]:
-    xs, ys = [], []
-
-    def walk(c):
-        if isinstance(c[0], (int, float)):
-            xs.append(c[0])
-            ys.append(c[1])
-        else:
-            for part in c:
-                walk(part)
-
-    if geom["type"] == "GeometryCollection":
-        for g in geom["geometries"]:
-            gx, gy = _coords(g)
-            xs += gx
-            ys += gy
-    else:
-        walk(geom["coordinates"])
-    return xs, ys
-
-
-MASK_DRIVERS = ("GTiff", "JP2OpenJPEG")
-
-
-def check_mask_format(source) -> None:
-    """Masks are read as GeoTIFF or JPEG 2000 only (a file name that says nothing: GeoTIFF)."""
-    if (suffix_driver(source.href_unsigned) or "GTiff") not in MASK_DRIVERS:
-        raise AssetUnreadable(f"{source.href_unsigned} is not a GeoTIFF or JPEG 2000 mask")
 
 
 def measure_item(
@@ -350,6 +311,20 @@ class CloudCoverRequest:
     asset: str | None = None
     resampling: str = "nearest"
 
+    def select(self, core) -> Selection:
+        """The items to measure - for the call and for its dry run alike."""
+        cat = core.catalogs.get(self.catalog)
+        selected, notes = select_items(
+            core,
+            self.aoi,
+            catalog=self.catalog,
+            items=None if self.items is None else list(self.items),
+            search=dict(self.search),
+            max_items=self.max_items,
+            default_max=DEFAULT_MAX_ITEMS,
+        )
+        return Selection(cat, selected, notes, Collections(cat))
+
 
 def check(
     aoi,
@@ -385,21 +360,6 @@ class Selection(NamedTuple):
     collections: Collections
 
 
-def select(core, request: CloudCoverRequest) -> Selection:
-    """The items to measure - for the call and for its dry run alike."""
-    cat = core.catalogs.get(request.catalog)
-    selected, notes = select_items(
-        core,
-        request.aoi,
-        catalog=request.catalog,
-        items=None if request.items is None else list(request.items),
-        search=dict(request.search),
-        max_items=request.max_items,
-        default_max=DEFAULT_MAX_ITEMS,
-    )
-    return Selection(cat, selected, notes, Collections(cat))
-
-
 def estimate(core, request: CloudCoverRequest):
     """What `run` would read (the masks' headers only)."""
     from .estimate import estimate_cloud_cover
@@ -415,7 +375,7 @@ def cloud_cover_stats(core, aoi, *, job: Job | None = None, **arguments) -> Clou
 def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverResult:
     """Cloud statistics over the AOI for the request's items. `job` receives one progress step
     per item measured and can cancel the call between items. Its dry run is `estimate`."""
-    cat, selected, notes, collections = select(core, request)
+    cat, selected, notes, collections = request.select(core)
     aoi_geom, resolution, sort = request.aoi, request.resolution, request.sort
     total = len(selected)
     rows: list[ItemCloudCover | None] = [None] * total

@@ -86,7 +86,7 @@ def estimate(core, request: CompositeRequest):
     """What computing and saving the composite would read and write (headers only)."""
     from .estimate.loads import estimate_load
 
-    return estimate_load(core, request.load, list(request.names), operation="composite")
+    return estimate_load(core, request.load, list(request.names), operation="composite", chunk=TILE)
 
 
 def composite(core, aoi, *, job: Job | None = None, **arguments) -> xr.DataArray:

@@ -76,6 +76,10 @@ class ConvertRequest:
     bands: Sequence[int] | None = None
     output_name: str | None = None
 
+    def band_indexes(self, count: int) -> list[int]:
+        """The band numbers read of a file of `count` bands (checked)."""
+        return band_indexes(self.bands, count, self.fmt.eight_bit)
+
 
 def check(
     source: AssetSource,

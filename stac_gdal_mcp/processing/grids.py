@@ -337,3 +337,11 @@ def check_output_size(
         f"the output would be {width} x {height} pixels x {count} band(s) of {dtype}: {'; '.join(over)}. "
         f"To shrink it, {hint}."
     )
+
+
+def source_pixels_read(grid, native: tuple[float, float], factor: int, source_pixels: int) -> float:
+    """About how many source pixels (of the overview with decimation `factor`) lie under the output
+    grid: output pixels x (output pixel / source pixel) in each direction, at most the whole level."""
+    ratio_x = grid.resolution[0] / (native[0] * factor)
+    ratio_y = grid.resolution[1] / (native[1] * factor)
+    return min(grid.width * grid.height * ratio_x * ratio_y, source_pixels / factor**2)

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import MaskNotFound
+from ..errors import AssetUnreadable, MaskNotFound
 from ..stac import band_entries
 
 CLASSES = ("nodata", "cloud", "shadow", "cirrus", "snow", "water")
@@ -302,3 +302,14 @@ def _maskish(key: str, meta: dict) -> bool:
     """A non-standard asset that still looks like a quality/cloud mask."""
     words = f"{key} {meta.get('title') or ''} {' '.join(meta.get('roles') or [])}".lower()
     return any(w in words for w in ("cloud", "mask", "qa", "quality", "classification", "scl"))
+
+
+MASK_DRIVERS = ("GTiff", "JP2OpenJPEG")
+
+
+def check_mask_format(source) -> None:
+    """Masks are read as GeoTIFF or JPEG 2000 only (a file name that says nothing: GeoTIFF)."""
+    from .access import suffix_driver
+
+    if (suffix_driver(source.href_unsigned) or "GTiff") not in MASK_DRIVERS:
+        raise AssetUnreadable(f"{source.href_unsigned} is not a GeoTIFF or JPEG 2000 mask")

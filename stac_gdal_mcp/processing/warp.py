@@ -28,6 +28,7 @@ from .grids import (
     native_resolution_in,
     parse_crs,
     parse_resampling,
+    source_pixels_read,
     warp_grid,
 )
 from .jobs import Job, timed
@@ -225,14 +226,6 @@ def _plan(core: Core, request: ReprojectRequest):
         )
         names = ("count", "nodata", "descriptions", "scales", "offsets", "dtypes")
         return grid, level, SimpleNamespace(**{name: getattr(src, name) for name in names})
-
-
-def source_pixels_read(grid, native: tuple[float, float], factor: int, source_pixels: int) -> float:
-    """About how many source pixels (of the overview with decimation `factor`) lie under the output
-    grid: output pixels x (output pixel / source pixel) in each direction, at most the whole level."""
-    ratio_x = grid.resolution[0] / (native[0] * factor)
-    ratio_y = grid.resolution[1] / (native[1] * factor)
-    return min(grid.width * grid.height * ratio_x * ratio_y, source_pixels / factor**2)
 
 
 def _res_text(res: tuple[float, float]) -> str:

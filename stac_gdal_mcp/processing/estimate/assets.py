@@ -32,7 +32,6 @@ def estimate_convert(core: Core, request) -> Estimate:
 
     from .. import formats
     from ..access import check_read_size
-    from ..convert import band_indexes
     from ..grids import bbox_window, check_output_size, crs_label
 
     source, fmt, bbox = request.source, request.fmt, request.bbox
@@ -45,7 +44,7 @@ def estimate_convert(core: Core, request) -> Estimate:
             if bbox is not None
             else Window(0, 0, src.width, src.height)
         )
-        indexes = band_indexes(request.bands, src.count, fmt.eight_bit)
+        indexes = request.band_indexes(src.count)
         dtype = src.dtypes[indexes[0] - 1]
         width, height = int(window.width), int(window.height)
         out_dtype = "uint8" if fmt.eight_bit else dtype
@@ -91,8 +90,14 @@ def estimate_reproject(core: Core, request) -> Estimate:
     """What `warp.run` of `request` (a `warp.ReprojectRequest`) would read and write."""
     from .. import formats
     from ..access import check_read_size
-    from ..grids import check_output_size, choose_overview, crs_label, native_resolution_in, warp_grid
-    from ..warp import source_pixels_read
+    from ..grids import (
+        check_output_size,
+        choose_overview,
+        crs_label,
+        native_resolution_in,
+        source_pixels_read,
+        warp_grid,
+    )
 
     source, fmt, crs, resampling = request.source, request.fmt, request.crs, request.resampling
     settings = core.settings

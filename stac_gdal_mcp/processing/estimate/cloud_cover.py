@@ -22,10 +22,10 @@ def estimate_cloud_cover(core: Core, request) -> Estimate:
     window of its mask (at the overview GDAL picks for `resolution`). Items whose mask cannot be
     found are noted."""
     from ..access import asset_source
-    from ..cloud import check_mask_format, select
+    from ..masks import check_mask_format
     from ..selection import item_mask
 
-    cat, selected, notes, collections = select(core, request)
+    cat, selected, notes, collections = request.select(core)
     aoi_geom, resolution, asset, resampling = (
         request.aoi,
         request.resolution,
@@ -91,14 +91,13 @@ def cloud_window(src, aoi_geom, resolution):
     import numpy as np
     from rasterio.transform import Affine
 
-    from ..aoi import project_aoi
-    from ..cloud import _coords, decimation
+    from ..aoi import coordinates, decimation, project_aoi
 
     native = abs(src.transform.a)
     k = decimation(native, resolution)
     grid = src.transform @ Affine.scale(k)
     height, width = math.ceil(src.height / k), math.ceil(src.width / k)
-    xs, ys = _coords(project_aoi(aoi_geom, src.crs))
+    xs, ys = coordinates(project_aoi(aoi_geom, src.crs))
     cols, rows = ~grid @ (np.array(xs), np.array(ys))
     col0, col1 = math.floor(cols.min()), math.ceil(cols.max())
     row0, row1 = math.floor(rows.min()), math.ceil(rows.max())

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 # --- time_series and composite (odc-stac loads) ----------------------------------------------------
 
 
-def estimate_load(core: Core, load: Load, names: list[str], *, operation: str) -> Estimate:
+def estimate_load(
+    core: Core, load: Load, names: list[str], *, operation: str, chunk: int | None = None
+) -> Estimate:
     """What an odc-stac load of `names` (time_series, composite) would read: for every item and
     asset, the source window of each dask chunk of the output grid (odc-stac reads a pasted
     window when the grids line up, else the chunk's footprint through GDAL's warper), at the
@@ -46,10 +48,7 @@ def estimate_load(core: Core, load: Load, names: list[str], *, operation: str) -
             width=width, height=height, crs=grid_crs, resolution=grid_res, rows=days, format="CSV + PNG chart"
         )
     estimate.limits = output_checks(width, height, len(names), "float32", core.settings.limits)
-    # the load's dask chunks: a composite is computed by output tiles (composite.TILE a side)
-    from ..composite import TILE
-
-    chunk = TILE if operation == "composite" else loads.CHUNK
+    chunk = chunk or loads.CHUNK  # the load's dask chunks (a composite's: its output tiles)
     estimate.notes.append(
         f"{days} solar days from {len(estimate.item_ids)} items; the load holds "
         f"{width} x {height} px x {len(names)} band(s) x {days} days of float32 "
