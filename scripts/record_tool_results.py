@@ -322,7 +322,7 @@ def _block(block: Any, norm: Normaliser) -> dict[str, Any]:
     if kind == "text":
         return {"type": "text", "text": norm.json_text(block.text)}
     if kind == "image":
-        return {"type": "image", "mimeType": block.mimeType, **_digest(base64.b64decode(block.data))}
+        return {"type": "image", "mimeType": block.mime_type, **_digest(base64.b64decode(block.data))}
     if kind == "resource_link":
         dumped = block.model_dump(mode="json", exclude_none=True)
         return norm.value(dumped)
@@ -400,7 +400,7 @@ async def _read(client, uri: str, norm: Normaliser) -> dict[str, Any]:
         return {"error": norm.text(str(exc))}
     out = []
     for content in contents:
-        entry: dict[str, Any] = {"mimeType": content.mimeType}
+        entry: dict[str, Any] = {"mimeType": content.mime_type}
         if hasattr(content, "text"):
             entry["text"] = norm.json_text(content.text)
         else:
