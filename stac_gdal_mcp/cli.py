@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser(
         "demo", help="offline tour: the server on the bundled sample catalog, driven as a client"
     )
-    demo.add_argument("--workspace", help="folder for the demo's outputs (default: a temporary folder)")
+    demo.add_argument("--workspace", help="folder for the demo's outputs (default: a new folder, kept and named at the end)")
     demo.set_defaults(func=_demo)
 
     index = sub.add_parser(

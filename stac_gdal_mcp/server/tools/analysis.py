@@ -92,7 +92,7 @@ def _saved_series(session: Session, aoi, expression, *, job, dry_run, **argument
     return series.result(frame, csv, chart), (csv, chart), chart_content(session, chart)
 
 
-@session_tool(WRITES_OUTPUT, task=True, estimates=True)
+@session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
 async def time_series(
     session: Session,
     aoi: AoiArg,
