@@ -54,6 +54,16 @@ def big(n_bytes: int) -> str:
 
 
 @mcp.tool
+def flood(n_bytes: int) -> str:
+    """Write n_bytes of log lines to stderr, then answer."""
+    line = "echo server: " + "x" * 86 + "\n"
+    for _ in range(n_bytes // len(line) + 1):
+        sys.stderr.write(line)
+    sys.stderr.flush()
+    return "flooded"
+
+
+@mcp.tool
 def fail(message: str) -> str:
     """Raise an error with this message."""
     raise ValueError(message)

@@ -6,7 +6,9 @@ startup, on the extension host's event loop (see host.py) and kept for the life 
 A server that fails to start or dies is not restarted: its tools answer with a clear error and
 list_extensions shows why. Its stderr goes through a pipe into a ring buffer in memory (the last
 STDERR_KEEP bytes; nothing on disk, however much it writes), whose last lines (redacted) are quoted
-when it fails. list_extensions and the log show the program's name and its number of arguments,
+when it fails. Its stdout is read by a thread of its own (stdio.py), one message at most
+`max_message_bytes`: a longer answer is dropped unread and its request fails with a clear error.
+Every request is bounded by the entry's `timeout_s`. list_extensions and the log show the program's name and its number of arguments,
 not the arguments (they may hold secrets), unless the entry sets `show_args = true`.
 """
 
@@ -31,6 +33,7 @@ log = logging.getLogger("stac_gdal_mcp.server.extensions")
 NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 KNOWN_KEYS = set(ExternalServerConfig.model_fields)
 STDERR_KEEP = 64 * 1024  # bytes of a child's stderr kept in memory (the most recent)
+MESSAGE_FACTOR = 16  # a message from a child may be this many times its max_result_bytes (+ 1 MiB)
 
 
 @dataclass
@@ -165,6 +168,12 @@ class ExternalServer:
     def timeout_s(self) -> float:
         return self.spec.config.timeout_s
 
+    @property
+    def max_message_bytes(self) -> int:
+        """The longest message read from the child; a longer one is dropped unread (results are
+        then cut to max_result_bytes: JSON escaping and the structured copy need the room)."""
+        return MESSAGE_FACTOR * self.spec.config.max_result_bytes + 2**20
+
     def redact(self, text: str) -> str:
         return redact(text, self.spec.secrets)
 
@@ -173,7 +182,8 @@ class ExternalServer:
         recorded in `status`/`error`."""
         import anyio
         from fastmcp import Client
-        from fastmcp.client.transports import StdioTransport
+
+        from .stdio import BoundedStdioTransport
 
         spec = self.spec
         log.info(
@@ -183,13 +193,8 @@ class ExternalServer:
             spec.cwd or os.getcwd(),
             ", ".join(sorted(spec.env)) or "empty",
         )
-        transport = StdioTransport(
-            spec.argv[0],
-            spec.argv[1:],
-            env=spec.env,
-            cwd=spec.cwd,
-            keep_alive=False,
-            log_file=self.stderr.open_writer(),
+        transport = BoundedStdioTransport(
+            spec.argv, spec.env, spec.cwd, self.stderr.open_writer(), self.max_message_bytes
         )
         # Requests are timed by `request` (anyio.fail_after), so the client sets no timeout of its own.
         self.client = Client(transport, name="stac-gdal-mcp", init_timeout=self.timeout_s)
@@ -234,6 +239,8 @@ class ExternalServer:
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
 
+        from .stdio import OVERSIZE
+
         if self.status != "running":
             raise ExternalServerError(self.unavailable())
         self._stderr_mark = self._stderr_size()
@@ -245,6 +252,12 @@ class ExternalServer:
                 f"external server '{self.name}' did not answer {what} within {self.timeout_s:g} s"
             ) from None
         except MCPError as exc:
+            if exc.error.code == OVERSIZE:
+                raise ExternalServerError(
+                    f"external server '{self.name}' sent an answer to {what} of more than "
+                    f"{self.max_message_bytes} bytes; it was dropped "
+                    f"(max_result_bytes is {self.spec.config.max_result_bytes})"
+                ) from None
             if exc.error.code == CONNECTION_CLOSED or not await self._alive():
                 await self._died(what)
                 raise ExternalServerError(self.unavailable()) from None
@@ -276,6 +289,7 @@ class ExternalServer:
         self.error = self.redact(
             f"it stopped during {what}; its tools are unavailable until stac-gdal-mcp restarts"
         )
+        await self.stderr.settled()
         self.error += self._stderr_tail(since=self._stderr_mark)
         # not a warning of its own: the failed request is logged, in one line that quotes this
         log.debug("external server %s died: %s", self.name, self.error)
@@ -283,6 +297,7 @@ class ExternalServer:
 
     async def _fail(self, why: str) -> None:
         self.status = "failed"
+        await self.stderr.settled()
         self.error = self.redact(why) + self._stderr_tail()
         log.warning("external server %s skipped: %s", self.name, self.error)
         await self._close_client()
@@ -298,7 +313,6 @@ class ExternalServer:
 
     def _stderr_tail(self, since: int = 0, lines: int = 3) -> str:
         """The last lines the child wrote to stderr after byte `since`, redacted, on one line."""
-        self.stderr.settle()
         text = self.stderr.since(max(since, self.stderr.total - 4096)).decode("utf-8", "replace")
         tail = [" ".join(line.split()) for line in text.splitlines()]
         tail = [line for line in tail if line.strip(" │╭╮╰╯─❱")][-lines:]
@@ -376,10 +390,13 @@ class StderrRing:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def settle(self, seconds: float = 0.2) -> None:
-        """Give the reader a moment to take in what a child that just failed wrote."""
+    async def settled(self, seconds: float = 0.2) -> None:
+        """Give the reader a moment to take in what a child that just failed wrote (waiting in a
+        worker thread: the host loop serves the other servers meanwhile)."""
+        import anyio
+
         if self._reader is not None and self._reader.is_alive():
-            self._reader.join(timeout=seconds)
+            await anyio.to_thread.run_sync(self._reader.join, seconds)
 
     def since(self, position: int) -> bytes:
         """The bytes written after `position` that are still kept."""
