@@ -26,6 +26,7 @@ import glob
 import json
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -111,6 +112,7 @@ class GeoparquetCatalog:
         with self._lock:  # tool calls run in threads: check the files once per version
             if self._files is None or self._files.stamp != stamp:
                 self._files = _check_files(self.id, paths, stamp)
+                self.__dict__.pop("database", None)  # no footer cached from another version
             return self._files
 
     def column(self, name: str) -> str:
@@ -221,14 +223,24 @@ class GeoparquetCatalog:
         listed = ", ".join("'" + p.replace("'", "''") + "'" for p in self.files.paths)
         return f"read_parquet([{listed}], union_by_name = true)"
 
+    @cached_property
+    def database(self):
+        """The catalog's DuckDB (in memory): one memory limit for its queries, Parquet footers
+        cached between them."""
+        import duckdb
+
+        database = duckdb.connect(config={"memory_limit": f"{self.settings.limits.query_memory_mb}MB"})
+        database.execute("SET GLOBAL TimeZone = 'UTC'")
+        database.execute("SET GLOBAL parquet_metadata_cache = true")
+        return database
+
     def run(self, sql: str, params: list | None = None) -> pa.Table:
         """One query under limits.query_memory_mb and limits.query_timeout_s; DuckDB's errors
         become one line naming the catalog and what went wrong."""
         import duckdb
 
         limits = self.settings.limits
-        con = duckdb.connect(config={"memory_limit": f"{limits.query_memory_mb}MB"})
-        con.execute("SET TimeZone = 'UTC'")
+        con = self.database.cursor()  # its own connection: interrupting it stops this query only
         timer = threading.Timer(limits.query_timeout_s, con.interrupt)
         timer.start()
         try:

@@ -14,6 +14,7 @@ and id), and the cursor holds `k` of the next page: no gaps, no repeats, whateve
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ class Plan:
     where: str
     params: list
     order: str
+    first_key: str  # the SQL of the first sort key
     area: Any = None  # a shapely geometry the footprints must intersect (bbox / intersects)
     sure: str | None = None  # SQL true for rows certain to intersect `area` (bbox inside it)
     sure_params: list | None = None
@@ -59,8 +61,14 @@ def parquet_page(
         cat.collection(cid)  # an unknown collection is an error, not an empty answer
     plan = make_plan(cat, search)
     offset = cursors.offset(state) if state is not None else 0
-    items, following = page(cat, plan, offset, limit, budget)
-    matched = cursors.checked(state, "matched", int) if state is not None else count(cat, plan)
+    if state is not None:
+        items, following = page(cat, plan, offset, limit, budget)
+        matched = cursors.checked(state, "matched", int)
+    else:  # the count beside the first page (DuckDB works outside the GIL)
+        with ThreadPoolExecutor(1) as pool:
+            counting = pool.submit(count, cat, plan)
+            items, following = page(cat, plan, offset, limit, budget)
+            matched = counting.result()
     if following is None:
         return items, matched, None
     return items, matched, {"search": search.__dict__, "offset": following, "matched": matched}
@@ -82,7 +90,7 @@ def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:
         if start is not None:
             where.append(f"{cat.column('end_datetime')} >= ?")
             params.append(start)
-    plan = Plan(where="", params=[], order=order(cat, search.sortby))
+    plan = Plan("", [], *order(cat, search.sortby))
     _spatial(cat, plan, search, where, params)
     condition = and_all(search.cql2_conditions())
     if condition is not None:
@@ -116,17 +124,17 @@ def _spatial(cat: GeoparquetCatalog, plan: Plan, search: Search, where: list, pa
         plan.sure_params = [west, east, south, north]
 
 
-def order(cat: GeoparquetCatalog, sortby: list[dict] | None) -> str:
+def order(cat: GeoparquetCatalog, sortby: list[dict] | None) -> tuple[str, str]:
     """ORDER BY as pgstac: sortby (default datetime desc), then collection and id in the
-    direction of the first key; NULLS LAST ascending and FIRST descending (PostgreSQL's)."""
+    direction of the first key; NULLS LAST ascending and FIRST descending (PostgreSQL's).
+    Also the SQL of the first key."""
     keys = list(sortby or [{"field": "datetime", "direction": "desc"}])
     named = {k["field"] for k in keys}
     keys += [{"field": f, "direction": keys[0]["direction"]} for f in ("collection", "id") if f not in named]
-    return ", ".join(
-        f"{cat.column(k['field'])} {'DESC NULLS FIRST' if k['direction'] == 'desc' else 'ASC NULLS LAST'}"
-        for k in keys
-        if k["field"] != "collection" or "collection" in cat.files.schema
-    )
+    keys = [k for k in keys if k["field"] != "collection" or "collection" in cat.files.schema]
+    columns = [cat.column(k["field"]) for k in keys]
+    directions = ["DESC NULLS FIRST" if k["direction"] == "desc" else "ASC NULLS LAST" for k in keys]
+    return ", ".join(f"{c} {d}" for c, d in zip(columns, directions, strict=True)), columns[0]
 
 
 def page(
@@ -134,16 +142,12 @@ def page(
 ) -> tuple[list[dict], int | None]:
     """Up to `limit` matching items from candidate row `offset`, and the row where the next
     page starts (None: no match is left). Rows the exact tests drop are skipped here."""
-    chunk = limit + 1 if plan.exact else max(2 * limit + 1, SCAN_CHUNK)
+    chunk = limit + 1 if plan.exact else 2 * limit + 1 if plan.residual is None else max(limit, SCAN_CHUNK)
     deadline = time.monotonic() + cat.settings.limits.query_timeout_s
     taken: list[dict] = []
     position = offset
     while True:
-        table = cat.run(
-            f"SELECT * FROM {cat.source()} WHERE {plan.where} ORDER BY {plan.order} "
-            f"LIMIT {chunk} OFFSET {position}",
-            plan.params,
-        )
+        table = rows(cat, plan, position, chunk)
         for index, item in _matching(cat, plan, table, limit + 1 - len(taken)):
             if len(taken) == limit or (budget is not None and not budget.take(item)):
                 return taken, position + index
@@ -156,6 +160,16 @@ def page(
                 f"catalog '{cat.id}': scanning for exact footprint matches took longer than "
                 f"limits.query_timeout_s={cat.settings.limits.query_timeout_s:g} s; narrow the search"
             )
+
+
+def rows(cat: GeoparquetCatalog, plan: Plan, offset: int, n: int) -> pa.Table:
+    """Whole rows `offset`..`offset + n` of the search in order. One query: DuckDB's top-N reads
+    the filter and sort columns of every candidate and the other columns only of the rows kept
+    (measured: fetching keys first, then the rows by id, scans twice and is slower)."""
+    return cat.run(
+        f"SELECT * FROM {cat.source()} WHERE {plan.where} ORDER BY {plan.order} LIMIT {n} OFFSET {offset}",
+        plan.params,
+    )
 
 
 def _matching(cat: GeoparquetCatalog, plan: Plan, table: pa.Table, wanted: int) -> list[tuple[int, dict]]:
@@ -175,28 +189,28 @@ def _matching(cat: GeoparquetCatalog, plan: Plan, table: pa.Table, wanted: int) 
 
 
 def count(cat: GeoparquetCatalog, plan: Plan) -> int | None:
-    """How many items match: a count in SQL, the footprints of rows not surely inside the area
-    tested one by one (at most EXACT_COUNT_MAX; beyond that, or with a CQL2 residual, None)."""
+    """How many items match, in one scan: a SQL count; with a footprint test, the rows surely
+    inside the bbox counted and the footprints of the others tested here (None when that is
+    more than EXACT_COUNT_MAX rows, beyond the query's bounds, or with a CQL2 residual)."""
     source = cat.source()
     if plan.exact:
         return cat.run(f"SELECT count(*) AS n FROM {source} WHERE {plan.where}", plan.params)["n"][0].as_py()
     if plan.residual is not None:
         return None
     sure, sure_params = (plan.sure, plan.sure_params or []) if plan.sure else ("FALSE", [])
-    counts = cat.run(
-        f"SELECT count(*) FILTER (WHERE {sure}) AS sure, count(*) AS candidates FROM {source} "
-        f"WHERE {plan.where}",
-        sure_params + plan.params,
-    ).to_pylist()[0]
-    doubtful = counts["candidates"] - counts["sure"]
-    if doubtful > EXACT_COUNT_MAX:
+    try:
+        counts = cat.run(
+            f"SELECT count(*) FILTER (WHERE {sure}) AS sure, list(geometry) FILTER (WHERE NOT ({sure})) AS doubtful "
+            f"FROM {source} WHERE {plan.where}",
+            sure_params + sure_params + plan.params,
+        )
+    except LimitExceeded:
         return None
-    if not doubtful:
-        return counts["sure"]
-    geometry = cat.run(
-        f"SELECT geometry FROM {source} WHERE {plan.where} AND NOT ({sure})", plan.params + sure_params
-    ).column("geometry")
-    return counts["sure"] + int(_intersects(geometry, plan.area).sum())
+    doubtful = counts["doubtful"].combine_chunks().flatten()
+    if len(doubtful) > EXACT_COUNT_MAX:
+        return None
+    found = int(_intersects(doubtful, plan.area).sum()) if len(doubtful) else 0
+    return counts["sure"][0].as_py() + found
 
 
 def _intersects(geometry: pa.ChunkedArray, area) -> Any:
