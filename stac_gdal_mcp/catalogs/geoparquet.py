@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     CollectionNotFound,
@@ -191,15 +191,17 @@ class GeoparquetCatalog:
         return item
 
     def items(self, table: pa.Table) -> list[dict]:
-        """Rows as STAC item dicts (stac-geoparquet's conversion): absent properties left out,
-        relative asset hrefs made absolute against the catalog's folder."""
+        """Rows as STAC item dicts (stac-geoparquet's conversion): the nulls Parquet gives fields
+        an item did not have (its schema is the union of all items') left out, relative asset
+        hrefs made absolute against the catalog's folder."""
         from stac_geoparquet.arrow import stac_table_to_items
 
         base = Path(self.files.paths[0]).parent
         out = []
         for item in stac_table_to_items(table):
-            item["properties"] = {k: v for k, v in item["properties"].items() if v is not None}
-            for asset in (item.get("assets") or {}).values():
+            item["properties"] = _without_nulls(item["properties"])
+            item["assets"] = _without_nulls(item.get("assets") or {})
+            for asset in item["assets"].values():
                 href = asset.get("href") or ""
                 if href and "://" not in href and not href.startswith("/"):
                     asset["href"] = str((base / href).resolve())
@@ -264,6 +266,15 @@ class GeoparquetCatalog:
         finally:
             timer.cancel()
             con.close()
+
+
+def _without_nulls(value: Any) -> Any:
+    """`value` with every None in its objects left out, at any depth."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def quote(name: str) -> str:

@@ -134,9 +134,10 @@ class _Translator:
             return self.param(node)
         raise InvalidFilter(f"filter: {str(node)[:80]} cannot be used as a value here")
 
-    def interval(self, node: Any, is_datetime_property: bool = False) -> tuple[str, str]:
-        """SQL (start, end) of a temporal argument: a property (its item interval when it is
-        `datetime`), an instant or an interval (".." is open)."""
+    def interval(self, node: Any) -> tuple[Any, Any]:
+        """(start, end) of a temporal argument, each SQL text or a `datetime` to pass as a
+        parameter: a property (its item interval when it is `datetime`), an instant or an
+        interval (".." is open)."""
         if isinstance(node, dict) and "property" in node:
             name = str(node["property"]).removeprefix("properties.")
             if name == "datetime":
@@ -146,19 +147,22 @@ class _Translator:
         if isinstance(node, dict) and "interval" in node:
             start, end = node["interval"]
             return (
-                "'-infinity'::TIMESTAMPTZ" if start == ".." else self.param(instant(start)),
-                "'infinity'::TIMESTAMPTZ" if end == ".." else self.param(_end_instant(end)),
+                "'-infinity'::TIMESTAMPTZ" if start == ".." else instant(start),
+                "'infinity'::TIMESTAMPTZ" if end == ".." else _end_instant(end),
             )
-        return self.param(instant(node)), self.param(_end_instant(node))
+        return instant(node), _end_instant(node)
 
     def temporal(self, op: str, args: list) -> str:
+        """The operator's SQL; literals become parameters in the order they are written."""
         (a_start, a_end), (b_start, b_end) = self.interval(args[0]), self.interval(args[1])
         if op == "t_before":
-            return f"({a_end} < {b_start})"
-        if op == "t_after":
-            return f"({a_start} > {b_end})"
-        overlap = f"({a_start} <= {b_end} AND {a_end} >= {b_start})"
-        return overlap if op == "t_intersects" else f"(NOT {overlap})"
+            terms = [a_end, " < ", b_start]
+        elif op == "t_after":
+            terms = [a_start, " > ", b_end]
+        else:
+            terms = [a_start, " <= ", b_end, " AND ", a_end, " >= ", b_start]
+        sql = "".join(self.param(t) if isinstance(t, datetime) else t for t in terms)
+        return f"({sql})" if op != "t_disjoint" else f"(NOT ({sql}))"
 
     def spatial(self, args: list, positive: bool) -> str:
         """s_intersects(geometry, literal): the bbox overlap (a superset) under `positive`,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..catalogs.geoparquet import GeoparquetCatalog
 
 EXACT_COUNT_MAX = 100_000  # rows whose footprint is tested one by one to count `matched`
+RESIDUAL_COUNT_MAX = 10_000  # rows converted to items and tested with cql2 to count `matched`
 SCAN_CHUNK = 500  # rows read at a time when exact tests drop some of them
 
 
@@ -191,12 +192,17 @@ def _matching(cat: GeoparquetCatalog, plan: Plan, table: pa.Table, wanted: int) 
 def count(cat: GeoparquetCatalog, plan: Plan) -> int | None:
     """How many items match, in one scan: a SQL count; with a footprint test, the rows surely
     inside the bbox counted and the footprints of the others tested here (None when that is
-    more than EXACT_COUNT_MAX rows, beyond the query's bounds, or with a CQL2 residual)."""
+    more than EXACT_COUNT_MAX rows or beyond the query's bounds); with a CQL2 residual, the
+    candidates tested as items (None when they are more than RESIDUAL_COUNT_MAX)."""
     source = cat.source()
     if plan.exact:
         return cat.run(f"SELECT count(*) AS n FROM {source} WHERE {plan.where}", plan.params)["n"][0].as_py()
-    if plan.residual is not None:
-        return None
+    if plan.residual is not None:  # each candidate tested as an item (cql2), when they are few
+        where = f"FROM {source} WHERE {plan.where}"
+        candidates = cat.run(f"SELECT count(*) AS n {where}", plan.params)["n"][0].as_py()
+        if candidates > RESIDUAL_COUNT_MAX:
+            return None
+        return len(_matching(cat, plan, cat.run(f"SELECT * {where}", plan.params), candidates))
     sure, sure_params = (plan.sure, plan.sure_params or []) if plan.sure else ("FALSE", [])
     try:
         counts = cat.run(

@@ -1,0 +1,314 @@
+"""stac-geoparquet catalogs (issue 21): the same items in the test bed's pgstac and in a Parquet
+file written by the stac-geoparquet library answer every search identically through the
+library (`Session.search`): the same ids in the same order, the same `matched`, and paging at
+limits 1, 7 and 50 without gaps or repeats. pgstac is the reference, not our code.
+
+The tests without `pgstac_api` (the error cases, folders and globs, the exactness of footprint
+tests against shapely) run in the fast lane.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+
+import discovery_data as data
+import pytest
+
+from stac_gdal_mcp import Session
+from stac_gdal_mcp.errors import CollectionNotFound, InvalidFilter, LimitExceeded, StacGdalMcpError
+
+S2, LS = "gp-s2", "gp-ls"  # our own collection ids: other modules load theirs into the same pgstac
+BOTH = [S2, LS]
+
+
+def _items() -> tuple[list[dict], list[dict]]:
+    """discovery_data's items under this module's collection ids."""
+    collections, items = data.build(seed=21)
+    rename = {data.S2: S2, data.LS: LS}
+    collections = copy.deepcopy(collections)
+    for collection in collections:
+        collection["id"] = rename[collection["id"]]
+    items = copy.deepcopy(items)
+    for item in items:
+        item["collection"] = rename[item["collection"]]
+        item["links"] = [
+            link for link in item.get("links", []) if link.get("rel") not in ("collection", "parent")
+        ]
+    return collections, items
+
+
+def write_parquet(items: list[dict], path, collections: list[dict] | None = None):
+    from stac_geoparquet.arrow import parse_stac_items_to_arrow, to_parquet
+
+    to_parquet(
+        parse_stac_items_to_arrow(items),
+        path,
+        collections={c["id"]: c for c in collections or []} or None,
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def stac_items():
+    return _items()
+
+
+@pytest.fixture(scope="module")
+def parquet(stac_items, tmp_path_factory):
+    collections, items = stac_items
+    return write_parquet(items, tmp_path_factory.mktemp("gp") / "items.parquet", collections)
+
+
+@pytest.fixture(scope="module")
+def loaded(pgstac_api, stac_items):
+    pgstac_api.load(*stac_items)
+    return pgstac_api
+
+
+@pytest.fixture
+def session(make_settings, loaded, parquet):
+    settings = make_settings(
+        catalogs=[{"id": "api", "url": loaded.url}, {"id": "gp", "path": str(parquet)}], default_catalog="api"
+    )
+    with Session(settings) as s:
+        yield s
+
+
+@pytest.fixture
+def local_session(make_settings, parquet):
+    with Session(make_settings(catalogs=[{"id": "gp", "path": str(parquet)}], default_catalog="gp")) as s:
+        yield s
+
+
+def pages(session: Session, catalog, limit: int, **args) -> tuple[list[str], int | None]:
+    """Every id of a search, page after page, and the first page's `matched`."""
+    results = session.search(catalog=catalog, limit=limit, collections=BOTH, **args)
+    ids, matched = list(results.ids), results.matched
+    while results.next_cursor:
+        assert len(results.ids) == limit  # only the last page is short
+        results = session.search(catalog=catalog, limit=limit, cursor=results.next_cursor)
+        ids += results.ids
+    assert len(ids) == len(set(ids)), "an item came twice"
+    return ids, matched
+
+
+AREA = {
+    "type": "Polygon",
+    "coordinates": [[[13.78, 45.95], [13.95, 46.02], [13.9, 46.2], [13.7, 46.1], [13.78, 45.95]]],
+}
+
+CASES = {
+    "bbox": {"bbox": [13.80, 45.90, 14.00, 46.10]},
+    "intersects": {"intersects": AREA},
+    "datetime-interval": {"datetime": "2024-05-10/2024-06-15"},
+    "datetime-open-start": {"datetime": "../2024-05-20T12:00:00Z"},
+    "datetime-open-end": {"datetime": "2024-06-01/.."},
+    "datetime-instant": {"datetime": "2024-05-06T10:01:00Z"},
+    "ids": {"ids": ["S2B_T33T1_20240506", "LC09_L2SP_191028_20240517", "missing"]},
+    "cql2-text": {"filter": "eo:cloud_cover < 40 AND platform = 'sentinel-2a'"},
+    "cql2-json-or-not-in": {
+        "filter": {
+            "op": "or",
+            "args": [
+                {"op": "in", "args": [{"property": "platform"}, ["landsat-8", "sentinel-2b"]]},
+                {"op": "not", "args": [{"op": "<", "args": [{"property": "eo:cloud_cover"}, 70]}]},
+            ],
+        }
+    },
+    "cql2-between-like": {"filter": "eo:cloud_cover BETWEEN 10 AND 60 AND id LIKE 'LC09%'"},
+    "cql2-s_intersects": {
+        "filter": "s_intersects(geometry, POLYGON((13.8 45.95, 13.9 45.95, 13.9 46.0, 13.8 45.95)))"
+    },
+    "cql2-t_intersects": {
+        "filter": "t_intersects(datetime, INTERVAL('2024-05-15T00:00:00Z', '2024-05-31T00:00:00Z'))"
+    },
+    "query": {"query": {"eo:cloud_cover": {"lt": 50}, "platform": {"neq": "landsat-9"}}},
+    "max_cloud_cover": {"max_cloud_cover": 35, "bbox": [13.6, 45.9, 13.9, 46.0]},
+    "sortby-cloud-asc": {"sortby": "eo:cloud_cover"},
+    "sortby-cloud-desc": {"sortby": "-eo:cloud_cover", "datetime": "2024-05-01/2024-05-31"},
+    "sortby-platform-ties": {"sortby": "-platform"},  # many ties: broken by collection and id
+    "sortby-id-asc": {"sortby": "id", "max_cloud_cover": 80},
+    "sortby-two-keys": {"sortby": ["platform", "-datetime"]},
+}
+
+
+@pytest.mark.parametrize("limit", [7, 50])
+@pytest.mark.parametrize("case", list(CASES))
+def test_same_answers_as_pgstac(session, case, limit):
+    want, want_matched = pages(session, "api", limit, **CASES[case])
+    got, got_matched = pages(session, "gp", limit, **CASES[case])
+    assert got == want
+    assert got_matched == want_matched
+    assert want or case in ("datetime-instant",), "a case that matches nothing proves little"
+
+
+@pytest.mark.parametrize("case", ["bbox", "sortby-platform-ties", "cql2-s_intersects"])
+def test_paging_one_item_at_a_time(session, case):
+    want, _ = pages(session, "api", 50, **CASES[case])
+    got, _ = pages(session, "gp", 1, **CASES[case])
+    assert got == want
+
+
+def test_full_items_are_the_items(session, stac_items):
+    _, items = stac_items
+    by_id = {i["id"]: i for i in items}
+    results = session.search(catalog="gp", collections=BOTH, limit=10, detail="full", sortby="id")
+    for item in results.page.items:
+        original = by_id[item["id"]]
+        assert item["properties"]["eo:cloud_cover"] == original["properties"]["eo:cloud_cover"]
+        assert item["assets"]["red"]["href"] == original["assets"]["red"]["href"]
+        assert item["bbox"] == pytest.approx(original["bbox"])
+    api_item = session.get_item(S2, "S2A_T33T2_20240610", catalog="api")
+    gp_item = session.get_item(S2, "S2A_T33T2_20240610", catalog="gp")
+    assert gp_item["assets"] == api_item["assets"]
+    assert gp_item["geometry"]["coordinates"] == pytest.approx(api_item["geometry"]["coordinates"])
+
+
+def test_federated_search_over_an_api_and_a_geoparquet_catalog(session):
+    """Both catalogs hold the same acquisitions: the merged result is the API's, each item once,
+    with its copy in the other catalog in `also_in`."""
+    want, _ = pages(session, "api", 50, datetime="2024-05-01/2024-05-31")
+    results = session.search(
+        catalog=["api", "gp"], collections=BOTH, datetime="2024-05-01/2024-05-31", limit=100
+    )
+    page = results.page
+    ids = [item["id"] for item in page.items]
+    assert sorted(ids) == sorted(want) and len(ids) == len(set(ids))
+    counts = {c.id: c for c in page.catalogs}
+    assert counts["api"].matched == counts["gp"].matched == len(want)
+    assert counts["api"].returned + counts["gp"].returned == len(want)
+    assert counts["api"].duplicates + counts["gp"].duplicates == len(want)
+    for item in page.items:
+        other = {"api": "gp", "gp": "api"}[item["catalog"]]
+        assert [(c["catalog"], c["id"]) for c in item["also_in"]] == [(other, item["id"])]
+
+
+def test_collections_and_queryables(local_session, stac_items):
+    collections, _ = stac_items
+    listed = local_session.collections(catalog="gp")
+    assert sorted(c.id for c in listed.collections) == sorted(BOTH)
+    detail = local_session.collection(LS, catalog="gp")
+    assert detail.license == collections[1]["license"]  # from the file's metadata, not implied
+    queryables = {q.name: q.type for q in local_session.queryables(catalog="gp").queryables}
+    assert queryables["eo:cloud_cover"] == "number"
+    assert queryables["datetime"] == "datetime"
+    assert queryables["platform"] == "string"
+    assert "assets" not in queryables
+
+
+# --------------------------------------------------------------------------- without pgstac
+
+
+def test_bbox_and_datetime_match_an_independent_computation(local_session, stac_items):
+    _, items = stac_items
+    bbox = [13.80, 45.90, 14.00, 46.10]
+    got, matched = pages(
+        local_session, "gp", 7, bbox=bbox, datetime="2024-05-10/2024-06-15", max_cloud_cover=40
+    )
+    want = data.expected(
+        items,
+        bbox=bbox,
+        start=datetime(2024, 5, 10, tzinfo=UTC),
+        end=datetime(2024, 6, 15, 23, 59, 59, 999999, tzinfo=UTC),
+        max_cloud=40,
+    )
+    assert sorted(got) == sorted(want) and matched == len(want) and want
+
+
+def test_a_folder_a_glob_and_a_sidecar(make_settings, stac_items, tmp_path):
+    collections, items = stac_items
+    folder = tmp_path / "parts"
+    (folder / "2024").mkdir(parents=True)
+    write_parquet([i for i in items if i["collection"] == S2], folder / "s2.parquet")
+    write_parquet([i for i in items if i["collection"] == LS], folder / "2024" / "ls.parquet")
+    (folder / "collections.json").write_text(json.dumps({"collections": collections}))
+    whole = write_parquet(items, tmp_path / "whole.parquet")
+    settings = make_settings(
+        catalogs=[
+            {"id": "folder", "path": str(folder)},
+            {"id": "glob", "path": str(folder / "*.parquet")},
+            {"id": "whole", "path": str(whole)},
+        ],
+        default_catalog="whole",
+    )
+    with Session(settings) as s:
+        want, _ = pages(s, "whole", 7, sortby="eo:cloud_cover")
+        assert pages(s, "folder", 7, sortby="eo:cloud_cover")[0] == want
+        glob_ids = s.search(catalog="glob", limit=100, sortby="eo:cloud_cover").ids  # s2.parquet only
+        assert glob_ids == [i for i in want if i.startswith("S2")]
+        assert s.collection(S2, catalog="folder").license == collections[0]["license"]  # sidecar
+        implied = s.collection(S2, catalog="whole")  # from the items: no metadata, no sidecar
+        boxes = [i["bbox"] for i in items if i["collection"] == S2]
+        west, south = min(b[0] for b in boxes), min(b[1] for b in boxes)
+        east, north = max(b[2] for b in boxes), max(b[3] for b in boxes)
+        assert implied.spatial_extent == [pytest.approx([west, south, east, north])]
+        assert implied.temporal_extent == [
+            [
+                min(i["properties"]["datetime"] for i in items if i["collection"] == S2),
+                max(i["properties"]["datetime"] for i in items if i["collection"] == S2),
+            ]
+        ]
+        assert [c.kind for c in s.catalogs() if c.id in ("folder", "glob", "whole")] == ["geoparquet"] * 3
+
+
+def _error(session: Session, **args) -> str:
+    with pytest.raises(StacGdalMcpError) as caught:
+        session.search(catalog="bad", **args)
+    message = str(caught.value)
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+@pytest.fixture
+def bad(make_settings, tmp_path):
+    def make(path, **limits):
+        settings = make_settings(
+            catalogs=[{"id": "bad", "path": str(path)}], default_catalog="bad", limits=limits
+        )
+        return Session(settings)
+
+    return make
+
+
+def test_a_corrupt_or_truncated_file_is_named(bad, parquet, tmp_path):
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_bytes(b"PAR1" + b"\x00" * 1000)
+    assert f"{garbage} is not a readable Parquet file" in _error(bad(garbage))
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(parquet.read_bytes()[: parquet.stat().st_size // 2])
+    assert f"{truncated} is not a readable Parquet file" in _error(bad(truncated))
+
+
+def test_a_parquet_file_that_is_not_stac_geoparquet_is_named(bad, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(pa.table({"name": ["a", "b"], "value": [1, 2]}), plain)
+    message = _error(bad(plain))
+    assert f"{plain} is not stac-geoparquet" in message and "'id'" in message
+
+
+def test_a_missing_column_or_an_unsupported_operator_is_one_line(bad, parquet):
+    session = bad(parquet)
+    message = _error(session, filter="cloudiness < 10")
+    assert "no column 'cloudiness'" in message and str(parquet) in message
+    assert "no column 'nothing'" in _error(session, sortby="nothing")
+    message = _error(session, filter="a_contains(instruments, ('msi'))")
+    assert "'a_contains' is not supported" in message
+    with pytest.raises(CollectionNotFound):
+        session.search(catalog="bad", collections=["nope"])
+    with pytest.raises(InvalidFilter):
+        session.search(catalog="bad", filter="platform > 3")  # a string column against a number
+
+
+def test_every_query_is_bounded_in_time_and_memory(bad, parquet):
+    session = bad(parquet, query_timeout_s=0.3, query_memory_mb=64)
+    catalog = session.core.catalogs.get("bad")
+    with pytest.raises(LimitExceeded, match="query_timeout_s=0.3"):
+        catalog.run("SELECT count(*) FROM range(100000000000) t(x) WHERE x % 7 = 3")
+    with pytest.raises(LimitExceeded, match="query_memory_mb=64"):
+        catalog.run("SELECT list(x || 'padding padding padding') FROM range(10000000) t(x)")
+    assert session.search(catalog="bad", limit=3).ids  # the catalog still answers
