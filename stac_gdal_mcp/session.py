@@ -19,6 +19,7 @@ from .errors import InvalidArgument
 from .settings import Settings, load_settings
 
 if TYPE_CHECKING:
+    import geopandas as gpd
     import pandas as pd
     import xarray as xr
 
@@ -52,7 +53,8 @@ class Session:
     >>> aoi = [13.60, 45.92, 13.62, 45.935]
 
     Methods: discovery - `catalogs`, `collections`, `collection`, `queryables`, `search`,
-    `get_item`; pixels without files - `cloud_cover`, `load`, `time_series`, `composite`;
+    `get_item`; pixels without files - `cloud_cover`, `load`, `time_series`, `composite`,
+    `zonal_stats`;
     files - `save`, `reproject`, `convert`, `preview` (and `inspect`, `asset` to look at an
     input); `outputs` is the output store (list, get, path, delete).
 
@@ -585,6 +587,70 @@ class Session:
         request = composite.check(load, bands, method)
         return self._operate(composite, request, dry_run=dry_run, job=job)
 
+    def zonal_stats(
+        self,
+        geometries: Any,
+        *,
+        expression: str = "ndvi",
+        stats: Sequence[str] | str = ("mean", "count"),
+        mask_clouds: bool = True,
+        per: Literal["item", "day"] = "item",
+        id_property: str | None = None,
+        items: Sequence[Any] | SearchResults | None = None,
+        catalog: str | None = None,
+        resolution: float | None = None,
+        max_items: int | None = None,
+        job: Job | None = None,
+        dry_run: bool = False,
+        **search: Unpack[SearchArgs],
+    ) -> gpd.GeoDataFrame | Estimate:
+        """Exact statistics of `expression` (an index - ndvi, ndwi, nbr, ndbi -, a band, an asset
+        key such as "scl" or a formula of bands) per zone and per item (`per="day"`: per solar
+        day), with exactextract on each item's native grid: partial pixels count by the share of
+        their area inside the zone. `geometries`: GeoJSON (FeatureCollection, Feature, list of
+        Features, geometry; or JSON text) or a GeoJSON/GeoPackage/GeoParquet file in the workspace;
+        zone ids from `id_property`, else the feature id, else the position. `stats`: exactextract's
+        (mean, median, min, max, sum, count, stdev, majority, frac, quantile(q=0.9), ...). Items as
+        for `cloud_cover`. A GeoDataFrame in long form (zone_id, datetime, collection_id, item_ids,
+        a column per statistic, valid_fraction, cloud_fraction, note, error, the zone's geometry),
+        its provenance in `attrs`; `save` writes it (GeoParquet, or format="csv").
+        `dry_run=True`: an `Estimate` of what it would read (only headers are read).
+
+        >>> fields = {"type": "FeatureCollection", "features": [
+        ...     {"type": "Feature", "id": "vineyard", "properties": {},
+        ...      "geometry": {"type": "Polygon", "coordinates": [[[13.600, 45.927], [13.610, 45.927],
+        ...                   [13.610, 45.935], [13.600, 45.935], [13.600, 45.927]]]}},
+        ...     {"type": "Feature", "id": "meadow", "properties": {},
+        ...      "geometry": {"type": "Polygon", "coordinates": [[[13.610, 45.920], [13.620, 45.920],
+        ...                   [13.620, 45.927], [13.610, 45.927], [13.610, 45.920]]]}}]}
+        >>> table = session.zonal_stats(fields, collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
+        >>> table[["zone_id", "item_ids", "mean", "valid_fraction"]].round(3).iloc[[0, 1]].to_dict("records")
+        [{'zone_id': 'vineyard', 'item_ids': 'S2B_33TUL_20240604_0_L2A', 'mean': 0.762, 'valid_fraction': 0.138},
+         {'zone_id': 'vineyard', 'item_ids': 'S2A_33TUL_20240619_0_L2A', 'mean': 0.393, 'valid_fraction': 1.0}]
+        >>> session.save(table).file.type
+        'application/vnd.apache.parquet'
+        """
+        from .processing import zonal
+        from .results import SearchResults
+
+        if isinstance(items, SearchResults):
+            items = [{"collection_id": s.collection, "item_id": s.id} for s in items.summaries]
+        request = zonal.check(
+            self.core,
+            geometries,
+            expression=expression,
+            stats=stats,
+            mask_clouds=mask_clouds,
+            per=per,
+            id_property=id_property,
+            resolution=resolution,
+            catalog=catalog,
+            items=None if items is None else list(items),
+            max_items=max_items,
+            **search_args(search),
+        )
+        return self._operate(zonal, request, dry_run=dry_run, job=job)
+
     # --- the one path of every operation ---------------------------------------------------------
 
     def _operate(self, operation, request, *, dry_run: bool, job: Job | None):
@@ -609,15 +675,15 @@ class Session:
         self,
         result: pd.DataFrame | xr.DataArray,
         *,
-        format: Literal["COG", "csv", "png"] | None = None,
+        format: Literal["COG", "csv", "png", "parquet"] | None = None,
         output_name: str | None = None,
         job: Job | None = None,
     ) -> OutputRecord:
         """Write a result into the workspace, atomically, with a STAC-like record (proj, raster,
         file and processing extensions; `derived_from` links to every source): a `composite`
         (or any georeferenced DataArray on (band,) y, x) as a COG; a `time_series` table as CSV
-        (default) or as a PNG chart (format="png"). Returns the record (`session.outputs.path(
-        record.id)` is the file).
+        (default) or as a PNG chart (format="png"); a `zonal_stats` table as GeoParquet (default) or
+        CSV (format="csv"). Returns the record (`session.outputs.path(record.id)` is the file).
 
         >>> record = session.save(session.composite(aoi, ["red", "nir"], collections=["sentinel-2-l2a"]))
         >>> record.properties.proj_code, len([l for l in record.links if l.rel == "derived_from"]) > 6
@@ -626,6 +692,15 @@ class Session:
         import pandas as pd
         import xarray as xr
 
+        from .processing.records import Provenance
+
+        provenance = Provenance.of(result) if isinstance(result, pd.DataFrame) else None
+        if provenance is not None and provenance.kind == "zonal_stats":
+            from .processing import zonal
+
+            return zonal.save(
+                self.core, result, format=(format or "parquet").lower(), output_name=output_name, job=job
+            )
         if isinstance(result, pd.DataFrame):
             from .processing.series import save
 
@@ -637,7 +712,7 @@ class Session:
 
             return save_array(self.core, result, output_name=output_name, job=job)
         raise InvalidArgument(
-            f"save takes a time series table (a DataFrame from time_series) or an array (from composite), "
+            f"save takes a table (from time_series or zonal_stats) or an array (from composite), "
             f"not {type(result).__name__}"
         )
 
