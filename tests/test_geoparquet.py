@@ -163,7 +163,9 @@ def test_full_items_are_the_items(session, stac_items):
     api_item = session.get_item(S2, "S2A_T33T2_20240610", catalog="api")
     gp_item = session.get_item(S2, "S2A_T33T2_20240610", catalog="gp")
     assert gp_item["assets"] == api_item["assets"]
-    assert gp_item["geometry"]["coordinates"] == pytest.approx(api_item["geometry"]["coordinates"])
+    from shapely.geometry import shape
+
+    assert shape(gp_item["geometry"]).equals_exact(shape(api_item["geometry"]), 1e-9)
 
 
 def test_federated_search_over_an_api_and_a_geoparquet_catalog(session):
@@ -312,3 +314,11 @@ def test_every_query_is_bounded_in_time_and_memory(bad, parquet):
     with pytest.raises(LimitExceeded, match="query_memory_mb=64"):
         catalog.run("SELECT list(x || 'padding padding padding') FROM range(10000000) t(x)")
     assert session.search(catalog="bad", limit=3).ids  # the catalog still answers
+
+
+def test_a_url_is_refused_in_one_line(make_settings):
+    settings = make_settings(catalogs=[{"id": "remote", "url": "http://127.0.0.1:9/items.parquet"}])
+    with Session(settings) as s:
+        assert [c.kind for c in s.catalogs() if c.id == "remote"] == ["geoparquet"]
+        with pytest.raises(StacGdalMcpError, match="over HTTP .* is not supported yet"):
+            s.search(catalog="remote")

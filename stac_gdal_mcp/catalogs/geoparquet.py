@@ -36,6 +36,7 @@ from ..errors import (
     InvalidFilter,
     ItemNotFound,
     LimitExceeded,
+    NotSupported,
     StacGdalMcpError,
 )
 from ..models import Queryable, SearchFeatures
@@ -46,6 +47,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
+# DuckDB reads HTTP through its httpfs extension, which it downloads from extensions.duckdb.org
+# on first use (not bundled with the wheel), and fsspec's HTTP needs aiohttp (not installed):
+# a url is refused until one of them is available, rather than read through a third HTTP stack.
+REMOTE = (
+    "stac-geoparquet over HTTP (url = ...parquet) is not supported yet: download the file and "
+    "give its path, or a folder or glob of files"
+)
 REQUIRED = ("id", "geometry")  # columns without which a file is not stac-geoparquet
 NOT_QUERYABLE = {"type", "stac_version", "stac_extensions", "links", "assets", "bbox"}
 
@@ -97,6 +105,8 @@ class GeoparquetCatalog:
     @property
     def pattern(self) -> str:
         """The files as a glob: the path itself, every .parquet under a folder, or the glob."""
+        if self.config.path is None:  # see REMOTE
+            raise NotSupported(f"catalog '{self.id}': {REMOTE}")
         path = Path(self.config.path).expanduser()
         if path.is_dir():
             return str(path.resolve() / "**" / "*.parquet")
