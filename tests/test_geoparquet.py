@@ -200,6 +200,43 @@ def test_collections_and_queryables(local_session, stac_items):
     assert "assets" not in queryables
 
 
+def test_a_search_written_as_geoparquet_reads_back_everywhere(session, stac_items, tmp_path):
+    """All pages of an API search (full items) streamed into a file by write_geoparquet, in
+    chunks smaller than the result so that differing properties are unified: stac-geoparquet,
+    rustac and DuckDB read the same items back, and the file searched as a catalog answers as the
+    API does."""
+    import duckdb
+    import pyarrow.parquet as pq
+    import rustac
+    from stac_geoparquet.arrow import stac_table_to_items
+
+    from stac_gdal_mcp.catalogs.geoparquet import write_geoparquet
+
+    def every_item():
+        results = session.search(catalog="api", collections=BOTH, limit=9, detail="full", sortby="id")
+        while results is not None:
+            yield from results.page.items
+            results = results.next()
+
+    out = tmp_path / "saved.parquet"
+    collections, _ = stac_items
+    assert write_geoparquet(every_item(), out, collections=collections, chunk_size=10) == len(stac_items[1])
+    want, _ = pages(session, "api", 50, sortby="id")
+    assert [i["id"] for i in stac_table_to_items(pq.read_table(out))] == want
+    assert [i["id"] for i in rustac.read_sync(str(out))["features"]] == want
+    assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}')").fetchall() == [(len(want),)]
+    assert {p.name for p in tmp_path.iterdir()} == {"saved.parquet"}  # no parts left behind
+    settings = session.settings.model_copy(
+        update={
+            "catalogs": [*session.settings.catalogs, type(session.settings.catalogs[0])(id="saved", path=out)]
+        }
+    )
+    with Session(settings) as again:
+        for case in ("bbox", "cql2-text", "sortby-platform-ties"):
+            assert pages(again, "saved", 7, **CASES[case]) == pages(again, "api", 7, **CASES[case])
+        assert again.collection(S2, catalog="saved").license == collections[0]["license"]
+
+
 # --------------------------------------------------------------------------- without pgstac
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import glob
 import json
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import (
     CollectionNotFound,
     ConfigError,
+    InvalidArgument,
     InvalidFilter,
     ItemNotFound,
     LimitExceeded,
@@ -276,6 +278,51 @@ class GeoparquetCatalog:
         finally:
             timer.cancel()
             con.close()
+
+
+def write_geoparquet(
+    items: Iterable[dict],
+    path: str | Path,
+    *,
+    collections: Iterable[dict] = (),
+    max_items: int | None = None,
+    chunk_size: int = 10_000,
+) -> int:
+    """Write STAC item dicts as one stac-geoparquet file (stac_geoparquet.arrow), streamed: items
+    are parsed `chunk_size` at a time into Parquet parts in a temporary folder beside `path` (so
+    items whose properties differ are unified without holding them all), then written as one
+    file under a temporary name and renamed to `path`: nothing half-written is left there.
+    `collections` go into the file's metadata (stac-geoparquet 1.1), so a catalog on the file
+    lists them. Returns the number of items written (at most `max_items`)."""
+    import itertools
+    import os
+    import tempfile
+
+    from stac_geoparquet.arrow import parse_stac_items_to_arrow, to_parquet
+
+    path = Path(path)
+    written = 0
+
+    def counted() -> Iterator[dict]:
+        nonlocal written
+        for item in itertools.islice(items, max_items):
+            written += 1
+            yield item
+
+    stream = counted()
+    first = next(stream, None)
+    if first is None:
+        raise InvalidArgument(f"no items to write to {path}")
+    with tempfile.TemporaryDirectory(prefix=f".{path.name}-", dir=path.parent) as work:
+        parts = Path(work) / "parts"
+        parts.mkdir()
+        reader = parse_stac_items_to_arrow(
+            itertools.chain([first], stream), chunk_size=chunk_size, schema="ChunksToDisk", tmpdir=parts
+        )
+        partial = Path(work) / "whole.parquet"
+        to_parquet(reader, partial, collections={c["id"]: c for c in collections} or None)
+        os.replace(partial, path)
+    return written
 
 
 def _without_nulls(value: Any) -> Any:
