@@ -1,0 +1,88 @@
+"""The zonal statistics tool: exact statistics per zone (field, district) and per item or day.
+
+One Session call as a job (`jobs.run_job`: progress per item, cancel stops the reads), then the
+table saved as GeoParquet in the same job, as a notebook user would with `session.save`. The
+answer carries the rows that fit limits.max_result_bytes (the rest in the saved table, linked
+as a resource), the zones with the first statistic for the map app, and with `per="day"` a
+chart of the per-zone series as an image.
+"""
+
+import re
+from typing import Annotated, Any, Literal
+
+from fastmcp import Context
+from fastmcp.dependencies import CurrentContext
+from pydantic import Field
+
+from ...processing import zonal_result
+from ...processing.estimate import Estimate
+from ...session import Session
+from ..images import png_content
+from ..links import estimate_result, linked_result
+from ..resources import OUTPUT_URI
+from . import WRITES_OUTPUT, session_tool
+from .analysis import DryRunArg
+from .args import SearchOrItemsArg, json_text, search_kwargs
+from .jobs import run_job
+
+_OUTPUT = re.compile(re.escape(OUTPUT_URI.split("{", 1)[0]) + r"([^/]+)(?:/file)?")
+
+GeometriesArg = json_text(
+    dict[str, Any] | list[dict[str, Any]] | str,
+    "GeoJSON (FeatureCollection, Features, polygon) or a workspace file/stac-gdal://outputs/ URI",
+)
+
+
+def _zones(session: Session, geometries):
+    """A stac-gdal://outputs/ URI as the output's file in the workspace; anything else as given."""
+    if isinstance(geometries, str):
+        found = _OUTPUT.fullmatch(geometries.strip())
+        if found:
+            return str(session.outputs.path(found.group(1)))
+    return geometries
+
+
+def _saved_zonal(session: Session, geometries, *, job, dry_run, **arguments):
+    """zonal_stats's work: the table, then its GeoParquet output (and the chart of a per-day run)."""
+    frame = session.zonal_stats(_zones(session, geometries), job=job, dry_run=dry_run, **arguments)
+    if isinstance(frame, Estimate):
+        return estimate_result(frame)
+    record = session.save(frame, job=job)
+    images = [png_content(zonal_result.chart_png(frame))] if arguments["per"] == "day" else []
+    limits = session.settings.limits
+    answer = zonal_result.result(frame, record, limits.max_result_bytes)
+    return linked_result(answer, [record], limits.max_resource_bytes, extra=images)
+
+
+@session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
+async def zonal_stats(
+    session: Session,
+    geometries: GeometriesArg,
+    search: SearchOrItemsArg = None,
+    id_property: Annotated[str | None, Field(description="property naming each zone")] = None,
+    expression: Annotated[str, Field(description="ndvi, ndwi, a band, an asset (scl) or a formula")] = "ndvi",
+    stats: json_text(list[str], "mean, median, min, max, count, majority, frac, quantile(q=0.9)...") = (
+        "mean",
+        "count",
+    ),
+    per: Annotated[
+        Literal["item", "day"], Field(description="a row per zone and item, or solar day")
+    ] = "item",
+    dry_run: DryRunArg = False,
+    ctx: Context = CurrentContext(),
+) -> zonal_result.ZonalResult:
+    """Exact statistics per zone (coverage-weighted, cloud-masked, native grid) and per scene or
+    day; saves the table (GeoParquet)."""
+    return await run_job(
+        ctx,
+        session,
+        _saved_zonal,
+        session,
+        geometries,
+        id_property=id_property,
+        expression=expression,
+        stats=stats,
+        per=per,
+        dry_run=dry_run,
+        **search_kwargs(search),
+    )
