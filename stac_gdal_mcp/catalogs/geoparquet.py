@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
-    CollectionNotFound,
     ConfigError,
     InvalidArgument,
     InvalidFilter,
@@ -41,8 +40,9 @@ from ..errors import (
     NotSupported,
     StacGdalMcpError,
 )
-from ..models import Queryable, SearchFeatures
+from ..models import Queryable
 from ..settings import CatalogConfig, Settings
+from .local import LocalCatalog
 from .security import shown
 
 if TYPE_CHECKING:
@@ -90,17 +90,7 @@ class GeoparquetCatalog:
     def id(self) -> str:
         return self.config.id
 
-    @property
-    def features(self) -> SearchFeatures:
-        return SearchFeatures(
-            item_search=True,
-            filter_cql2_text=True,
-            filter_cql2_json=True,
-            query=True,
-            sort=True,
-            collection_search=True,
-            free_text=True,
-        )
+    features = LocalCatalog.features  # every search argument, as a local catalog takes them
 
     # --- files ---------------------------------------------------------------------------------
 
@@ -176,14 +166,7 @@ class GeoparquetCatalog:
             out[cid] = described or _implied(cid, bounds, start, end)
         return out
 
-    def collection(self, collection_id: str) -> dict:
-        try:
-            return self.collections[collection_id]
-        except KeyError:
-            raise CollectionNotFound(
-                f"collection {shown(collection_id, 80)} not found in catalog '{self.id}'; "
-                f"it has: {', '.join(self.collections) or '(none)'}"
-            ) from None
+    collection = LocalCatalog.collection  # one of `collections`, or CollectionNotFound listing them
 
     def item(self, collection_id: str, item_id: str) -> dict:
         self.collection(collection_id)
@@ -199,8 +182,7 @@ class GeoparquetCatalog:
             )
         return found[0]
 
-    def sign(self, item: dict) -> dict:
-        return item
+    sign = LocalCatalog.sign  # hrefs as they are
 
     def items(self, table: pa.Table) -> list[dict]:
         """Rows as STAC item dicts (stac-geoparquet's conversion): the nulls Parquet gives fields
