@@ -676,7 +676,12 @@ def table(core, call: Call, metas: list[dict], frames: list) -> pd.DataFrame:
     seen = set().union(*(set(f["_zone"]) for f in parts)) if parts else set()
     missing = [i for i in range(len(request.zones)) if i not in seen]
     if missing:
-        parts.append(pd.DataFrame({"_zone": missing, "_count": 0.0, "note": "no item covers this zone"}))
+        parts.append(
+            pd.DataFrame(
+                {"_zone": missing, "_count": 0.0, "note": "no item covers this zone", "datetime": None}
+                | dict.fromkeys(("collection_id", "item_ids", "_lon"))
+            )
+        )
     rows = pd.concat(parts, ignore_index=True)
     rows["datetime"] = pd.to_datetime(rows["datetime"], utc=True, format="ISO8601")
     if request.per == "day":

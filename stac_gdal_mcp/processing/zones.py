@@ -132,7 +132,8 @@ def _read_file(path: str, roots: list[Path] | None) -> list[dict]:
         raise InvalidArgument(f"geometries file '{resolved.name}' cannot be read: {exc}") from None
     if frame.crs is not None and not frame.crs.equals("EPSG:4326"):
         frame = frame.to_crs("EPSG:4326")
-    return json.loads(frame.to_json(drop_id=False)).get("features") or []
+    # (default=str: a file's other columns may hold times, which JSON has no type for)
+    return json.loads(frame.to_json(drop_id=False, default=str)).get("features") or []
 
 
 def _zone_id(feature: dict, index: int, id_property: str | None):

@@ -11,8 +11,8 @@ allows that origin.
 
 `build_map_view(calls)` is the page's view data, computed in Python: each call's AOI, scene
 footprints (with the clear fraction and rank when a `cloud_cover_stats` ranking is present, and
-their thumbnails), the ranking, time series and the outputs (bbox, footprint and quicklook as a
-data URI). The page builds the same data in JavaScript (`buildView`); the tests check that both
+their thumbnails), the ranking, time series, zonal statistics' zones (coloured by the first
+statistic) and the outputs (bbox, footprint and quicklook as a data URI). The page builds the same data in JavaScript (`buildView`); the tests check that both
 agree. `map_page(calls)` is the same page with the calls in it: a file to open in a browser or to
 show in a notebook.
 """
@@ -355,6 +355,37 @@ def _output(sc: dict, aoi: dict | None, result: Any) -> dict | None:
     return None
 
 
+def _zone_layer(layer: Any) -> dict | None:
+    """A zonal_stats result's zones: id, value of the first statistic, bbox, geometry; with the
+    statistic's name and the range of its values (None when no zone has one)."""
+    if not isinstance(layer, dict) or not isinstance(layer.get("features"), list):
+        return None
+    zones = []
+    for feature in layer["features"]:
+        geometry = _polygonal(feature.get("geometry")) if isinstance(feature, dict) else None
+        bbox = _geometry_bbox(geometry)
+        if not bbox:
+            continue
+        props = feature.get("properties") if isinstance(feature.get("properties"), dict) else {}
+        value = props.get("value")
+        zones.append(
+            {
+                "id": feature.get("id"),
+                "value": value if _is_num(value) else None,
+                "bbox": bbox,
+                "geometry": geometry,
+            }
+        )
+    values = [z["value"] for z in zones if z["value"] is not None]
+    return {
+        "stat": str(_pick(layer.get("stat"), "")),
+        "expression": str(_pick(layer.get("expression"), "")),
+        "min": min(values) if values else None,
+        "max": max(values) if values else None,
+        "zones": zones,
+    }
+
+
 def _add_call(view: dict, call: Mapping[str, Any]) -> None:
     args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
     result = call.get("result")
@@ -383,6 +414,10 @@ def _add_call(view: dict, call: Mapping[str, Any]) -> None:
             fp = _footprint(item)
             if fp:
                 _add_footprint(view["footprints"], fp)
+    elif isinstance(sc.get("zone_layer"), dict):  # zonal_stats
+        layer = _zone_layer(sc["zone_layer"])
+        if layer and layer["zones"]:
+            view["zones"].append(layer)
     elif isinstance(sc.get("rows"), list) and isinstance(sc.get("expression"), str):  # time_series
         view["series"].append(_series(sc, aoi, result))
     else:
@@ -395,7 +430,7 @@ def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The map's view data from tool calls, each `{"arguments": {...}, "result": CallToolResult,
     "tool": name}` (the result as JSON: `content`, `structuredContent`, `isError`; `tool` optional).
 
-    Returns `{"aois", "footprints", "ranking", "outputs", "series", "notes", "errors"}`:
+    Returns `{"aois", "footprints", "ranking", "outputs", "series", "zones", "notes", "errors"}`:
     - `aois`: one per distinct AOI of the calls, in order — `{"bbox", "geometry", "tool"}` (WGS84;
       geometry only when a polygon was given; tool when the call names it): a later call adds its
       AOI beside an earlier one's, never in its place;
@@ -406,6 +441,9 @@ def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     - `outputs`: processing outputs with a WGS84 bbox — id, title, bbox, geometry, image
       (a `data:` URI of the quicklook the tool returned as image content, else None);
     - `series`: time_series results — expression, reducer, days, aoi (its bbox), image (the chart);
+    - `zones`: zonal_stats results — stat (the first statistic), expression, min and max of its
+      values, and the zones (id, value: the latest of the statistic, bbox, geometry), drawn filled
+      by value on a viridis ramp from min to max;
     - `notes`: the tools' notes; `errors`: texts of results that are tool errors.
     """
     view: dict[str, Any] = {
@@ -414,6 +452,7 @@ def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "ranking": [],
         "outputs": [],
         "series": [],
+        "zones": [],
         "notes": [],
         "errors": [],
     }

@@ -1,0 +1,237 @@
+"""The zonal_stats tool, as a client calls it (fastmcp Client), on the bundled sample catalog.
+
+What the tool answers is compared with what the library gives (`Session.zonal_stats`, whose
+numbers tests/test_zonal.py checks against exactextract on local files), with the saved
+GeoParquet read back by geopandas, and with the zones' values worked out here from the table
+(the latest value of the first statistic per zone). The map app draws the zones: the view data
+in Python, and in Chromium a zone's fill is the colour of the ramp the docs give (the test's own
+copy of it) for its value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import numpy as np
+import pytest
+from fastmcp import Client
+
+# the map app's browser fixtures and helpers (pytest takes the fixtures from this import)
+from test_map_app import Projection, browser, color_near, open_with_fragment, page, screenshot, served  # noqa: F401
+
+from stac_gdal_mcp import Session
+from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.server.map_app import build_map_view
+from stac_gdal_mcp.settings import load_settings
+
+
+def field(zone_id, west, south, east, north):
+    ring = [[west, south], [east, south], [east, north], [west, north], [west, south]]
+    return {"type": "Feature", "id": zone_id, "properties": {"name": f"field {zone_id}"},
+            "geometry": {"type": "Polygon", "coordinates": [ring]}}  # fmt: skip
+
+
+# fields west of Nova Gorica, inside every sample scene
+FIELDS = {
+    "type": "FeatureCollection",
+    "features": [
+        field("vineyard", 13.600, 45.927, 13.610, 45.935),
+        field("meadow", 13.610, 45.920, 13.620, 45.927),
+        field("orchard", 13.6035, 45.9205, 13.6085, 45.925),
+    ],
+}
+SEARCH = {"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-09-30"}
+RAMP = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725"]  # docs/analysis.md: the map's ramp
+
+
+def dumped(result) -> dict:
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def call(session: Session, arguments: dict) -> dict:
+    async with Client(build_server(session=session)) as client:
+        return dumped(await client.call_tool_mcp("zonal_stats", arguments))
+
+
+@pytest.fixture
+def session(tmp_path):
+    with Session(load_settings(default_catalog="sample", workspace=tmp_path / "workspace")) as opened:
+        yield opened
+
+
+def latest_per_zone(frame, column: str) -> dict:
+    """Per zone, the value of `column` in its latest row that has one (None when none has)."""
+    found = {}
+    for zone_id, rows in frame.groupby("zone_id", sort=False):
+        known = rows.dropna(subset=[column]).sort_values("datetime")
+        found[zone_id] = float(known[column].iloc[-1]) if len(known) else None
+    return found
+
+
+async def test_rows_equal_the_library_table_and_the_saved_geoparquet(session):
+    import geopandas
+
+    result = await call(session, {"geometries": FIELDS, "search": SEARCH})
+    assert "isError" not in result or result["isError"] is False
+    answer = result["structuredContent"]
+    frame = session.zonal_stats(FIELDS, **SEARCH)
+    assert answer["rows_total"] == len(frame) == len(answer["rows"]) == 3 * 5
+    for row, (_, want) in zip(answer["rows"], frame.iterrows()):
+        assert (row["zone_id"], row["item_ids"]) == (want["zone_id"], want["item_ids"])
+        assert row["datetime"] == want["datetime"].strftime("%Y-%m-%dT%H:%M:%SZ")
+        for column in ("mean", "count", "valid_fraction", "cloud_fraction"):
+            got = math.nan if row[column] is None else row[column]
+            assert np.isclose(got, want[column], rtol=1e-9, equal_nan=True), column
+    saved = geopandas.read_parquet(session.outputs.path(answer["table"]["id"]))
+    assert list(saved.columns) == list(frame.columns) and saved.crs.to_epsg() == 4326
+    for column in ("mean", "count", "valid_fraction"):
+        assert np.allclose(saved[column], frame[column], equal_nan=True)
+    assert list(saved["zone_id"]) == list(frame["zone_id"])
+    assert saved.geometry.geom_equals_exact(frame.geometry, 1e-12).all()
+    links = [c for c in result["content"] if c["type"] == "resource_link"]
+    assert [link["uri"] for link in links] == [
+        f"stac-gdal://outputs/{answer['table']['id']}/file",
+        f"stac-gdal://outputs/{answer['table']['id']}",
+    ]
+    record = session.outputs.get(answer["table"]["id"])
+    assert {link.href for link in record.links if link.rel == "derived_from"} >= {
+        s["href"] for s in frame.attrs["stac_gdal_mcp"]["sources"]
+    }
+
+
+async def test_per_day_returns_the_chart_and_the_zones_for_the_map(session):
+    arguments = {
+        "geometries": json.dumps(FIELDS),
+        "search": SEARCH,
+        "per": "day",
+        "stats": ["median", "count"],
+    }
+    result = await call(session, arguments)
+    (image,) = [c for c in result["content"] if c["type"] == "image"]
+    assert image["mimeType"] == "image/png" and image["data"].startswith("iVBORw0KGgo")
+    frame = session.zonal_stats(FIELDS, per="day", stats=["median", "count"], **SEARCH)
+    assert [r["date"] for r in result["structuredContent"]["rows"]] == list(frame["date"])
+    view = build_map_view([{"tool": "zonal_stats", "arguments": arguments, "result": result}])
+    (layer,) = view["zones"]
+    want = latest_per_zone(frame, "median")
+    assert layer["stat"] == "median" and [z["id"] for z in layer["zones"]] == list(want)
+    assert {z["id"]: z["value"] for z in layer["zones"]} == pytest.approx(want, rel=1e-9)
+    assert (layer["min"], layer["max"]) == pytest.approx((min(want.values()), max(want.values())))
+    for zone, feature in zip(layer["zones"], FIELDS["features"]):
+        ring = feature["geometry"]["coordinates"][0]
+        assert zone["bbox"] == pytest.approx([ring[0][0], ring[0][1], ring[2][0], ring[2][1]], abs=1e-6)
+    assert view["series"] == []  # a zonal table is not a time series of an AOI
+
+
+async def test_dry_run_estimates_and_writes_nothing(session):
+    result = await call(session, {"geometries": FIELDS, "search": SEARCH, "dry_run": True})
+    estimate = result["structuredContent"]
+    assert estimate["operation"] == "zonal_stats"
+    assert sorted(estimate["item_ids"]) == sorted(session.zonal_stats(FIELDS, **SEARCH)["item_ids"].unique())
+    assert estimate["read_bytes"] > 0 and estimate["output"]["rows"] == 15
+    assert session.outputs.list() == []
+
+
+async def test_unknown_stat_is_one_line_listing_the_valid_ones(session):
+    result = await call(session, {"geometries": FIELDS, "search": SEARCH, "stats": ["mean", "avg"]})
+    assert result["isError"] is True
+    (text,) = [c["text"] for c in result["content"] if c["type"] == "text"]
+    assert "\n" not in text and "'avg'" in text and "majority" in text and "quantile" in text
+    assert session.outputs.list() == []
+
+
+async def test_zones_from_a_workspace_file_or_an_output_uri(session):
+    path = session.workspace / "fields.geojson"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(FIELDS))
+    by_name = await call(session, {"geometries": "fields.geojson", "search": SEARCH, "id_property": "name"})
+    rows = by_name["structuredContent"]["rows"]
+    assert [r["zone_id"] for r in rows[::5]] == ["field vineyard", "field meadow", "field orchard"]
+    one_item = {**SEARCH, "ids": ["S2A_33TUL_20240619_0_L2A"]}
+    table = (await call(session, {"geometries": FIELDS, "search": one_item}))["structuredContent"]["table"]
+    by_uri = await call(
+        session, {"geometries": f"{table['uri']}/file", "search": one_item, "id_property": "zone_id"}
+    )
+    got = by_uri["structuredContent"]["rows"]
+    assert [r["zone_id"] for r in got] == ["vineyard", "meadow", "orchard"]
+    want = session.zonal_stats(FIELDS, **one_item)
+    assert np.allclose([r["mean"] for r in got], want["mean"], rtol=1e-9)
+    outside = await call(session, {"geometries": "../../etc/passwd.geojson", "search": SEARCH})
+    assert outside["isError"] is True
+
+
+def test_rows_past_max_result_bytes_are_in_the_saved_table(session):
+    """The tool's answer within limits.max_result_bytes (here 2 KB: a few rows; the search
+    itself is not bounded by it here, since searches answer by the same limit)."""
+    import geopandas
+
+    from stac_gdal_mcp.processing import zonal_result
+
+    frame = session.zonal_stats(FIELDS, **SEARCH)
+    record = session.save(frame)
+    answer = zonal_result.result(frame, record, 2048).model_dump(mode="json")
+    assert 0 < len(answer["rows"]) < answer["rows_total"] == 15
+    assert (
+        answer["rows"]
+        == json.loads(
+            frame.drop(columns="geometry").to_json(orient="records", date_format="iso", date_unit="s")
+        )[: len(answer["rows"])]
+    )
+    assert any(
+        f"{len(answer['rows'])} of 15 rows shown" in n and record.file.href.rsplit("/", 1)[-1] in n
+        for n in answer["notes"]
+    )
+    assert (
+        len(
+            json.dumps(answer["rows"], separators=(",", ":"))
+            + json.dumps(answer["zone_layer"]["features"], separators=(",", ":"))
+        )
+        <= 2048
+    )
+    assert len(geopandas.read_parquet(session.outputs.path(record.id))) == 15
+
+
+# --- the map, in Chromium -----------------------------------------------------------------------
+
+
+def hex_rgb(color: str) -> tuple[int, int, int]:
+    return tuple(int(color[i : i + 2], 16) for i in (1, 3, 5))
+
+
+@pytest.fixture(scope="module")
+def zonal_call(tmp_path_factory) -> dict:
+    """A live per-day zonal_stats call (made before the browser starts its own event loop)."""
+    arguments = {"geometries": FIELDS, "search": SEARCH, "per": "day"}
+    workspace = tmp_path_factory.mktemp("zonal-map")
+    with Session(load_settings(default_catalog="sample", workspace=workspace)) as opened:
+        result = asyncio.run(call(opened, arguments))
+    return {"tool": "zonal_stats", "arguments": arguments, "result": result}
+
+
+@pytest.mark.testbed
+def test_map_fills_each_zone_with_the_colour_of_its_value(page, zonal_call, tmp_path):  # noqa: F811
+    from shapely.geometry import shape
+
+    open_with_fragment(page, [zonal_call])
+    assert page.evaluate("window.stacMap.view") == build_map_view([zonal_call])
+    img = screenshot(page, tmp_path / "map-zones.png")
+    proj = Projection(page)
+    (layer,) = build_map_view([zonal_call])["zones"]
+    proj.check([z["bbox"] for z in layer["zones"]])
+    ends = {layer["min"]: RAMP[0], layer["max"]: RAMP[-1]}
+    checked = 0
+    for zone, feature in zip(layer["zones"], FIELDS["features"]):
+        if zone["value"] not in ends:
+            continue
+        inside = shape(feature["geometry"]).representative_point()
+        x, y = proj.px(inside.x, inside.y)
+        assert color_near(img, x, y, ends[zone["value"]], radius=0, tolerance=3), (
+            f"zone {zone['id']}: {img.getpixel((round(x), round(y)))} is not {hex_rgb(ends[zone['value']])}"
+        )
+        checked += 1
+    assert checked == 2
+    legend = page.inner_text("#legend")
+    assert "mean of" in legend and f"{layer['min']:.3g}" in legend and f"{layer['max']:.3g}" in legend
+    assert "3 zones coloured by mean" in page.inner_text("#status")
