@@ -32,6 +32,7 @@ EXPECTED = {
     "clouds": {"image/png": 2, "html_img": 0},  # ranking bar chart; clearest/cloudiest with mask
     "processing": {"image/png": 3, "html_img": 0},  # reprojected Preview; NDVI plot; composite
     "scale": {"image/png": 1, "html_img": 0},  # the series on the cluster vs on threads
+    "fields": {"image/png": 2, "html_img": 0},  # fields coloured by NDVI; the per-field series
 }
 
 
@@ -41,6 +42,13 @@ PRINTED = {
     "processing": [(r"^\S+  \(.+\)$", 3), (r"^  file: \S+, [1-9]\d* derived_from links$", 3)],
     "clouds": [],
     "discovery": [],
+    "fields": [
+        (r"^fields: 6, solar days: 5, rows: 30$", 1),
+        (r"^clearest day: 2024-06-19 \(100% of the fields' area clear\)$", 1),
+        (r"^field-days without a clear pixel: [1-9]\d* \(mean missing on each: True\)$", 1),
+        (r"^saved zonal-stats-\S+\.parquet: 30 rows, [1-9]\d* derived_from links$", 1),
+        (r"^same values as the table: True$", 1),
+    ],
 }
 NEVER_PRINTED = ["(None)", ": False", "nan"]
 
