@@ -44,6 +44,14 @@ ITEM = "S2A_33TUL_20240808_0_L2A"
 JUNE_JULY = "2024-06-01/2024-07-31"
 REF = {"catalog": "sample", "collection_id": S2, "item_id": ITEM}
 SEARCH = {"collections": [S2], "datetime": JUNE_JULY}
+FIELDS = {  # two fields inside AOI, as zones
+    "type": "FeatureCollection",
+    "features": [
+        {"type": "Feature", "id": f"field-{i}", "properties": {},
+         "geometry": {"type": "Polygon", "coordinates": [[[w, s], [w + 0.008, s], [w + 0.008, s + 0.006], [w, s + 0.006], [w, s]]]}}
+        for i, (w, s) in enumerate([(13.601, 45.921), (13.611, 45.928)])
+    ],
+}  # fmt: skip
 
 #: (label, tool, arguments); an argument "$cursor:<label>" is the next_cursor of that call's result,
 #: "$output:<label>" the output id of that call's result.
@@ -222,6 +230,14 @@ CALLS: list[tuple[str, str, dict[str, Any]]] = [
         },
     ),
     ("composite-bad-band", "composite", {"aoi": AOI, "bands": ["nope"], "search": SEARCH}),
+    ("zonal-dry", "zonal_stats", {"geometries": FIELDS, "search": SEARCH, "dry_run": True}),
+    (
+        "zonal",
+        "zonal_stats",
+        {"geometries": FIELDS, "search": SEARCH, "stats": ["mean", "count", "majority"]},
+    ),
+    ("zonal-day", "zonal_stats", {"geometries": FIELDS, "search": {"collections": [S2]}, "per": "day"}),
+    ("zonal-bad-stat", "zonal_stats", {"geometries": FIELDS, "search": SEARCH, "stats": ["avg"]}),
     ("extensions", "list_extensions", {}),
     ("outputs", "list_outputs", {}),
     ("delete", "delete_output", {"output_id": "$output:convert-png"}),
