@@ -185,6 +185,10 @@ class LimitSettings(BaseModel):
     # one SQL query over a stac-geoparquet catalog: memory DuckDB may use, and wall time, seconds
     query_memory_mb: int = Field(512, ge=16)
     query_timeout_s: float = Field(30, gt=0)
+    # a job whose estimate reads or writes more bytes than this is confirmed first: the MCP server
+    # asks the user (elicitation) or answers the estimate, to be called again with confirm=true;
+    # 0: never asked
+    confirm_bytes: int = Field(1024**3, ge=0)
 
 
 class PluginSettings(BaseModel):

@@ -1,8 +1,8 @@
 """Array and object arguments given as JSON text, as MCP Inspector CLI 0.15 and several LLM hosts
 send them, through an MCP client on the bundled `sample` catalog: each call must give what the
 same call with real arrays and objects gives. Then what clients read in `tools/list`: every
-parameter described, every array/object parameter with its JSON-text alternative; and the
-shapes of list_catalogs and list_extensions."""
+parameter described, every array/object parameter with one JSON type (the JSON text is the
+server's coercion, not a second type); and the shapes of list_catalogs and list_extensions."""
 
 import json
 
@@ -216,17 +216,19 @@ async def test_every_parameter_of_every_tool_has_a_description(mcp):
     assert missing == []
 
 
-async def test_every_array_or_object_parameter_also_takes_json_text(mcp):
+async def test_array_and_object_parameters_list_one_type_and_take_json_text(mcp):
+    """Every array or object parameter lists its one JSON type (no "string" beside it: portable,
+    see test_tool_schemas.py); the tests above send each as JSON text, which the server parses;
+    the server's instructions say it does."""
     async with Client(mcp) as client:
         tools = await client.list_tools()
-    checked, missing = [], []
+        instructions = client.instructions
+    checked = []
     for tool in tools:
         for name, schema in tool.input_schema.get("properties", {}).items():
-            if not _types(schema) & {"array", "object"}:
-                continue
-            checked.append(f"{tool.name}.{name}")
-            if "string" not in _types(schema):
-                missing.append(f"{tool.name}.{name}")
+            if _types(schema) & {"array", "object"}:
+                checked.append(f"{tool.name}.{name}")
+                assert "string" not in _types(schema), f"{tool.name}.{name}"
     assert {
         "search_items.bbox",
         "cloud_cover_stats.search",
@@ -234,28 +236,11 @@ async def test_every_array_or_object_parameter_also_takes_json_text(mcp):
         "composite.bands",
         "convert_asset.creation_options",
     } <= set(checked)
-    assert missing == []
-
-
-async def test_bbox_and_search_schemas(mcp):
-    """One schema per argument: the value's type and the string of its JSON text, no `anyOf`, no
-    `"default": null`; the server's instructions say what the string is."""
-    async with Client(mcp) as client:
-        tools = {t.name: t for t in await client.list_tools()}
-        instructions = client.instructions
-    assert tools["search_items"].input_schema["properties"]["bbox"] == {
-        "type": ["array", "string"],
-        "items": {"type": "number"},
-        "description": "[west, south, east, north] in WGS84 degrees",
-    }
-    preview_bbox = tools["preview"].input_schema["properties"]["bbox"]
-    assert preview_bbox["minItems"] == preview_bbox["maxItems"] == 4
-    assert preview_bbox["type"] == ["array", "string"]
-    search = tools["composite"].input_schema["properties"]["search"]
-    assert search["type"] == ["object", "string"]
-    for name in ("catalog", "collections", "datetime", "max_cloud_cover", "filter"):
-        assert name in search["description"]
-    assert "items" in tools["cloud_cover_stats"].input_schema["properties"]["search"]["description"]
+    props = {t.name: t.input_schema["properties"] for t in tools}
+    assert props["preview"]["bbox"]["minItems"] == props["preview"]["bbox"]["maxItems"] == 4
+    search = props["composite"]["search"]
+    assert search["type"] == "object" and "search_items" in search["description"]
+    assert "items" in props["cloud_cover_stats"]["search"]["description"]
     assert "JSON text" in instructions
 
 

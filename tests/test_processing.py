@@ -404,10 +404,13 @@ async def test_outputs_list_resources_and_delete(make_settings, pgstac_api, scen
 async def test_tool_annotations(settings):
     async with Client(build_server(settings)) as client:
         tools = {t.name: t.annotations for t in await client.list_tools()}
-    assert tools["inspect_asset"].read_only_hint is True and tools["inspect_asset"].open_world_hint is True
+    # openWorldHint left out means true (the MCP spec's default)
+    assert (
+        tools["inspect_asset"].read_only_hint is True and tools["inspect_asset"].open_world_hint is not False
+    )
     for name in ("reproject_asset", "convert_asset", "preview"):
         assert tools[name].read_only_hint is False and tools[name].destructive_hint is False
-        assert tools[name].open_world_hint is True
+        assert tools[name].open_world_hint is not False
     assert tools["delete_output"].destructive_hint is True
     assert tools["list_outputs"].read_only_hint is True
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 QuicklookArg = Annotated[
     bool,
-    Field(description="true: also return a small PNG of the output as an image"),
+    Field(description="true: also return a PNG of the output"),
 ]
 
 

@@ -2,8 +2,8 @@
 content blocks naming the output's resources, so a host fetches files when it wants them
 instead of receiving them inline; and the result of a dry run (an estimate, nothing written).
 
-A tool that may answer either (an output, or with `dry_run=true` an estimate) lists the output
-schema `{"type": "object"}`, which both answers meet (server/schemas.py).
+A tool that may answer either (an output, or with `dry_run=true` an estimate) lists no output
+schema: both answers are structured content (server/schemas.py).
 """
 
 from __future__ import annotations
@@ -75,8 +75,9 @@ def linked_result(
     )
 
 
-def estimate_result(estimate: Estimate):
-    """The answer of a dry run: the estimate as structured content, with a one-line summary."""
+def estimate_result(estimate: Estimate, *, first: str | None = None):
+    """The answer of a dry run: the estimate as structured content, with a one-line summary
+    (after `first`, a line saying why the estimate is the answer: a job not confirmed)."""
     import pydantic_core
     from fastmcp.tools.base import ToolResult
     from mcp.types import TextContent
@@ -84,6 +85,7 @@ def estimate_result(estimate: Estimate):
     structured = estimate.model_dump(mode="json")
     return ToolResult(
         content=[
+            *([TextContent(type="text", text=first)] if first else []),
             TextContent(type="text", text=estimate.summary()),
             TextContent(type="text", text=pydantic_core.to_json(structured).decode()),
         ],

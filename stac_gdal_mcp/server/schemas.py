@@ -4,16 +4,18 @@ Every tool's schemas are sent to the model once per session, and a client checks
 result against the tool's `outputSchema` (the `mcp` SDK walks the whole schema with jsonschema, per
 item of a list). So the schemas the server lists are made small and cheap:
 
-- `input_schema`: pydantic's `title` keys and `"additionalProperties": true` dropped, a scalar-or-null
-  argument typed `{"type": [T, "null"]}` instead of an `anyOf`, and an optional argument whose
-  default is null listed without the default and the null type (leaving it out says the same);
-  arguments are described and checked as before.
-- `output_schema`: `{"type": "object"}`: the tool answers with structured content (a JSON object),
-  which a client checks at no cost. Hosts do not show output schemas to the model, and a schema of
-  bare field names (`{"items": {}, ...}`, what it was) checked nothing while costing 2.4 KB of the
-  listing; a tool's description names what it returns, the docs' tool reference lists each
-  result's fields (`RESULT_FIELDS`, kept when the tool is registered), and the precise shapes are
-  the pydantic models in `stac_gdal_mcp.models`.
+- `input_schema`: pydantic's `title` keys and `"additionalProperties": true` dropped, and an
+  optional argument whose default is null listed without the default and the null type (leaving
+  it out says the same), a boolean whose default is false without `"default": false`; arguments
+  are described and checked as before. Every parameter keeps
+  one JSON type, also beside an enum (portable schemas, issue 22: see tools/args.py).
+- no `output_schema`: the tool answers with structured content (a JSON object, as MCP's
+  structuredContent always is) and the same JSON as text. `{"type": "object"}`, listed before
+  issue 22, said nothing more than that while costing 32 bytes a tool, and a schema of bare field
+  names (`{"items": {}, ...}`, before issue 14) checked nothing while costing 2.4 KB. A tool's
+  description names what it returns, the docs' tool reference lists each result's fields
+  (`RESULT_FIELDS`, kept when the tool is registered), and the precise shapes are the pydantic
+  models in `stac_gdal_mcp.models`.
 """
 
 from __future__ import annotations
@@ -42,9 +44,6 @@ def strip_titles(schema: Any) -> Any:
         else:
             out[key] = strip_titles(value)
     return out
-
-
-OBJECT_RESULT: dict[str, Any] = {"type": "object"}  # every core tool's listed output schema
 
 
 def result_fields(model: type, *alternatives: type) -> tuple[list[str], str | None]:
@@ -84,7 +83,10 @@ def _collapse_nullable(prop: dict) -> dict:
 
 def _without_null_default(prop: dict) -> dict:
     """An optional argument whose default is null, without `"default": null` and without its
-    null type: leaving the argument out says the same (the tool still accepts an explicit null)."""
+    null type: leaving the argument out says the same (the tool still accepts an explicit null).
+    A boolean whose default is false loses `"default": false` too (left out, it is false)."""
+    if prop.get("type") == "boolean" and prop.get("default") is False:
+        return {k: v for k, v in prop.items() if k != "default"}
     if "default" not in prop or prop["default"] is not None:
         return prop
     prop = {k: v for k, v in prop.items() if k != "default"}
@@ -106,17 +108,15 @@ def _without_null_default(prop: dict) -> dict:
 
 
 def compact_input_schema(schema: dict) -> dict:
-    """Titles dropped; a scalar-or-null argument as a type list instead of an `anyOf`; no
-    `"default": null` (nor the null type) on optional arguments; no `type` beside an enum of strings."""
+    """Titles dropped; no `"default": null` (nor the null type) on optional arguments. (A
+    scalar-or-null argument is a type list only on the way: the null type goes with the null
+    default, so every listed parameter has one JSON type - portable, see tools/args.py.)"""
     schema = strip_titles(schema)
     props = schema.get("properties")
     if isinstance(props, dict):
         schema["properties"] = {
             name: _without_null_default(_collapse_nullable(p)) for name, p in props.items()
         }
-        for prop in schema["properties"].values():
-            if "enum" in prop and all(isinstance(v, str) for v in prop["enum"]):
-                prop.pop("type", None)  # the enum says it
     return schema
 
 

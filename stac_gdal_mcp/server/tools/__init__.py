@@ -15,19 +15,20 @@ from typing import get_origin
 from pydantic import BaseModel
 
 from ...processing.estimate import Estimate
-from ..schemas import OBJECT_RESULT, RESULT_FIELDS, compact_tool, result_fields
+from ..schemas import RESULT_FIELDS, compact_tool, result_fields
 from .errors import core_errors
 
-# Tool annotations. The MCP spec's defaults are left out: idempotentHint false, and destructiveHint
-# and idempotentHint of a read-only tool (meaningful only when readOnlyHint is false).
-READ_ONLY = {"readOnlyHint": True, "openWorldHint": True}
-WRITES_OUTPUT = {"readOnlyHint": False, "destructiveHint": False, "openWorldHint": True}
+# Tool annotations. The MCP spec's defaults are left out: openWorldHint true, idempotentHint false,
+# and destructiveHint and idempotentHint of a read-only tool (meaningful only when readOnlyHint is false).
+READ_ONLY = {"readOnlyHint": True}
+WRITES_OUTPUT = {"readOnlyHint": False, "destructiveHint": False}
 
 
 def tool(mcp, annotations, *, estimates: bool = False, **kwargs):
     """`@tool(mcp, READ_ONLY)`: register a tool whose core errors become tool errors. Its result is
     the pydantic model (or dict) of its return annotation, or with `estimates=True` also an
-    Estimate (the answer of `dry_run=true`); listed as `{"type": "object"}` (server/schemas.py)."""
+    Estimate (the answer of `dry_run=true`), as structured content with no output schema listed
+    (server/schemas.py)."""
 
     def decorate(fn):
         name = kwargs.get("name") or fn.__name__
@@ -43,9 +44,9 @@ def tool(mcp, annotations, *, estimates: bool = False, **kwargs):
         if model:
             RESULT_FIELDS[name] = result_fields(returns, *([Estimate] if estimates else []))
         if "output_schema" not in kwargs and (model or returns is dict or get_origin(returns) is dict):
-            # the listed output schema is given: fastmcp need not generate one from the return type
-            # (a faster start); results are serialized as they are (models by their own rules)
-            kwargs["output_schema"] = dict(OBJECT_RESULT)
+            # no output schema: fastmcp need not generate one from the return type (a faster start);
+            # results are serialized as they are (models by their own rules), as structured content
+            kwargs["output_schema"] = None
             wrapped.__signature__ = signature.replace(return_annotation=inspect.Signature.empty)
         wrapped.__doc__ = None
         registered = mcp.tool(wrapped, annotations=annotations, **kwargs)

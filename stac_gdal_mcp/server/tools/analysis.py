@@ -20,23 +20,16 @@ from ..images import QuicklookArg, chart_content, quicklook_content
 from ..links import estimate_result, linked_result
 from . import READ_ONLY, WRITES_OUTPUT, session_tool
 from .args import SearchArg, SearchOrItemsArg, json_text, search_kwargs
+from .confirm import ConfirmArg, unconfirmed
 from .jobs import run_job
 
-AoiArg = json_text(
-    list[float] | dict[str, Any],
-    "bbox [west, south, east, north] or GeoJSON geometry, WGS84",
-)
-MaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many items (default 50)")]
-LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="at most this many items (default 100)")]
-ResolutionArg = Annotated[
-    float | None, Field(gt=0, description="pixel size in CRS units (metres for UTM); default: native")
-]
-MaskCloudsArg = Annotated[bool, Field(description="drop cloud, shadow and cirrus pixels (each item's mask)")]
+AoiArg = json_text(list[float] | dict[str, Any], "bbox [west, south, east, north] or GeoJSON geometry, WGS84")
+MaxItemsArg = Annotated[int | None, Field(ge=1, description="items at most (default 50)")]
+LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="items at most (default 100)")]
+ResolutionArg = Annotated[float | None, Field(gt=0, description="pixel size in CRS units; default: native")]
+MaskCloudsArg = Annotated[bool, Field(description="drop cloudy pixels (each item's mask)")]
 CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items'")]
-DryRunArg = Annotated[
-    bool,
-    Field(description="true: only estimate (items, size, bytes to read, limits); write nothing"),
-]
+DryRunArg = Annotated[bool, Field(description="true: only estimate; write nothing")]
 
 
 def _answer(session: Session, result, records=(), images=()):
@@ -56,29 +49,24 @@ async def cloud_cover_stats(
     max_items: MaxItemsArg = None,
     sort: Annotated[
         Literal["clear", "cloud", "datetime", "-datetime", "search"],
-        Field(description="clear: clearest first; cloud: least cloud first; search: as found"),
+        Field(description="clear: clearest first; cloud: least cloud; search: as found"),
     ] = "clear",
     dry_run: DryRunArg = False,
+    confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> cloud.CloudCoverResult:
-    """How cloudy was *this area* in each scene? Per item, from its mask (Sentinel-2 SCL, Landsat
-    QA_PIXEL, HLS Fmask...) read in the AOI only: cloud, shadow, cirrus, snow, water, clear and
-    no-data fractions, and the scene's eo:cloud_cover; `error` if it cannot be read.
+    """How cloudy was *this area* in each scene? Per item, from its mask (SCL, QA_PIXEL, Fmask...)
+    read in the AOI only: cloud, shadow, cirrus, snow, water, clear, no-data fractions.
 
-    Example: cloud_cover_stats(aoi=[13.55, 45.85, 13.75, 45.98], search={"collections":
-    ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}) -> clearest scenes first.
+    Example: cloud_cover_stats(aoi=[13.55, 45.85, 13.75, 45.98], search={"catalog": "sample",
+    "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}).
     """
-    ranking = await run_job(
-        ctx,
-        session,
-        session.cloud_cover,
-        aoi,
-        resolution=resolution,
-        max_items=max_items,
-        sort=sort,
-        dry_run=dry_run,
-        **search_kwargs(search),
+    arguments = dict(
+        resolution=resolution, max_items=max_items, sort=sort, dry_run=dry_run, **search_kwargs(search)
     )
+    if (stop := await unconfirmed(ctx, session, confirm, session.cloud_cover, aoi, **arguments)) is not None:
+        return stop
+    ranking = await run_job(ctx, session, session.cloud_cover, aoi, **arguments)
     return _answer(session, ranking if dry_run else ranking.result)
 
 
@@ -99,39 +87,34 @@ async def time_series(
     search: SearchArg = None,
     expression: Annotated[
         str,
-        Field(description='ndvi, ndwi, nbr, ndbi, a band ("nir") or a formula of bands: (nir-red)/(nir+red)'),
+        Field(description='ndvi, ndwi, nbr, ndbi, a band ("nir") or a formula: (nir-red)/(nir+red)'),
     ] = "ndvi",
     reducer: Annotated[
         Literal["mean", "median", "min", "max", "count"],
-        Field(description="how the AOI pixels of a day become one value"),
+        Field(description="how a day's AOI pixels become one value"),
     ] = "mean",
     mask_clouds: MaskCloudsArg = True,
     resolution: ResolutionArg = None,
     crs: CrsArg = None,
     max_items: LoadMaxItemsArg = None,
     dry_run: DryRunArg = False,
+    confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> series.TimeSeriesResult:
-    """One value per solar day over the AOI: `reducer` of `expression` (of reflectances) over the
-    pixels left after cloud masking, with the valid fraction and item ids (odc-stac on dask).
-    Writes a CSV and a PNG chart (`csv`, `chart`); the chart also comes back as an image.
+    """One value per solar day: `reducer` of `expression` (of reflectances) over the AOI's
+    cloud-free pixels, with the valid fraction and item ids. Writes a CSV and a chart (returned
+    as an image).
 
-    Example: time_series(aoi=[13.55, 45.85, 13.75, 45.98], search={"collections": ["sentinel-2-l2a"],
-    "datetime": "2024-04-01/2024-09-30"}, expression="ndvi", reducer="median").
+    Example: time_series(aoi=[13.6, 45.92, 13.62, 45.935], search={"catalog": "sample",
+    "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}, expression="ndvi").
     """
     load = dict(mask_clouds=mask_clouds, resolution=resolution, crs=crs, max_items=max_items)
-    answer = await run_job(
-        ctx,
-        session,
-        _saved_series,
-        session,
-        aoi,
-        expression,
-        reducer=reducer,
-        dry_run=dry_run,
-        **load,
-        **search_kwargs(search),
-    )
+    arguments = dict(reducer=reducer, dry_run=dry_run, **load, **search_kwargs(search))
+    if (
+        stop := await unconfirmed(ctx, session, confirm, session.time_series, aoi, expression, **arguments)
+    ) is not None:
+        return stop
+    answer = await run_job(ctx, session, _saved_series, session, aoi, expression, **arguments)
     return _answer(session, *answer)
 
 
@@ -149,7 +132,7 @@ def _saved_composite(session: Session, aoi, bands, *, job, dry_run, quicklook, *
 async def composite(
     session: Session,
     aoi: AoiArg,
-    bands: json_text(list[str], 'band common names or asset keys, e.g. ["red", "green", "blue"]'),
+    bands: json_text(list[str], 'band names or asset keys: ["red", "green", "blue"]'),
     search: SearchArg = None,
     method: Annotated[
         Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")
@@ -160,26 +143,22 @@ async def composite(
     max_items: LoadMaxItemsArg = None,
     quicklook: QuicklookArg = False,
     dry_run: DryRunArg = False,
+    confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> composites.CompositeResult:
     """A cloud-free picture of the AOI: per pixel, the median (mean, min, max) over time of each
-    band's cloud-masked values, as a float32 COG of reflectances (NaN where never clear).
+    band's cloud-masked reflectances, as a float32 COG (NaN where never clear).
 
-    Example: composite(aoi=[13.55, 45.85, 13.75, 45.98], bands=["red", "green", "blue"],
-    search={"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}).
+    Example: composite(aoi=[13.6, 45.92, 13.62, 45.935], bands=["red", "green", "blue"],
+    search={"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": "2024-06"}).
     """
     load = dict(mask_clouds=mask_clouds, resolution=resolution, crs=crs, max_items=max_items)
+    arguments = dict(method=method, dry_run=dry_run, **load, **search_kwargs(search))
+    if (
+        stop := await unconfirmed(ctx, session, confirm, session.composite, aoi, bands, **arguments)
+    ) is not None:
+        return stop
     answer = await run_job(
-        ctx,
-        session,
-        _saved_composite,
-        session,
-        aoi,
-        bands,
-        method=method,
-        dry_run=dry_run,
-        quicklook=quicklook,
-        **load,
-        **search_kwargs(search),
+        ctx, session, _saved_composite, session, aoi, bands, quicklook=quicklook, **arguments
     )
     return _answer(session, *answer)

@@ -3,11 +3,19 @@ the analysis tools take (`SearchArg`), the catalog id, the asset reference, and 
 one way a tool declares an array or object parameter. One definition, so every tool describes
 them alike, and briefly: every tool's schema is sent to the model each session (issue 14).
 
-Some MCP clients and LLM hosts (MCP Inspector CLI 0.15, several agents) send array and object
-arguments as JSON text: `bbox="[13.5, 45.8, 13.7, 45.9]"`. A parameter declared with
-`json_text` accepts that text too, says so in its schema by one more type
-(`"type": ["array", "string"]`; the server's instructions say the string is JSON text), and has
-it parsed by the core's `discovery.params.json_text`, the same parser the library uses.
+Portable schemas (issue 22): each parameter is listed with one JSON type (`"type": "array"`,
+never a list of types such as `["array", "string"]`, which hosts that map tool schemas onto a
+single-type dialect - Gemini's function declarations - reject), and without `$ref`. The one
+exception is a parameter that takes two JSON shapes (an AOI: a bbox array or a GeoJSON object):
+an `anyOf` of single-type branches, no `null`.
+
+JSON text is still accepted, by a documented coercion in the server rather than by the schema:
+some MCP clients and LLM hosts (MCP Inspector CLI 0.15, several agents) send array and object
+arguments as JSON text, `bbox="[13.5, 45.8, 13.7, 45.9]"`. A parameter declared with `json_text`
+has a pydantic `BeforeValidator` that parses a string with the core's `discovery.params.json_text`
+(the same parser the library uses) before the value is checked against its type - fastmcp
+validates a tool's arguments with pydantic, so the coercion is part of the parameter's type and
+nothing else sees the text. The server's instructions tell the model that JSON text is accepted.
 """
 
 import types
@@ -19,36 +27,32 @@ from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 from ...discovery import params
 from ...discovery.query import SEARCH_ARGS, check_names
 
-_MERGEABLE = {"items", "minItems", "maxItems", "additionalProperties", "properties", "required"}
+_OUTER = ("title", "description", "examples")
 
 
-def _one_schema(schema: dict) -> dict:
-    """The alternatives of `schema` (an `anyOf` of plain types) as one schema with a list of
-    types, plus "string" (the JSON text): `{"type": ["array", "string"], "items": ...}`. Keywords
-    such as `items` only apply to their own type, so the merged schema means the same."""
-    outer = {key: schema.pop(key) for key in ("title", "description", "examples") if key in schema}
+def _one_schema(schema: dict, listed: str | None) -> dict:
+    """The schema of `schema`'s alternatives (an `anyOf`, or one schema) that a client sees: the
+    one of JSON type `listed`, or (None) those that are neither text nor null - one schema, or an
+    `anyOf` of single-type branches when two shapes remain (array or object)."""
+    outer = {key: schema.pop(key) for key in _OUTER if key in schema}
     options = [dict(o) for o in schema["anyOf"]] if set(schema) == {"anyOf"} else [schema]
-    kinds: list[str] = []
-    merged: dict[str, Any] = {}
-    for option in options:
-        kind = option.pop("type", None)
-        for key, value in option.items():
-            if key not in _MERGEABLE or merged.get(key, value) != value:  # cannot merge: keep anyOf
-                return {"anyOf": [*options, {"type": "string"}], **outer}
-            merged[key] = value
-        for k in kind if isinstance(kind, list) else [kind]:
-            if k and k not in kinds:
-                kinds.append(k)
-    if "string" not in kinds:
-        kinds.insert(kinds.index("null") if "null" in kinds else len(kinds), "string")
-    return {"type": kinds, **merged, **outer}
+    if listed is None:
+        kept = [o for o in options if o.get("type") not in ("string", "null")]
+    else:
+        kept = [o for o in options if o.get("type") == listed]
+    if not kept:
+        raise TypeError(f"no {listed or 'array or object'} type among {options}")
+    return {**kept[0], **outer} if len(kept) == 1 else {"anyOf": kept, **outer}
 
 
-class _AlsoJsonText:
-    """The parameter's JSON schema as one schema whose types include "string" (the JSON text)."""
+class _Listed:
+    """The parameter's JSON schema as a client sees it (`_one_schema`)."""
+
+    def __init__(self, listed: str | None):
+        self.listed = listed
 
     def __get_pydantic_json_schema__(self, core_schema, handler):
-        return _one_schema(dict(handler(core_schema)))
+        return _one_schema(dict(handler(core_schema)), self.listed)
 
 
 def _admits_text(tp) -> bool:
@@ -57,44 +61,42 @@ def _admits_text(tp) -> bool:
     return tp is str
 
 
-def json_text(tp, description: str):
+def json_text(tp, description: str, *, listed: str | None = None):
     """`tp` (an array or object type, optionally `| str` or `| None`), also accepted as JSON text.
 
-    When `tp` has no text form of its own, text is parsed by the core parser before the value
-    is checked against `tp`; bad JSON text is an error naming the parameter. When it has one
-    (`| str`: comma-separated ids, CQL2 text), the text goes to the core function as it is,
-    which tells JSON text (starting with `[` or `{`) from its own form with the same parser;
-    `description` then says what the text form is. Constraints go inside `tp`, on the type they
-    constrain: `Annotated[list[float], Field(min_length=4)] | None`.
+    The schema lists one JSON type: `listed` ("array", "object" or "string"), by default the
+    array or object type of `tp`. When `tp` has no text form of its own, a string is parsed by
+    the core parser before the value is checked against `tp`; bad JSON text is an error naming
+    the parameter. When it has one (`| str`: comma-separated ids, CQL2 text), the text goes to
+    the core function as it is, which tells JSON text (starting with `[` or `{`) from its own
+    form with the same parser; `description` then says what the text form is. Constraints go
+    inside `tp`, on the type they constrain: `Annotated[list[float], Field(min_length=4)] | None`.
     """
     if _admits_text(tp):
-        return Annotated[tp, _AlsoJsonText(), Field(description=description)]
+        return Annotated[tp, _Listed(listed), Field(description=description)]
 
     def parse(value: Any, info: ValidationInfo) -> Any:
         return params.json_text(value, info.field_name or "argument", always=True)
 
-    return Annotated[tp, BeforeValidator(parse), _AlsoJsonText(), Field(description=description)]
+    return Annotated[tp, BeforeValidator(parse), _Listed(listed), Field(description=description)]
 
 
-CatalogArg = Annotated[str | None, Field(description="catalog id from list_catalogs")]
-CollectionsArg = json_text(
-    list[str] | str | None, 'collection ids, e.g. ["sentinel-2-l2a"], or comma-separated text'
-)
-DatetimeArg = Annotated[
-    str | None, Field(description="RFC 3339 instant or interval, e.g. 2024-06-01/2024-06-30, 2024-06")
-]
+CatalogArg = Annotated[str | None, Field(description="catalog id")]
+CollectionsArg = json_text(list[str] | str | None, 'collection ids, e.g. ["sentinel-2-l2a"]')
+DatetimeArg = Annotated[str | None, Field(description="instant or interval: 2024-06-01/2024-06-30, 2024-06")]
 IdsArg = json_text(list[str] | None, "item ids")
-QueryArg = json_text(dict[str, Any] | None, 'query extension, e.g. {"platform": {"eq": "sentinel-2a"}}')
-FilterArg = json_text(str | dict[str, Any] | None, 'CQL2 text or JSON, e.g. "eo:cloud_cover < 10"')
-FilterLangArg = Annotated[
-    Literal["cql2-text", "cql2-json"] | None, Field(description="default: guessed from filter")
-]
+QueryArg = json_text(dict[str, Any] | None, 'query extension: {"platform": {"eq": "sentinel-2a"}}')
+FilterArg = json_text(
+    str | dict[str, Any] | None, 'CQL2 text: "eo:cloud_cover < 10" (or CQL2-JSON)', listed="string"
+)
+FilterLangArg = Annotated[Literal["cql2-text", "cql2-json"] | None, Field(description="default: guessed")]
 SortbyArg = json_text(
     str | list[str] | None,
-    'e.g. "eo:cloud_cover", "-datetime" ("-": descending); a list or comma-separated',
+    '"eo:cloud_cover", "-datetime" (descending); several comma-separated',
+    listed="string",
 )
 MaxCloudArg = Annotated[
-    float | None, Field(ge=0, le=100, description="scene eo:cloud_cover at most this percentage")
+    float | None, Field(ge=0, le=100, description="scene eo:cloud_cover at most (percent)")
 ]
 
 
@@ -145,22 +147,19 @@ def _search_object(names: tuple[str, ...]):
     return BeforeValidator(check)
 
 
-SEARCH_DESCRIPTION = (
-    "which items, by search_items' arguments: catalog, collections, datetime, ids, query, filter, "
-    "filter_lang, sortby, max_cloud_cover"
-)
+SEARCH_DESCRIPTION = "search_items' arguments (catalog, collections, datetime, filter...)"
 SearchArg = Annotated[
     _Search | None,
     _search_object(tuple(_Search.__annotations__)),
-    WithJsonSchema({"type": ["object", "string"], "description": SEARCH_DESCRIPTION}),
+    WithJsonSchema({"type": "object", "description": SEARCH_DESCRIPTION}),
 ]
 SearchOrItemsArg = Annotated[
     _SearchOrItems | None,
     _search_object(tuple(_SearchOrItems.__annotations__)),
     WithJsonSchema(
         {
-            "type": ["object", "string"],
-            "description": SEARCH_DESCRIPTION + ', or {"items": [{"collection_id": ..., "item_id": ...}]}',
+            "type": "object",
+            "description": SEARCH_DESCRIPTION + '; or {"items": [{"collection_id": .., "item_id": ..}]}',
         }
     ),
 ]
@@ -176,8 +175,8 @@ def search_kwargs(search: dict | None) -> dict[str, Any]:
 
 HrefArg = Annotated[
     str | None,
-    Field(description="raster URL or workspace path; else collection_id + item_id + asset"),
+    Field(description="URL or workspace path (or collection_id+item_id+asset)"),
 ]
-CollectionIdArg = Annotated[str | None, Field(description="the item's collection")]
-ItemIdArg = Annotated[str | None, Field(description="item id (from search_items)")]
-AssetArg = Annotated[str | None, Field(description="asset key or band name: red, nir, scl, visual, B04...")]
+CollectionIdArg = Annotated[str | None, Field(description="collection id")]
+ItemIdArg = Annotated[str | None, Field(description="item id")]
+AssetArg = Annotated[str | None, Field(description="asset key or band: red, nir, scl, visual...")]

@@ -23,20 +23,17 @@ from .args import (
     json_text,
 )
 
-CollectionIdArg = Annotated[str, Field(description='collection id, e.g. "sentinel-2-l2a"')]
-ItemIdArg = Annotated[str, Field(description="an item id, e.g. from search_items")]
+CollectionIdArg = Annotated[str, Field(description="collection id")]
+ItemIdArg = Annotated[str, Field(description="item id")]
 
 
 @session_tool(READ_ONLY)
 def list_catalogs(
     session: Session,
-    check_reachable: Annotated[
-        bool, Field(description="also contact remote catalogs: reachability, search features")
-    ] = False,
+    check_reachable: Annotated[bool, Field(description="also contact the remote catalogs")] = False,
 ) -> CatalogList:
-    """The configured STAC catalogs (remote APIs, local ones): id, title, url or path, and (for
-    local ones, or with check_reachable=true) whether each answers and its search features.
-    Use the id as `catalog` in the other tools."""
+    """The configured STAC catalogs: id, title, url or path, reachability and search features
+    (remote ones: check_reachable=true). Ids are the other tools' `catalog`; "sample" works offline."""
     return CatalogList(catalogs=session.catalogs(check_reachable=check_reachable))
 
 
@@ -44,16 +41,11 @@ def list_catalogs(
 def list_collections(
     session: Session,
     catalog: CatalogArg = None,
-    q: Annotated[
-        str | None, Field(description="free-text search in id, title, description, keywords")
-    ] = None,
+    q: Annotated[str | None, Field(description="free text (id, title, description, keywords)")] = None,
     limit: Annotated[int | None, Field(ge=1, description="collections per page")] = None,
-    cursor: Annotated[str | None, Field(description="next_cursor from a previous call")] = None,
+    cursor: Annotated[str | None, Field(description="the previous call's next_cursor")] = None,
 ) -> CollectionList:
-    """A catalog's collections, compactly: id, title, short description, extent, license, asset keys.
-
-    Example: list_collections(catalog="earth-search", q="sentinel-2 l2a"); then get_collection.
-    """
+    """A catalog's collections: id, title, short description, extent, license, asset keys."""
     return session.collections(catalog, q=q, limit=limit, cursor=cursor)
 
 
@@ -61,19 +53,17 @@ def list_collections(
 def get_collection(
     session: Session, collection_id: CollectionIdArg, catalog: CatalogArg = None
 ) -> CollectionDetail:
-    """One collection: extent, summaries, item_assets (keys, roles, band common names, gsd), providers, license, links."""
+    """A collection: extent, summaries, item_assets (roles, bands, gsd), providers, license, links."""
     return session.collection(collection_id, catalog)
 
 
 @session_tool(READ_ONLY)
 def get_queryables(
     session: Session,
-    collection_id: Annotated[
-        str | None, Field(description="a collection id, or none for the whole catalog")
-    ] = None,
+    collection_id: Annotated[str | None, Field(description="collection id (none: the catalog)")] = None,
     catalog: CatalogArg = None,
 ) -> Queryables:
-    """Properties that can be used in `filter` (CQL2) or `query` of search_items, with their types."""
+    """Properties search_items can `filter` (CQL2) or `query` by, with their types."""
     return session.queryables(collection_id, catalog)
 
 
@@ -82,11 +72,12 @@ def search_items(
     session: Session,
     catalog: json_text(
         list[str] | str | None,
-        'catalog id (list_catalogs); several (a list, comma-separated, "*": all) give one merged result',
+        'catalog id; several: comma-separated ("*": all)',
+        listed="string",
     ) = None,
     collections: CollectionsArg = None,
-    bbox: json_text(list[float] | None, "[west, south, east, north] in WGS84 degrees") = None,
-    intersects: json_text(dict[str, Any] | None, "a GeoJSON geometry (WGS84) instead of bbox") = None,
+    bbox: json_text(list[float] | None, "[west, south, east, north], WGS84") = None,
+    intersects: json_text(dict[str, Any] | None, "GeoJSON geometry (WGS84), instead of bbox") = None,
     datetime: DatetimeArg = None,
     ids: IdsArg = None,
     query: QueryArg = None,
@@ -94,18 +85,17 @@ def search_items(
     filter_lang: FilterLangArg = None,
     sortby: SortbyArg = None,
     max_cloud_cover: MaxCloudArg = None,
-    limit: Annotated[int | None, Field(ge=1, description="items per page (at most limits.max_items)")] = None,
-    cursor: Annotated[str | None, Field(description="next_cursor of a previous call: the next page")] = None,
+    limit: Annotated[int | None, Field(ge=1, description="items per page")] = None,
+    cursor: Annotated[str | None, Field(description="the previous call's next_cursor")] = None,
     detail: Annotated[
-        Literal["summary", "full"], Field(description="summary (compact) or full STAC items")
+        Literal["summary", "full"], Field(description="summaries or full STAC items")
     ] = "summary",
 ) -> FederatedSearchResult:
-    """Search a catalog for items (scenes): compact summaries, `matched`, `next_cursor` for the
-    next page, `notes` on anything translated or done client-side. Several catalogs give one
-    merged result (copies in `also_in`, counts per catalog in `catalogs`).
+    """Search catalogs for items (scenes): compact summaries, `matched`, `next_cursor` (the next
+    page), `notes`. Several catalogs: one merged result.
 
-    Example: search_items(collections=["sentinel-2-l2a"], bbox=[13.3, 45.7, 13.9, 46.1],
-    datetime="2024-06-01/2024-08-31", max_cloud_cover=20, sortby="eo:cloud_cover", limit=10).
+    Example: search_items(catalog="sample", collections=["sentinel-2-l2a"], bbox=[13.55, 45.85,
+    13.75, 45.98], datetime="2024-06-01/2024-08-31", max_cloud_cover=20).
     """
     results = session.search(**{k: v for k, v in locals().items() if k != "session"})
     page = results.page  # several catalogs: already one merged result (discovery/federated.py)
@@ -116,7 +106,7 @@ def search_items(
 def get_item(
     session: Session, collection_id: CollectionIdArg, item_id: ItemIdArg, catalog: CatalogArg = None
 ) -> dict[str, Any]:
-    """The full STAC item (GeoJSON Feature) with all assets; hrefs signed where the catalog needs it."""
+    """A full STAC item (asset hrefs signed where the catalog needs it)."""
     return session.get_item(collection_id, item_id, catalog)
 
 

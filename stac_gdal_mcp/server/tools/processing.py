@@ -22,6 +22,7 @@ from ..links import estimate_result, linked_result
 from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
 from . import READ_ONLY, WRITES_OUTPUT, session_resource, session_tool
 from .args import AssetArg, CatalogArg, CollectionIdArg, HrefArg, ItemIdArg, json_text
+from .confirm import ConfirmArg, unconfirmed
 from .jobs import run_job
 
 LOCAL_READ = {"readOnlyHint": True, "openWorldHint": False}
@@ -37,11 +38,8 @@ BBox = json_text(
     "[west, south, east, north] in bbox_crs",
 )
 BBoxCrs = Annotated[str, Field(description="CRS of bbox")]
-OutputName = Annotated[str | None, Field(description="output file name; default: generated")]
-DryRun = Annotated[
-    bool,
-    Field(description="true: only estimate (size, bytes to read, limits); write nothing"),
-]
+OutputName = Annotated[str | None, Field(description="file name; default: generated")]
+DryRun = Annotated[bool, Field(description="true: only estimate; write nothing")]
 
 
 def _answer(session: Session, result, extra=()):
@@ -53,9 +51,9 @@ def _answer(session: Session, result, extra=()):
 
 def _call(values: dict) -> tuple[AssetRef, dict]:
     """A tool's arguments (its `locals()` on entry): its input as one AssetRef, and the others as
-    they go to the Session method (the session, the context and quicklook left out)."""
+    they go to the Session method (the session, the context, quicklook and confirm left out)."""
     ref = AssetRef(*(values.pop(name) for name in ("href", "collection_id", "item_id", "asset", "catalog")))
-    return ref, {k: v for k, v in values.items() if k not in ("session", "ctx", "quicklook")}
+    return ref, {k: v for k, v in values.items() if k not in ("session", "ctx", "quicklook", "confirm")}
 
 
 def _inspect(session: Session, ref: AssetRef, *, job):
@@ -77,10 +75,11 @@ async def inspect_asset(
     catalog: CatalogArg = None,
     ctx: Context = CurrentContext(),
 ) -> AssetInfo:
-    """Describe a raster from its header only: size, bands, dtypes, nodata, scale/offset, CRS,
-    transform, bounds (also WGS84), blocks, overviews, compression, whether it is a valid COG.
+    """A raster's header: size, bands, dtypes, nodata, scale/offset, CRS, transform, bounds,
+    blocks, overviews, compression, COG validity.
 
-    Example: inspect_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red").
+    Example: inspect_asset(catalog="sample", collection_id="sentinel-2-l2a",
+    item_id="S2A_33TUL_20240808_0_L2A", asset="red").
     """
     ref, _ = _call(locals())
     return await run_job(ctx, session, _inspect, session, ref)
@@ -89,7 +88,7 @@ async def inspect_asset(
 @session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
 async def reproject_asset(
     session: Session,
-    dst_crs: Annotated[str, Field(description="target CRS, e.g. 'EPSG:4326', 'EPSG:3857', 'EPSG:32633'")],
+    dst_crs: Annotated[str, Field(description="target CRS, e.g. EPSG:4326, EPSG:32633")],
     href: HrefArg = None,
     collection_id: CollectionIdArg = None,
     item_id: ItemIdArg = None,
@@ -97,13 +96,13 @@ async def reproject_asset(
     catalog: CatalogArg = None,
     resolution: Annotated[
         float | None,
-        Field(gt=0, description="output pixel size in dst_crs units; default: about the source's"),
+        Field(gt=0, description="pixel size in dst_crs units; default: the source's"),
     ] = None,
     bbox: BBox = None,
     bbox_crs: BBoxCrs = "EPSG:4326",
     resampling: Annotated[
         Literal[RESAMPLING],
-        Field(description="nearest keeps values (classes, masks); bilinear, cubic, average: continuous data"),
+        Field(description="nearest keeps values (classes, masks); bilinear...: continuous data"),
     ] = "nearest",
     output_format: Annotated[
         Literal["COG", "GTiff", "netCDF"], Field(description="COG has internal overviews")
@@ -111,15 +110,18 @@ async def reproject_asset(
     output_name: OutputName = None,
     quicklook: QuicklookArg = False,
     dry_run: DryRun = False,
+    confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> OutputRecord:
-    """Warp an asset (or its part inside bbox) to another CRS as a COG in the workspace, reading
-    only the tiles needed. Returns the output's STAC-like record (also stac-gdal://outputs/{id}).
+    """Warp an asset (or its part in bbox) to another CRS as a COG output (reading only the tiles
+    needed); returns its STAC-like record.
 
-    Example: reproject_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="red",
-    dst_crs="EPSG:4326", bbox=[13.55, 45.85, 13.75, 45.98]).
+    Example: reproject_asset(catalog="sample", collection_id="sentinel-2-l2a",
+    item_id="S2A_33TUL_20240808_0_L2A", asset="red", dst_crs="EPSG:4326").
     """
     ref, arguments = _call(locals())  # resolved in the worker thread: it may call the catalog
+    if (stop := await unconfirmed(ctx, session, confirm, session.reproject, ref, **arguments)) is not None:
+        return stop
     result = await run_job(ctx, session, session.reproject, ref, **arguments)
     if quicklook and isinstance(result, OutputRecord):
         from anyio import to_thread
@@ -133,7 +135,7 @@ async def convert_asset(
     session: Session,
     output_format: Annotated[
         Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"],
-        Field(description="PNG/JPEG: 8-bit pictures (percentile stretch); the others keep the values"),
+        Field(description="PNG/JPEG: stretched 8-bit pictures; others keep the values"),
     ],
     href: HrefArg = None,
     collection_id: CollectionIdArg = None,
@@ -142,21 +144,24 @@ async def convert_asset(
     catalog: CatalogArg = None,
     bbox: BBox = None,
     bbox_crs: BBoxCrs = "EPSG:4326",
-    bands: json_text(list[int] | None, "band numbers from 1; PNG/JPEG take 1 or 3") = None,
+    bands: json_text(list[int] | None, "band numbers from 1; PNG/JPEG: 1 or 3") = None,
     creation_options: json_text(
-        dict[str, str | int] | None, 'GDAL creation options of the format, e.g. {"COMPRESS": "ZSTD"}'
+        dict[str, str | int] | None, 'GDAL creation options, e.g. {"COMPRESS": "ZSTD"}'
     ) = None,
     output_name: OutputName = None,
     dry_run: DryRun = False,
+    confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> OutputRecord:
-    """Convert an asset to another format, optionally only some bands and its window inside bbox
-    (nothing resampled; only those tiles read). Returns the output's STAC-like record.
+    """Convert an asset (some bands, its window in bbox: only those tiles read, nothing
+    resampled) to another format; returns its STAC-like record.
 
-    Example: convert_asset(collection_id="sentinel-2-l2a", item_id="S2B_...", asset="visual",
-    output_format="PNG", bbox=[13.55, 45.85, 13.75, 45.98]).
+    Example: convert_asset(catalog="sample", collection_id="sentinel-2-l2a",
+    item_id="S2A_33TUL_20240808_0_L2A", asset="visual", output_format="PNG").
     """
     ref, arguments = _call(locals())
+    if (stop := await unconfirmed(ctx, session, confirm, session.convert, ref, **arguments)) is not None:
+        return stop
     result = await run_job(ctx, session, session.convert, ref, **arguments)
     return _answer(session, result)
 
@@ -171,20 +176,20 @@ async def preview(
     catalog: CatalogArg = None,
     assets: json_text(
         list[str] | None,
-        "1 asset (colormap) or 3 (RGB); default: visual, else red/green/blue",
+        "1 asset (colormap) or 3 (RGB); default: visual or red, green, blue",
     ) = None,
     bbox: json_text(
         Annotated[list[float], Field(min_length=4, max_length=4)] | None,
         "[west, south, east, north] in WGS84",
     ) = None,
-    max_size: Annotated[int, Field(ge=16, le=2048, description="longest side of the image in pixels")] = 512,
+    max_size: Annotated[int, Field(ge=16, le=2048, description="longest side in pixels")] = 512,
     dry_run: DryRun = False,
     ctx: Context = CurrentContext(),
 ) -> OutputRecord:
-    """A quicklook PNG of an item (true colour) or of one asset (colormap), returned as an image
-    and saved as an output. Reads overviews: quick even for whole scenes.
+    """A quicklook PNG of an item (true colour) or an asset (colormap, colour bar), returned as
+    an image and saved. Reads overviews: quick for whole scenes.
 
-    Example: preview(collection_id="sentinel-2-l2a", item_id="S2B_...", bbox=[13.55, 45.85, 13.75, 45.98]).
+    Example: preview(catalog="sample", collection_id="sentinel-2-l2a", item_id="S2A_33TUL_20240808_0_L2A").
     """
     ref, arguments = _call(locals())  # (before any other name is bound here)
     image = await run_job(ctx, session, session.preview, ref, **arguments)
@@ -203,7 +208,7 @@ async def preview(
 
 @session_tool(LOCAL_READ)
 def list_outputs(session: Session) -> OutputList:
-    """The outputs in the workspace, newest first: id, uri, file, size, operation, source datetime."""
+    """The workspace's outputs, newest first: id, uri, file, size, operation, datetime."""
     store = session.outputs
     return OutputList(outputs=[r.summary() for r in store.list()], workspace=str(store.root))
 
@@ -211,9 +216,9 @@ def list_outputs(session: Session) -> OutputList:
 @session_tool(LOCAL_DELETE)
 def delete_output(
     session: Session,
-    output_id: Annotated[str, Field(description="an id from list_outputs")],
+    output_id: Annotated[str, Field(description="output id")],
 ) -> OutputSummary:
-    """Delete an output's file and record from the workspace; returns what was deleted."""
+    """Delete an output's file and record; returns what was deleted."""
     return session.outputs.delete(output_id).summary()
 
 

@@ -1,0 +1,89 @@
+"""Confirm before large jobs (issue 22): a job whose estimate reads or writes more than
+`limits.confirm_bytes` runs only once the user said yes.
+
+Before such a job runs, its dry run is worked out (headers and tile indexes only). When the
+estimate is larger than the setting, the server asks the user through MCP elicitation (the
+estimate's one-line summary; accept runs the job, decline or cancel does not) where the client
+supports it; where it does not (no elicitation capability, an MCP task in the background, a
+2026-07-28 connection without a back-channel), the tool answers the estimate with a note to call
+again with `confirm=true`, which an agent passes after asking the user itself. `confirm=true`,
+`dry_run=true` and `limits.confirm_bytes = 0` skip the check.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import Field
+
+from ..links import estimate_result
+from .jobs import run_job
+
+if TYPE_CHECKING:
+    from fastmcp import Context
+
+    from ...processing.estimate import Estimate
+    from ...session import Session
+
+log = logging.getLogger(__name__)
+
+ConfirmArg = Annotated[bool, Field(description="true: run even if large, unasked")]
+
+
+def size(estimate: Estimate) -> int:
+    """The larger of the bytes the job would read and the bytes it would write (uncompressed)."""
+    written = estimate.output.bytes if estimate.output is not None else None
+    return max(estimate.read_bytes or 0, written or 0)
+
+
+def _can_elicit(ctx: Context | None) -> bool:
+    """The client declared the elicitation capability (a call may still be unable to ask: see
+    `unconfirmed`)."""
+    from mcp.types import ClientCapabilities, ElicitationCapability
+
+    try:
+        session = None if ctx is None else ctx.session
+    except RuntimeError:  # no request (a direct call)
+        return False
+    wanted = ClientCapabilities(elicitation=ElicitationCapability())
+    return session is not None and session.check_client_capability(wanted)
+
+
+async def _asked(ctx: Context, question: str) -> str | None:
+    """The user's answer ("yes", "decline", "cancel"), or None when this call cannot ask (an MCP
+    task in the background, a 2026-07-28 connection: fastmcp says so with a ToolError)."""
+    from fastmcp.exceptions import ToolError
+
+    try:
+        answer = await ctx.elicit(question, bool, response_title="Run it")
+    except ToolError as exc:
+        log.info("cannot ask the user to confirm: %s", exc)
+        return None
+    if answer.action == "accept":
+        return "yes" if answer.data else "decline"
+    return answer.action
+
+
+async def unconfirmed(ctx: Context | None, session: Session, confirm: bool, fn, /, *args, **kwargs):
+    """None when the job `fn(*args, **kwargs)` may run; else the tool's answer: the job's
+    estimate, first saying why it did not run (the user declined, or `confirm=true` is needed)."""
+    limit = session.settings.limits.confirm_bytes
+    if confirm or not limit or kwargs.get("dry_run"):
+        return None
+    estimate = await run_job(ctx, session, fn, *args, **{**kwargs, "dry_run": True})
+    needed = size(estimate)
+    if estimate.would_refuse or needed <= limit:  # a refusal: the run itself says why
+        return None
+    over = f"{needed:,} bytes, more than limits.confirm_bytes={limit:,}"
+    answer = None
+    if _can_elicit(ctx):
+        answer = await _asked(ctx, f"{estimate.summary()}. That is {over}: run it?")
+        if answer == "yes":
+            return None
+    if answer is None:
+        note = f"not run: {over}; ask the user, then call again with confirm=true (or ask for less)"
+    else:
+        note = f"not run: the user did not confirm it ({answer}; {over})"
+    estimate.notes.append(note)
+    return estimate_result(estimate, first=note)
