@@ -88,7 +88,7 @@ class Harness:
     """A server and a connected client on an event loop in a thread of their own, so that
     hypothesis (synchronous) can call tools."""
 
-    def __init__(self, workspace: Path):
+    def __init__(self, workspace: Path, *, catalog: Path | None = None):
         from fastmcp import Client
 
         from stac_gdal_mcp.server import build_server
@@ -102,7 +102,7 @@ class Harness:
             catalogs=[
                 {
                     "id": "sample",
-                    "path": str(Path(stac_gdal_mcp.__file__).parent / "data/sample/catalog.json"),
+                    "path": str(catalog or Path(stac_gdal_mcp.__file__).parent / "data/sample/catalog.json"),
                 }
             ],
             network={"allow_private_hosts": False, "timeout_s": 5, "max_retries": 0},

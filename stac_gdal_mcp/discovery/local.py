@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from ..errors import InvalidFilter
 from . import params as p
 from .query import Search, and_all
 
@@ -88,7 +89,21 @@ def local_search(items: list[dict], search: Search) -> list[dict]:
             start, end = _item_interval(item)
             if (interval[1] and start and start > interval[1]) or (interval[0] and end and end < interval[0]):
                 continue
-        if condition is not None and not condition.matches(item):
+        if condition is not None and not _matches(condition, item, search):
             continue
         out.append(item)
     return sort_items(out, search.sortby)
+
+
+def _matches(condition, item: dict, search: Search) -> bool:
+    """cql2's verdict on `item`; an expression it cannot reduce to true or false (an unknown
+    function, a comparison of text with a number, a property the item lacks) is an error
+    naming the argument, as a STAC API would refuse it."""
+    try:
+        return condition.matches(item)
+    except Exception as exc:  # cql2 raises a bare Exception
+        names = [n for n in ("filter", "query") if getattr(search, n)] or ["max_cloud_cover"]
+        raise InvalidFilter(
+            f"{' / '.join(names)} cannot be evaluated on item '{str(item.get('id'))[:100]}' ({exc}): "
+            "check the operators, that each property exists (get_queryables) and has the type compared with"
+        ) from None

@@ -227,7 +227,10 @@ def gdal_path_for(href: str, core: Core) -> str:
     if not isinstance(href, str) or not href.strip():
         raise InvalidArgument("href must be a non-empty string")
     href = href.strip()
-    scheme = urlsplit(href).scheme.lower()
+    try:
+        scheme = urlsplit(href).scheme.lower()
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL": an unclosed [ in the host
+        raise InvalidArgument(f"href is not a valid URL ({exc})") from None
     if len(scheme) <= 1:  # a local path (a one-letter "scheme" is a Windows drive)
         return str(check_local_path(href, local_roots(core)))
     check_url(href, policy=network_policy(core.settings))  # refuses other schemes

@@ -42,6 +42,36 @@ def project_aoi(aoi_4326, crs) -> dict:
     return transform_geom("EPSG:4326", crs, mapping(dense))
 
 
+def check_aoi_fits(aoi_4326, crs, what: str = "crs") -> None:
+    """Refuse an AOI that a projected `crs` cannot draw: a point it cannot project, or an outline
+    that folds over (the world in UTM collapses to a line): its projected area under half its
+    area on the ellipsoid (conformal and equal-area projections keep it, or enlarge it)."""
+    import math
+
+    from pyproj import CRS
+    from shapely.geometry import shape
+
+    projected_crs = CRS.from_user_input(crs)
+    if not projected_crs.is_projected:
+        return
+    # on the ellipsoid: in an equal-area cylindrical projection (EASE-Grid 2.0), where even the
+    # whole world is a plain rectangle (a geodesic ring around it would have no area)
+    on_earth = shape(project_aoi(aoi_4326, "EPSG:6933")).area
+    try:
+        projected = shape(project_aoi(aoi_4326, projected_crs.to_wkt()))
+        unit = projected_crs.axis_info[0].unit_conversion_factor or 1.0
+        drawn = projected.area * unit**2
+    except Exception:  # a point PROJ cannot project
+        drawn = float("nan")
+    if not math.isfinite(drawn) or drawn < 0.5 * on_earth:
+        use = projected_crs.area_of_use
+        where = f" (made for {use.west:g}..{use.east:g} E, {use.south:g}..{use.north:g} N)" if use else ""
+        raise InvalidArgument(
+            f"aoi {[round(v, 6) for v in aoi_4326.bounds]} is too large for {what} {projected_crs.to_string()}"
+            f"{where}: it cannot be drawn in that CRS; pass a smaller aoi, or {what}='EPSG:4326'"
+        )
+
+
 _RASTERIZE = threading.Lock()
 
 

@@ -7,6 +7,8 @@ GTiff and netCDF keep values and georeferencing; PNG and JPEG are rendered for p
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -94,7 +96,70 @@ def check(
     """The arguments of a conversion checked into its request (before anything is read)."""
     fmt = formats.output_format(output_format)
     options = formats.creation_options(fmt, creation_options)
+    for name in creation_options or {}:
+        check_creation_option(fmt.driver, str(name).upper(), options[str(name).upper()])
     return ConvertRequest(source, fmt, options, bbox, bbox_crs, bands, output_name)
+
+
+_RANGE = re.compile(r"(-?\d+)\s*(?:\([^)]*\))?\s*-\s*(-?\d+)")  # "1-12", "1(fast)-22(slow)"
+_BOOLEAN = ("YES", "NO", "TRUE", "FALSE", "ON", "OFF", "1", "0")
+
+
+@functools.cache
+def driver_options(driver: str) -> dict:
+    """The creation options GDAL's `driver` declares (its DMD_CREATIONOPTIONLIST): name -> the
+    <Option> element (type, min/max or a range in its description, its <Value>s)."""
+    import ctypes
+    import xml.etree.ElementTree as ET
+
+    from .gdal_calls import _lib
+
+    lib = _lib()
+    lib.GDALGetMetadataItem.restype = ctypes.c_char_p
+    lib.GDALGetMetadataItem.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+    lib.GDALAllRegister()
+    handle = lib.GDALGetDriverByName(driver.encode())
+    text = lib.GDALGetMetadataItem(handle, b"DMD_CREATIONOPTIONLIST", None) if handle else None
+    if not text:
+        return {}
+    return {o.get("name", "").upper(): o for o in ET.fromstring(text).iter("Option")}
+
+
+def check_creation_option(driver: str, name: str, value: str) -> None:
+    """Refuse, in one line, a creation option `driver` does not declare or a value outside what
+    it declares (type, range, choices); GDAL itself would only warn and go on without it."""
+    declared = driver_options(driver)
+    option = declared.get(name)
+    if option is None:
+        if declared:
+            raise InvalidArgument(f"creation option {name} is not one the {driver} driver takes")
+        return
+    kind = option.get("type", "string")
+    choices = [v.text.upper() for v in option.iter("Value") if v.text]
+    wrong = f"creation option {name}={value[:40]!r} is not valid for {driver}"
+    if kind == "string-select" and choices and value.upper() not in choices:
+        raise InvalidArgument(f"{wrong}: use one of {', '.join(choices)}")
+    if kind == "boolean" and value.upper() not in _BOOLEAN:
+        raise InvalidArgument(f"{wrong}: use YES or NO")
+    if kind in ("int", "integer", "float"):
+        try:
+            number = int(value) if kind != "float" else float(value)
+        except ValueError:
+            raise InvalidArgument(
+                f"{wrong}: it takes {'an integer' if kind != 'float' else 'a number'}"
+            ) from None
+        found = _RANGE.search(option.get("description", ""))
+        low = option.get("min") or (found and found.group(1))
+        high = option.get("max") or (found and found.group(2))
+        if (low is not None and number < float(low)) or (high is not None and number > float(high)):
+            span = (
+                f"at least {low}"
+                if high is None
+                else f"at most {high}"
+                if low is None
+                else f"{low} to {high}"
+            )
+            raise InvalidArgument(f"{wrong}: it takes {span}")
 
 
 def estimate(core: Core, request: ConvertRequest) -> Estimate:

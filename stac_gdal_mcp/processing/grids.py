@@ -96,10 +96,25 @@ def parse_crs(value: str | int, what: str = "dst_crs"):
             f"{what} {shown} is not a projected or 2D geographic CRS ({kind}), so it cannot be the CRS "
             f"of a raster grid; {_instead(base)}"
         )
+    _check_earth(base, what, shown)
     try:
         return CRS.from_user_input(text)
     except (CRSError, ValueError, TypeError):
         raise InvalidArgument(f"{what} {shown} is not a CRS GDAL knows; {CRS_HINT}") from None
+
+
+def _check_earth(crs, what: str, shown: str) -> None:
+    """Refuse a CRS no coordinate operation reaches from WGS 84 (another celestial body's, such
+    as IAU_2015:30100 on the Moon): the AOI and the items' footprints are on Earth."""
+    from pyproj import Transformer
+    from pyproj.exceptions import ProjError
+
+    try:
+        Transformer.from_crs("EPSG:4326", crs, always_xy=True)
+    except ProjError as exc:
+        body = re.search(r"\(Earth vs ([^)]+)\)", str(exc))
+        where = f"a CRS of {body.group(1)}" if body else "no coordinate operation reaches it from WGS 84"
+        raise InvalidArgument(f"{what} {shown} is not a CRS on Earth ({where}); {CRS_HINT}") from None
 
 
 def _projjson_text(text: str, what: str, shown: str) -> str:
@@ -317,16 +332,23 @@ def check_output_size(
     """Refuse an output larger than limits.max_output_pixels or max_output_bytes, saying how to shrink it."""
     import numpy as np
 
-    pixels = width * height
+    pixels = int(width) * int(height)
     nbytes = pixels * count * np.dtype(dtype).itemsize
     over = []
     if pixels > limits.max_output_pixels:
-        over.append(f"{pixels:,} pixels > limits.max_output_pixels={limits.max_output_pixels:,}")
+        over.append(f"{_count(pixels)} pixels > limits.max_output_pixels={limits.max_output_pixels:,}")
     if nbytes > limits.max_output_bytes:
-        over.append(f"{nbytes:,} bytes > limits.max_output_bytes={limits.max_output_bytes:,}")
+        over.append(f"{_count(nbytes)} bytes > limits.max_output_bytes={limits.max_output_bytes:,}")
     if not over:
         return
-    factor = math.sqrt(max(pixels / limits.max_output_pixels, nbytes / limits.max_output_bytes))
+    # logarithms: a resolution of 1e-300 makes sizes of hundreds of digits, beyond any float
+    factor = math.exp(
+        max(
+            math.log(pixels) - math.log(limits.max_output_pixels),
+            math.log(nbytes) - math.log(limits.max_output_bytes),
+        )
+        / 2
+    )
     hint = "pass a smaller bbox"
     if resolution:
         hint += (
@@ -334,9 +356,14 @@ def check_output_size(
         )
     hint += " or fewer bands" if count > 1 else ""
     raise LimitExceeded(
-        f"the output would be {width} x {height} pixels x {count} band(s) of {dtype}: {'; '.join(over)}. "
-        f"To shrink it, {hint}."
+        f"the output would be {_count(width)} x {_count(height)} pixels x {count} band(s) of {dtype}: "
+        f"{'; '.join(over)}. To shrink it, {hint}."
     )
+
+
+def _count(n: int) -> str:
+    """1,234,567; or about 1.2e+300 for numbers too long to read."""
+    return f"{n:,}" if n < 10**15 else f"about {float(n):.2g}" if n < 10**300 else "more than 1e+300"
 
 
 def source_pixels_read(grid, native: tuple[float, float], factor: int, source_pixels: int) -> float:
@@ -344,4 +371,6 @@ def source_pixels_read(grid, native: tuple[float, float], factor: int, source_pi
     grid: output pixels x (output pixel / source pixel) in each direction, at most the whole level."""
     ratio_x = grid.resolution[0] / (native[0] * factor)
     ratio_y = grid.resolution[1] / (native[1] * factor)
-    return min(grid.width * grid.height * ratio_x * ratio_y, source_pixels / factor**2)
+    return min(
+        (grid.width * ratio_x) * (grid.height * ratio_y), source_pixels / factor**2
+    )  # floats: may be inf

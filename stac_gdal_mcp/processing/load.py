@@ -198,6 +198,7 @@ def output_geobox(
     from odc.geo.geobox import GeoBox
     from odc.geo.geom import Geometry
 
+    from .aoi import check_aoi_fits
     from .grids import check_output_size, parse_crs
 
     first = stacks[0]
@@ -214,6 +215,7 @@ def output_geobox(
             raise InvalidArgument("pass resolution (in the CRS units) for this CRS")
     if resolution <= 0:
         raise InvalidArgument(f"resolution must be positive (got {resolution})")
+    check_aoi_fits(aoi_geom, dst_crs.to_wkt(), "crs")
     anchor = native_anchor(first.items[0], band_key, resolution) if crs is None else "default"
     gbox = GeoBox.from_geopolygon(
         Geometry(aoi_geom, "EPSG:4326"), resolution=resolution, crs=dst_crs.to_string(), anchor=anchor
@@ -390,6 +392,7 @@ def prepare(core, load: Load, names: list[str], *, chunk: int = CHUNK, mask_aoi:
         raise NotFound(
             "no items matched the search over the AOI; widen datetime, check collections or the AOI"
         )
+    items = with_footprints(items, notes)
     stacks = plan_stacks(core, items, names, mask_clouds=load.mask_clouds, catalog=load.catalog)
     gbox = output_geobox(core, aoi_geom, stacks, crs=load.crs, resolution=load.resolution, count=len(names))
     inside = aoi_pixels(gbox, aoi_geom)
@@ -407,6 +410,34 @@ def prepare(core, load: Load, names: list[str], *, chunk: int = CHUNK, mask_aoi:
             + ", ".join(f"{s.collection_id} ({len(s.items)})" for s in stacks)
         )
     return Prepared(aoi_geom, stacks, gbox, inside, loaded, notes)
+
+
+def with_footprints(items: list[dict], notes: list[str]) -> list[dict]:
+    """The items with a footprint: odc-stac places an item on the grid by its geometry, or by its
+    bands' proj:shape and proj:transform (without either it fails: "Can not process items without
+    defined footprint"); the others left out with a note, one clear error when none has one."""
+    kept = [i for i in items if _has_footprint(i)]
+    if not kept:
+        raise InvalidArgument(
+            f"none of the {len(items)} items found has a geometry (or proj:shape and proj:transform), "
+            "the footprint a load needs to place an item on the grid"
+        )
+    if len(kept) < len(items):
+        left = [str(i.get("id"))[:100] for i in items if i not in kept]
+        notes.append(f"{len(left)} items without a geometry (footprint) were left out: {', '.join(left[:5])}")
+    return kept
+
+
+def _has_footprint(item: dict) -> bool:
+    """A geometry, or the proj:shape and proj:transform odc-stac draws a footprint from."""
+    geometry = item.get("geometry")
+    if isinstance(geometry, dict) and geometry.get("coordinates"):
+        return True
+    holders = [
+        item.get("properties") or {},
+        *(a for a in (item.get("assets") or {}).values() if isinstance(a, dict)),
+    ]
+    return any(h.get("proj:shape") and h.get("proj:transform") for h in holders)
 
 
 def as_dataset(prep: Prepared):

@@ -116,11 +116,15 @@ class Estimate(Model):
 # --- limits ----------------------------------------------------------------------------------------
 
 
+BEYOND = 10**300  # sizes are shown up to this; any limit is far below
+
+
 def output_checks(width: int, height: int, bands: int, dtype: str, limits) -> list[LimitCheck]:
     import numpy as np
 
-    pixels = width * height
+    pixels = int(width) * int(height)
     nbytes = pixels * bands * np.dtype(dtype).itemsize
+    pixels, nbytes = min(pixels, BEYOND), min(nbytes, BEYOND)  # as floats (1e-300 m pixels: 600 digits)
     return [
         LimitCheck(
             limit="limits.max_output_pixels",
@@ -138,6 +142,7 @@ def output_checks(width: int, height: int, bands: int, dtype: str, limits) -> li
 
 
 def read_check(pixels: float, limits) -> LimitCheck:
+    pixels = min(pixels, BEYOND)
     return LimitCheck(
         limit="limits.max_read_pixels",
         needed=pixels,
@@ -160,12 +165,12 @@ def _output(width, height, bands, dtype, **extra) -> OutputSize:
     import numpy as np
 
     return OutputSize(
-        width=int(width),
-        height=int(height),
+        width=min(int(width), BEYOND),
+        height=min(int(height), BEYOND),
         bands=int(bands),
         dtype=str(dtype),
-        pixels=int(width) * int(height),
-        bytes=int(width) * int(height) * int(bands) * np.dtype(dtype).itemsize,
+        pixels=min(int(width) * int(height), BEYOND),
+        bytes=min(int(width) * int(height) * int(bands) * np.dtype(dtype).itemsize, BEYOND),
         **extra,
     )
 
