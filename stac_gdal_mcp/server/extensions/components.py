@@ -45,6 +45,19 @@ def _description(text: str | None, server_name: str) -> str:
     return f"{text}\n\n(From external server '{server_name}'.)".strip()
 
 
+def _shown(original, server, mime: bool = False) -> dict[str, Any]:
+    """How a component of an external server is presented: its name and title, its description
+    (cut, and saying where it comes from), its MIME type (resources; text by default)."""
+    fields = {
+        "name": original.name,
+        "title": original.title,
+        "description": _description(original.description, server.name),
+    }
+    if mime:
+        fields["mime_type"] = original.mime_type or "text/plain"
+    return fields
+
+
 class _Forwarding:
     """Mixin: where to send calls. Private attributes survive fastmcp's renaming copies."""
 
@@ -56,8 +69,13 @@ class _Forwarding:
         self._server, self._host, self._backend = server, host, backend
         return self
 
-    async def _send(self, what: str, call):
-        return await self._host.call(self._server.request(what, call))
+    async def _send(self, what: str, shown: str, error, call):
+        """Send one request (`what`, for the server's errors) on the host loop; a failure becomes
+        `error` (fastmcp's tool, resource or prompt error) naming the component as `shown`."""
+        try:
+            return await self._host.call(self._server.request(what, call))
+        except ExternalServerError as exc:
+            raise client_error(error, str(exc), shown) from None
 
     @property
     def _limit(self) -> int:
@@ -82,12 +100,12 @@ class ExternalTool(_Forwarding, Tool):
         from mcp.types import TextContent
 
         backend = self._backend
-        try:
-            result = await self._send(
-                f"tool '{backend}'", lambda client: client.call_tool_mcp(backend, arguments)
-            )
-        except ExternalServerError as exc:
-            raise client_error(ToolError, str(exc), f"tool '{self._server.name}_{backend}'") from None
+        result = await self._send(
+            f"tool '{backend}'",
+            f"tool '{self._server.name}_{backend}'",
+            ToolError,
+            lambda client: client.call_tool_mcp(backend, arguments),
+        )
         blocks = list(result.content)
         structured = result.structured_content
         total = sum(_size(b) for b in blocks) + (len(json.dumps(structured)) if structured is not None else 0)
@@ -102,9 +120,7 @@ class ExternalTool(_Forwarding, Tool):
     @classmethod
     def from_mcp(cls, mcp_tool, server, host):
         return cls(
-            name=mcp_tool.name,
-            title=mcp_tool.title,
-            description=_description(mcp_tool.description, server.name),
+            **_shown(mcp_tool, server),
             parameters=mcp_tool.input_schema or {"type": "object", "properties": {}},
             annotations=tool_annotations(mcp_tool.annotations, server.spec.config.trusted),
         ).bind(server, host, mcp_tool.name)
@@ -114,12 +130,10 @@ class ExternalResource(_Forwarding, Resource):
     async def read(self):
         from fastmcp.exceptions import ResourceError
 
-        try:
-            result = await self._send(
-                f"resource {self._backend}", lambda client: client.read_resource_mcp(self._backend)
-            )
-        except ExternalServerError as exc:
-            raise client_error(ResourceError, str(exc), f"resource {self._backend}") from None
+        what = f"resource {self._backend}"
+        result = await self._send(
+            what, what, ResourceError, lambda client: client.read_resource_mcp(self._backend)
+        )
         return self._contents(result)
 
     def _contents(self, result):
@@ -157,21 +171,14 @@ class ExternalResource(_Forwarding, Resource):
 
     @classmethod
     def from_mcp(cls, mcp_resource, server, host):
-        return cls(
-            uri=mcp_resource.uri,
-            name=mcp_resource.name,
-            title=mcp_resource.title,
-            description=_description(mcp_resource.description, server.name),
-            mime_type=mcp_resource.mime_type or "text/plain",
-        ).bind(server, host, str(mcp_resource.uri))
+        return cls(uri=mcp_resource.uri, **_shown(mcp_resource, server, mime=True)).bind(
+            server, host, str(mcp_resource.uri)
+        )
 
 
 class ExternalTemplate(_Forwarding, ResourceTemplate):
     async def _read(self, uri: str, params: dict[str, Any]):
-        resource = ExternalResource(uri=uri, name=self.name, mime_type=self.mime_type).bind(
-            self._server, self._host, uri
-        )
-        return await resource.read()
+        return await (await self.create_resource(uri, params)).read()
 
     async def create_resource(self, uri: str, params: dict[str, Any]):
         return ExternalResource(uri=uri, name=self.name, mime_type=self.mime_type).bind(
@@ -181,12 +188,7 @@ class ExternalTemplate(_Forwarding, ResourceTemplate):
     @classmethod
     def from_mcp(cls, mcp_template, server, host):
         return cls(
-            uri_template=mcp_template.uri_template,
-            name=mcp_template.name,
-            title=mcp_template.title,
-            description=_description(mcp_template.description, server.name),
-            mime_type=mcp_template.mime_type or "text/plain",
-            parameters={},
+            uri_template=mcp_template.uri_template, parameters={}, **_shown(mcp_template, server, mime=True)
         ).bind(server, host, mcp_template.uri_template)
 
 
@@ -197,12 +199,12 @@ class ExternalPrompt(_Forwarding, Prompt):
         from mcp.types import TextContent
 
         backend = self._backend
-        try:
-            result = await self._send(
-                f"prompt '{backend}'", lambda client: client.get_prompt_mcp(backend, arguments)
-            )
-        except ExternalServerError as exc:
-            raise client_error(PromptError, str(exc), f"prompt '{self._server.name}_{backend}'") from None
+        result = await self._send(
+            f"prompt '{backend}'",
+            f"prompt '{self._server.name}_{backend}'",
+            PromptError,
+            lambda client: client.get_prompt_mcp(backend, arguments),
+        )
         blocks = [m.content for m in result.messages]
         roles = {id(m.content): m.role for m in result.messages}
         total = sum(_size(b) for b in blocks)
@@ -224,12 +226,7 @@ class ExternalPrompt(_Forwarding, Prompt):
             PromptArgument(name=a.name, description=a.description, required=bool(a.required))
             for a in mcp_prompt.arguments or []
         ]
-        return cls(
-            name=mcp_prompt.name,
-            title=mcp_prompt.title,
-            description=_description(mcp_prompt.description, server.name),
-            arguments=arguments,
-        ).bind(server, host, mcp_prompt.name)
+        return cls(arguments=arguments, **_shown(mcp_prompt, server)).bind(server, host, mcp_prompt.name)
 
 
 def _size(block) -> int:
