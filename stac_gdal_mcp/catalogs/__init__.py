@@ -6,8 +6,9 @@ Planetary Computer signing (`signing`), GDAL's messages about failed reads (`gda
 the workspace as a catalog (`workspace`) and the `index` command that makes a catalog of a
 folder of GeoTIFFs (`indexing`)."""
 
+from .bounds import ResultBudget
 from .local import LocalCatalog
-from .paging import PageTrail, ResultBudget
+from .paging import PageTrail
 from .registry import Catalogs
 from .remote import RemoteCatalog, features_from_conformance, path_segment, url_under
 

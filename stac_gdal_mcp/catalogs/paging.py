@@ -1,5 +1,5 @@
 """Paging helpers every listing shares: the trail of pages one run has read (loops, repeated
-items) and the byte budget of one answer of full items."""
+items). The byte budget of one answer is in bounds.py."""
 
 from __future__ import annotations
 
@@ -61,31 +61,3 @@ class PageTrail:
     def stale_page(self) -> None:
         """A page that brought no new item: a loop by another name."""
         self.looped = True
-
-
-class ResultBudget:
-    """The bytes of full STAC items one answer may carry (limits.max_result_bytes). The first item
-    always fits, so that paging advances; past the budget, `take` says no and the caller stops
-    with `note` and a cursor at that item."""
-
-    def __init__(self, max_bytes: int | None):
-        self.max_bytes = max_bytes
-        self.used = 0
-        self.cut = False
-
-    def take(self, feature: dict) -> bool:
-        if self.max_bytes is None:
-            return True
-        size = len(json.dumps(feature, separators=(",", ":"), default=str))
-        if self.used and self.used + size > self.max_bytes:
-            self.cut = True
-            return False
-        self.used += size
-        return True
-
-    @property
-    def note(self) -> str:
-        return (
-            f"detail='full' answers are capped at limits.max_result_bytes={self.max_bytes:,} bytes: "
-            "fewer items than the limit were returned; use next_cursor for the rest, or detail='summary'"
-        )

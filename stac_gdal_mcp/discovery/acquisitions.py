@@ -21,6 +21,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+from ..catalogs.bounds import ID_CHARS
 from ..errors import InvalidCursor
 from ..stac import item_datetime
 
@@ -45,7 +46,17 @@ def _platform(props: dict) -> str | None:
     value = props.get("platform")
     if not isinstance(value, str) or not value.strip():
         return None
-    return "-".join(value.strip().lower().replace("_", " ").split())
+    return _compact("-".join(value.strip().lower().replace("_", " ").split()))
+
+
+def _compact(key: str) -> str:
+    """`key`, or for one longer than any real platform or tile name its digest (equal keys stay
+    equal, and a cursor that remembers it stays small)."""
+    if len(key) <= ID_CHARS:
+        return key
+    import hashlib
+
+    return "sha1:" + hashlib.sha1(key.encode("utf-8", "replace")).hexdigest()
 
 
 def _tile(props: dict) -> str | None:
@@ -61,7 +72,7 @@ def _tile(props: dict) -> str | None:
     if not tile and isinstance(code, str) and code.upper().startswith("MGRS-"):
         tile = code[5:]
     if tile:
-        return f"MGRS:{str(tile).upper().lstrip('T')}"
+        return _compact(f"MGRS:{str(tile).upper().lstrip('T')}")
     path, row = props.get("landsat:wrs_path"), props.get("landsat:wrs_row")
     if (path is None or row is None) and isinstance(code, str) and code.upper().startswith("WRS2-"):
         digits = code[5:]

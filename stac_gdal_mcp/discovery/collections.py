@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog, cursors
+from ..catalogs.bounds import ID_CHARS, cut
 from ..catalogs.geoparquet import GeoparquetCatalog
 from ..errors import InvalidArgument, InvalidCursor, NotFound
 from ..models import CollectionDetail, CollectionList, Queryable, Queryables
@@ -164,7 +165,7 @@ def _infer_queryables(items: list[dict]) -> list[Queryable]:
                 if isinstance(value, list)
                 else "object"
             )
-    return [Queryable(name=k, type=v) for k, v in sorted(kinds.items())]
+    return [Queryable(name=cut(k, ID_CHARS), type=v) for k, v in sorted(kinds.items())]
 
 
 def get_queryables(core: Core, collection_id: str | None = None, catalog: str | None = None) -> Queryables:

@@ -40,12 +40,14 @@ from __future__ import annotations
 import concurrent.futures as cf
 import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from pydantic import Field
 
 from ..catalogs import ResultBudget
 from ..catalogs import cursors as cur
+from ..catalogs.bounds import ID_CHARS, cut
+from ..catalogs.security import shown
 from ..errors import (
     CollectionNotFound,
     InvalidArgument,
@@ -57,7 +59,8 @@ from ..stac import item_datetime
 from . import aliases
 from . import params as p
 from .acquisitions import DEDUP_SECONDS, Facts, epoch, order, same_acquisition
-from .query import Search, check_search
+from .query import SEARCH_KEYWORDS, Search, SearchKeywords, check_names, check_search
+from .search import answer_budget, search_items, search_page
 from .summaries import item_summary
 
 if TYPE_CHECKING:
@@ -65,7 +68,7 @@ if TYPE_CHECKING:
 
 MAX_SEEN = 300  # acquisitions remembered for de-duplication when the sort is not by datetime
 DEFAULT_SORTBY = [{"field": "datetime", "direction": "desc"}]
-_QUIET_NOTES = ("continuing from cursor", "no items matched", "limit ", "detail='full' answers are capped")
+_QUIET_NOTES = ("continuing from cursor", "no items matched", "limit ", "answers are capped")
 
 
 class CatalogCount(Model):
@@ -187,50 +190,41 @@ class Stream:
         return {**state, "start": self.start, "skip": self.skip, "done": self.done}
 
 
+def _short(name):
+    return cut(name, ID_CHARS) if isinstance(name, str) else name
+
+
 def _quiet(note: str) -> bool:
     return note.startswith(_QUIET_NOTES)
 
 
-def _fetch(core: Core, stream: Stream, search: Search, n: int) -> tuple[Segment, list[str], int | None, bool]:
-    """Read up to `n` more items of one catalog through the single-catalog search."""
-    from .search import search_items
-
+def _fetch(
+    core: Core, stream: Stream, search: Search, n: int, budget: ResultBudget
+) -> tuple[Segment, list[str], int | None, bool]:
+    """Read up to `n` more items of one catalog (within `budget`) through the single-catalog
+    search, signed where the catalog needs it."""
     start, skip = stream.read_position()
-    cap = core.settings.limits.max_items
-    limit = max(1, min(skip + n, cap))
-    if start is None:
-        result = search_items(
-            core,
-            catalog=stream.catalog,
-            collections=stream.collections,
-            bbox=search.bbox,
-            intersects=search.intersects,
-            datetime=search.datetime,
-            ids=search.ids,
-            query=search.query,
-            filter=search.filter,
-            filter_lang="cql2-json" if search.filter is not None else None,
-            sortby=search.sortby,
-            max_cloud_cover=search.max_cloud_cover,
-            limit=limit,
-            detail="full",
-        )
-    else:
-        cursor = core.cursors.encode("items", stream.catalog, start)
-        result = search_items(core, catalog=stream.catalog, cursor=cursor, limit=limit, detail="full")
-    end = core.cursors.decode(result.next_cursor, "items", stream.catalog) if result.next_cursor else None
-    items = [i for i in result.items if isinstance(i, dict)][skip:]
+    limit = max(1, min(skip + n, core.settings.limits.max_items))
     catalog = core.catalogs.get(stream.catalog)
+    notes: list[str] = []
+    if start is None:
+        args, cursor = {**search.keywords(), "collections": stream.collections}, None
+    else:
+        args, cursor = {}, core.cursors.encode("items", stream.catalog, start)
+    features, matched, next_cursor = search_page(core, catalog, limit, cursor, budget, args, notes)
+    end = core.cursors.decode(next_cursor, "items", stream.catalog) if next_cursor else None
+    items = [catalog.sign(f) for f in features[skip:]]
     sorts = bool(getattr(catalog.features, "sort", True))
-    return Segment(start, skip, items, end), result.notes, result.matched, sorts
+    return Segment(start, skip, items, end), notes + budget.notes, matched, sorts
 
 
 # --------------------------------------------------------------------------- the search
 
 
 class _Federation:
-    def __init__(self, core: Core, streams: list[Stream], search: Search, seen: list[Facts]):
+    def __init__(self, core: Core, streams: list[Stream], search: Search, seen: list[Facts], detail: str):
         self.core = core
+        self.detail = detail
         self.streams = streams
         self.search = search
         self.sortby = search.sortby or DEFAULT_SORTBY
@@ -254,7 +248,8 @@ class _Federation:
         for index, n in wanted.items():
             stream = self.streams[index]
             if not stream.finished():
-                jobs[self.pool.submit(_fetch, self.core, stream, self.search, n)] = stream
+                budget = answer_budget(self.core.settings, self.detail)
+                jobs[self.pool.submit(_fetch, self.core, stream, self.search, n, budget)] = stream
         if not jobs:
             return
         done, pending = cf.wait(jobs, timeout=self.deadline_s)
@@ -338,7 +333,6 @@ class _Federation:
                 self._prune(facts.t)
                 continue
             if budget is not None and not budget.take(item):
-                self._note(budget.note)
                 break
             stream.pop()
             if self.by_datetime and facts.t is not None:
@@ -357,8 +351,8 @@ class _Federation:
                         also.append(
                             {
                                 "catalog": other.catalog,
-                                "collection": candidate.get("collection"),
-                                "id": candidate.get("id"),
+                                "collection": _short(candidate.get("collection")),
+                                "id": _short(candidate.get("id")),
                                 "cloud_cover": cloud,
                             }
                         )
@@ -405,36 +399,17 @@ def federated_search(
     core: Core,
     catalogs: list[str],
     *,
-    collections=None,
-    bbox=None,
-    intersects=None,
-    datetime=None,
-    ids=None,
-    query=None,
-    filter=None,
-    filter_lang=None,
-    sortby=None,
-    max_cloud_cover=None,
     limit: int | None = None,
     cursor: str | None = None,
     detail: Literal["summary", "full"] = "summary",
+    **args: Unpack[SearchKeywords],
 ) -> FederatedSearchResult:
-    """Search `catalogs` (ids) as one; see the module docstring."""
-    if detail not in ("summary", "full"):
-        raise InvalidArgument("detail must be 'summary' or 'full'")
+    """Search `catalogs` (ids) as one with the item search arguments `args`; see the module
+    docstring."""
     settings = core.settings
     label = "+".join(catalogs)
     notes: list[str] = []
-    if limit is None:
-        limit = settings.limits.page_size
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidArgument(f"limit must be a positive integer (got {limit!r})")
-    if limit > settings.limits.max_items:
-        notes.append(
-            f"limit {limit} capped at limits.max_items={settings.limits.max_items}; use next_cursor for the rest"
-        )
-        limit = settings.limits.max_items
-
+    limit = p.page_limit(limit, detail, settings.limits, notes)
     if cursor:
         state = core.cursors.decode(cursor, "items", label)
         streams, search, seen, kept = _checked_streams(state, catalogs)
@@ -442,35 +417,69 @@ def federated_search(
             "continuing from cursor: search arguments other than catalog, limit and detail are taken from it"
         )
     else:
-        search = check_search(
-            collections, bbox, intersects, datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover
-        )
-        search.sortby = search.sortby or DEFAULT_SORTBY
-        streams, seen, kept = [], [], []
-        for index, cid in enumerate(catalogs):
-            resolved = aliases.resolve(settings, cid, search.collections)
-            kept += resolved.notes
-            stream = Stream(index=index, catalog=cid, collections=resolved.collections)
-            if resolved.nothing_to_ask:
-                stream.done = stream.skipped = True
-                stream.matched = 0
-            streams.append(stream)
-        if all(s.skipped for s in streams):
-            raise CollectionNotFound(
-                f"none of the catalogs {', '.join(catalogs)} has the collection(s) "
-                f"{', '.join(search.collections or [])} (collection_aliases)"
-            )
+        streams, search, seen, kept = _new_streams(core, catalogs, args)
     notes += kept
 
     failed_before = {s.index for s in streams if s.error is not None}
-    federation = _Federation(core, streams, search, seen)
+    federation = _Federation(core, streams, search, seen, detail)
+    budget = answer_budget(settings, detail)
     try:
-        budget = ResultBudget(settings.limits.max_result_bytes) if detail == "full" else None
         picked = federation.run(limit, budget)
     finally:
         federation.close()
-    notes += federation.notes
+    notes += federation.notes + _outcome_notes(streams, failed_before, picked)
 
+    items: list[dict] = []
+    for item, stream, also in picked:
+        entry = dict(item) if detail == "full" else item_summary(item).model_dump()
+        items.append(budget.fit({**entry, "catalog": stream.catalog, "also_in": also}))
+    if not items:
+        notes.append(
+            "no items matched; widen bbox/datetime, raise max_cloud_cover, or check the collection ids"
+        )
+    next_cursor = _next_cursor(core, label, streams, search, federation.seen, kept, notes)
+    return FederatedSearchResult(
+        items=items,
+        returned=len(items),
+        matched=None,
+        next_cursor=next_cursor,
+        notes=notes + budget.notes,
+        catalogs=[
+            CatalogCount(
+                id=s.catalog, matched=s.matched, returned=s.returned, duplicates=s.duplicates, error=s.error
+            )
+            for s in streams
+        ],
+    )
+
+
+def _new_streams(core: Core, catalogs: list[str], args: dict) -> tuple[list[Stream], Search, list, list[str]]:
+    """The streams of a new search: one per catalog, its collections as that catalog names them
+    (a catalog that has none of them is not asked)."""
+    check_names(args, SEARCH_KEYWORDS)
+    search = check_search(**args)
+    search.sortby = search.sortby or DEFAULT_SORTBY
+    streams, kept = [], []
+    for index, cid in enumerate(catalogs):
+        resolved = aliases.resolve(core.settings, cid, search.collections)
+        kept += resolved.notes
+        stream = Stream(index=index, catalog=cid, collections=resolved.collections)
+        if resolved.nothing_to_ask:
+            stream.done = stream.skipped = True
+            stream.matched = 0
+        streams.append(stream)
+    if all(s.skipped for s in streams):
+        raise CollectionNotFound(
+            f"none of the catalogs {', '.join(catalogs)} has the collection(s) "
+            f"{', '.join(shown(c, ID_CHARS) for c in (search.collections or [])[:5])} (collection_aliases)"
+        )
+    return streams, search, [], kept
+
+
+def _outcome_notes(streams: list[Stream], failed_before: set[int], picked: list) -> list[str]:
+    """Notes on the catalogs left out, the copies dropped and the catalogs that cannot sort;
+    an error when every catalog asked failed."""
+    notes = []
     for s in streams:
         if s.error is None:
             continue
@@ -496,66 +505,45 @@ def federated_search(
             f"catalog(s) {', '.join(unsorted)} cannot sort: their items are merged in the order they "
             "come, so the merged order is not strictly sorted"
         )
+    return notes
 
-    items: list[dict] = []
-    for item, stream, also in picked:
-        entry = dict(item) if detail == "full" else item_summary(item).model_dump()
-        entry["catalog"] = stream.catalog
-        entry["also_in"] = also
-        items.append(entry)
-    if not items:
-        notes.append(
-            "no items matched; widen bbox/datetime, raise max_cloud_cover, or check the collection ids"
-        )
 
+def _next_cursor(core: Core, label: str, streams, search: Search, seen, kept, notes: list[str]) -> str | None:
+    """The cursor to the next page (None when every stream is done or failed), kept within the
+    size a cursor may have by remembering fewer acquisitions."""
     positions = [s.position() for s in streams]
-    more = any(not pos["done"] and s.error is None for pos, s in zip(positions, streams, strict=True))
-    next_cursor = None
-    if more:
-        state = {
-            "streams": positions,
-            "search": search.__dict__,
-            "seen": [f.as_list() for f in federation.seen],
-            "notes": kept,
-        }
+    if not any(not pos["done"] and s.error is None for pos, s in zip(positions, streams, strict=True)):
+        return None
+    state = {
+        "streams": positions,
+        "search": search.__dict__,
+        "seen": [f.as_list() for f in seen],
+        "notes": kept,
+    }
+    next_cursor = core.cursors.encode("items", label, state)
+    if len(next_cursor) > cur.MAX_CURSOR_CHARS:  # keep it a cursor decode accepts
+        notes.append("de-duplication across pages remembers fewer acquisitions (the cursor is full)")
+    while len(next_cursor) > cur.MAX_CURSOR_CHARS and state["seen"]:
+        state["seen"] = state["seen"][len(state["seen"]) // 2 + 1 :]
         next_cursor = core.cursors.encode("items", label, state)
-        if len(next_cursor) > cur.MAX_CURSOR_CHARS:  # keep it a cursor decode accepts
-            notes.append("de-duplication across pages remembers fewer acquisitions (the cursor is full)")
-        while len(next_cursor) > cur.MAX_CURSOR_CHARS and state["seen"]:
-            state["seen"] = state["seen"][len(state["seen"]) // 2 + 1 :]
-            next_cursor = core.cursors.encode("items", label, state)
-    return FederatedSearchResult(
-        items=items,
-        returned=len(items),
-        matched=None,
-        next_cursor=next_cursor,
-        notes=notes,
-        catalogs=[
-            CatalogCount(
-                id=s.catalog, matched=s.matched, returned=s.returned, duplicates=s.duplicates, error=s.error
-            )
-            for s in streams
-        ],
-    )
+    return next_cursor
 
 
 def search(
     core: Core,
     *,
     catalog: str | list[str] | None = None,
-    collections=None,
     cursor: str | None = None,
     **args: Any,
 ) -> FederatedSearchResult:
     """search_items over one catalog or several: several (a list, comma-separated ids or "*")
     go through `federated_search`; one goes to `discovery.search.search_items` with its
     collection names translated by the alias table (search_items does that)."""
-    from .search import search_items
 
     ids = catalog_ids(core, catalog)
     if len(ids) > 1:
-        return federated_search(core, ids, collections=collections, cursor=cursor, **args)
-    result = search_items(core, catalog=ids[0], collections=collections, cursor=cursor, **args)
+        return federated_search(core, ids, cursor=cursor, **args)
+    result = search_items(core, catalog=ids[0], cursor=cursor, **args)
     return FederatedSearchResult.model_construct(**dict(result), catalogs=None)
 
 

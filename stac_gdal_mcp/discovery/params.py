@@ -374,3 +374,20 @@ def _first_line(exc: Exception) -> str:
     if where or expected:
         return ", ".join(x for x in (f"at line:column {where}" if where else None, expected) if x)
     return lines[0][:200] if lines else type(exc).__name__
+
+
+def page_limit(limit: Any, detail: str, limits, notes: list[str]) -> int:
+    """How many items one answer holds: `limit` (default limits.page_size) checked and capped at
+    limits.max_items with a note; `detail` checked on the way."""
+    if detail not in ("summary", "full"):
+        raise InvalidArgument("detail must be 'summary' or 'full'")
+    if limit is None:
+        return limits.page_size
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgument(f"limit must be a positive integer (got {repr(limit)[:40]})")
+    if limit > limits.max_items:
+        notes.append(
+            f"limit {limit} capped at limits.max_items={limits.max_items}; use next_cursor for the rest"
+        )
+        return limits.max_items
+    return limit

@@ -41,6 +41,17 @@ class SearchArgs(TypedDict, total=False):
 SEARCH_ARGS: tuple[str, ...] = tuple(SearchArgs.__annotations__)
 
 
+class SearchKeywords(SearchArgs, total=False):
+    """Every item search argument, the area too: what `search_items` takes besides its catalog,
+    limit, cursor and detail (bbox: [west, south, east, north]; intersects: a GeoJSON geometry)."""
+
+    bbox: list[float] | str | None
+    intersects: dict[str, Any] | str | None
+
+
+SEARCH_KEYWORDS: tuple[str, ...] = tuple(SearchKeywords.__annotations__)
+
+
 def check_names(values: dict, names: tuple[str, ...] = SEARCH_ARGS) -> None:
     """Refuse a name of `values` that is not one of `names` (the search arguments), with the list
     of those there are; the names refused are shown on one line (at most five)."""
@@ -73,6 +84,13 @@ class Search:
     filter: dict | None = None  # CQL2-JSON
     sortby: list[dict] | None = None
     max_cloud_cover: float | None = None
+
+    def keywords(self) -> SearchKeywords:
+        """This search as `search_items` takes it (checking it again gives the same search)."""
+        args = {k: v for k, v in self.__dict__.items() if v is not None}
+        if self.filter is not None:
+            args["filter_lang"] = "cql2-json"
+        return SearchKeywords(**args)  # type: ignore[typeddict-item]
 
     def cql2_conditions(self) -> list[dict]:
         """query, filter and max_cloud_cover as CQL2-JSON conditions."""

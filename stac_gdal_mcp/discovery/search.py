@@ -15,19 +15,29 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Unpack
 from urllib.parse import urlsplit
 
 from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog, ResultBudget, cursors
+from ..catalogs.bounds import ID_CHARS
 from ..catalogs.geoparquet import GeoparquetCatalog
-from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, NotSupported
+from ..catalogs.security import shown
+from ..errors import CollectionNotFound, InvalidCursor, NotSupported
 from ..models import SearchResult
 from ..stac import find_link
 from . import aliases
 from . import params as p
 from .local import local_search
 from .parquet_search import parquet_page
-from .query import Search, and_all, check_search, cloud_cover_condition
+from .query import (
+    SEARCH_KEYWORDS,
+    Search,
+    SearchKeywords,
+    and_all,
+    check_names,
+    check_search,
+    cloud_cover_condition,
+)
 from .summaries import item_summary
 
 if TYPE_CHECKING:
@@ -249,166 +259,147 @@ def search_items(
     core: Core,
     *,
     catalog: str | None = None,
-    collections=None,
-    bbox=None,
-    intersects=None,
-    datetime=None,
-    ids=None,
-    query=None,
-    filter=None,
-    filter_lang=None,
-    sortby=None,
-    max_cloud_cover=None,
     limit: int | None = None,
     cursor: str | None = None,
     detail: Literal["summary", "full"] = "summary",
+    **args: Unpack[SearchKeywords],
 ) -> SearchResult:
-    """Search a catalog; see the module docstring for how conditions and cursors work."""
-    if detail not in ("summary", "full"):
-        raise InvalidArgument("detail must be 'summary' or 'full'")
-    settings = core.settings
+    """Search a catalog with the item search arguments `args` (`query.SearchKeywords`); see the
+    module docstring for how conditions and cursors work."""
     cat = core.catalogs.get(catalog)
     notes: list[str] = []
-    if limit is None:
-        limit = settings.limits.page_size
-    if not isinstance(limit, int) or limit < 1:
-        raise InvalidArgument(f"limit must be a positive integer (got {limit!r})")
-    if limit > settings.limits.max_items:
-        notes.append(
-            f"limit {limit} capped at limits.max_items={settings.limits.max_items}; "
-            "use next_cursor for the rest"
-        )
-        limit = settings.limits.max_items
+    limit = p.page_limit(limit, detail, core.settings.limits, notes)
+    budget = answer_budget(core.settings, detail)
+    features, matched, next_cursor = search_page(core, cat, limit, cursor, budget, args, notes)
+    if detail == "full":
+        items = [budget.fit(cat.sign(f)) for f in features]
+    else:
+        items = [item_summary(f) for f in features]
+    return SearchResult(
+        items=items, returned=len(items), matched=matched, next_cursor=next_cursor, notes=notes + budget.notes
+    )
 
-    budget = ResultBudget(settings.limits.max_result_bytes)
+
+def search_page(
+    core: Core, cat, limit: int, cursor: str | None, budget: ResultBudget, args: dict, notes: list[str]
+) -> tuple[list[dict], int | None, str | None]:
+    """One page of catalog `cat`'s items as the catalog gives them (up to `limit`, within
+    `budget`): (features, matched, next cursor). Notes on what was done go to `notes`."""
     state = core.cursors.decode(cursor, "items", cat.id) if cursor else None
+    search = None
     if state is not None:
         notes.append(
             "continuing from cursor: search arguments other than catalog, limit and detail are taken from it"
         )
         notes += cursors.checked(state, "notes", list) or []
-    elif collections is not None:  # canonical names as this catalog names them (aliases.py)
-        resolved = aliases.resolve(settings, cat.id, p.as_list(collections, "collections"))
-        if resolved.nothing_to_ask:
-            where = list(aliases.alias_table(settings).get(resolved.left_out[0], {}))
-            raise CollectionNotFound(
-                f"collection '{resolved.left_out[0]}' is not in catalog '{cat.id}'; "
-                f"collection_aliases has it in: {', '.join(where)}"
-            )
-        collections = resolved.collections
-        notes += resolved.notes
+    else:
+        check_names(args, SEARCH_KEYWORDS)
+        if args.get("collections") is not None:  # as this catalog names them (aliases.py)
+            args = {
+                **args,
+                "collections": _resolved_collections(core.settings, cat.id, args["collections"], notes),
+            }
+        search = check_search(**args)
 
     if isinstance(cat, GeoparquetCatalog):  # SQL over stac-geoparquet files (parquet_search.py)
-        args = (
-            collections,
-            bbox,
-            intersects,
-            datetime,
-            ids,
-            query,
-            filter,
-            filter_lang,
-            sortby,
-            max_cloud_cover,
-        )
-        search = _search_from_cursor(state) if state is not None else check_search(*args)
-        page_budget = budget if detail == "full" else None
-        features, matched, next_state = parquet_page(cat, search, state, limit, page_budget)
+        search = _search_from_cursor(state) if state is not None else search
+        features, matched, next_state = parquet_page(cat, search, state, limit, budget)
     elif isinstance(cat, LocalCatalog):
-        if state is None:
-            search = check_search(
-                collections,
-                bbox,
-                intersects,
-                datetime,
-                ids,
-                query,
-                filter,
-                filter_lang,
-                sortby,
-                max_cloud_cover,
-            )
-            offset = 0
-        else:
-            search = _search_from_cursor(state)
-        _check_local_collections(cat, search)
-        matches = local_search(cat.items, search)
-        if state is not None:
-            offset = cursors.offset(state, total=len(matches))
-        features = matches[offset : offset + limit]
-        if detail == "full":  # as many whole items as limits.max_result_bytes holds
-            kept = 0
-            while kept < len(features) and budget.take(features[kept]):
-                kept += 1
-            features = features[:kept]
-        matched = len(matches)
-        end = offset + len(features)
-        next_state = {"search": search.__dict__, "offset": end} if end < matched else None
+        features, matched, next_state = _local_page(cat, search, state, limit, budget)
     else:
-        if state is None:
-            search = check_search(
-                collections,
-                bbox,
-                intersects,
-                datetime,
-                ids,
-                query,
-                filter,
-                filter_lang,
-                sortby,
-                max_cloud_cover,
-            )
-            plan = plan_api_search(cat, search, page_size=limit)
-            page, client_filter, plan_notes = first_page(cat, plan.body), plan.client_filter, plan.notes
-            notes += plan_notes
-        else:
-            page = _page_from_cursor(state, cat)
-            client_filter = cursors.checked(state, "client_filter", dict)
-            plan_notes, search = cursors.checked(state, "notes", list) or [], None
-        trail = PageTrail()
-        features, matched, following, stopped = api_pages(
-            cat, page, limit, client_filter, trail, budget if detail == "full" else None
-        )
-        if trail.looped:
-            notes.append(trail.note)
-        if client_filter is not None:
-            matched = None  # the API's count does not include the client-side conditions
-        if stopped:
-            notes.append(
-                f"stopped after reading {MAX_SCAN_PAGES} pages while filtering client-side; "
-                "use next_cursor to keep scanning, or narrow the search"
-            )
-        next_state = (
-            {
-                "page": following.__dict__,
-                "client_filter": client_filter,
-                "notes": plan_notes,
-            }
-            if following is not None
-            else None
-        )
-        if not features and search is not None and search.collections:
-            _check_api_collections(cat, search.collections)
-
-    if budget.cut:
-        notes.append(budget.note)
+        features, matched, next_state = _api_page(cat, search, state, limit, budget, notes)
     if not features:
         notes.append(
             "no items matched; widen bbox/datetime, raise max_cloud_cover, or check the collection ids"
         )
-    items = [cat.sign(f) for f in features] if detail == "full" else [item_summary(f) for f in features]
-    return SearchResult(
-        items=items,
-        returned=len(items),
-        matched=matched,
-        next_cursor=core.cursors.encode("items", cat.id, next_state) if next_state else None,
-        notes=notes,
+    return features, matched, core.cursors.encode("items", cat.id, next_state) if next_state else None
+
+
+def answer_budget(settings, detail: str) -> ResultBudget:
+    """The byte budget of one answer of items (limits.max_result_bytes), counting what is sent:
+    the full items, or their summaries."""
+    full = detail == "full"
+    shape = None if full else (lambda feature: item_summary(feature).model_dump(mode="json"))
+    return ResultBudget(settings.limits.max_result_bytes, shape=shape, full=full)
+
+
+def _resolved_collections(settings, catalog_id: str, collections, notes: list[str]) -> list[str]:
+    """Canonical collection names as catalog `catalog_id` names them (aliases.py)."""
+    resolved = aliases.resolve(settings, catalog_id, p.as_list(collections, "collections"))
+    if resolved.nothing_to_ask:
+        where = list(aliases.alias_table(settings).get(resolved.left_out[0], {}))
+        raise CollectionNotFound(
+            f"collection {shown(resolved.left_out[0], ID_CHARS)} is not in catalog '{catalog_id}'; "
+            f"collection_aliases has it in: {', '.join(where)}"
+        )
+    notes += resolved.notes
+    return resolved.collections
+
+
+def _local_page(
+    cat: LocalCatalog, search: Search | None, state: dict | None, limit: int, budget: ResultBudget
+):
+    """One page of a local catalog, searched in memory: (features, matched, next cursor state)."""
+    if state is not None:
+        search = _search_from_cursor(state)
+    _check_local_collections(cat, search)
+    matches = local_search(cat.items, search)
+    offset = cursors.offset(state, total=len(matches)) if state is not None else 0
+    features = []
+    for feature in matches[offset : offset + limit]:
+        if not budget.take(feature):
+            break
+        features.append(feature)
+    end = offset + len(features)
+    next_state = {"search": search.__dict__, "offset": end} if end < len(matches) else None
+    return features, len(matches), next_state
+
+
+def _api_page(
+    cat: RemoteCatalog,
+    search: Search | None,
+    state: dict | None,
+    limit: int,
+    budget: ResultBudget,
+    notes: list[str],
+):
+    """One page of a STAC API search, planned or continued from a cursor: (features, matched,
+    next cursor state); the plan's and the paging's notes go to `notes`."""
+    if state is None:
+        plan = plan_api_search(cat, search, page_size=limit)
+        page, client_filter, plan_notes = first_page(cat, plan.body), plan.client_filter, plan.notes
+        notes += plan_notes
+    else:
+        page = _page_from_cursor(state, cat)
+        client_filter = cursors.checked(state, "client_filter", dict)
+        plan_notes = cursors.checked(state, "notes", list) or []
+    trail = PageTrail()
+    features, matched, following, stopped = api_pages(cat, page, limit, client_filter, trail, budget)
+    if trail.looped:
+        notes.append(trail.note)
+    if client_filter is not None:
+        matched = None  # the API's count does not include the client-side conditions
+    if stopped:
+        notes.append(
+            f"stopped after reading {MAX_SCAN_PAGES} pages while filtering client-side; "
+            "use next_cursor to keep scanning, or narrow the search"
+        )
+    if not features and search is not None and search.collections:
+        _check_api_collections(cat, search.collections)
+    if following is None:
+        return features, matched, None
+    return (
+        features,
+        matched,
+        {"page": following.__dict__, "client_filter": client_filter, "notes": plan_notes},
     )
 
 
 def _did_you_mean(name: str, choices: list[str]) -> str:
     import difflib
 
+    if len(name) > ID_CHARS:
+        return ""
     close = difflib.get_close_matches(name, choices, n=3)
     return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
@@ -417,7 +408,8 @@ def _check_local_collections(cat: LocalCatalog, search: Search) -> None:
     for cid in search.collections or []:
         if cid not in cat.collections:
             raise CollectionNotFound(
-                f"collection '{cid}' not found in catalog '{cat.id}'{_did_you_mean(cid, list(cat.collections))}"
+                f"collection {shown(cid, ID_CHARS)} not found in catalog '{cat.id}'"
+                + _did_you_mean(cid, list(cat.collections))
             )
 
 
@@ -429,5 +421,5 @@ def _check_api_collections(cat: RemoteCatalog, collection_ids: list[str]) -> Non
     for cid in collection_ids:
         if cid not in known:
             raise CollectionNotFound(
-                f"collection '{cid}' not found in catalog '{cat.id}'{_did_you_mean(cid, known)}"
+                f"collection {shown(cid, ID_CHARS)} not found in catalog '{cat.id}'{_did_you_mean(cid, known)}"
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..catalogs.bounds import ID_CHARS, TEXT_CHARS, cut
 from ..models import (
     AssetDefinition,
     AssetSummary,
@@ -18,30 +19,59 @@ from ..models import (
 )
 from ..stac import band_common_names, is_thumbnail, item_datetime, proj_code, thumbnail_href
 
+MAX_ASSETS = 200  # assets named in one summary
+
 
 def item_summary(item: dict) -> ItemSummary:
+    """The summary of `item`; its strings cut to ID_CHARS (names) or TEXT_CHARS (hrefs), with a
+    marker, and at most MAX_ASSETS assets (a last key says how many more there are)."""
     props = item.get("properties", {})
     assets = item.get("assets", {})
-    gsd = props.get("gsd")
+    gsd = _number(props.get("gsd"))
     if gsd is None:
-        gsd = next((a["gsd"] for a in assets.values() if a.get("gsd") is not None), None)
-    cloud = props.get("eo:cloud_cover")
+        gsd = next(
+            (_number(a.get("gsd")) for a in assets.values() if _number(a.get("gsd")) is not None), None
+        )
+    cloud = _number(props.get("eo:cloud_cover"))
+    shown_assets = {
+        _name(key): AssetSummary(
+            roles=[_name(r) for r in asset.get("roles") or []][:MAX_ASSETS],
+            bands=[_name(b) for b in band_common_names(asset)][:MAX_ASSETS],
+        )
+        for key, asset in list(assets.items())[:MAX_ASSETS]
+        if not is_thumbnail(key, asset)
+    }
+    if len(assets) > MAX_ASSETS:
+        shown_assets[f"…[{len(assets) - MAX_ASSETS:,} more assets]"] = AssetSummary()
+    thumbnail = thumbnail_href(item)
     return ItemSummary(
-        id=item["id"],
-        collection=item.get("collection"),
-        datetime=item_datetime(item),
-        cloud_cover=None if cloud is None else round(float(cloud), 2),
+        id=_name(item["id"]),
+        collection=_name(item.get("collection")),
+        datetime=_name(item_datetime(item)),
+        cloud_cover=None if cloud is None else round(cloud, 2),
         bbox=_outward(item["bbox"]) if item.get("bbox") else None,
-        platform=props.get("platform"),
+        platform=_name(props.get("platform")),
         gsd=gsd,
-        proj_code=proj_code(props),
-        assets={
-            key: AssetSummary(roles=asset.get("roles") or [], bands=band_common_names(asset))
-            for key, asset in assets.items()
-            if not is_thumbnail(key, asset)
-        },
-        thumbnail=thumbnail_href(item),
+        proj_code=_name(proj_code(props)),
+        assets=shown_assets,
+        thumbnail=cut(thumbnail, TEXT_CHARS) if isinstance(thumbnail, str) else thumbnail,
     )
+
+
+def _name(value):
+    return cut(value, ID_CHARS) if isinstance(value, str) else value
+
+
+def _number(value) -> float | None:
+    """A finite number, or None for anything else (a catalog's text where a number belongs)."""
+    if isinstance(value, str) and len(value) < 40:
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def _outward(bbox: list[float], digits: int = 4) -> list[float]:
@@ -66,13 +96,13 @@ def collection_summary(collection: dict) -> CollectionSummary:
     spatial = ((extent.get("spatial") or {}).get("bbox") or [None])[0]
     temporal = ((extent.get("temporal") or {}).get("interval") or [None])[0]
     return CollectionSummary(
-        id=collection["id"],
-        title=collection.get("title"),
+        id=_name(collection["id"]),
+        title=_short(collection.get("title")),
         description=_short(collection.get("description")),
         spatial_extent=spatial,
         temporal_extent=temporal,
-        license=collection.get("license"),
-        asset_keys=sorted((collection.get("item_assets") or {}).keys()),
+        license=_name(collection.get("license")),
+        asset_keys=[_name(k) for k in sorted((collection.get("item_assets") or {}).keys())][:MAX_ASSETS],
     )
 
 

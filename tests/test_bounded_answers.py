@@ -1,0 +1,178 @@
+"""Every search answer is bounded by `limits.max_result_bytes` (issue 23): summaries and full
+items, one catalog and several, items with a 1 MB property and items larger than the whole
+budget; a cursor leads to the rest, without gaps or repeats. Ids and names are echoed at most
+about 100 characters. Local NDJSON catalogs of synthetic items, through the MCP client."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+
+import discovery_data as data
+import pytest
+from fastmcp import Client
+
+from stac_gdal_mcp.server import build_server
+
+MB = 1_000_000
+FAT = "p" * MB  # one property of 1 MB
+
+
+@pytest.fixture(scope="module")
+def items():
+    """20 items, each with a 1 MB platform (a summary field) and a 1 MB other property."""
+    _, all_items = data.build(seed=11)
+    out = []
+    for item in all_items[:20]:
+        fat = json.loads(json.dumps(item))
+        fat["properties"]["platform"] = FAT
+        fat["properties"]["notes"] = FAT
+        out.append(fat)
+    return out
+
+
+def _later(item: dict, days: int) -> dict:
+    """A copy of `item` as another acquisition (another id and day): not merged as a duplicate."""
+    copy = json.loads(json.dumps(item))
+    copy["id"] += f"-later-{days}"
+    when = datetime.fromisoformat(copy["properties"]["datetime"].replace("Z", "+00:00"))
+    copy["properties"]["datetime"] = (when + timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return copy
+
+
+def _settings(make_settings, tmp_path, catalogs: dict[str, list[dict]], **limits):
+    entries = []
+    for name, features in catalogs.items():
+        path = tmp_path / f"{name}.ndjson"
+        path.write_text("\n".join(json.dumps(f) for f in features))
+        entries.append({"id": name, "path": str(path)})
+    return make_settings(catalogs=entries, default_catalog=entries[0]["id"], limits=limits)
+
+
+async def _pages(client, args: dict) -> tuple[list[dict], list[dict], list[int]]:
+    """Every page of a search: items, results, and the size of each answer in bytes."""
+    items, results, sizes, cursor = [], [], [], None
+    for _ in range(100):
+        result = await client.call_tool("search_items", {**args, **({"cursor": cursor} if cursor else {})})
+        sizes.append(len(result.content[0].text.encode()))
+        results.append(result.structured_content)
+        items += result.structured_content["items"]
+        cursor = result.structured_content["next_cursor"]
+        if cursor is None:
+            return items, results, sizes
+    raise AssertionError("paging did not end")
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+CATALOGS = {"one": ["a"], "federated": ["a", "b"]}
+
+
+@pytest.mark.parametrize("which", list(CATALOGS))
+async def test_summaries_of_fat_items_are_bounded(make_settings, tmp_path, items, which):
+    settings = _settings(make_settings, tmp_path, {"a": items, "b": [_later(i, 1) for i in items]})
+    budget = settings.limits.max_result_bytes
+    async with Client(build_server(settings)) as client:
+        found, results, sizes = await _pages(client, {"catalog": CATALOGS[which], "limit": 40})
+    expected = {i["id"] for i in items} | (
+        {f"{i['id']}-later-1" for i in items} if which == "federated" else set()
+    )
+    assert {i["id"] for i in found} == expected and len(found) == len(expected)
+    assert max(sizes) <= budget
+    assert len(results) == 1  # 20 (or 40) small summaries fit in one answer
+    assert [i.get("platform") for i in found] == ["p" * 100 + f"…[{MB - 100:,} more characters cut]"] * len(
+        found
+    )
+    assert max(len(s) for i in found for s in _strings(i)) <= 100 + len(f"…[{MB:,} more characters cut]")
+
+
+@pytest.mark.parametrize("which", list(CATALOGS))
+async def test_full_items_with_a_1_mb_property_page_within_the_budget(make_settings, tmp_path, items, which):
+    _, plain = data.build(seed=11)
+    fat = [{**i, "properties": {**i["properties"], "notes": FAT}} for i in plain[:6]]
+    settings = _settings(make_settings, tmp_path, {"a": fat, "b": [_later(i, 1) for i in fat]})
+    budget = settings.limits.max_result_bytes
+    async with Client(build_server(settings)) as client:
+        found, results, sizes = await _pages(
+            client, {"catalog": CATALOGS[which], "limit": 20, "detail": "full"}
+        )
+    n = 6 if which == "one" else 12
+    assert len(found) == n and len({i["id"] for i in found}) == n  # all, once
+    assert max(sizes) <= budget
+    assert all(i["properties"]["notes"] == FAT for i in found)  # an item that fits is whole
+    assert any("max_result_bytes" in note for note in results[0]["notes"])
+
+
+async def test_items_larger_than_the_budget_are_cut_with_a_note(make_settings, tmp_path, items):
+    huge = []
+    for item in items[:5]:
+        item = json.loads(json.dumps(item))
+        item["properties"]["notes"] = "n" * (1_100_000)  # alone over the 1 MiB budget
+        huge.append(item)
+    settings = _settings(make_settings, tmp_path, {"a": huge})
+    budget = settings.limits.max_result_bytes
+    async with Client(build_server(settings)) as client:
+        found, results, sizes = await _pages(client, {"limit": 5, "detail": "full"})
+        order = (await client.call_tool("search_items", {"limit": 5})).structured_content["items"]
+    assert [i["id"] for i in found] == [i["id"] for i in order]  # each once, in order
+    assert {i["id"] for i in found} == {i["id"] for i in huge}
+    assert max(sizes) <= budget
+    for item, result in zip(found, results, strict=True):
+        assert item["properties"]["notes"].startswith("nnnn") and item["properties"]["notes"].endswith(
+            "more characters cut]"
+        )
+        assert item["assets"].keys() == huge[0]["assets"].keys()  # the rest of the item is there
+        assert any(
+            f"item(s) {item['id']} alone exceeded limits.max_result_bytes" in n for n in result["notes"]
+        )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"collections": ["c" * MB]},
+        {"catalog": ["a", "b"], "collections": ["c" * MB]},
+        {"ids": ["i" * MB], "datetime": "x" * MB},
+        {"bbox": "1," * (MB // 2)},
+        {"filter_lang": "f" * MB, "filter": "eo:cloud_cover < 5"},
+        {"query": {"q" * MB: {"lt": 5}}},
+        {"query": {"eo:cloud_cover": {"o" * MB: 5}}},
+        {"sortby": [{"field": "datetime", "direction": "d" * MB}]},
+        {"catalog": "k" * MB},
+        {"tool": "get_item", "collection_id": "disc-s2", "item_id": "i" * MB},
+        {"tool": "get_item", "collection_id": "c" * MB, "item_id": "i" * MB},
+        {"tool": "get_collection", "collection_id": "c" * MB},
+        {"tool": "get_queryables", "collection_id": "c" * MB},
+        {"tool": "list_collections", "catalog": "k" * MB},
+    ],
+)
+async def test_long_ids_and_names_are_not_echoed_whole(make_settings, tmp_path, items, args):
+    tool = args.pop("tool", "search_items")
+    settings = _settings(make_settings, tmp_path, {"a": items[:2], "b": items[2:4]})
+    async with Client(build_server(settings)) as client:
+        result = await client.call_tool(tool, args, raise_on_error=False)
+    assert result.is_error
+    assert len(result.content[0].text) < 600, result.content[0].text[:600]
+
+
+async def test_queryables_and_collections_of_a_fat_catalog_are_short(make_settings, tmp_path, items):
+    odd = json.loads(json.dumps(items[0]))
+    odd["properties"]["k" * MB] = 1  # a property name of 1 MB
+    odd["collection"] = "c" * MB
+    settings = _settings(make_settings, tmp_path, {"a": [odd, *items[1:3]]})
+    async with Client(build_server(settings)) as client:
+        queryables = await client.call_tool("get_queryables", {})
+        collections = await client.call_tool("list_collections", {})
+    assert len(queryables.content[0].text) < 10_000 and len(collections.content[0].text) < 10_000
+    names = [q["name"] for q in queryables.structured_content["queryables"]]
+    assert "k" * 100 + f"…[{MB - 100:,} more characters cut]" in names
