@@ -77,6 +77,10 @@ class _Forwarding:
         except ExternalServerError as exc:
             raise client_error(error, str(exc), shown) from None
 
+    def _names(self, kind: str) -> tuple[str, str]:
+        """A tool's or prompt's name as its server knows it, and as our clients do."""
+        return f"{kind} '{self._backend}'", f"{kind} '{self._server.name}_{self._backend}'"
+
     @property
     def _limit(self) -> int:
         return self._server.spec.config.max_result_bytes
@@ -101,10 +105,7 @@ class ExternalTool(_Forwarding, Tool):
 
         backend = self._backend
         result = await self._send(
-            f"tool '{backend}'",
-            f"tool '{self._server.name}_{backend}'",
-            ToolError,
-            lambda client: client.call_tool_mcp(backend, arguments),
+            *self._names("tool"), ToolError, lambda c: c.call_tool_mcp(backend, arguments)
         )
         blocks = list(result.content)
         structured = result.structured_content
@@ -200,10 +201,7 @@ class ExternalPrompt(_Forwarding, Prompt):
 
         backend = self._backend
         result = await self._send(
-            f"prompt '{backend}'",
-            f"prompt '{self._server.name}_{backend}'",
-            PromptError,
-            lambda client: client.get_prompt_mcp(backend, arguments),
+            *self._names("prompt"), PromptError, lambda c: c.get_prompt_mcp(backend, arguments)
         )
         blocks = [m.content for m in result.messages]
         roles = {id(m.content): m.role for m in result.messages}
