@@ -4,10 +4,11 @@
 Before such a job runs, its dry run is worked out (headers and tile indexes only). When the
 estimate is larger than the setting, the server asks the user through MCP elicitation (the
 estimate's one-line summary; accept runs the job, decline or cancel does not) where the client
-supports it; where it does not (no elicitation capability, an MCP task in the background, a
-2026-07-28 connection without a back-channel), the tool answers the estimate with a note to call
-again with `confirm=true`, which an agent passes after asking the user itself. `confirm=true`,
-`dry_run=true` and `limits.confirm_bytes = 0` skip the check.
+supports it: `ctx.elicit` on handshake-era connections, an `input_required` answer carrying the
+question on 2026-07-28 ones (the client asks, then calls again with the answer, SEP-2322). Where
+it does not (no elicitation capability, an MCP task in the background), the tool answers the
+estimate with a note to call again with `confirm=true`, which an agent passes after asking the
+user itself. `confirm=true`, `dry_run=true` and `limits.confirm_bytes = 0` skip the check.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+CONFIRM_KEY = "confirm"  # the key of the question in a 2026-07-28 input_required answer
+
 ConfirmArg = Annotated[bool, Field(description="true: run even if large, unasked")]
 
 
@@ -39,7 +42,7 @@ def size(estimate: Estimate) -> int:
 
 def _can_elicit(ctx: Context | None) -> bool:
     """The client declared the elicitation capability (a call may still be unable to ask: see
-    `unconfirmed`)."""
+    `_asked`)."""
     from mcp.types import ClientCapabilities, ElicitationCapability
 
     try:
@@ -50,19 +53,41 @@ def _can_elicit(ctx: Context | None) -> bool:
     return session is not None and session.check_client_capability(wanted)
 
 
-async def _asked(ctx: Context, question: str) -> str | None:
-    """The user's answer ("yes", "decline", "cancel"), or None when this call cannot ask (an MCP
-    task in the background, a 2026-07-28 connection: fastmcp says so with a ToolError)."""
-    from fastmcp.exceptions import ToolError
+def _modern(ctx: Context) -> bool:
+    """A 2026-07-28 connection: input is asked by answering `input_required` (SEP-2322)."""
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+    request = ctx.request_context
+    return request is not None and request.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _answer(action: str, content) -> str:
+    accepted = action == "accept" and bool((content or {}).get("value"))
+    return "yes" if accepted else ("decline" if action == "accept" else action)
+
+
+async def _asked(ctx: Context, question: str):
+    """The user's answer ("yes", "decline", "cancel"); an InputRequiredResult asking it (first
+    round of a 2026-07-28 call); or None when this call cannot ask (an MCP task in the
+    background: fastmcp says so with a ToolError)."""
+    from fastmcp.exceptions import ToolError
+    from fastmcp.server.elicitation import parse_elicit_response_type
+
+    schema = parse_elicit_response_type(bool, response_title="Run it").schema
+    if _modern(ctx) and not ctx.is_background_task:
+        from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+
+        answered = (ctx.input_responses or {}).get(CONFIRM_KEY)
+        if answered is not None:
+            return _answer(answered.action, getattr(answered, "content", None))
+        ask = ElicitRequestFormParams(message=question, requested_schema=schema)
+        return InputRequiredResult(input_requests={CONFIRM_KEY: ElicitRequest(params=ask)})
     try:
         answer = await ctx.elicit(question, bool, response_title="Run it")
     except ToolError as exc:
         log.info("cannot ask the user to confirm: %s", exc)
         return None
-    if answer.action == "accept":
-        return "yes" if answer.data else "decline"
-    return answer.action
+    return _answer(answer.action, {"value": answer.data} if answer.action == "accept" else None)
 
 
 async def unconfirmed(ctx: Context | None, session: Session, confirm: bool, fn, /, *args, **kwargs):
@@ -81,6 +106,8 @@ async def unconfirmed(ctx: Context | None, session: Session, confirm: bool, fn, 
         answer = await _asked(ctx, f"{estimate.summary()}. That is {over}: run it?")
         if answer == "yes":
             return None
+        if not isinstance(answer, str | None):
+            return answer  # the question itself (a 2026-07-28 client answers, then calls again)
     if answer is None:
         note = f"not run: {over}; ask the user, then call again with confirm=true (or ask for less)"
     else:
