@@ -1,10 +1,10 @@
 """Catalog access, the foundation every layer above stands on: the named catalogs (`registry`:
 `Catalogs`, opening remote STAC APIs from `remote` and local catalogs from `local`), paging
-helpers, the byte budget of one answer and signed cursors (`paging`, `bounds`, `cursors`), their requests' network policy and path
-sandbox (`security`, `netguard`), the one redaction rule for what leaves the server (`redact`),
-Planetary Computer signing (`signing`), GDAL's messages about failed reads (`gdal_messages`),
-the workspace as a catalog (`workspace`) and the `index` command that makes a catalog of a
-folder of GeoTIFFs (`indexing`)."""
+helpers, the byte budget of one answer and signed cursors (`paging`, `bounds`, `cursors`), their
+requests' network policy and path sandbox (`security`, `netguard`), the one redaction rule for
+what leaves the server (`redact`), Planetary Computer signing (`signing`), GDAL's messages about
+failed reads (`gdal_messages`), the workspace as a catalog (`workspace`) and the `index` command
+that makes a catalog of a folder of GeoTIFFs (`indexing`)."""
 
 from .bounds import ResultBudget
 from .local import LocalCatalog
