@@ -359,3 +359,29 @@ def test_a_url_is_refused_in_one_line(make_settings):
         assert [c.kind for c in s.catalogs() if c.id == "remote"] == ["geoparquet"]
         with pytest.raises(StacGdalMcpError, match="over HTTP .* is not supported yet"):
             s.search(catalog="remote")
+
+
+def test_write_geoparquet_keeps_the_order_of_many_chunks(stac_items, tmp_path):
+    """More than ten chunks (stac-geoparquet reads its parts back as a folder, whose names sort as
+    text: 10.parquet before 2.parquet): the file holds the items in the order given, and the
+    collections of the items seen when `collections` is a function of their ids."""
+    import pyarrow.parquet as pq
+
+    from stac_gdal_mcp.catalogs.geoparquet import write_geoparquet
+
+    collections, items = stac_items
+    asked = []
+
+    def described(ids):
+        asked.append(ids)
+        return [c for c in collections if c["id"] in ids]
+
+    out = tmp_path / "ordered.parquet"
+    assert len(items) > 12 * 3
+    assert write_geoparquet(iter(items), out, collections=described, chunk_size=3) == len(items)
+    assert pq.read_table(out, columns=["id"])["id"].to_pylist() == [i["id"] for i in items]
+    assert asked == [list(dict.fromkeys(i["collection"] for i in items))]
+    meta = json.loads(pq.read_schema(out).metadata[b"stac-geoparquet"])
+    assert sorted(meta["collections"]) == sorted(c["id"] for c in collections)
+    assert write_geoparquet(iter(items), tmp_path / "five.parquet", max_items=5, chunk_size=2) == 5
+    assert pq.read_table(tmp_path / "five.parquet")["id"].to_pylist() == [i["id"] for i in items[:5]]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import glob
 import json
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -266,16 +266,17 @@ def write_geoparquet(
     items: Iterable[dict],
     path: str | Path,
     *,
-    collections: Iterable[dict] = (),
+    collections: Iterable[dict] | Callable[[list[str]], Iterable[dict]] = (),
     max_items: int | None = None,
     chunk_size: int = 10_000,
 ) -> int:
     """Write STAC item dicts as one stac-geoparquet file (stac_geoparquet.arrow), streamed: items
     are parsed `chunk_size` at a time into Parquet parts in a temporary folder beside `path` (so
-    items whose properties differ are unified without holding them all), then written as one
-    file under a temporary name and renamed to `path`: nothing half-written is left there.
-    `collections` go into the file's metadata (stac-geoparquet 1.1), so a catalog on the file
-    lists them. Returns the number of items written (at most `max_items`)."""
+    items whose properties differ are unified without holding them all), then written in their
+    order as one file under a temporary name and renamed to `path`: nothing half-written is left
+    there. `collections` (or a function of the collection ids of the items, called once they are
+    read) go into the file's metadata (stac-geoparquet 1.1), so a catalog on the file lists them.
+    Returns the number of items written (at most `max_items`)."""
     import itertools
     import os
     import tempfile
@@ -283,12 +284,13 @@ def write_geoparquet(
     from stac_geoparquet.arrow import parse_stac_items_to_arrow, to_parquet
 
     path = Path(path)
-    written = 0
+    written, seen = 0, {}
 
     def counted() -> Iterator[dict]:
         nonlocal written
         for item in itertools.islice(items, max_items):
             written += 1
+            seen[item.get("collection")] = None
             yield item
 
     stream = counted()
@@ -298,13 +300,31 @@ def write_geoparquet(
     with tempfile.TemporaryDirectory(prefix=f".{path.name}-", dir=path.parent) as work:
         parts = Path(work) / "parts"
         parts.mkdir()
-        reader = parse_stac_items_to_arrow(
+        schema = parse_stac_items_to_arrow(  # reads every item, into parts 0.parquet, 1.parquet...
             itertools.chain([first], stream), chunk_size=chunk_size, schema="ChunksToDisk", tmpdir=parts
-        )
+        ).schema
+        if callable(collections):
+            collections = collections([c for c in seen if c is not None])
         partial = Path(work) / "whole.parquet"
-        to_parquet(reader, partial, collections={c["id"]: c for c in collections} or None)
+        to_parquet(
+            _in_order(parts, schema, chunk_size),
+            partial,
+            collections={c["id"]: c for c in collections} or None,
+        )
         os.replace(partial, path)
     return written
+
+
+def _in_order(parts: Path, schema: pa.Schema, chunk_size: int) -> pa.RecordBatchReader:
+    """The parts as one stream in the order they were written: stac-geoparquet (0.8) reads them
+    back as a dataset of the folder, whose names sort as text (10.parquet before 2.parquet), which
+    would reorder the items of more than ten chunks."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    files = sorted(parts.glob("*.parquet"), key=lambda f: int(f.stem))
+    dataset = ds.dataset([str(f) for f in files], schema=schema, format="parquet")
+    return pa.RecordBatchReader.from_batches(schema, dataset.to_batches(batch_size=chunk_size))
 
 
 def _without_nulls(value: Any) -> Any:
