@@ -176,3 +176,31 @@ async def test_queryables_and_collections_of_a_fat_catalog_are_short(make_settin
     assert len(queryables.content[0].text) < 10_000 and len(collections.content[0].text) < 10_000
     names = [q["name"] for q in queryables.structured_content["queryables"]]
     assert "k" * 100 + f"…[{MB - 100:,} more characters cut]" in names
+
+
+def test_items_an_operation_reads_are_not_cut_to_the_answer_budget(tmp_path):
+    """The budget bounds answers, not what an operation reads: with a 2 KB limits.max_result_bytes
+    (each sample item is larger), the items an operation selects over its AOI are whole, equal to
+    the catalog's own items, and an operation on them equals the run under the default budget."""
+    from shapely.geometry import box
+
+    from stac_gdal_mcp import Session
+    from stac_gdal_mcp.processing.selection import select_items
+
+    aoi = [13.60, 45.92, 13.62, 45.935]
+    search = dict(collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-09-30")
+    tiny = Session(default_catalog="sample", workspace=tmp_path / "a", limits={"max_result_bytes": 2048})
+    usual = Session(default_catalog="sample", workspace=tmp_path / "b")
+    found, _ = select_items(
+        tiny.core, box(*aoi), catalog=None, items=None, search=search, max_items=None, default_max=50
+    )
+    assert len(found) == 5
+    for item in found:
+        whole = usual.get_item(item["collection"], item["id"])
+        assert json.dumps(item, sort_keys=True) == json.dumps(whole, sort_keys=True)
+        assert len(json.dumps(item)) > 2048
+    got = tiny.cloud_cover(aoi, **search).to_dataframe()
+    want = usual.cloud_cover(aoi, **search).to_dataframe()
+    assert got[["item_id", "cloud_fraction"]].to_dict("records") == want[
+        ["item_id", "cloud_fraction"]
+    ].to_dict("records")

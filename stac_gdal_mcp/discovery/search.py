@@ -262,14 +262,17 @@ def search_items(
     limit: int | None = None,
     cursor: str | None = None,
     detail: Literal["summary", "full"] = "summary",
+    bounded: bool = True,
     **args: Unpack[SearchKeywords],
 ) -> SearchResult:
     """Search a catalog with the item search arguments `args` (`query.SearchKeywords`); see the
-    module docstring for how conditions and cursors work."""
+    module docstring for how conditions and cursors work. `bounded=False`: the page is not held
+    to limits.max_result_bytes (items an operation reads, which are never sent as an answer;
+    the budget would page them finer and cut an item larger than it)."""
     cat = core.catalogs.get(catalog)
     notes: list[str] = []
     limit = p.page_limit(limit, detail, core.settings.limits, notes)
-    budget = answer_budget(core.settings, detail)
+    budget = answer_budget(core.settings, detail) if bounded else ResultBudget(None)
     features, matched, next_cursor = search_page(core, cat, limit, cursor, budget, args, notes)
     if detail == "full":
         items = [budget.fit(cat.sign(f)) for f in features]

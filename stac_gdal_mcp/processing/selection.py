@@ -67,6 +67,7 @@ def select_items(
             limit=min(wanted - len(found), core.settings.limits.page_size * 5),
             cursor=cursor,
             detail="full",
+            bounded=False,  # read, not answered: whole items, whatever limits.max_result_bytes is
             **({} if cursor else arguments),
         )
         found += page.items
