@@ -286,3 +286,15 @@ async def test_resource_links_name_readable_resources(make_settings, big):
 
     assert base64.b64decode(content.blob) == path.read_bytes()
     assert record_link.mime_type == "application/geo+json" and record["id"] in body
+
+
+async def test_a_long_forged_task_id_is_not_echoed(make_settings):
+    """tasks/get with a 1 MB id: refused as not found in one short line, the id not quoted back."""
+    from fastmcp_tasks.client import _send_get
+
+    async with Client(build_server(make_settings())) as client:
+        with pytest.raises(MCPError) as raised:
+            await _send_get(client.session, "x" * 1_000_000)
+    message = str(raised.value)
+    assert "not found" in message
+    assert len(message) < 200

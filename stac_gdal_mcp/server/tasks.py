@@ -59,6 +59,9 @@ def install(mcp, settings) -> None:
     mcp.add_extension(_extension_class()(ttl=timedelta(seconds=settings.limits.task_ttl_s)))
 
 
+MAX_TASK_ID = 128  # characters: task ids are uuids; a longer one is refused without being echoed
+
+
 @cache
 def _extension_class():
     """The tasks extension, started when a client first asks for a task.
@@ -112,6 +115,10 @@ def _extension_class():
             async def handle(ctx, params):
                 from fastmcp_tasks import models
 
+                if len(params.task_id) > MAX_TASK_ID:  # ours are uuids: never echo a forged one whole
+                    from mcp.shared.exceptions import MCPError
+
+                    raise MCPError(-32602, f"task not found (an id of {len(params.task_id):,} characters)")
                 real = await self._started()
                 kind = models.UpdateTaskParams if name == "update" else models.GetTaskParams
                 own = kind.model_validate(params.model_dump(by_alias=True, exclude_none=True))
