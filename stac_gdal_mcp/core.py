@@ -29,17 +29,29 @@ class _Waiting(Protocol):
 
 class JobSlots:
     """At most `size` jobs at once (`limits.max_jobs`): every worker thread could otherwise start
-    a large read at the same time. `hold(job)` waits for a slot, reporting the wait as progress
-    (`job.progress`, which raises once the job is cancelled or out of time, ending the wait)."""
+    a large read at the same time. `hold(job)` waits for a slot in the calling thread, reporting
+    the wait as progress (`job.progress`, which raises once the job is cancelled or out of time,
+    ending the wait); the server waits without a thread (`try_acquire` on its event loop, then
+    `release`), so that queued jobs do not use up the threads cheap calls run in."""
 
     def __init__(self, size: int):
         self.size = size
         self._free = threading.BoundedSemaphore(size)
 
+    @property
+    def waiting(self) -> str:
+        return f"waiting for a free slot: {self.size} jobs are running (limits.max_jobs)"
+
+    def try_acquire(self) -> bool:
+        return self._free.acquire(blocking=False)
+
+    def release(self) -> None:
+        self._free.release()
+
     @contextmanager
     def hold(self, job: _Waiting, *, poll_s: float = 0.2):
         while not self._free.acquire(timeout=poll_s):
-            job.progress(0, 1, f"waiting for a free slot: {self.size} jobs are running (limits.max_jobs)")
+            job.progress(0, 1, self.waiting)
         try:
             yield
         finally:

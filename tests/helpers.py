@@ -1,5 +1,6 @@
 """Helpers shared by test modules (import with `from helpers import ...`; tests/ is on sys.path).
 
+- `TIME_SCALE`, `scaled`: every time budget of a test, scaled for CI and loaded machines.
 - `utm_aoi`: the WGS84 bbox around a box given in UTM metres.
 - `write_cog`: a DEFLATE COG with overviews, written with rasterio + GDAL's COG driver (test truth).
 - `read`, `aoi_on_grid`, `usable_pixels`, `expected_ndvi`: the independent computation of loads
@@ -10,12 +11,24 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import rasterio
 from pyproj import Transformer
 from rasterio.features import geometry_mask
 from shapely import transform as shapely_transform
 from shapely.geometry import box, mapping
+
+# Every time budget of a test (HTTP timeouts of settings, waits, latency bounds) is multiplied by
+# this: TEST_TIME_SCALE, else 3 under CI (shared runners), else 1. Raise it on a loaded machine.
+TIME_SCALE = float(os.environ.get("TEST_TIME_SCALE") or (3 if os.environ.get("CI") else 1))
+
+
+def scaled(seconds: float) -> float:
+    """`seconds` times TIME_SCALE: a test's time budget on this machine."""
+    return seconds * TIME_SCALE
+
 
 SCALE, OFFSET = 0.0001, -0.1  # synthetic Sentinel-2 raster:bands
 NOT_CLEAR_SCL = (0, 1, 3, 8, 9, 10)  # nodata, defective, shadow, cloud x2, cirrus

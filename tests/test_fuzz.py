@@ -56,6 +56,7 @@ TOOLS = (
     "cloud_cover_stats",
     "time_series",
     "composite",
+    "zonal_stats",
     "list_extensions",
 )
 

@@ -37,11 +37,12 @@ async def run_job(ctx: Context | None, session: Session, fn, /, *args, **kwargs)
 
     job = Job(report)
     finished = threading.Event()
+    slots = session.core.job_slots
+    await _wait_for_slot(ctx, job, slots)
 
     def work():
         try:
-            with session.core.job_slots.hold(job):
-                return fn(*args, job=job, **kwargs)
+            return fn(*args, job=job, **kwargs)
         finally:
             finished.set()
 
@@ -53,3 +54,21 @@ async def run_job(ctx: Context | None, session: Session, fn, /, *args, **kwargs)
             while not finished.is_set():  # the worker stops at its next chunk and removes its files
                 await anyio.sleep(0.02)
         raise
+    finally:
+        slots.release()
+
+
+async def _wait_for_slot(ctx: Context | None, job, slots, poll_s: float = 0.2) -> None:
+    """Take a job slot, waiting on the event loop (not in a thread: a hundred queued jobs must
+    not take the threads cheap calls run in), reporting progress "waiting ..." meanwhile; the
+    wait counts in the job's time limit and ends when the request is cancelled."""
+    import anyio
+
+    while not slots.try_acquire():
+        job.check()  # out of time (limits.job_timeout_s counts the wait)
+        if ctx is not None:
+            message = slots.waiting
+            await ctx.report_progress(
+                0, 1, status_message(0, 1, message) if ctx.is_background_task else message
+            )
+        await anyio.sleep(poll_s)

@@ -1,0 +1,121 @@
+"""Work does not starve the server (issue 23): while 20 composites and time series run on the
+bundled sample catalog (at most limits.max_jobs at once, the rest queued with progress
+"waiting"), a cheap call (list_catalogs) still answers quickly.
+
+The bound is CHEAP_CALL_P99_S (1 s) times the suite's time scale (helpers.TIME_SCALE: raised by
+TEST_TIME_SCALE or CI), checked on the 99th percentile of many calls, not on any single one.
+The figures (p50/p99, peak RSS) are printed; docs/reliability.md quotes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from anyio import fail_after as anyio_fail_after
+from fastmcp import Client
+from helpers import TIME_SCALE, scaled
+
+import stac_gdal_mcp
+
+pytestmark = pytest.mark.testbed  # seconds of CPU work on two cores
+
+SAMPLE = Path(stac_gdal_mcp.__file__).parent / "data/sample/catalog.json"
+JOBS = 20
+CHEAP_CALL_P99_S = 1.0
+AOI = [13.59, 45.915, 13.635, 45.95]
+
+
+def _job(i: int) -> tuple[str, dict]:
+    search = {"collections": ["sentinel-2-l2a"]}
+    aoi = [AOI[0], AOI[1], AOI[2] - i * 0.0005, AOI[3]]  # not twenty times the same work
+    if i % 2:
+        return "time_series", {"aoi": aoi, "search": search}
+    return "composite", {"aoi": aoi, "search": search, "bands": ["red", "green", "blue"], "quicklook": False}
+
+
+async def test_cheap_calls_answer_while_twenty_jobs_run(make_settings, build):
+    settings = make_settings(
+        builtin_catalogs=False,
+        default_catalog="sample",
+        catalogs=[{"id": "sample", "path": str(SAMPLE)}],
+        limits={"job_timeout_s": 600 * TIME_SCALE},
+    )
+    async with Client(build(settings)) as client:
+        messages: list[str] = []
+
+        async def progress(done, total, message):
+            if message:
+                messages.append(message)
+
+        async def job(i):
+            name, arguments = _job(i)
+            return await client.call_tool(name, arguments, raise_on_error=False, progress_handler=progress)
+
+        jobs = [asyncio.create_task(job(i)) for i in range(JOBS)]
+        latencies = []  # of the calls made while jobs were running
+        await asyncio.sleep(0.5)  # the jobs have started
+        while not all(j.done() for j in jobs):
+            started = time.monotonic()
+            result = await client.call_tool("list_catalogs", {}, raise_on_error=False)
+            latencies.append(time.monotonic() - started)
+            assert not result.is_error, result.content[0].text
+            await asyncio.sleep(0.05)
+        results = await asyncio.gather(*jobs)
+
+    failed = [r.content[0].text for r in results if r.is_error]
+    assert not failed, failed[:3]
+    assert any(m.startswith("waiting for a free slot") for m in messages), sorted(set(messages))[:10]
+    assert len(latencies) >= 30, f"only {len(latencies)} calls overlapped the jobs"
+    cuts = statistics.quantiles(latencies, n=100)
+    p50, p99 = statistics.median(latencies), cuts[98]
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"\nlist_catalogs under {JOBS} jobs (limits.max_jobs={settings.limits.max_jobs}): {len(latencies)} calls, "
+        f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms; "
+        f"peak RSS {peak_mb:.0f} MB",
+        file=sys.stderr,
+    )
+    assert p99 < CHEAP_CALL_P99_S * TIME_SCALE, f"p99 {p99:.2f} s, p50 {p50:.2f} s"
+
+
+async def test_queued_jobs_take_no_thread(make_settings, build):
+    """With one job slot and more queued jobs than anyio's worker threads (40), a cheap call (a
+    sync tool, run in one of those threads) still answers: queued jobs wait on the event loop."""
+    settings = make_settings(
+        builtin_catalogs=False,
+        default_catalog="sample",
+        catalogs=[{"id": "sample", "path": str(SAMPLE)}],
+        limits={"max_jobs": 1, "job_timeout_s": 600 * TIME_SCALE},
+    )
+    arguments = {
+        "aoi": AOI,
+        "search": {"collections": ["sentinel-2-l2a"]},
+        "bands": ["red"],
+        "resolution": 60,
+    }
+    async with Client(build(settings)) as client:
+        jobs = [
+            asyncio.create_task(
+                client.call_tool("composite", {**arguments, "quicklook": False}, raise_on_error=False)
+            )
+            for _ in range(45)
+        ]
+        await asyncio.sleep(1.0 * TIME_SCALE)  # all queued behind the first
+        started = time.monotonic()
+        with anyio_fail_after(scaled(CHEAP_CALL_P99_S) * 5):
+            result = await client.call_tool("list_catalogs", {}, raise_on_error=False)
+        elapsed = time.monotonic() - started
+        queued = sum(not j.done() for j in jobs)
+        results = await asyncio.gather(*jobs)
+    assert not result.is_error
+    assert queued > 40, f"only {queued} jobs were still queued: the jobs are too quick to show it"
+    assert elapsed < scaled(CHEAP_CALL_P99_S), (
+        f"list_catalogs took {elapsed:.2f} s behind {queued} queued jobs"
+    )
+    assert not [r for r in results if r.is_error]
