@@ -424,7 +424,8 @@ async def test_tool_end_to_end(core, scenes):
         for row in data["items"]:
             truth = expected(scenes[row["item_id"]], aoi)
             assert row["cloud_fraction"] == pytest.approx(truth["cloud_fraction"], abs=TOLERANCE)
-            assert row["mask_source"] == "asset 'scl', read through its classification:classes"
+            assert "mask_source" not in row and "error" not in row  # given once, in `common`; no nulls
+        assert data["common"]["mask_source"] == "asset 'scl', read through its classification:classes"
         assert progress and progress[-1][0] == progress[-1][1] == 2
         bad = await client.call_tool(
             "cloud_cover_stats", {"aoi": [1, 2, 3], "search": {"collections": [S2]}}, raise_on_error=False

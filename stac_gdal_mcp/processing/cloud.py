@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from ..errors import InvalidArgument, LimitExceeded, StacGdalMcpError
 from ..models import Model
@@ -73,13 +73,52 @@ class ItemCloudCover(Model):
     error: str | None = Field(None, description="why this item could not be measured")
 
 
+# row fields that describe how an item was read, not what was measured: in JSON, given once under
+# `common` when every measured row has the same value
+COMMON_FIELDS = ("collection_id", "mask_source", "crs", "resolution", "aoi_pixels")
+# the minor classes' fractions, left out of a JSON row when 0 (most rows have no snow or cirrus)
+ZERO_OMITTED = ("shadow_fraction", "cirrus_fraction", "snow_fraction", "water_fraction")
+ZERO_NOTE = "a row without shadow_fraction, cirrus_fraction, snow_fraction or water_fraction has 0 of it"
+
+
 class CloudCoverResult(Model):
+    """The ranking. In JSON (what an agent reads: 50 rows by default) each row leaves out its
+    null fields (no `error` when it was measured, no fractions without valid pixels) and its
+    ZERO_OMITTED fractions that are 0 (a note says so), and the COMMON_FIELDS whose value is the
+    same in every measured row are given once, in `common` (a row with an `error` keeps its
+    own). The Python rows (`items`) keep every field."""
+
     aoi_bbox: list[float]
     sort: str
     items: list[ItemCloudCover]
     returned: int
     failed: int
     notes: list[str] = []
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler):
+        out = handler(self)
+        rows = [
+            {k: v for k, v in row.items() if v is not None and not (v == 0 and k in ZERO_OMITTED)}
+            for row in out["items"]
+        ]
+        if any(len(row) < len(full) for row, full in zip(rows, out["items"]) if full.get("valid_pixels")):
+            out["notes"] = [*out["notes"], ZERO_NOTE]
+        measured = [row for row in rows if "error" not in row]
+        common = {}
+        for key in COMMON_FIELDS:
+            values = [row.get(key) for row in measured]
+            if values and values[0] is not None and values.count(values[0]) == len(values):
+                common[key] = values[0]
+        for row in measured:
+            for key in common:
+                del row[key]
+        lean = {}
+        for key, value in out.items():  # the fields in their order, `common` before the rows
+            if key == "items" and common:
+                lean["common"] = common
+            lean[key] = rows if key == "items" else value
+        return lean
 
 
 # --- one item ---------------------------------------------------------------------------------
