@@ -45,13 +45,6 @@ def _build(args: argparse.Namespace):
     from .server.logs import setup_logging
 
     setup_logging(settings.log_level)
-    import logging
-
-    from .catalogs.redact import MaskingFilter, mask_library_logs
-
-    mask_library_logs()
-    for handler in logging.getLogger().handlers:  # whoever logs a URL or a secret: masked
-        handler.addFilter(MaskingFilter())
     token = args.token if args.token is not None else settings.token
     if token is not None:
         try:
@@ -137,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser(
         "demo", help="offline tour: the server on the bundled sample catalog, driven as a client"
     )
-    demo.add_argument("--workspace", help="folder for the demo's outputs (default: a new folder, kept and named at the end)")
+    demo.add_argument(
+        "--workspace", help="folder for the demo's outputs (default: a new folder, kept and named at the end)"
+    )
     demo.set_defaults(func=_demo)
 
     index = sub.add_parser(

@@ -7,7 +7,8 @@ FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def setup_logging(level: str) -> None:
-    """One stderr handler, one format, at `level`, for our loggers, fastmcp's and the MCP SDK's.
+    """One stderr handler, one format, at `level`, for our loggers, fastmcp's and the MCP SDK's;
+    every line through the one masking rule (catalogs/redact.py).
 
     fastmcp installs its own (rich) handlers on the `fastmcp` logger at import and stops its
     records from reaching the root logger; its lines then come out in a second format, wrapped
@@ -16,8 +17,12 @@ def setup_logging(level: str) -> None:
     """
     import fastmcp  # noqa: F401  (configures its logger on import)
 
+    from ..catalogs.redact import MaskingFilter, mask_library_logs
+
+    mask_library_logs()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(FORMAT))
+    handler.addFilter(MaskingFilter())  # whoever logs a URL or a secret: masked
     root = logging.getLogger()
     for old in root.handlers[:]:
         root.removeHandler(old)
