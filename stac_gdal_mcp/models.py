@@ -85,6 +85,11 @@ class ItemSummary(Model):
 
 
 class SearchResult(Model):
+    """One page of an item search: `items` (ItemSummary objects, or full STAC items as dicts
+    with detail="full"), `returned` (items on this page), `matched` (all matching items, when the
+    catalog counts them), `next_cursor` (pass it back as `cursor` for the next page; None on the
+    last one) and `notes` (anything translated, done client-side or cut short)."""
+
     items: list[ItemSummary | dict[str, Any]]
     returned: int
     matched: int | None = None

@@ -249,6 +249,14 @@ def _default_workspace() -> Path:
 
 
 class Settings(BaseSettings):
+    """Every setting of the server and the library, built once (`load_settings`) and passed down.
+
+    Sources, highest first: keyword arguments, STAC_GDAL_MCP_* environment variables (nested keys
+    with `__`), the TOML file, defaults. Sections: `network` (NetworkSettings), `limits`
+    (LimitSettings), `plugins` (PluginSettings); `catalogs` ([[catalogs]], CatalogConfig) extend
+    the built-in ones; `external_servers` ([[external_servers]]). Unknown keys are refused.
+    Every key is listed in docs/configuration.md."""
+
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX,
         env_nested_delimiter="__",
