@@ -4,11 +4,14 @@ in Jupyter. (JSON result models are in `models.py`.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .discovery.summaries import item_summary
+from .errors import InvalidArgument, LimitExceeded
 from .models import ItemSummary, SearchResult
 
 if TYPE_CHECKING:
@@ -17,6 +20,7 @@ if TYPE_CHECKING:
     from .core import Core
     from .outputs import OutputRecord
     from .processing.cloud import CloudCoverResult, ItemCloudCover
+    from .processing.jobs import Job
 
 
 class Searcher(Protocol):
@@ -40,6 +44,18 @@ FRAME_COLUMNS = (
     "thumbnail",
 )
 
+#: A saved search's file: suffix and media type of each format (NDJSON: one item per line, as
+#: local catalogs read it back).
+SAVED_FORMATS = {
+    "geoparquet": (".parquet", "application/vnd.apache.parquet"),
+    "ndjson": (".ndjson", "application/x-ndjson"),
+}
+#: The most items one saved search holds, whatever max_items asks (limits.max_output_bytes and
+#: limits.job_timeout_s bound it too).
+SAVE_MAX_ITEMS = 1_000_000
+#: `on_page(written, total, more)`: after each page of a save (`more`: items were left out).
+PageReport = Callable[[int, int, bool], None]
+
 
 class SearchResults:
     """One page of an item search: iterate it for the items, `to_dataframe()` for a table,
@@ -47,16 +63,26 @@ class SearchResults:
 
     `page` is the same `SearchResult` the server's search_items tool returns: `items` (ItemSummary,
     or full STAC item dicts with detail="full"), `returned`, `matched`, `next_cursor`, `notes`.
+    `to_geoparquet(path)`, `to_ndjson(path)` and `save()` take this page and the following ones
+    away as a file.
     """
 
     def __init__(
-        self, page: SearchResult, session: Searcher, *, catalog: str | None, limit: int | None, detail: str
+        self,
+        page: SearchResult,
+        session: Searcher,
+        *,
+        catalog: str | None,
+        limit: int | None,
+        detail: str,
+        arguments: dict[str, Any] | None = None,
     ):
         self.page = page
         self._session = session
         self._catalog = catalog
         self._limit = limit
         self._detail = detail
+        self._arguments = arguments  # of the search that gave this page (to read it again in full)
 
     # --- the page ------------------------------------------------------------------------------
 
@@ -119,6 +145,161 @@ class SearchResults:
         while page is not None:
             yield page
             page = page.next()
+
+    # --- taking the results away -------------------------------------------------------------
+
+    def full_items(
+        self, max_items: int | None = None, *, on_page: PageReport | None = None
+    ) -> Iterator[dict]:
+        """The full STAC items of this page and the following ones, with the catalog's own asset
+        hrefs (signing tokens expire: they are taken off, and reads sign again), read a page of
+        limits.max_items at a time, up to `max_items` (default limits.max_items, at most
+        SAVE_MAX_ITEMS); `on_page(written, total, more)` after each page."""
+        max_items = self._max_items(max_items)
+        written = 0
+        for page in self._full_pages():
+            if any("alone exceeded limits.max_result_bytes" in note for note in page.notes):
+                raise LimitExceeded(
+                    "an item is larger than limits.max_result_bytes and came cut: raise that limit to save it"
+                )
+            taken = page.items[: max_items - written]
+            for item in taken:
+                written += 1
+                yield _unsigned(item)
+            more = len(taken) < len(page) or bool(page.next_cursor)
+            total = min(max_items, page.matched) if page.matched is not None else max_items
+            if on_page is not None:
+                on_page(written, max(total, written), more and written >= max_items)
+            if written >= max_items:
+                return
+        if not written:
+            raise InvalidArgument("the search found no items: nothing to save")
+
+    def _max_items(self, max_items: int | None) -> int:
+        if max_items is None:
+            return min(self._session.core.settings.limits.max_items, SAVE_MAX_ITEMS)
+        if (
+            isinstance(max_items, bool)
+            or not isinstance(max_items, int)
+            or not 1 <= max_items <= SAVE_MAX_ITEMS
+        ):
+            raise InvalidArgument(
+                f"max_items must be an integer from 1 to {SAVE_MAX_ITEMS:,} (got {max_items!r:.40})"
+            )
+        return max_items
+
+    def _full_pages(self) -> Iterator[SearchResults]:
+        """This page and the following ones as full items, in pages of limits.max_items."""
+        size = self._session.core.settings.limits.max_items
+        if self._detail == "full":
+            page = self
+        elif self._arguments is not None:
+            again = {**self._arguments, "limit": size, "detail": "full"}
+            page = self._session.search(catalog=self._catalog, **again)
+        else:
+            raise InvalidArgument("these results do not know their search: search again with detail='full'")
+        while True:
+            yield page
+            if not page.next_cursor:
+                return
+            page = self._session.search(
+                catalog=self._catalog, cursor=page.next_cursor, limit=size, detail="full"
+            )
+
+    def to_geoparquet(
+        self, path: str | os.PathLike, max_items: int | None = None, *, on_page: PageReport | None = None
+    ) -> int:
+        """Write this page and the following ones (full items, up to `max_items`, see
+        `full_items`) as one stac-geoparquet file, streamed and renamed into place when complete;
+        the collections of the items go into its metadata. Returns the number of items written.
+        The file reads back as a catalog (`[[catalogs]] path = ...`), with stac-geoparquet,
+        rustac, DuckDB or geopandas.
+        """
+        from .catalogs.geoparquet import write_geoparquet
+
+        where: dict[str, Any] = {}  # collection id -> the catalog its items came from
+        items = _noting_catalogs(self.full_items(max_items, on_page=on_page), where, self._catalog)
+        return write_geoparquet(
+            items, path, collections=lambda ids: [self._session.collection_json(c, where[c]) for c in ids]
+        )
+
+    def to_ndjson(
+        self, path: str | os.PathLike, max_items: int | None = None, *, on_page: PageReport | None = None
+    ) -> int:
+        """As `to_geoparquet`, as newline-delimited JSON: one item per line."""
+        import json
+        import tempfile
+
+        from .files import remove
+
+        path = Path(path)
+        written = 0
+        with tempfile.NamedTemporaryFile(
+            "w", dir=path.parent, prefix=f".{path.name}-", suffix=".tmp", delete=False, encoding="utf-8"
+        ) as out:
+            try:
+                for item in self.full_items(max_items, on_page=on_page):
+                    out.write(json.dumps(item, separators=(",", ":"), ensure_ascii=False) + "\n")
+                    written += 1
+            except BaseException:
+                out.close()
+                remove(Path(out.name))
+                raise
+        os.replace(out.name, path)
+        return written
+
+    def save(
+        self,
+        format: Literal["geoparquet", "ndjson"] = "geoparquet",
+        *,
+        max_items: int | None = None,
+        output_name: str | None = None,
+        job: Job | None = None,
+    ) -> OutputRecord:
+        """Write this page and the following ones into the workspace (see `to_geoparquet`) as an
+        output with a record: derived from the catalogs searched, the search in its parameters,
+        the items written and matched in its properties. `job`: progress per page, cancellation
+        (the partial file is removed), limits.job_timeout_s."""
+        from .discovery.federated import catalog_ids
+        from .outputs.records import SourceRef, package_versions
+        from .processing.jobs import timed
+
+        if format not in SAVED_FORMATS:
+            raise InvalidArgument(f"format must be one of {', '.join(SAVED_FORMATS)} (got {format!r:.40})")
+        core = self._session.core
+        job = timed(job, core)
+        suffix, media_type = SAVED_FORMATS[format]
+        left_out = []
+
+        def on_page(written: int, total: int, more: bool) -> None:
+            left_out[:] = [more]
+            job.progress(written, total, f"{written:,} items written")
+
+        catalogs = catalog_ids(core, self._catalog)
+        writer = self.to_geoparquet if format == "geoparquet" else self.to_ndjson
+        with core.outputs.writing(suffix, output_name, stem="search") as out:
+            written = writer(out.path, max_items, on_page=on_page)
+            return core.outputs.commit(
+                out,
+                operation="save_search",
+                parameters={"catalog": catalogs, **self._search(), "format": format, "max_items": max_items},
+                sources=[SourceRef(href=_search_href(core, c), catalog=c) for c in catalogs],
+                media_type=media_type,
+                title=f"{written:,} items of a search of {', '.join(catalogs)}",
+                lineage=f"search of {', '.join(catalogs)} saved as {format}",
+                properties={
+                    "search:items": written,
+                    "search:matched": self.matched,
+                    "search:more": any(left_out),
+                },
+                software=package_versions("stac-geoparquet", "pyarrow") if format == "geoparquet" else None,
+            )
+
+    def _search(self) -> dict[str, Any]:
+        """The search arguments that gave these results (those that are set)."""
+        return {
+            k: v for k, v in (self._arguments or {}).items() if v is not None and k not in ("limit", "detail")
+        }
 
     # --- tables ------------------------------------------------------------------------------
 
@@ -192,6 +373,39 @@ class SearchResults:
             notes=self.notes,
             total=self.matched,
         )
+
+
+def _unsigned(item: dict) -> dict:
+    """`item` with the signing tokens (SAS) taken off its asset hrefs."""
+    from .catalogs.signing import strip_token, token_in
+
+    assets = item.get("assets") or {}
+    if not any(isinstance(a.get("href"), str) and token_in(a["href"]) for a in assets.values()):
+        return item
+    return {
+        **item,
+        "assets": {
+            key: {**a, "href": strip_token(a["href"])} if isinstance(a.get("href"), str) else a
+            for key, a in assets.items()
+        },
+    }
+
+
+def _noting_catalogs(items: Iterator[dict], where: dict, catalog) -> Iterator[dict]:
+    """`items`, noting in `where` which catalog each collection came from (a federated search
+    names it on each item)."""
+    for item in items:
+        if item.get("collection") is not None:
+            where.setdefault(item["collection"], item.get("catalog") or catalog)
+        yield item
+
+
+def _search_href(core: Core, catalog_id: str) -> str:
+    """Where a catalog is searched: its API's /search, its file, or stac://<id>."""
+    info = next((c for c in core.catalogs.info() if c.id == catalog_id), None)
+    if info is not None and info.url:
+        return info.url.rstrip("/") + "/search"
+    return info.path if info is not None and info.path else f"stac://{catalog_id}"
 
 
 @dataclass(frozen=True)

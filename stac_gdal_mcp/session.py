@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from .core import Core
-from .discovery.query import SearchArgs, search_args
+from .discovery.query import SearchArgs, SearchKeywords, search_args
 from .errors import InvalidArgument
 from .settings import Settings, load_settings
 
@@ -213,7 +213,7 @@ class Session:
             page = federated_search(self.core, several, **args)
         else:
             page = search_items(self.core, catalog=several[0], **args)
-        return SearchResults(page, self, catalog=catalog, limit=limit, detail=detail)
+        return SearchResults(page, self, catalog=catalog, limit=limit, detail=detail, arguments=args)
 
     def get_item(self, collection_id: str, item_id: str, catalog: str | None = None) -> dict[str, Any]:
         """The full STAC item (a GeoJSON Feature dict), asset hrefs signed where the catalog
@@ -226,6 +226,32 @@ class Session:
         from .discovery.collections import get_item
 
         return get_item(self.core, collection_id, item_id, catalog)
+
+    def save_search(
+        self,
+        *,
+        catalog: str | list[str] | None = None,
+        format: Literal["geoparquet", "ndjson"] = "geoparquet",
+        max_items: int | None = None,
+        output_name: str | None = None,
+        job: Job | None = None,
+        **search: Unpack[SearchKeywords],
+    ) -> OutputRecord:
+        """Every item a search finds (the arguments of `search`; up to `max_items`, default
+        limits.max_items), full, written into the workspace as a stac-geoparquet file (or
+        format="ndjson": one item per line) with a record; asset hrefs as the catalog gives them,
+        unsigned. The file reads back as a catalog (`[[catalogs]] path = ...`), with
+        stac-geoparquet, rustac or DuckDB. (`SearchResults.to_geoparquet(path)` writes anywhere.)
+
+        >>> record = session.save_search(collections=["sentinel-2-l2a"], bbox=aoi, max_cloud_cover=30)
+        >>> record.properties.title, record.assets["data"].type
+        ('3 items of a search of sample', 'application/vnd.apache.parquet')
+        """
+        from .discovery.query import SEARCH_KEYWORDS, check_names
+
+        check_names(search, SEARCH_KEYWORDS)
+        results = self.search(catalog=catalog, detail="full", limit=self.settings.limits.max_items, **search)
+        return results.save(format, max_items=max_items, output_name=output_name, job=job)
 
     # --- inputs --------------------------------------------------------------------------------
 
