@@ -114,3 +114,21 @@ def test_setup_logging_gives_one_format_and_one_line_per_error(tmp_path):
     assert "WARNING stac_gdal_mcp.tools: tool 'get_item' failed: item 'nope' not found" in errors[0]
     assert "WARNING fastmcp.server.server: Invalid arguments for tool 'search_items'" in errors[1]
     assert "WARNING stac_gdal_mcp.tools: resource 'output_record' failed: no output 'nope'" in errors[2]
+
+
+async def test_a_prompt_without_its_arguments_names_them(build, make_settings):
+    """Not "Error rendering prompt": the missing arguments, by name; with them, the steps use
+    cloud_cover_stats in the area, then preview or composite."""
+    from mcp.shared.exceptions import MCPError
+
+    async with Client(build(make_settings())) as client:
+        with pytest.raises(MCPError) as missing:
+            await client.get_prompt("find_clear_imagery", {"place": "Trieste"})
+        with pytest.raises(MCPError) as none:
+            await client.get_prompt("explore_catalog", {})
+        arguments = {"place": "Trieste", "start": "2024-06-01", "end": "2024-08-31"}
+        text = (await client.get_prompt("find_clear_imagery", arguments)).messages[0].content.text
+    assert str(missing.value) == "prompt 'find_clear_imagery' needs start, end (required: place, start, end)"
+    assert "needs catalog" in str(none.value)
+    steps = [text.index(tool) for tool in ("search_items(", "cloud_cover_stats(", "preview(", "composite(")]
+    assert steps == sorted(steps) and "2024-06-01/2024-08-31" in text

@@ -130,28 +130,64 @@ def item_resource(session: Session, catalog: str, collection_id: str, item_id: s
     return json.dumps(session.get_item(collection_id, item_id, catalog))
 
 
-def register_prompts(mcp) -> None:
-    """The prompts (no session needed)."""
+def _checked_prompt(fn, description: str):
+    """`fn` as a prompt whose missing required arguments are one clear error naming them (fastmcp's
+    own check is masked as "Error rendering prompt")."""
+    from fastmcp.exceptions import PromptError
+    from fastmcp.prompts.function_prompt import FunctionPrompt
+
+    class CheckedPrompt(FunctionPrompt):
+        async def render(self, arguments=None):
+            required = [a.name for a in self.arguments or [] if a.required]
+            missing = [name for name in required if not (arguments or {}).get(name)]
+            if missing:
+                raise PromptError(
+                    f"prompt {self.name!r} needs {', '.join(missing)} (required: {', '.join(required)})"
+                )
+            return await super().render(arguments)
 
     # the description given, not a docstring: fastmcp would import griffe to parse it (cold start)
-    @mcp.prompt(description="Find the clearest recent imagery over a place.")
-    def find_clear_imagery(place: str, start: str, end: str, max_cloud_cover: int = 20) -> str:
-        return (
-            f"Find satellite imagery of {place} between {start} and {end}.\n"
-            "1. Work out a WGS84 bbox [west, south, east, north] for the place.\n"
-            "2. list_catalogs, then list_collections(q='sentinel-2') to pick a collection "
-            "(sentinel-2-l2a for 10 m optical, landsat-c2-l2 for a longer record).\n"
-            f"3. search_items(collections=[...], bbox=..., datetime='{start}/{end}', "
-            f"max_cloud_cover={max_cloud_cover}, sortby='eo:cloud_cover', limit=10).\n"
-            "4. Report the best few items (id, date, cloud cover) and their thumbnails; "
-            "get_item for the chosen one. Mention any `notes` the search returned."
-        )
+    return CheckedPrompt.from_function(fn, description=description)
 
-    @mcp.prompt(description="Get to know a STAC catalog.")
-    def explore_catalog(catalog: str) -> str:
-        return (
-            f"Explore the STAC catalog '{catalog}': call list_catalogs(check_reachable=true) to see "
-            f"what '{catalog}' supports, list_collections(catalog='{catalog}') for its collections, "
-            "get_collection on the most relevant ones (assets, bands, resolution, time range) and "
-            "get_queryables to see what can be filtered. Summarise what the catalog is good for."
+
+def find_clear_imagery(place: str, start: str, end: str, max_cloud_cover: int = 60) -> str:
+    return (
+        f"Find the clearest satellite imagery of {place} between {start} and {end}.\n"
+        "1. Work out the area of interest: a WGS84 bbox [west, south, east, north] around the place "
+        "(small: a town, a field, a lake).\n"
+        '2. list_catalogs ("sample" works offline), then list_collections to pick a collection '
+        "(sentinel-2-l2a for 10 m optical, landsat-c2-l2 for a longer record).\n"
+        f"3. search_items(catalog=..., collections=[...], bbox=..., datetime='{start}/{end}', "
+        f"max_cloud_cover={max_cloud_cover}) to see what there is. Scene-wide eo:cloud_cover says "
+        "little about a small area, so do not rank by it.\n"
+        '4. cloud_cover_stats(aoi=<the bbox>, search={"catalog": ..., "collections": [...], '
+        f'"datetime": "{start}/{end}", "max_cloud_cover": {max_cloud_cover}}}): how cloudy the area '
+        "itself was in each scene, clearest first.\n"
+        "5. For the clearest scene (highest clear_fraction, low nodata_fraction): preview(catalog=..., "
+        "collection_id=..., item_id=..., bbox=<the bbox>) to show it. If no single scene is clear "
+        'enough, composite(aoi=<the bbox>, bands=["red", "green", "blue"], search=<as in 4>, '
+        "quicklook=true) for a cloud-free picture.\n"
+        "6. Report the best few scenes (id, date, clear fraction in the area, scene cloud cover) and "
+        "any `notes` the tools returned."
+    )
+
+
+def explore_catalog(catalog: str) -> str:
+    return (
+        f"Explore the STAC catalog '{catalog}': call list_catalogs(check_reachable=true) to see "
+        f"what '{catalog}' supports, list_collections(catalog='{catalog}') for its collections, "
+        "get_collection on the most relevant ones (assets, bands, resolution, time range) and "
+        "get_queryables to see what can be filtered. Summarise what the catalog is good for."
+    )
+
+
+def register_prompts(mcp) -> None:
+    """The prompts (no session needed)."""
+    mcp.add_prompt(
+        _checked_prompt(
+            find_clear_imagery,
+            "Find the clearest imagery of a place: search, cloud cover in the area itself "
+            "(cloud_cover_stats), then a preview or a composite of the clearest.",
         )
+    )
+    mcp.add_prompt(_checked_prompt(explore_catalog, "Get to know a STAC catalog."))
