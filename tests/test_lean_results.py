@@ -64,3 +64,28 @@ async def test_cloud_cover_stats_at_50_items_is_small_and_complete(catalog, tmp_
     zeros = dict.fromkeys(ZERO_OMITTED, 0.0)
     expected = [{k: v for k, v in row.model_dump().items() if v is not None} for row in full.items]
     assert [{**zeros, **lean["common"], **row} for row in lean["items"]] == expected
+
+
+async def test_a_csv_output_is_read_as_text(tmp_path):
+    """A time series' CSV resource comes back as text (not a base64 blob), the file's own bytes;
+    its PNG chart stays a blob."""
+    from mcp.types import BlobResourceContents, TextResourceContents
+
+    from stac_gdal_mcp import Session
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    aoi = [13.60, 45.92, 13.62, 45.935]
+    search = {"catalog": "sample", "collections": [S2], "datetime": "2024-06-01/2024-07-31"}
+    with Session(load_settings(workspace=tmp_path / "ws")) as session:
+        async with Client(build_server(session=session)) as client:
+            result = (
+                await client.call_tool("time_series", {"aoi": aoi, "search": search})
+            ).structured_content
+            csv, chart = result["csv"], result["chart"]
+            [text] = await client.read_resource(f"stac-gdal://outputs/{csv['id']}/file")
+            [blob] = await client.read_resource(f"stac-gdal://outputs/{chart['id']}/file")
+        on_disk = session.outputs.path(csv["id"]).read_bytes()
+    assert isinstance(text, TextResourceContents) and text.mimeType == "text/csv"
+    assert text.text.encode() == on_disk and text.text.startswith("date,datetime,value")
+    assert isinstance(blob, BlobResourceContents) and blob.mimeType == "image/png"

@@ -232,7 +232,7 @@ def output_record(session: Session, output_id: str) -> str:
     OUTPUT_FILE_URI,
     mime_type="application/octet-stream",
     description=lambda session: (
-        "An output's file (binary), if at most limits.max_resource_bytes "
+        "An output's file (text for CSV/JSON, else binary), if at most limits.max_resource_bytes "
         f"({session.settings.limits.max_resource_bytes} bytes)."
     ),
 )
@@ -252,4 +252,10 @@ def output_file(session: Session, output_id: str):
             f"not served as a resource; it is {name} in the server's workspace (or convert a smaller bbox)"
         )
     data = store.read_bytes(output_id)  # refuses a symbolic link at open (O_NOFOLLOW)
-    return ResourceResult([ResourceContent(data, mime_type=record.file.type)])
+    media = record.file.type or ""
+    if media.startswith("text/") or media.split(";")[0].endswith(("json", "+xml")):
+        try:  # text (a CSV table, JSON) as text, which hosts show and models read, not base64
+            return ResourceResult([ResourceContent(data.decode("utf-8"), mime_type=media)])
+        except UnicodeDecodeError:
+            pass
+    return ResourceResult([ResourceContent(data, mime_type=media or None)])
