@@ -240,6 +240,24 @@ def test_a_failed_read_is_never_data(session, scenes):
     assert "could not be read" in " ".join(frame.attrs["stac_gdal_mcp"]["facts"]["notes"])
 
 
+def test_an_item_failing_before_its_zones_are_matched_gives_every_zone_an_error(session, scenes):
+    """An item that cannot even be fetched may cover any zone: each zone gets its error row, and
+    none is called 'not covered' because of it (that would be silence about a failed read)."""
+    zones = fields()
+    missing = "S2A_MISSING"
+    frame = run(session, zones, expression="scl", stats=["mean", "count"], mask_clouds=False,
+                items=[{"collection_id": S2, "item_id": "S2A_Z1"}, {"collection_id": S2, "item_id": missing}])  # fmt: skip
+    failed = frame[frame["item_ids"] == missing].set_index("zone_id")
+    ids = [f["id"] for f in zones["features"]]
+    assert sorted(failed.index, key=str) == sorted(ids, key=str)
+    assert failed["error"].str.contains(missing).all()
+    assert failed["mean"].isna().all() and failed["count"].isna().all()
+    assert not (frame["note"] == "no item covers this zone").any()
+    measured = rows_of(frame, "S2A_Z1")
+    assert measured["error"].isna().all() and (measured["count"] > 0).all()
+    assert [f["item_id"] for f in frame.attrs["stac_gdal_mcp"]["facts"]["failed_items"]] == [missing]
+
+
 def test_estimate_counts_the_windows_reads(session, scenes):
     core = session.core
     request = zonal.check(core, fields(), expression="ndvi", catalog="testbed", collections=[S2], datetime="2024-06-01/2024-06-12")  # fmt: skip

@@ -19,8 +19,9 @@ How one item is measured (`measure_item`, items concurrently on the process's re
    is not clear masked, the expression evaluated, and `exact_extract` run on the window with the
    group's zones: partial pixels count by the share of their area inside the zone.
 
-A failed read is never data: the item's rows carry `error` and no statistic. Zones outside an
-item's raster get a row with count 0 and a note; zones no item covers get one such row.
+A failed read is never data: the item's rows carry `error` and no statistic (every zone's, when it
+failed before its footprint was known: it may cover any of them). Zones outside an item's raster
+get a row with count 0 and a note; zones no item covers get one such row.
 """
 
 from __future__ import annotations
@@ -602,7 +603,7 @@ def measure_item(core, call: Call, ref_or_item: dict, job: Job) -> tuple[dict, A
         "sources": [],
         "error": None,
     }
-    indexes: list[int] = []
+    indexes: list[int] | None = None  # the item's zones: unknown until its footprint is read
     try:
         item = full_item(call, ref_or_item)
         footprint = shape(item["geometry"]) if item.get("geometry") else None
@@ -627,6 +628,8 @@ def measure_item(core, call: Call, ref_or_item: dict, job: Job) -> tuple[dict, A
         message = str(exc) if isinstance(exc, StacGdalMcpError) else f"{type(exc).__name__}: {exc}"
         log.warning("zonal_stats: item %s failed: %s", meta["item_id"], message)
         meta["error"] = message
+        if indexes is None:  # failed before its zones were matched: it may cover any of them
+            indexes = list(range(len(call.request.zones)))
         return meta, pd.DataFrame({"_zone": indexes, "error": message}) if indexes else None
 
 
