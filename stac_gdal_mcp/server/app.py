@@ -71,7 +71,7 @@ def build_server_parts(
     from .http_guard import guarded_server
     from .map_app import register_map_app
     from .resources import record_links
-    from .tools import analysis, discovery, processing, register, zonal
+    from .tools import analysis, discovery, processing, register, saving, zonal
     from .tools.errors import argument_errors_middleware
 
     if session is None:
@@ -89,7 +89,8 @@ def build_server_parts(
         middleware=[argument_errors_middleware()],
     )
     tasks.install(mcp, session.settings)  # long tools as MCP tasks (server/tasks.py)
-    for tools in (discovery, processing, analysis, zonal):  # module-level tools, each bound to the session
+    # module-level tools, each bound to the session
+    for tools in (discovery, processing, analysis, zonal, saving):
         register(mcp, session, tools)
     discovery.register_prompts(mcp)
     register_map_app(mcp)  # the ui:// map the tools above point to (MCP Apps hosts)
