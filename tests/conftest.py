@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers import scaled
 
 from testbed import pgstac_for_pytest, serve_directory
 
@@ -60,7 +61,9 @@ def make_settings(tmp_path):
 
     def make(**overrides):
         overrides.setdefault("workspace", tmp_path / "workspace")
-        network = {"allow_private_hosts": True, "timeout_s": 10, "max_retries": 2}
+        # HTTP timeouts scaled for CI and loaded machines (helpers.TIME_SCALE): an innocent read must not
+        # hit a timeout meant for a stalled server
+        network = {"allow_private_hosts": True, "timeout_s": scaled(10), "max_retries": 2}
         network.update(overrides.pop("network", {}))
         return load_settings(network=network, **overrides)
 

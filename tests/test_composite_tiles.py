@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 import rasterio
-from helpers import usable_pixels
+from helpers import scaled, usable_pixels
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import OperationCancelled
@@ -185,7 +185,7 @@ def test_a_day_failing_on_a_later_tile_is_left_out_everywhere(
         server.set_fault(path, ServerError(status=500, from_byte=from_byte))
         settings = make_settings(
             catalogs=[{"id": "faulty", "path": catalog(tmp_path / "c.json", items)}],
-            network={"timeout_s": 2, "max_retries": 0},
+            network={"timeout_s": scaled(2), "max_retries": 0},
         )
         aoi = aoi_of(items[0])
         with Session(settings) as session:

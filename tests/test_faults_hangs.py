@@ -15,6 +15,7 @@ import pytest
 import rasterio
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
+from helpers import scaled
 from rasterio.transform import from_origin
 from test_processing_access import write_cog
 
@@ -80,7 +81,7 @@ async def test_huge_header_is_refused_at_once(build, huge_tiff, tool, arguments)
         start = time.monotonic()
         with pytest.raises(ToolError) as info:
             await client.call_tool(tool, {"href": str(path), **arguments})
-        assert time.monotonic() - start < 10
+        assert time.monotonic() - start < scaled(10)
     message = str(info.value)
     assert "max_read_pixels" in message or "max_output_pixels" in message, message
     assert "bbox" in message and "\n" not in message
@@ -140,7 +141,7 @@ def test_cancel_stops_inside_gdal(core_and_source, operation, stage):
         else:
             reproject_asset(core, source, dst_crs="EPSG:3857", job=job)
     assert cancelled_at, f"never reached '{stage}'"
-    assert time.monotonic() - cancelled_at["t"] < 2.0
+    assert time.monotonic() - cancelled_at["t"] < scaled(2.0)
     assert leftovers(core.settings.workspace) == []
 
 
@@ -156,5 +157,5 @@ def test_job_wall_time_limit(make_settings, big_local):
     start = time.monotonic()
     with pytest.raises(LimitExceeded, match="job_timeout_s=0.3"):
         reproject_asset(core, source, dst_crs="EPSG:3857", job=job)
-    assert time.monotonic() - start < 3.0
+    assert time.monotonic() - start < scaled(3.0)
     assert leftovers(settings.workspace) == []

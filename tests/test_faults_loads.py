@@ -14,6 +14,7 @@ import pytest
 import rasterio
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
+from helpers import scaled
 from test_faults_processing import first_tile_offset
 
 from testbed.faults import AbortMidBody, ServerError, serve_faults
@@ -75,7 +76,7 @@ def fresh_scenes(served, make_settings):
     catalog = served.root / fresh / "items.json"
     catalog.write_text(json.dumps({"type": "FeatureCollection", "features": items}))
     settings = make_settings(
-        catalogs=[{"id": "faulty", "path": str(catalog)}], network={"timeout_s": 1, "max_retries": 1}
+        catalogs=[{"id": "faulty", "path": str(catalog)}], network={"timeout_s": scaled(1), "max_retries": 1}
     )
     return settings, fresh, items
 

@@ -17,6 +17,7 @@ import pytest
 import rasterio
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
+from helpers import scaled
 from test_processing_access import write_cog
 
 from testbed.faults import AbortMidBody, ServerError, Stall, serve_faults
@@ -63,7 +64,7 @@ def scene(faulty):
 
 @pytest.fixture
 def settings(make_settings):
-    return make_settings(network={"timeout_s": 1, "max_retries": 1})
+    return make_settings(network={"timeout_s": scaled(1), "max_retries": 1})
 
 
 def leftovers(settings) -> list[str]:
@@ -82,7 +83,7 @@ TOOLS = {
     "preview": {"max_size": 256},
 }
 FAULTS = {
-    "stall": (lambda first: Stall(seconds=60, from_byte=first), "did not answer within 1 s"),
+    "stall": (lambda first: Stall(seconds=60, from_byte=first), f"did not answer within {scaled(1):g} s"),
     "http-500": (lambda first: ServerError(status=500, from_byte=first), "HTTP 500"),
     "abort-mid-body": (
         lambda first: AbortMidBody(fraction=0.3, from_byte=first),
@@ -145,7 +146,7 @@ async def test_inspect_fails_when_the_header_cannot_be_read(settings, build, fau
 @pytest.mark.parametrize(
     "fault, reason",
     [
-        (Stall(seconds=60), "did not answer within 1 s"),
+        (Stall(seconds=60), f"did not answer within {scaled(1):g} s"),
         # GDAL says nothing about a short header read: the TIFF reader's error is the reason
         (AbortMidBody(fraction=0.01), "Failed to read directory"),
     ],
@@ -225,7 +226,7 @@ def cloud_scenes(faulty, make_settings, cloud_folder):
     catalog.write_text(json.dumps({"type": "FeatureCollection", "features": items}))
     settings = make_settings(
         catalogs=[{"id": "faulty", "path": str(catalog)}],
-        network={"timeout_s": 1, "max_retries": 1},
+        network={"timeout_s": scaled(1), "max_retries": 1},
     )
     bad_mask = faulty.directory / fresh / "BAD" / "scl.tif"
     return settings, f"/{fresh}/BAD/scl.tif", first_tile_offset(bad_mask), items
