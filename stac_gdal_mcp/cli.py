@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     index.add_argument("directory", help="folder holding the .tif/.tiff files (searched recursively)")
     index.add_argument(
         "--output",
-        help="the index file (.json ItemCollection or .ndjson), in the folder or above it "
+        help="the index file (.json ItemCollection, .ndjson, or .parquet: stac-geoparquet), in the folder or above it "
         "(default: DIRECTORY/stac-index.json); re-running updates it incrementally",
     )
     index.add_argument("--collection", help="collection id of the items (default: the folder's name)")

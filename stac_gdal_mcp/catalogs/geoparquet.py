@@ -193,8 +193,8 @@ class GeoparquetCatalog:
         base = Path(self.files.paths[0]).parent
         out = []
         for item in stac_table_to_items(table):
-            item["properties"] = _without_nulls(item["properties"])
-            item["assets"] = _without_nulls(item.get("assets") or {})
+            item["properties"] = without_nulls(item["properties"])
+            item["assets"] = without_nulls(item.get("assets") or {})
             for asset in item["assets"].values():
                 href = asset.get("href") or ""
                 if href and "://" not in href and not href.startswith("/"):
@@ -327,12 +327,12 @@ def _in_order(parts: Path, schema: pa.Schema, chunk_size: int) -> pa.RecordBatch
     return pa.RecordBatchReader.from_batches(schema, dataset.to_batches(batch_size=chunk_size))
 
 
-def _without_nulls(value: Any) -> Any:
+def without_nulls(value: Any) -> Any:
     """`value` with every None in its objects left out, at any depth."""
     if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
+        return [without_nulls(v) for v in value]
     return value
 
 

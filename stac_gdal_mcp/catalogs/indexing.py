@@ -1,4 +1,5 @@
-"""Your files as a catalog: index a folder of GeoTIFFs / COGs as a STAC ItemCollection.
+"""Your files as a catalog: index a folder of GeoTIFFs / COGs as a STAC ItemCollection (or
+NDJSON, or a stac-geoparquet file: by the output's suffix, .ndjson or .parquet).
 
     report = build_index("/data/cogs")                   # writes /data/cogs/stac-index.json
     # then, in the settings:  [[catalogs]] id = "mine"  path = "/data/cogs/stac-index.json"
@@ -302,11 +303,7 @@ def _walk(folder: Path, recursive: bool, report: IndexReport) -> list[Path]:
 def _read_previous(output: Path, report: IndexReport) -> dict[str, dict]:
     """Items of an earlier index at `output` (never read through a link), by their asset's href."""
     try:
-        text = read_plain(output)
-        if output.suffix == ".ndjson":
-            items = [json.loads(line) for line in text.splitlines() if line.strip()]
-        else:
-            items = json.loads(text).get("features", [])
+        items = _read_items(output)
     except FileNotFoundError:
         return {}
     except AccessDenied:
@@ -322,6 +319,39 @@ def _read_previous(output: Path, report: IndexReport) -> dict[str, dict]:
         if isinstance(href, str):
             previous[href] = item
     return previous
+
+
+def _read_items(output: Path) -> Any:
+    """The items of an index file: stac-geoparquet (.parquet), NDJSON or an ItemCollection."""
+    if output.suffix == ".parquet":
+        import pyarrow.parquet as pq
+        from stac_geoparquet.arrow import stac_table_to_items
+
+        from .geoparquet import without_nulls
+
+        with os.fdopen(open_plain(output), "rb") as f:
+            return [without_nulls(item) for item in stac_table_to_items(pq.read_table(f))]
+    text = read_plain(output)
+    if output.suffix == ".ndjson":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return json.loads(text).get("features", [])
+
+
+def _write_items(out: Path, items: list[dict], collection: dict) -> None:
+    """The index file, replaced whole (never written through a link planted at `out`)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".parquet":
+        if not items:
+            raise InvalidArgument(f"no GeoTIFF could be indexed: {out.name} (stac-geoparquet) needs one item")
+        from .geoparquet import write_geoparquet
+
+        write_geoparquet(iter(items), out, collections=[collection])
+        return
+    if out.suffix == ".ndjson":
+        text = "".join(json.dumps(i, separators=(",", ":")) + "\n" for i in items)
+    else:
+        text = json.dumps({"type": "FeatureCollection", "features": items}, indent=1)
+    write_atomic(out, text)
 
 
 ITEM_KEYS = {"type", "stac_version", "stac_extensions", "id", "collection", "geometry", "bbox", "properties", "links", "assets"}  # fmt: skip
@@ -524,14 +554,9 @@ def build_index(
     )
     items = sorted(run.items, key=lambda i: i["id"])
     report.items = len(items)
-    if out.suffix == ".ndjson":
-        text = "".join(json.dumps(i, separators=(",", ":")) + "\n" for i in items)
-    else:
-        text = json.dumps({"type": "FeatureCollection", "features": items}, indent=1)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(out, text)
-    collection_href = out.with_name(run.links[0]["href"][2:])
-    write_atomic(collection_href, json.dumps(_collection(report.collection_id, items, folder.name), indent=1))
+    collection = _collection(report.collection_id, items, folder.name)
+    _write_items(out, items, collection)
+    write_atomic(out.with_name(run.links[0]["href"][2:]), json.dumps(collection, indent=1))
     return report
 
 
