@@ -238,6 +238,13 @@ CALLS: list[tuple[str, str, dict[str, Any]]] = [
     ),
     ("zonal-day", "zonal_stats", {"geometries": FIELDS, "search": {"collections": [S2]}, "per": "day"}),
     ("zonal-bad-stat", "zonal_stats", {"geometries": FIELDS, "search": SEARCH, "stats": ["avg"]}),
+    ("save-search", "save_search", {"search": {**SEARCH, "sortby": "id"}, "bbox": AOI}),
+    (
+        "save-search-ndjson",
+        "save_search",
+        {"search": {"collections": [S2]}, "format": "ndjson", "max_items": 2},
+    ),
+    ("save-search-bad-format", "save_search", {"search": SEARCH, "format": "csv"}),
     ("extensions", "list_extensions", {}),
     ("outputs", "list_outputs", {}),
     ("delete", "delete_output", {"output_id": "$output:convert-png"}),
