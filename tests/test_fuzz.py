@@ -57,6 +57,7 @@ TOOLS = (
     "time_series",
     "composite",
     "zonal_stats",
+    "save_search",
     "list_extensions",
 )
 
