@@ -44,16 +44,16 @@ class CatalogList(Model):
 
 
 class AssetSummary(Model):
-    """One asset of a summary; in JSON `roles` is left out when it is ["data"], `bands` when empty
-    (and, in an ItemSummary, when the asset's key is its one band's name: `"red": {}`)."""
+    """One asset of a summary; in JSON `roles` is left out when it is ["data"] or empty, `bands`
+    when empty (and, in an ItemSummary, when the asset's key is its one band's name: `"red": {}`)."""
 
-    roles: list[str] = Field(default=["data"], description='asset roles; left out when ["data"]')
+    roles: list[str] = Field(default=["data"], description='asset roles; left out when ["data"] or none')
     bands: list[str] = Field(default=[], description="band common names (e.g. red, nir)")
 
     @model_serializer(mode="wrap")
     def _compact(self, handler):  # an agent reads hundreds of these: no default noise (issue 14)
         out = handler(self)
-        if out.get("roles") == ["data"]:
+        if out.get("roles") in (["data"], []):
             del out["roles"]
         if not out.get("bands"):
             out.pop("bands", None)
@@ -61,8 +61,12 @@ class AssetSummary(Model):
 
 
 class ItemSummary(Model):
-    """A compact item (issue 14: <= 5% of the item). In JSON, fields without a value are left out,
-    and an asset's `bands` when they are just the asset's key (`"red": {}` is the red band)."""
+    """A compact item (issues 14, 22: <= 5% of the item). In JSON, fields without a value are left
+    out (so are the metadata files among the assets: get_item lists them); an asset's `bands`
+    when its one band's name is the asset's key or begins it (`"red": {}`
+    is the red band, so is `"red-jp2": {}`); and the roles most of the assets share are given
+    once, as `asset_roles`, each asset naming its `roles` only when they differ (an asset without
+    `roles` has `asset_roles`, or ["data"] when there is none)."""
 
     id: str
     collection: str | None = None
@@ -78,10 +82,33 @@ class ItemSummary(Model):
     @model_serializer(mode="wrap")
     def _compact(self, handler):
         out = {k: v for k, v in handler(self).items() if v is not None}
-        for key, asset in (out.get("assets") or {}).items():
-            if isinstance(asset, dict) and asset.get("bands") == [key]:
+        assets = out.get("assets") or {}
+        for key, asset in assets.items():
+            bands = asset.get("bands") if isinstance(asset, dict) else None
+            if bands and len(bands) == 1 and key.startswith(bands[0]):
                 del asset["bands"]
+        common = _common_roles(self.assets.values())
+        if common:
+            for key, asset in assets.items():
+                roles = self.assets[key].roles
+                if roles == common:
+                    asset.pop("roles", None)
+                elif not roles or roles == ["data"]:
+                    asset["roles"] = list(roles)  # said, since it is not asset_roles
+            out = {**{k: v for k, v in out.items() if k != "assets"}, "asset_roles": common, "assets": assets}
         return out
+
+
+def _common_roles(assets) -> list[str] | None:
+    """The roles list most assets have, when at least two share it and it is not ["data"] (the
+    default) - None otherwise."""
+    from collections import Counter
+
+    counts = Counter(tuple(a.roles) for a in assets if a.roles)
+    if not counts:
+        return None
+    roles, n = counts.most_common(1)[0]
+    return list(roles) if n >= 2 and list(roles) != ["data"] else None
 
 
 class SearchResult(Model):

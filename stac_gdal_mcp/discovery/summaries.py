@@ -24,7 +24,9 @@ MAX_ASSETS = 200  # assets named in one summary
 
 def item_summary(item: dict) -> ItemSummary:
     """The summary of `item`; its strings cut to ID_CHARS (names) or TEXT_CHARS (hrefs), with a
-    marker, and at most MAX_ASSETS assets (a last key says how many more there are)."""
+    marker, and at most MAX_ASSETS assets (a last key says how many more there are). The
+    thumbnail is its own field; metadata files (assets whose one role is "metadata": XML, text,
+    JSON sidecars) are left out - a summary is for choosing scenes, get_item lists them."""
     props = item.get("properties", {})
     assets = item.get("assets", {})
     gsd = _number(props.get("gsd"))
@@ -39,7 +41,7 @@ def item_summary(item: dict) -> ItemSummary:
             bands=[_name(b) for b in band_common_names(asset)][:MAX_ASSETS],
         )
         for key, asset in list(assets.items())[:MAX_ASSETS]
-        if not is_thumbnail(key, asset)
+        if not is_thumbnail(key, asset) and (asset.get("roles") or []) != ["metadata"]
     }
     if len(assets) > MAX_ASSETS:
         shown_assets[f"…[{len(assets) - MAX_ASSETS:,} more assets]"] = AssetSummary()

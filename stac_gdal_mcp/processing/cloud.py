@@ -98,6 +98,8 @@ class CloudCoverResult(Model):
     @model_serializer(mode="wrap")
     def _lean(self, handler):
         out = handler(self)
+        if "items" not in out:  # a dump of some fields only (include=...)
+            return out
         rows = [
             {k: v for k, v in row.items() if v is not None and not (v == 0 and k in ZERO_OMITTED)}
             for row in out["items"]

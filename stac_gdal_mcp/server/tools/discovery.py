@@ -2,13 +2,15 @@
 Each is one call of a Session method (prompts are registered by `register_prompts`)."""
 
 import json
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from ...discovery.federated import FederatedSearchResult
-from ...models import CatalogList, CollectionDetail, CollectionList, Queryables
+from ...models import CatalogList, CollectionDetail, CollectionList, ItemSummary, Queryables
 from ...session import Session
+from ...stac import is_thumbnail
 from . import READ_ONLY, session_resource, session_tool
 from .args import (
     CatalogArg,
@@ -99,7 +101,65 @@ def search_items(
     """
     results = session.search(**{k: v for k, v in locals().items() if k != "session"})
     page = results.page  # several catalogs: already one merged result (discovery/federated.py)
-    return page if isinstance(page, FederatedSearchResult) else FederatedSearchResult(**dict(page))
+    page = page if isinstance(page, FederatedSearchResult) else FederatedSearchResult(**dict(page))
+    return page.model_copy(update={"items": _local_thumbnails(session, page.items)})
+
+
+THUMBNAIL_URI = "stac://{catalog}/collections/{collection_id}/items/{item_id}/thumbnail"
+
+
+def _local_roots(session: Session) -> dict[str, Path]:
+    """The folder of each local catalog (a catalog file's folder, or the folder itself)."""
+    roots = {}
+    for config in session.settings.catalogs:
+        if config.path is not None and "*" not in str(config.path):
+            path = Path(config.path).resolve()
+            roots[config.id] = path if path.is_dir() else path.parent
+    return roots
+
+
+def _local_thumbnails(session: Session, items: list) -> list:
+    """Summaries whose thumbnail is a file of a local catalog name it by its resource
+    (THUMBNAIL_URI), which a client can read, instead of the server's file path."""
+    roots = _local_roots(session)
+    out = []
+    for item in items:
+        href = item.thumbnail if isinstance(item, ItemSummary) else None
+        if href and "://" not in href and item.collection:
+            path = Path(href).resolve()
+            found = next((cid for cid, root in roots.items() if path.is_relative_to(root)), None)
+            if found:
+                uri = THUMBNAIL_URI.format(catalog=found, collection_id=item.collection, item_id=item.id)
+                item = item.model_copy(update={"thumbnail": uri})
+        out.append(item)
+    return out
+
+
+@session_resource(THUMBNAIL_URI, mime_type="image/png")
+def thumbnail_resource(session: Session, catalog: str, collection_id: str, item_id: str):
+    """The thumbnail image of an item of a local catalog (a file inside the catalog's folder)."""
+    from fastmcp.resources import ResourceContent, ResourceResult
+
+    from ...errors import AccessDenied, AssetNotFound, LimitExceeded
+
+    item = session.get_item(collection_id, item_id, catalog)
+    key, asset = next(((k, a) for k, a in item.get("assets", {}).items() if is_thumbnail(k, a)), (None, {}))
+    href = str(asset.get("href") or "").removeprefix("file://")
+    root = _local_roots(session).get(catalog)
+    if not href or "://" in href:
+        raise AssetNotFound(f"item '{item_id}' has no thumbnail file in catalog '{catalog}'")
+    path = Path(href).resolve()
+    if root is None or not path.is_relative_to(root) or not path.is_file():
+        raise AccessDenied(f"the thumbnail of item '{item_id}' is not a file inside catalog '{catalog}'")
+    limit = session.settings.limits.max_resource_bytes
+    if path.stat().st_size > limit:
+        raise LimitExceeded(
+            f"the thumbnail of item '{item_id}' is larger than limits.max_resource_bytes={limit}"
+        )
+    media = asset.get("type") or {".jpg": "image/jpeg", ".jpeg": "image/jpeg"}.get(
+        path.suffix.lower(), "image/png"
+    )
+    return ResourceResult([ResourceContent(path.read_bytes(), mime_type=media)])
 
 
 @session_tool(READ_ONLY)
