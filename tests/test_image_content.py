@@ -138,3 +138,32 @@ async def test_reproject_quicklook_transparent_where_the_output_is_nodata(settin
     assert np.array_equal(rgba[..., 3] == 0, invalid)
     assert (rgba[..., :3][invalid] == 0).all()
     assert rgba[..., :3][~invalid].std() > 5
+
+
+async def test_single_band_preview_says_its_stretch_and_shows_a_colour_bar(settings):
+    """The text gives the colormap and the 2-98 % stretch in the asset's values, equal to the
+    percentiles of the band read with rasterio at the preview's size (scale and offset of the
+    item's raster:bands applied); the image sent carries a colour bar below the picture, while
+    the saved output stays the bare picture."""
+    import json
+
+    from stac_gdal_mcp.settings import SAMPLE_CATALOG
+
+    ref = {"catalog": "sample", "collection_id": S2[0], "item_id": ITEM, "asset": "nir", "max_size": 128}
+    async with Client(build_server(settings)) as client:
+        result = await client.call_tool("preview", ref)
+        record = result.structured_content
+        [saved] = await client.read_resource(f"stac-gdal://outputs/{record['id']}/file")
+    item_path = SAMPLE_CATALOG.parent / S2[0] / ITEM / f"{ITEM}.json"
+    band = json.loads(item_path.read_text())["assets"]["nir"].get("raster:bands", [{}])[0]
+    scale, offset = band.get("scale", 1.0), band.get("offset", 0.0)
+    height, width = record["properties"]["proj:shape"]
+    with rasterio.open(item_path.parent / "nir.tif") as src:
+        data = src.read(1, out_shape=(height, width), resampling=Resampling.nearest, masked=True)
+    low, high = np.percentile(data.compressed().astype("float64"), (2, 98)) * scale + offset
+    text = " ".join(block.text for block in result.content if block.type == "text")
+    assert f"viridis, 2-98 % stretch: {low:.4g} (dark) to {high:.4g} (bright)" in text
+    (png,) = images(result)
+    shown, bare = decode(png), decode(base64.b64decode(saved.blob))
+    assert bare.shape[:2] == (height, width)
+    assert shown.shape[0] >= bare.shape[0] + 60  # the colour bar below the picture

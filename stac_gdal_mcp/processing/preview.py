@@ -2,7 +2,9 @@
 
 What is shown: the `assets` asked for (1 = single band, 3 = red/green/blue); else the item's
 `visual` asset; else its red/green/blue bands (by common name); else its first data asset.
-A single band is stretched (2-98 percentiles) through the viridis colormap; RGB reflectances
+A single band is stretched (2-98 percentiles) through the viridis colormap, and the record keeps
+the stretch (`preview:stretch`: colormap, percentiles, the values shown darkest and brightest, in
+the asset's units) for a colour bar and the text that says it; RGB reflectances
 share one stretch so colours stay balanced; 8-bit RGB (a `visual` asset) is shown as it is.
 Reads are decimated, so GDAL reads the overviews, not the full-resolution tiles.
 """
@@ -35,6 +37,38 @@ if TYPE_CHECKING:
 
 MAX_PREVIEW_SIZE = 2048
 PERCENTILES = (2, 98)
+COLORMAP = "viridis"
+STRETCH = "preview:stretch"  # the record property of a single-band preview: colormap and value range
+
+
+def _stretch(band, valid, source: AssetSource, gdal_scale: tuple[float, float]) -> dict:
+    """The single band's stretch: its PERCENTILES of the valid pixels (as stretch_to_8bit takes
+    them), in the asset's values (its raster:bands scale and offset, else GDAL's, applied)."""
+    import numpy as np
+
+    from ..stac import raster_band
+
+    values = np.asarray(band, dtype="float64")[valid]
+    values = values[np.isfinite(values)]
+    low, high = (float(v) for v in np.percentile(values, PERCENTILES)) if values.size else (0.0, 0.0)
+    asset = ((source.item or {}).get("assets") or {}).get(source.asset_key or "", {})
+    band_info = raster_band(asset)
+    scale, offset = band_info.get("scale", gdal_scale[0]), band_info.get("offset", gdal_scale[1])
+    return {
+        "colormap": COLORMAP,
+        "percentiles": list(PERCENTILES),
+        "dark": round(low * scale + offset, 6),
+        "bright": round(high * scale + offset, 6),
+    }
+
+
+def describe_stretch(stretch: dict) -> str:
+    """'viridis, 2-98 % stretch: 0.012 (dark) to 0.41 (bright)'."""
+    p0, p1 = stretch["percentiles"]
+    return (
+        f"{stretch['colormap']}, {p0:g}-{p1:g} % stretch: "
+        f"{stretch['dark']:.4g} (dark) to {stretch['bright']:.4g} (bright)"
+    )
 
 
 def preview_assets(item: dict, assets: Sequence[str] | None) -> list[str]:
@@ -175,6 +209,7 @@ def run(core: Core, request: PreviewRequest, job: Job | None = None) -> tuple[Ou
         scale = max(scale, 1.0)  # never enlarge
         out_w, out_h = max(1, round(window.width / scale)), max(1, round(window.height / scale))
         crs = src.crs
+        gdal_scale = (src.scales[0] if src.scales else 1.0, src.offsets[0] if src.offsets else 0.0)
         area = window_bounds(window, src.transform)
         transform = src.window_transform(window) @ Affine.scale(window.width / out_w, window.height / out_h)
         rgb_in_one = len(sources) == 1 and src.count >= 3 and src.dtypes[0] == "uint8"
@@ -204,8 +239,9 @@ def run(core: Core, request: PreviewRequest, job: Job | None = None) -> tuple[Ou
         )
     else:
         gray = stretch_to_8bit(data.filled(0).astype("float32"), valid, PERCENTILES)[0]  # classes too
-        image = colorize(gray, valid, "viridis")
-        how = f"single band, {PERCENTILES} percentile stretch, viridis colormap"
+        image = colorize(gray, valid, COLORMAP)
+        stretch = _stretch(data[0], valid, first, gdal_scale)
+        how = f"single band, {describe_stretch(stretch)}"
     fmt = FORMATS["PNG"]
     store = core.outputs
     stem = f"preview-{first.item_id or first.stem}"
@@ -226,6 +262,7 @@ def run(core: Core, request: PreviewRequest, job: Job | None = None) -> tuple[Ou
             raster=facts,
             title=f"preview of {', '.join(s.label for s in sources)}",
             lineage=f"quicklook of {', '.join(s.label for s in sources)} at {out_w} x {out_h} px: {how}; nodata transparent",
+            properties={STRETCH: stretch} if data.shape[0] == 1 else None,
         )
     job.progress(len(sources) + 1, len(sources) + 1, "written")
     return record, png

@@ -28,6 +28,45 @@ def png_content(png: bytes) -> ImageContent:
     return Image(data=png, format="png").to_image_content()
 
 
+def with_colour_bar(png: bytes, stretch: dict) -> bytes:
+    """The single-band preview `png` with a colour bar under it: the colormap from the darkest to
+    the brightest value shown (the record's `preview:stretch`). For the client only: the saved
+    PNG stays bare, so that a map places it at its bbox."""
+    import io
+
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+    from matplotlib.image import imread
+
+    picture = imread(io.BytesIO(png), format="png")
+    height, width = picture.shape[:2]
+    dpi = 100
+    figure = Figure(figsize=(max(width, 320) / dpi, (height + 80) / dpi), dpi=dpi)
+    FigureCanvasAgg(figure)
+    bar_h = 80 / (height + 80)
+    image_axes = figure.add_axes((0, bar_h, 1, 1 - bar_h))
+    image_axes.imshow(picture, interpolation="nearest")
+    image_axes.set_axis_off()
+    bar_axes = figure.add_axes((0.08, 0.62 * bar_h, 0.84, 0.16 * bar_h))
+    low, high = stretch["dark"], stretch["bright"]
+    norm = Normalize(vmin=low, vmax=high if high > low else low + 1e-9)
+    from matplotlib.cm import ScalarMappable
+
+    bar = figure.colorbar(
+        ScalarMappable(norm, colormaps[stretch["colormap"]]), cax=bar_axes, orientation="horizontal"
+    )
+    p0, p1 = stretch["percentiles"]
+    bar.set_label(f"{stretch['colormap']}, {p0:g}-{p1:g} % stretch", fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    bar.set_ticks(np.linspace(norm.vmin, norm.vmax, 5))
+    out = io.BytesIO()
+    figure.savefig(out, format="png", dpi=dpi)
+    return out.getvalue()
+
+
 def chart_content(session: Session, chart: OutputRecord) -> list[ImageContent]:
     """The chart output (a PNG file the time series wrote), as image content."""
     return [png_content(session.outputs.path(chart.id).read_bytes())]

@@ -15,9 +15,10 @@ from pydantic import Field
 from ...outputs import OutputList, OutputRecord, OutputSummary
 from ...processing.grids import RESAMPLING
 from ...processing.inspect import AssetInfo
+from ...processing.preview import STRETCH, describe_stretch
 from ...processing.requests import AssetRef
 from ...session import Session
-from ..images import QuicklookArg, quicklook_content
+from ..images import QuicklookArg, quicklook_content, with_colour_bar
 from ..links import estimate_result, linked_result
 from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
 from . import READ_ONLY, WRITES_OUTPUT, session_resource, session_tool
@@ -200,7 +201,14 @@ async def preview(
         return estimate_result(image)
     record = image.record
     note = f"{image.title} ({image.width} x {image.height} px); output {record.id}, record at {record.uri}"
-    picture = Image(data=image.png, format="png").to_image_content()
+    stretch = (record.properties.model_extra or {}).get(STRETCH)
+    png = image.png
+    if stretch:  # a single band: say how values map to colours, and show it (the saved PNG stays bare)
+        from anyio import to_thread
+
+        note += f"; {describe_stretch(stretch)}"
+        png = await to_thread.run_sync(with_colour_bar, image.png, stretch)
+    picture = Image(data=png, format="png").to_image_content()
     note = TextContent(type="text", text=note)
     limit = session.settings.limits.max_resource_bytes
     return linked_result(record, [record], limit, extra=[picture, note], as_text=False)
