@@ -6,8 +6,9 @@
   `attrs`; `results.CloudCover.to_dataframe`).
 - `write_csv`, `write_chart`: a time series (rows of `series.TimeSeriesRow`: date, datetime,
   value, valid_fraction, valid_pixels, collection_id, item_ids) as a CSV table (for
-  spreadsheets and code) and a PNG line chart (for people); a null value (no usable pixel that
-  day) is an empty CSV cell and a gap in the chart.
+  spreadsheets and code) and a PNG line chart (for people: titled by the index's name, the valid
+  fraction on a second axis); a null value (no usable pixel that day) is an empty CSV cell, and
+  a gap marked by a cross in the chart.
 """
 
 from __future__ import annotations
@@ -88,21 +89,54 @@ def write_csv(path: Path, rows: Sequence) -> None:
             )
 
 
-def write_chart(path: Path, rows: Sequence, *, title: str, ylabel: str) -> None:
-    """Value against acquisition time, one marker per row."""
+def index_name(formula: str) -> str | None:
+    """The index a formula is ("NDVI" for '(nir - red) / (nir + red)'), or None."""
+    from .expressions import INDICES
+
+    return next((name.upper() for name, text in INDICES.items() if text in formula), None)
+
+
+def write_chart(path: Path, rows: Sequence, *, title: str, ylabel: str, name: str | None = None) -> None:
+    """The time series chart (`chart_figure`) as a PNG file."""
+    chart_figure(rows, title=title, ylabel=ylabel, name=name).savefig(path, format="png")
+
+
+def chart_figure(rows: Sequence, *, title: str, ylabel: str, name: str | None = None):
+    """Value against acquisition time, one marker per row, titled by the index's `name` (default:
+    the index the title's formula is, else the title) above the `title` itself; the valid
+    fraction of each day as bars on a second axis; days without a usable pixel (dropped as
+    cloudy or no data: value null) marked by a cross at the bottom. A matplotlib Figure."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(8, 3.5), dpi=100)
+    name = name or index_name(title)
+    figure = Figure(figsize=(8, 3.8), dpi=100)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    times = [np.datetime64(r.datetime.rstrip("Z")) for r in rows]
-    values = [np.nan if r.value is None else r.value for r in rows]
-    axes.plot(times, values, marker="o", linewidth=1)
-    axes.set_title(title, fontsize=10)
-    axes.set_ylabel(ylabel)
+    times = np.array([np.datetime64(r.datetime.rstrip("Z")) for r in rows])
+    values = np.array([np.nan if r.value is None else r.value for r in rows], dtype="float64")
+    valid = np.array([r.valid_fraction or 0.0 for r in rows], dtype="float64")
+    fraction = axes.twinx()
+    fraction.bar(times, valid, width=np.timedelta64(2, "D"), color="0.6", alpha=0.35, label="valid fraction")
+    fraction.set_ylim(0, 1)
+    fraction.set_ylabel("valid fraction of the AOI", color="0.35")
+    axes.set_zorder(fraction.get_zorder() + 1)
+    axes.patch.set_visible(False)
+    axes.plot(times, values, marker="o", linewidth=1, label=name or ylabel)
+    dropped = np.isnan(values)
+    if dropped.any():
+        bottom = np.nanmin(values) if (~dropped).any() else 0.0
+        axes.plot(times[dropped], np.full(dropped.sum(), bottom), "x", color="tab:red", markersize=8,
+                  label=f"no usable pixel ({dropped.sum()} days, cloudy or no data)")  # fmt: skip
+    axes.set_title(f"{name}\n{title}" if name else title, fontsize=10)
+    axes.set_ylabel(name or ylabel)
     axes.grid(alpha=0.3)
+    handles = [*axes.get_legend_handles_labels()[0], *fraction.get_legend_handles_labels()[0]]
+    labels = [*axes.get_legend_handles_labels()[1], *fraction.get_legend_handles_labels()[1]]
+    figure.legend(
+        handles, labels, loc="upper center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.995)
+    )
     figure.autofmt_xdate()
-    figure.tight_layout()
-    figure.savefig(path, format="png")
+    figure.tight_layout(rect=(0, 0, 1, 0.93))
+    return figure
