@@ -56,7 +56,7 @@ async def cloud_cover_stats(
     ctx: Context = CurrentContext(),
 ) -> cloud.CloudCoverResult:
     """How cloudy was *this area* in each scene? Per item, from its mask (SCL, QA_PIXEL, Fmask...)
-    read in the AOI only: cloud, shadow, cirrus, snow, water, clear, no-data fractions.
+    in the AOI only: cloud, shadow, cirrus, snow, water, clear, no-data fractions.
 
     Example: cloud_cover_stats(aoi=[13.55, 45.85, 13.75, 45.98], search={"catalog": "sample",
     "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}).
@@ -101,9 +101,8 @@ async def time_series(
     confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> series.TimeSeriesResult:
-    """One value per solar day: `reducer` of `expression` (of reflectances) over the AOI's
-    cloud-free pixels, with the valid fraction and item ids. Writes a CSV and a chart (returned
-    as an image).
+    """One value per solar day: `reducer` of `expression` over the AOI's cloud-free pixels, with
+    the valid fraction and item ids; writes a CSV and a chart (also returned as an image).
 
     Example: time_series(aoi=[13.6, 45.92, 13.62, 45.935], search={"catalog": "sample",
     "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}, expression="ndvi").
@@ -146,8 +145,8 @@ async def composite(
     confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> composites.CompositeResult:
-    """A cloud-free picture of the AOI: per pixel, the median (mean, min, max) over time of each
-    band's cloud-masked reflectances, as a float32 COG (NaN where never clear).
+    """A cloud-free picture of the AOI: per pixel, the `method` over time of each band's
+    cloud-masked reflectances, as a float32 COG (NaN where never clear).
 
     Example: composite(aoi=[13.6, 45.92, 13.62, 45.935], bands=["red", "green", "blue"],
     search={"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": "2024-06"}).

@@ -114,8 +114,8 @@ async def reproject_asset(
     confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> OutputRecord:
-    """Warp an asset (or its part in bbox) to another CRS as a COG output (reading only the tiles
-    needed); returns its STAC-like record.
+    """Warp an asset (or its part in bbox) to another CRS as a COG output, reading only the tiles
+    needed.
 
     Example: reproject_asset(catalog="sample", collection_id="sentinel-2-l2a",
     item_id="S2A_33TUL_20240808_0_L2A", asset="red", dst_crs="EPSG:4326").
@@ -188,7 +188,7 @@ async def preview(
     ctx: Context = CurrentContext(),
 ) -> OutputRecord:
     """A quicklook PNG of an item (true colour) or an asset (colormap, colour bar), returned as
-    an image and saved. Reads overviews: quick for whole scenes.
+    an image and saved; reads overviews (quick).
 
     Example: preview(catalog="sample", collection_id="sentinel-2-l2a", item_id="S2A_33TUL_20240808_0_L2A").
     """
@@ -216,7 +216,7 @@ async def preview(
 
 @session_tool(LOCAL_READ)
 def list_outputs(session: Session) -> OutputList:
-    """The workspace's outputs, newest first: id, uri, file, size, operation, datetime."""
+    """The workspace's outputs, newest first."""
     store = session.outputs
     return OutputList(outputs=[r.summary() for r in store.list()], workspace=str(store.root))
 
