@@ -96,7 +96,13 @@ async def unconfirmed(ctx: Context | None, session: Session, confirm: bool, fn, 
     limit = session.settings.limits.confirm_bytes
     if confirm or not limit or kwargs.get("dry_run"):
         return None
-    estimate = await run_job(ctx, session, fn, *args, **{**kwargs, "dry_run": True})
+    from ...errors import StacGdalMcpError
+
+    try:
+        estimate = await run_job(ctx, session, fn, *args, **{**kwargs, "dry_run": True})
+    except StacGdalMcpError as exc:  # e.g. a header that cannot be read: the run itself says why
+        log.debug("no estimate to confirm against (%s); running", exc)
+        return None
     needed = size(estimate)
     if estimate.would_refuse or needed <= limit:  # a refusal: the run itself says why
         return None
