@@ -1,8 +1,10 @@
-"""A stac-geoparquet catalog: one Parquet file, a folder of them or a glob, searched in DuckDB.
+"""A stac-geoparquet catalog: one Parquet file, a folder of them or a glob, or a file's URL,
+searched in DuckDB.
 
     [[catalogs]]
     id = "s2-snapshot"
     path = "~/data/sentinel-2-l2a.parquet"     # or a folder, or "parts/*.parquet"
+    # url = "https://example.com/s2/items.parquet"   # read with HTTP range requests (httpfs.py)
 
 Nothing is loaded into memory: each search is one SQL query over the files (DuckDB reads only
 the columns and row groups it needs, Parquet statistics prune the rest), bounded in memory and
@@ -16,8 +18,9 @@ Collections come from the files' own metadata (stac-geoparquet 1.1 `collections`
 sidecar `collections.json` beside them (a list, an object with `collections`, or one
 Collection), else they are implied by the `collection` column (with their extents).
 
-Every file is checked once per version (size and modification time): a corrupt or truncated
-file, or one that is not stac-geoparquet, is refused in one line naming it.
+Every file is checked once per version (size and modification time; over HTTP, size, ETag and
+Last-Modified, asked again every httpfs.REVALIDATE_S): a corrupt or truncated file, or one that
+is not stac-geoparquet, is refused in one line naming it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import glob
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -37,25 +41,17 @@ from ..errors import (
     InvalidFilter,
     ItemNotFound,
     LimitExceeded,
-    NotSupported,
     StacGdalMcpError,
 )
 from ..models import Queryable
 from ..settings import CatalogConfig, Settings
 from .local import LocalCatalog
+from .redact import masked_url
 from .security import shown
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-
-# DuckDB reads HTTP through its httpfs extension, which it downloads from extensions.duckdb.org
-# on first use (not bundled with the wheel), and fsspec's HTTP needs aiohttp (not installed):
-# a url is refused until one of them is available, rather than read through a third HTTP stack.
-REMOTE = (
-    "stac-geoparquet over HTTP (url = ...parquet) is not supported yet: download the file and "
-    "give its path, or a folder or glob of files"
-)
 REQUIRED = ("id", "geometry")  # columns without which a file is not stac-geoparquet
 NOT_QUERYABLE = {"type", "stac_version", "stac_extensions", "links", "assets", "bbox"}
 
@@ -66,12 +62,21 @@ class GeoparquetError(StacGdalMcpError):
 
 @dataclass
 class _Files:
-    """The checked files of one version: paths, merged schema, collections described in them."""
+    """The checked files of one version: paths (or URLs), merged schema, collections described in
+    them, and for URLs the filesystem DuckDB reads them through (httpfs.RangeFileSystem)."""
 
     stamp: tuple
     paths: list[str]
     schema: dict[str, pa.DataType]
     described: dict[str, dict]
+    filesystem: Any = None
+
+    @property
+    def sources(self) -> list[str]:
+        """The files as read_parquet reads them."""
+        if self.filesystem is None:
+            return self.paths
+        return [self.filesystem.sources[p] for p in self.paths]
 
 
 class GeoparquetCatalog:
@@ -85,6 +90,7 @@ class GeoparquetCatalog:
         self._lock = threading.RLock()  # collections read the files under it
         self._files: _Files | None = None
         self._implied: tuple[tuple, dict[str, dict]] | None = None
+        self._checked = 0.0  # when the version of a url was last asked (time.monotonic)
 
     @property
     def id(self) -> str:
@@ -97,8 +103,6 @@ class GeoparquetCatalog:
     @property
     def pattern(self) -> str:
         """The files as a glob: the path itself, every .parquet under a folder, or the glob."""
-        if self.config.path is None:  # see REMOTE
-            raise NotSupported(f"catalog '{self.id}': {REMOTE}")
         path = Path(self.config.path).expanduser()
         if path.is_dir():
             return str(path.resolve() / "**" / "*.parquet")
@@ -107,6 +111,8 @@ class GeoparquetCatalog:
     @property
     def files(self) -> _Files:
         """The files, checked again when one was added, removed or changed."""
+        if self.config.url is not None:
+            return self._remote_files()
         paths = sorted(glob.glob(self.pattern, recursive=True))
         if not paths:
             raise ConfigError(f"catalog '{self.id}': no stac-geoparquet file matches {self.pattern}")
@@ -115,6 +121,29 @@ class GeoparquetCatalog:
             if self._files is None or self._files.stamp != stamp:
                 self._files = _check_files(self.id, paths, stamp)
                 self.__dict__.pop("database", None)  # no footer cached from another version
+            return self._files
+
+    @cached_property
+    def reader(self):
+        """HTTP range reads of the catalog's url, through its own RemoteCatalog (httpfs.py)."""
+        from .httpfs import RangeReader
+
+        return RangeReader(self.config, self.settings)
+
+    def _remote_files(self) -> _Files:
+        """The file at `url`, its version asked again (one range request) after REVALIDATE_S,
+        and at once when a read found it changed; checked again when the version differs."""
+        from .httpfs import REVALIDATE_S, RangeFileSystem, checked_url
+
+        with self._lock:
+            stale = self.reader.changed or time.monotonic() - self._checked > REVALIDATE_S
+            if self._files is None or stale:
+                version = self.reader.version(checked_url(self.id, self.config.url))
+                self._checked = time.monotonic()
+                if self._files is None or self._files.stamp != (version,):
+                    filesystem = RangeFileSystem(self.reader, [version])
+                    self._files = _check_files(self.id, [version.url], (version,), filesystem)
+                    self.__dict__.pop("database", None)
             return self._files
 
     def column(self, name: str) -> str:
@@ -188,9 +217,11 @@ class GeoparquetCatalog:
         """Rows as STAC item dicts (stac-geoparquet's conversion): the nulls Parquet gives fields
         an item did not have (its schema is the union of all items') left out, relative asset
         hrefs made absolute against the catalog's folder."""
+        from urllib.parse import urljoin
+
         from stac_geoparquet.arrow import stac_table_to_items
 
-        base = Path(self.files.paths[0]).parent
+        first = self.files.paths[0]
         out = []
         for item in stac_table_to_items(table):
             item["properties"] = without_nulls(item["properties"])
@@ -198,7 +229,10 @@ class GeoparquetCatalog:
             for asset in item["assets"].values():
                 href = asset.get("href") or ""
                 if href and "://" not in href and not href.startswith("/"):
-                    asset["href"] = str((base / href).resolve())
+                    local = self.config.url is None
+                    asset["href"] = (
+                        str((Path(first).parent / href).resolve()) if local else urljoin(first, href)
+                    )
             out.append(item)
         return out
 
@@ -216,7 +250,7 @@ class GeoparquetCatalog:
 
     def source(self) -> str:
         """The files as a DuckDB table function (paths inlined as SQL string literals)."""
-        listed = ", ".join("'" + p.replace("'", "''") + "'" for p in self.files.paths)
+        listed = ", ".join("'" + p.replace("'", "''") + "'" for p in self.files.sources)
         return f"read_parquet([{listed}], union_by_name = true)"
 
     @cached_property
@@ -225,9 +259,12 @@ class GeoparquetCatalog:
         cached between them."""
         import duckdb
 
+        filesystem = self.files.filesystem
         database = duckdb.connect(config={"memory_limit": f"{self.settings.limits.query_memory_mb}MB"})
         database.execute("SET GLOBAL TimeZone = 'UTC'")
         database.execute("SET GLOBAL parquet_metadata_cache = true")
+        if filesystem is not None:  # the url, read with range requests (httpfs.py)
+            database.register_filesystem(filesystem)
         return database
 
     def run(self, sql: str, params: list | None = None) -> pa.Table:
@@ -241,25 +278,37 @@ class GeoparquetCatalog:
         timer.start()
         try:
             return con.sql(sql, params=params or []).to_arrow_table()
-        except duckdb.InterruptException:
-            raise LimitExceeded(
-                f"catalog '{self.id}': the query took longer than limits.query_timeout_s="
-                f"{limits.query_timeout_s:g} s; narrow the search (collections, bbox, datetime)"
-            ) from None
-        except duckdb.OutOfMemoryException:
-            raise LimitExceeded(
-                f"catalog '{self.id}': the query needed more than limits.query_memory_mb="
-                f"{limits.query_memory_mb} MB; narrow the search or sort on fewer rows"
-            ) from None
-        except (duckdb.ConversionException, duckdb.BinderException) as exc:
-            raise InvalidFilter(f"catalog '{self.id}': {_first_line(exc)}") from None
         except duckdb.Error as exc:
-            raise GeoparquetError(
-                f"catalog '{self.id}': reading {_files_named(self.files.paths)} failed: {_first_line(exc)}"
-            ) from None
+            raise self._query_error(exc) from None
         finally:
             timer.cancel()
             con.close()
+
+    def _query_error(self, exc: Exception) -> StacGdalMcpError:
+        """A DuckDB error as one line naming the catalog: an HTTP read's own error where one
+        failed under the query (DuckDB reports it without its kind), else what DuckDB says."""
+        import duckdb
+
+        limits = self.settings.limits
+        failure = self.reader.failure if self.config.url is not None else None
+        if failure is not None:
+            self.reader.failure = None
+            return failure
+        if isinstance(exc, duckdb.InterruptException):
+            return LimitExceeded(
+                f"catalog '{self.id}': the query took longer than limits.query_timeout_s="
+                f"{limits.query_timeout_s:g} s; narrow the search (collections, bbox, datetime)"
+            )
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            return LimitExceeded(
+                f"catalog '{self.id}': the query needed more than limits.query_memory_mb="
+                f"{limits.query_memory_mb} MB; narrow the search or sort on fewer rows"
+            )
+        if isinstance(exc, (duckdb.ConversionException, duckdb.BinderException)):
+            return InvalidFilter(f"catalog '{self.id}': {_first_line(exc)}")
+        return GeoparquetError(
+            f"catalog '{self.id}': reading {_files_named(self.files.paths)} failed: {_first_line(exc)}"
+        )
 
 
 def write_geoparquet(
@@ -341,33 +390,45 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _check_files(catalog_id: str, paths: list[str], stamp: tuple) -> _Files:
-    """Read each file's footer: readable Parquet, stac-geoparquet columns; the merged schema and
-    the collections described in the files' metadata or a sidecar collections JSON."""
-    import pyarrow.parquet as pq
-
+def _check_files(catalog_id: str, paths: list[str], stamp: tuple, filesystem=None) -> _Files:
+    """Read each file's footer (a URL's through `filesystem`): readable Parquet, stac-geoparquet
+    columns; the merged schema and the collections described in the files' metadata or (local
+    files) a sidecar collections JSON."""
     schema: dict = {}
     described: dict[str, dict] = {}
     for path in paths:
-        try:
-            file_schema = pq.read_schema(path)
-        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a bad footer
-            raise GeoparquetError(
-                f"catalog '{catalog_id}': {path} is not a readable Parquet file ({_first_line(exc)}); "
-                "truncated or corrupt? download it again"
-            ) from None
+        file_schema = _read_schema(catalog_id, path, filesystem)
         missing = [c for c in REQUIRED if c not in file_schema.names]
         if missing:
             raise GeoparquetError(
-                f"catalog '{catalog_id}': {path} is not stac-geoparquet: it has no "
+                f"catalog '{catalog_id}': {_named(path)} is not stac-geoparquet: it has no "
                 f"{' or '.join(repr(c) for c in missing)} column (columns: {', '.join(file_schema.names[:12])})"
             )
         for field in file_schema:
             schema.setdefault(field.name, field.type)
         described.update(_described(file_schema.metadata or {}))
-    for folder in dict.fromkeys(str(Path(p).parent) for p in paths):
+    for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
         described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
-    return _Files(stamp=stamp, paths=paths, schema=schema, described=described)
+    return _Files(stamp=stamp, paths=paths, schema=schema, described=described, filesystem=filesystem)
+
+
+def _read_schema(catalog_id: str, path: str, filesystem=None) -> pa.Schema:
+    """A file's schema from its footer; an unreadable footer in one line naming the file. A
+    failed HTTP read is raised as it is (it says what went wrong with the URL)."""
+    import pyarrow.parquet as pq
+
+    try:
+        if filesystem is None:
+            return pq.read_schema(path)
+        with filesystem.open(filesystem.sources[path]) as opened:
+            return pq.read_schema(opened)
+    except StacGdalMcpError:
+        raise
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a bad footer
+        raise GeoparquetError(
+            f"catalog '{catalog_id}': {_named(path)} is not a readable Parquet file ({_first_line(exc)}); "
+            "truncated or corrupt? download it again"
+        ) from None
 
 
 def _described(metadata: dict) -> dict[str, dict]:
@@ -435,8 +496,14 @@ def _stamp(path: str) -> tuple[int, int]:
     return st.st_mtime_ns, st.st_size
 
 
+def _named(path: str) -> str:
+    """A file's path, or its URL masked (no secret query parameters, no user:password)."""
+    return masked_url(path) if "://" in path else path
+
+
 def _files_named(paths: list[str]) -> str:
-    return paths[0] if len(paths) == 1 else f"{paths[0]} and {len(paths) - 1} more files"
+    first = _named(paths[0])
+    return first if len(paths) == 1 else f"{first} and {len(paths) - 1} more files"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,0 +1,296 @@
+"""stac-geoparquet files read over HTTP range requests (`url = "https://…/items.parquet"`), for
+DuckDB and pyarrow: an fsspec filesystem (`RangeFileSystem`, protocol `stacgp`) whose files are
+a catalog's URLs, read through the catalog's own HTTP machinery (remote.py's `RemoteCatalog`):
+its requests session (through the network guard where the policy needs one), the network policy
+checked on the URL and on every redirect hop, the configured headers sent to the URL itself
+only, `network.timeout_s` for each request as a whole and `network.max_retries` retries of
+connection errors and HTTP 429/5xx. Messages show the URL only through `redact.masked_url`.
+
+- A file's version is asked with `Range: bytes=0-0`: the answer's Content-Range gives the size,
+  its ETag and Last-Modified the version. A server that answers with the whole file (200) does
+  not serve ranges, and is refused in one line rather than downloaded whole for every query.
+- Bytes are read in blocks of BLOCK, kept per catalog (least recently used out first, at most
+  CACHE_BYTES) for the life of the version: footers and row groups are fetched once while the
+  file is unchanged. Every answer's size and validators are compared with the version's; a
+  file changed meanwhile fails that query in one line and is read afresh by the next.
+- No listing: a glob over HTTP is refused.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from functools import cached_property
+from urllib.parse import urljoin, urlsplit
+
+from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+
+from ..errors import AccessDenied, CatalogUnavailable, NotFound, StacGdalMcpError, Unreachable
+from ..settings import CatalogConfig, Settings
+from .geoparquet import GeoparquetError
+from .redact import masked, masked_url
+from .remote import MAX_REDIRECTS, RETRY_STATUS, RemoteCatalog, _backoff, _proxy_refusal
+
+PROTOCOL = "stacgp"
+BLOCK = 256 * 1024  # bytes fetched and cached together
+CACHE_BYTES = 256 * 1024**2  # blocks kept per catalog
+REVALIDATE_S = 5.0  # a file's version is asked again after this long
+_CHUNK = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version of a file at `url`: its size and validators (the cache key of its blocks)."""
+
+    url: str
+    size: int
+    etag: str | None
+    modified: str | None  # Last-Modified, as sent
+
+    def same(self, headers) -> bool:
+        """Whether an answer's validators are this version's (the ETag where both have one)."""
+        etag, modified = headers.get("ETag"), headers.get("Last-Modified")
+        if self.etag and etag:
+            return etag == self.etag
+        return not (self.modified and modified) or modified == self.modified
+
+
+def checked_url(catalog_id: str, url: str) -> str:
+    """`url`, unless its path is a glob (HTTP has no listing to expand it)."""
+    if any(c in urlsplit(url).path for c in "*["):
+        raise GeoparquetError(
+            f"catalog '{catalog_id}': {masked_url(url)} is a glob, and HTTP has no listing to expand "
+            "it; give one file's URL, or download the files and give a folder or glob path"
+        )
+    return url
+
+
+class RangeReader:
+    """HTTP range reads of a catalog's files through its RemoteCatalog, with a block cache.
+    `failure` is the last error a read raised (DuckDB reports it as its own, without its kind);
+    `changed` is set when an answer showed the file changed."""
+
+    def __init__(self, config: CatalogConfig, settings: Settings):
+        self.catalog_id = config.id
+        self.settings = settings
+        self.remote = RemoteCatalog(config, settings)
+        self.failure: StacGdalMcpError | None = None
+        self.changed = False
+        self.requests = 0
+        self._lock = threading.Lock()
+        self._blocks: OrderedDict[tuple[Version, int], bytes] = OrderedDict()
+        self._cached = 0
+
+    def version(self, url: str) -> Version:
+        headers, _ = self._get(url, 0, 0)
+        size = _content_range(headers.get("Content-Range"))[2]
+        self.changed = False
+        return Version(url, size, headers.get("ETag"), headers.get("Last-Modified"))
+
+    def read(self, version: Version, start: int, end: int) -> bytes:
+        """Bytes `start`..`end` (exclusive) of `version`: cached blocks, the missing ones in one
+        request."""
+        end = min(end, version.size)
+        if end <= start:
+            return b""
+        first, last = start // BLOCK, (end - 1) // BLOCK
+        with self._lock:
+            have = {b: self._blocks.get((version, b)) for b in range(first, last + 1)}
+            for b, block in have.items():
+                if block is not None:
+                    self._blocks.move_to_end((version, b))
+        missing = [b for b, block in have.items() if block is None]
+        if missing:
+            lo, hi = missing[0] * BLOCK, min((missing[-1] + 1) * BLOCK, version.size)
+            _, data = self._get(version.url, lo, hi - 1, version)
+            for b in range(missing[0], missing[-1] + 1):
+                have[b] = data[(b - missing[0]) * BLOCK : (b - missing[0] + 1) * BLOCK]
+                self._keep((version, b), have[b])
+        joined = b"".join(have[b] for b in range(first, last + 1))
+        return joined[start - first * BLOCK : end - first * BLOCK]
+
+    def _keep(self, key: tuple[Version, int], block: bytes) -> None:
+        with self._lock:
+            if key not in self._blocks:
+                self._blocks[key] = block
+                self._cached += len(block)
+            while self._cached > CACHE_BYTES:
+                self._cached -= len(self._blocks.popitem(last=False)[1])
+
+    # --- HTTP ----------------------------------------------------------------------------------
+
+    def _get(self, url: str, first: int, last: int, version: Version | None = None) -> tuple[dict, bytes]:
+        """GET bytes `first`..`last` (inclusive) of `url`, redirects followed here with the
+        network policy checked on every hop: (answer headers, body) of a 206 answer."""
+        where = url
+        for _hop in range(MAX_REDIRECTS + 1):
+            try:
+                self.remote.check_url(where)
+            except (Unreachable, AccessDenied) as exc:
+                raise type(exc)(f"catalog '{self.catalog_id}': {masked(exc)}") from None
+            status, headers, body = self._send(where, first, last)
+            location = headers.get("Location")
+            if status in (301, 302, 303, 307, 308) and location:
+                where = urljoin(where, location)
+                continue
+            return headers, self._body(url, status, headers, body, (first, last), version)
+        raise CatalogUnavailable(self._why(url, f"more than {MAX_REDIRECTS} redirects"))
+
+    def _send(self, url: str, first: int, last: int) -> tuple[int, dict, bytes]:
+        """One range request, retried on connection errors and HTTP 429/5xx as RemoteCatalog does."""
+        import requests
+
+        headers = dict(self.remote._auth_headers) if self.remote.under_root(url) else {}
+        headers["Range"] = f"bytes={first}-{last}"
+        attempts = 1 + self.settings.network.max_retries
+        for attempt in range(attempts):
+            final = attempt == attempts - 1
+            try:
+                status, answer, body = self._attempt(url, headers, last - first + 1)
+            except requests.exceptions.ProxyError as exc:
+                raise AccessDenied(f"catalog '{self.catalog_id}': {_proxy_refusal(exc)}") from None
+            except requests.exceptions.RequestException as exc:
+                transient = isinstance(
+                    exc, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError)
+                )
+                if final or not transient or isinstance(exc, requests.exceptions.ConnectTimeout):
+                    raise CatalogUnavailable(self._why(url, f"{type(exc).__name__}: {exc}")) from None
+                time.sleep(_backoff(attempt))
+                continue
+            if status in RETRY_STATUS and not final:
+                time.sleep(_backoff(attempt, answer.get("Retry-After")))
+                continue
+            return status, answer, body
+        raise AssertionError("unreachable")
+
+    def _attempt(self, url: str, headers: dict, wanted: int) -> tuple[int, dict, bytes]:
+        """One exchange within network.timeout_s as a whole. Only a 206 answer's body is read:
+        a server that ignores Range would send the whole file."""
+        timeout = self.settings.network.timeout_s
+        deadline = time.monotonic() + timeout
+        self.requests += 1
+        response = self.remote.session.get(
+            url, headers=headers, timeout=(min(timeout, 10.0), timeout), allow_redirects=False, stream=True
+        )
+        with response:
+            if response.status_code != 206:
+                return response.status_code, dict(response.headers), b""
+            chunks, size = [], 0
+            for chunk in response.iter_content(_CHUNK):
+                if time.monotonic() > deadline:
+                    raise CatalogUnavailable(self._why(url, f"no complete answer within {timeout:g} s"))
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= wanted:
+                    break
+            return 206, dict(response.headers), b"".join(chunks)[:wanted]
+
+    def _body(self, url: str, status: int, headers: dict, body: bytes, asked: tuple, version) -> bytes:
+        """The body of a range answer, or the one-line error its status means."""
+        shown, first, last = masked_url(url), *asked
+        if status == 206:
+            start, _end, size = _content_range(headers.get("Content-Range"))
+            if start != first or len(body) < min(last, size - 1) - first + 1:
+                raise CatalogUnavailable(self._why(url, f"the answer to bytes {first}-{last} was cut short"))
+            if version is not None and (size != version.size or not version.same(headers)):
+                self.changed = True
+                raise GeoparquetError(
+                    f"catalog '{self.catalog_id}': {shown} changed while it was read (size, ETag or "
+                    "Last-Modified differ); search again to read the new version"
+                )
+            return body
+        if status == 200:
+            raise GeoparquetError(
+                f"catalog '{self.catalog_id}': the server of {shown} does not answer HTTP range "
+                "requests (it sent the whole file); download the file and give its path"
+            )
+        if status == 404:
+            raise NotFound(f"catalog '{self.catalog_id}': {shown} was not found (HTTP 404)")
+        if status == 416:
+            self.changed = version is not None
+            raise GeoparquetError(f"catalog '{self.catalog_id}': {shown} is empty or shorter than it was")
+        if status in (401, 403):
+            raise AccessDenied(f"catalog '{self.catalog_id}': {shown} refused access (HTTP {status})")
+        raise CatalogUnavailable(self._why(url, f"HTTP {status}"))
+
+    def _why(self, url: str, what: str) -> str:
+        return (
+            f"catalog '{self.catalog_id}': reading {masked_url(url)} failed: {masked(what, limit=200)}; "
+            "try again later"
+        )
+
+
+def _content_range(header: str | None) -> tuple[int, int, int]:
+    """(first, last, size) of a `Content-Range: bytes a-b/size` header; (-1, -1, -1) without one."""
+    try:
+        unit, _, spec = (header or "").partition(" ")
+        span, _, size = spec.partition("/")
+        first, _, last = span.partition("-")
+        if unit.lower() == "bytes":
+            return int(first), int(last), int(size)
+    except ValueError:
+        pass
+    return -1, -1, -1
+
+
+class RangeFileSystem(AbstractFileSystem):
+    """The files of one version of a catalog, read with `RangeReader`: DuckDB reads URL `n` of
+    `versions` as `stacgp://n.parquet` (no listing; `open`, `info`, `modified` only)."""
+
+    protocol = PROTOCOL
+    cachable = False  # one instance per catalog version, not shared by fsspec
+
+    def __init__(self, reader: RangeReader, versions: list[Version]):
+        super().__init__()
+        self.reader = reader
+        self.versions = {f"{n}.parquet": v for n, v in enumerate(versions)}
+
+    @cached_property
+    def sources(self) -> dict[str, str]:
+        """URL -> the path read_parquet reads it by."""
+        return {v.url: f"{PROTOCOL}://{name}" for name, v in self.versions.items()}
+
+    def version(self, path: str) -> Version:
+        name = self._strip_protocol(path)
+        if name not in self.versions:
+            raise FileNotFoundError(path)
+        return self.versions[name]
+
+    def info(self, path, **kwargs) -> dict:
+        return {"name": self._strip_protocol(path), "size": self.version(path).size, "type": "file"}
+
+    def ls(self, path, detail=True, **kwargs) -> list:
+        found = [self.info(path)] if self._strip_protocol(path) in self.versions else []
+        return found if detail else [f["name"] for f in found]
+
+    def glob(self, path, **kwargs) -> list[str]:
+        return [p for p in [self._strip_protocol(path)] if p in self.versions]
+
+    def modified(self, path) -> datetime:
+        sent = self.version(path).modified
+        try:
+            return parsedate_to_datetime(sent) if sent else datetime(1970, 1, 1, tzinfo=UTC)
+        except (TypeError, ValueError):
+            return datetime(1970, 1, 1, tzinfo=UTC)
+
+    def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
+        if mode != "rb":
+            raise PermissionError(f"{path} is read-only")
+        version = self.version(path)
+        return RangeFile(self, self._strip_protocol(path), mode, cache_type="none", size=version.size)
+
+
+class RangeFile(AbstractBufferedFile):
+    """One file of a RangeFileSystem: each read is `RangeReader.read` (blocks, cached)."""
+
+    def _fetch_range(self, start: int, end: int) -> bytes:
+        reader = self.fs.reader
+        try:
+            return reader.read(self.fs.version(self.path), start, end)
+        except StacGdalMcpError as exc:
+            reader.failure = exc
+            raise
