@@ -1048,3 +1048,19 @@ def test_standalone_page_with_inlined_thumbnails(page, tmp_path):
         shot = screenshot(page.locator(f"#list tr[data-id='{item_id}'] img.thumb"), tmp_path / "thumb.png")
         centre = shot.getpixel((shot.width // 2, shot.height // 2))
         assert all(abs(a - b) <= 2 for a, b in zip(centre, color)), (item_id, centre, color)
+
+
+def test_ranking_rows_take_the_fields_every_row_shares():
+    """cloud_cover_stats sends the fields its rows share once, in `common` (a ranking of one
+    collection: collection_id there): the map's ranking rows still name their collection and CRS."""
+    import copy
+
+    call = copy.deepcopy(fixture("cloud_cover_stats"))
+    sc = call["result"]["structuredContent"]
+    assert sc["common"] == {"crs": "EPSG:32633"}
+    sc["items"] = [r for r in sc["items"] if r.pop("collection_id") == "sentinel-2-l2a"]
+    sc["common"]["collection_id"] = "sentinel-2-l2a"
+    call["result"].pop("content", None)  # the view is built from the structured content
+    ranking = build_map_view([call])["ranking"]
+    assert len(ranking) == 5
+    assert {r["collection"] for r in ranking} == {"sentinel-2-l2a"}

@@ -403,7 +403,8 @@ def _add_call(view: dict, call: Mapping[str, Any]) -> None:
             view["notes"].append(note)
     items = sc.get("items")
     if isinstance(items, list) and "aoi_bbox" in sc:  # cloud_cover_stats
-        rows = [r for r in items if isinstance(r, dict) and isinstance(r.get("item_id"), str)]
+        common = sc.get("common") if isinstance(sc.get("common"), dict) else {}  # fields every row shares
+        rows = [{**common, **r} for r in items if isinstance(r, dict) and isinstance(r.get("item_id"), str)]
         view["ranking"] = [_ranking_row(r) for r in rows]
         for row in rows:
             fp = _footprint({**row, "id": row["item_id"], "cloud_cover": row.get("scene_cloud_cover")})
