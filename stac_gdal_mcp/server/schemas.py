@@ -9,6 +9,7 @@ item of a list). So the schemas the server lists are made small and cheap:
   it out says the same), a boolean whose default is false without `"default": false`; arguments
   are described and checked as before. Every parameter keeps
   one JSON type, also beside an enum (portable schemas, issue 22: see tools/args.py).
+- no `_meta` of fastmcp's own when it says nothing (`{"fastmcp": {"tags": []}}`, 31 bytes a tool).
 - no `output_schema`: the tool answers with structured content (a JSON object, as MCP's
   structuredContent always is) and the same JSON as text. `{"type": "object"}`, listed before
   issue 22, said nothing more than that while costing 32 bytes a tool, and a schema of bare field
@@ -20,6 +21,7 @@ item of a list). So the schemas the server lists are made small and cheap:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 # tool name -> (the result's top-level field names, what else it may answer): for the docs
@@ -128,3 +130,20 @@ def compact_tool(mcp, name: str) -> None:
     for tool in list(components.values()):
         if isinstance(tool, Tool) and tool.name == name:
             tool.parameters = compact_input_schema(tool.parameters)
+            tool.__class__ = _lean_meta_class(type(tool))
+
+
+class _LeanMeta:
+    """A tool whose listed `_meta` leaves out fastmcp's `{"fastmcp": {"tags": []}}` (no tags, no
+    version: nothing a client can use; 31 bytes on every tool of every tools/list)."""
+
+    def get_meta(self) -> dict | None:
+        meta = super().get_meta()
+        if meta.get("fastmcp") == {"tags": []}:
+            meta = {k: v for k, v in meta.items() if k != "fastmcp"}
+        return meta or None
+
+
+@functools.cache
+def _lean_meta_class(cls: type) -> type:
+    return type(cls.__name__, (_LeanMeta, cls), {"__module__": cls.__module__})

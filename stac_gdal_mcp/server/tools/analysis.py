@@ -19,7 +19,7 @@ from ...session import Session
 from ..images import QuicklookArg, chart_content, quicklook_content
 from ..links import estimate_result, linked_result
 from . import READ_ONLY, WRITES_OUTPUT, session_tool
-from .args import SearchArg, SearchOrItemsArg, json_text, search_kwargs
+from .args import DryRunArg, SearchArg, SearchOrItemsArg, json_text, search_kwargs
 from .confirm import ConfirmArg, unconfirmed
 from .jobs import run_job
 
@@ -29,7 +29,6 @@ LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="items at most (
 ResolutionArg = Annotated[float | None, Field(gt=0, description="pixel size in CRS units; default: native")]
 MaskCloudsArg = Annotated[bool, Field(description="drop cloudy pixels (each item's mask)")]
 CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items'")]
-DryRunArg = Annotated[bool, Field(description="true: only estimate; write nothing")]
 
 
 def _answer(session: Session, result, records=(), images=()):

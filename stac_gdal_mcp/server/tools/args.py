@@ -180,3 +180,5 @@ HrefArg = Annotated[
 CollectionIdArg = Annotated[str | None, Field(description="collection id")]
 ItemIdArg = Annotated[str | None, Field(description="item id")]
 AssetArg = Annotated[str | None, Field(description="asset key or band: red, nir, scl, visual...")]
+
+DryRunArg = Annotated[bool, Field(description="true: estimate only, write nothing")]

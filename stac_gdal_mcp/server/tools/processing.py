@@ -22,7 +22,7 @@ from ..images import QuicklookArg, quicklook_content, with_colour_bar
 from ..links import estimate_result, linked_result
 from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
 from . import READ_ONLY, WRITES_OUTPUT, session_resource, session_tool
-from .args import AssetArg, CatalogArg, CollectionIdArg, HrefArg, ItemIdArg, json_text
+from .args import AssetArg, CatalogArg, CollectionIdArg, DryRunArg, HrefArg, ItemIdArg, json_text
 from .confirm import ConfirmArg, unconfirmed
 from .jobs import run_job
 
@@ -40,7 +40,6 @@ BBox = json_text(
 )
 BBoxCrs = Annotated[str, Field(description="CRS of bbox")]
 OutputName = Annotated[str | None, Field(description="file name; default: generated")]
-DryRun = Annotated[bool, Field(description="true: only estimate; write nothing")]
 
 
 def _answer(session: Session, result, extra=()):
@@ -110,7 +109,7 @@ async def reproject_asset(
     ] = "COG",
     output_name: OutputName = None,
     quicklook: QuicklookArg = False,
-    dry_run: DryRun = False,
+    dry_run: DryRunArg = False,
     confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> OutputRecord:
@@ -150,12 +149,11 @@ async def convert_asset(
         dict[str, str | int] | None, 'GDAL creation options, e.g. {"COMPRESS": "ZSTD"}'
     ) = None,
     output_name: OutputName = None,
-    dry_run: DryRun = False,
+    dry_run: DryRunArg = False,
     confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> OutputRecord:
-    """Convert an asset (some bands, its window in bbox: only those tiles read, nothing
-    resampled) to another format; returns its STAC-like record.
+    """Convert an asset (some bands, its window in bbox; nothing resampled) to another format.
 
     Example: convert_asset(catalog="sample", collection_id="sentinel-2-l2a",
     item_id="S2A_33TUL_20240808_0_L2A", asset="visual", output_format="PNG").
@@ -184,7 +182,7 @@ async def preview(
         "[west, south, east, north] in WGS84",
     ) = None,
     max_size: Annotated[int, Field(ge=16, le=2048, description="longest side in pixels")] = 512,
-    dry_run: DryRun = False,
+    dry_run: DryRunArg = False,
     ctx: Context = CurrentContext(),
 ) -> OutputRecord:
     """A quicklook PNG of an item (true colour) or an asset (colormap, colour bar), returned as

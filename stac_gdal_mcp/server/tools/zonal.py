@@ -21,8 +21,7 @@ from ..images import png_content
 from ..links import estimate_result, linked_result
 from ..resources import OUTPUT_URI
 from . import WRITES_OUTPUT, session_tool
-from .analysis import DryRunArg
-from .args import SearchOrItemsArg, json_text, search_kwargs
+from .args import DryRunArg, SearchOrItemsArg, json_text, search_kwargs
 from .jobs import run_job
 
 _OUTPUT = re.compile(re.escape(OUTPUT_URI.split("{", 1)[0]) + r"([^/]+)(?:/file)?")
