@@ -235,3 +235,18 @@ def test_map_fills_each_zone_with_the_colour_of_its_value(page, zonal_call, tmp_
     legend = page.inner_text("#legend")
     assert "mean of" in legend and f"{layer['min']:.3g}" in legend and f"{layer['max']:.3g}" in legend
     assert "3 zones coloured by mean" in page.inner_text("#status")
+
+
+async def test_a_large_job_waits_for_confirmation(tmp_path):
+    """Past limits.confirm_bytes, a client that cannot be asked gets the estimate and a note to
+    call again with confirm=true; nothing is written; with confirm=true the table is made."""
+    settings = load_settings(default_catalog="sample", workspace=tmp_path / "w", limits={"confirm_bytes": 1})
+    with Session(settings) as small:
+        result = await call(small, {"geometries": FIELDS, "search": SEARCH})
+        assert not result.get("isError"), result
+        notes = result["structuredContent"]["notes"]
+        assert any("confirm=true" in n for n in notes), notes
+        assert small.outputs.list() == []
+        confirmed = await call(small, {"geometries": FIELDS, "search": SEARCH, "confirm": True})
+        assert confirmed["structuredContent"]["table"]
+        assert len(small.outputs.list()) == 1

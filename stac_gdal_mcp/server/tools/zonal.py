@@ -22,6 +22,7 @@ from ..links import estimate_result, linked_result
 from ..resources import OUTPUT_URI
 from . import WRITES_OUTPUT, session_tool
 from .args import DryRunArg, SearchOrItemsArg, json_text, search_kwargs
+from .confirm import ConfirmArg, unconfirmed
 from .jobs import run_job
 
 _OUTPUT = re.compile(re.escape(OUTPUT_URI.split("{", 1)[0]) + r"([^/]+)(?:/file)?")
@@ -43,7 +44,7 @@ def _zones(session: Session, geometries):
 
 def _saved_zonal(session: Session, geometries, *, job, dry_run, **arguments):
     """zonal_stats's work: the table, then its GeoParquet output (and the chart of a per-day run)."""
-    frame = session.zonal_stats(_zones(session, geometries), job=job, dry_run=dry_run, **arguments)
+    frame = session.zonal_stats(geometries, job=job, dry_run=dry_run, **arguments)
     if isinstance(frame, Estimate):
         return estimate_result(frame)
     record = session.save(frame, job=job)
@@ -68,20 +69,17 @@ async def zonal_stats(
         Literal["item", "day"], Field(description="a row per zone and item, or solar day")
     ] = "item",
     dry_run: DryRunArg = False,
+    confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> zonal_result.ZonalResult:
     """Exact statistics per zone (coverage-weighted, cloud-masked, native grid) and per scene or
     day; saves the table (GeoParquet)."""
-    return await run_job(
-        ctx,
-        session,
-        _saved_zonal,
-        session,
-        geometries,
-        id_property=id_property,
-        expression=expression,
-        stats=stats,
-        per=per,
-        dry_run=dry_run,
-        **search_kwargs(search),
+    arguments = dict(
+        id_property=id_property, expression=expression, stats=stats, per=per, **search_kwargs(search)
     )
+    zones = _zones(session, geometries)
+    if stop := await unconfirmed(
+        ctx, session, confirm, session.zonal_stats, zones, dry_run=dry_run, **arguments
+    ):
+        return stop
+    return await run_job(ctx, session, _saved_zonal, session, zones, dry_run=dry_run, **arguments)
