@@ -353,14 +353,6 @@ def test_every_query_is_bounded_in_time_and_memory(bad, parquet):
     assert session.search(catalog="bad", limit=3).ids  # the catalog still answers
 
 
-def test_a_url_is_refused_in_one_line(make_settings):
-    settings = make_settings(catalogs=[{"id": "remote", "url": "http://127.0.0.1:9/items.parquet"}])
-    with Session(settings) as s:
-        assert [c.kind for c in s.catalogs() if c.id == "remote"] == ["geoparquet"]
-        with pytest.raises(StacGdalMcpError, match="over HTTP .* is not supported yet"):
-            s.search(catalog="remote")
-
-
 def test_write_geoparquet_keeps_the_order_of_many_chunks(stac_items, tmp_path):
     """More than ten chunks (stac-geoparquet reads its parts back as a folder, whose names sort as
     text: 10.parquet before 2.parquet): the file holds the items in the order given, and the

@@ -265,6 +265,11 @@ class GeoparquetCatalog:
         database.execute("SET GLOBAL parquet_metadata_cache = true")
         if filesystem is not None:  # the url, read with range requests (httpfs.py)
             database.register_filesystem(filesystem)
+            # a page's rows fetched by row id after the top-N (DuckDB's default: LIMIT <= 50
+            # only): the columns not filtered or sorted on are read for the rows kept, not for
+            # every candidate (measured: half the bytes of an unfiltered first page of 100)
+            rows = 2 * self.settings.limits.max_items + 1  # parquet_search.page's largest chunk
+            database.execute(f"SET GLOBAL late_materialization_max_rows = {max(rows, 50)}")
         return database
 
     def run(self, sql: str, params: list | None = None) -> pa.Table:

@@ -84,6 +84,7 @@ class RangeReader:
         self._lock = threading.Lock()
         self._blocks: OrderedDict[tuple[Version, int], bytes] = OrderedDict()
         self._cached = 0
+        self._fetching: dict[tuple[Version, int], threading.Event] = {}
 
     def version(self, url: str) -> Version:
         headers, _ = self._get(url, 0, 0)
@@ -92,26 +93,53 @@ class RangeReader:
         return Version(url, size, headers.get("ETag"), headers.get("Last-Modified"))
 
     def read(self, version: Version, start: int, end: int) -> bytes:
-        """Bytes `start`..`end` (exclusive) of `version`: cached blocks, the missing ones in one
-        request."""
+        """Bytes `start`..`end` (exclusive) of `version`: blocks from the cache, those another
+        thread is fetching waited for, the others fetched (one request per run of blocks)."""
         end = min(end, version.size)
         if end <= start:
             return b""
         first, last = start // BLOCK, (end - 1) // BLOCK
-        with self._lock:
-            have = {b: self._blocks.get((version, b)) for b in range(first, last + 1)}
-            for b, block in have.items():
-                if block is not None:
-                    self._blocks.move_to_end((version, b))
-        missing = [b for b, block in have.items() if block is None]
-        if missing:
-            lo, hi = missing[0] * BLOCK, min((missing[-1] + 1) * BLOCK, version.size)
-            _, data = self._get(version.url, lo, hi - 1, version)
-            for b in range(missing[0], missing[-1] + 1):
-                have[b] = data[(b - missing[0]) * BLOCK : (b - missing[0] + 1) * BLOCK]
-                self._keep((version, b), have[b])
-        joined = b"".join(have[b] for b in range(first, last + 1))
+        got: dict[int, bytes] = {}
+        while len(got) <= last - first:
+            mine, others = self._claim(version, range(first, last + 1), got)
+            try:
+                for lo, hi in _runs(mine):
+                    _, data = self._get(
+                        version.url, lo * BLOCK, min((hi + 1) * BLOCK, version.size) - 1, version
+                    )
+                    for b in range(lo, hi + 1):
+                        got[b] = data[(b - lo) * BLOCK : (b - lo + 1) * BLOCK]
+                        self._keep((version, b), got[b])
+            finally:
+                self._release(version, mine)
+            for event in others:  # then taken from the cache (or fetched here if that failed)
+                event.wait(self.settings.network.timeout_s)
+        joined = b"".join(got[b] for b in range(first, last + 1))
         return joined[start - first * BLOCK : end - first * BLOCK]
+
+    def _claim(self, version: Version, blocks: range, got: dict) -> tuple[list[int], list]:
+        """Blocks not in `got` yet: cached ones put there; (blocks to fetch here, now marked as
+        being fetched; events of those another thread is fetching)."""
+        mine, others = [], []
+        with self._lock:
+            for b in blocks:
+                key = (version, b)
+                if b in got:
+                    continue
+                if key in self._blocks:
+                    got[b] = self._blocks[key]
+                    self._blocks.move_to_end(key)
+                elif key in self._fetching:
+                    others.append(self._fetching[key])
+                else:
+                    self._fetching[key] = threading.Event()
+                    mine.append(b)
+        return mine, others
+
+    def _release(self, version: Version, blocks: list[int]) -> None:
+        with self._lock:
+            for b in blocks:
+                self._fetching.pop((version, b)).set()
 
     def _keep(self, key: tuple[Version, int], block: bytes) -> None:
         with self._lock:
@@ -222,6 +250,17 @@ class RangeReader:
             f"catalog '{self.catalog_id}': reading {masked_url(url)} failed: {masked(what, limit=200)}; "
             "try again later"
         )
+
+
+def _runs(blocks: list[int]) -> list[tuple[int, int]]:
+    """Sorted block numbers as (first, last) runs of consecutive ones."""
+    runs: list[tuple[int, int]] = []
+    for b in blocks:
+        if runs and runs[-1][1] == b - 1:
+            runs[-1] = (runs[-1][0], b)
+        else:
+            runs.append((b, b))
+    return runs
 
 
 def _content_range(header: str | None) -> tuple[int, int, int]:
