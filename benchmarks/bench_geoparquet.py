@@ -10,7 +10,12 @@ the temp directory), one query - bbox + datetime + cloud filter + sortby, first 
 2. rustac's `DuckdbClient.search` on the same file (reported when it can run: it needs DuckDB's
    `spatial` extension, which it downloads from extensions.duckdb.org);
 3. paging 20 pages deep through the cursors: every page under 1 s;
-4. peak RSS of this process during the searches (benchmarks/measure.py), target under 1 GiB.
+4. peak RSS of this process during the searches (benchmarks/measure.py), target under 1 GiB;
+5. the file as a `url = "http://.../x.parquet"` catalog, served by the test bed's Range server
+   (tests/testbed, TCP_NODELAY as production servers) with delay_s 0 and 50 ms a request: the
+   first page (a new catalog each round: version, footer and row groups read over HTTP, median
+   of 5) vs the local file's first page (a new catalog each round too), the bytes it read, and
+   the same page again (blocks cached).
 
 Run: python benchmarks/bench_geoparquet.py [--items N]
 """
@@ -28,6 +33,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))  # testbed: the Range server
 
 ROUNDS = 5
 PAGE = 100
@@ -152,6 +158,40 @@ def median_s(*fns, rounds: int = ROUNDS) -> list[tuple[float, object]]:
     return [(statistics.median(t), r) for t, r in zip(times, results, strict=True)]
 
 
+def over_http(path: Path) -> None:
+    """Row 5: the first page over HTTP range requests vs the local file's."""
+    from stac_gdal_mcp.core import Core
+    from stac_gdal_mcp.settings import load_settings
+    from testbed import serve_directory
+
+    def fresh(catalog: dict) -> Core:
+        network = {"allow_private_hosts": True}  # the Range server is on loopback
+        return Core(
+            load_settings(catalogs=[{"id": "big", **catalog}], default_catalog="big", network=network)
+        )
+
+    print(f"over HTTP range requests (first page, a new catalog each time, median of {ROUNDS}):")
+    for delay_s in (0.0, 0.05):
+        with serve_directory(path.parent, delay_s=delay_s, nodelay=True) as server:
+            url = {"url": f"{server.url}/{path.name}"}
+            ours(fresh(url))  # imports and the first connection, not measured
+            server.reset_stats()
+            (http_s, page), (local_s, local) = median_s(
+                lambda url=url: ours(fresh(url)), lambda: ours(fresh({"path": str(path)}))
+            )
+            assert [i.id for i in page.items] == [i.id for i in local.items], "HTTP and the file differ"
+            stats = server.stats()
+            core = fresh(url)
+            ours(core)
+            ((again_s, _),) = median_s(lambda core=core: ours(core))
+            print(
+                f"  delay {delay_s * 1000:.0f} ms: HTTP {http_s * 1000:.0f} ms vs local {local_s * 1000:.0f} ms "
+                f"({http_s / local_s:.1f}x); {stats['bytes'] / ROUNDS / 1024**2:.1f} MiB in "
+                f"{stats['requests'] / ROUNDS:.0f} requests a page ({stats['bytes'] / ROUNDS / path.stat().st_size:.0%} "
+                f"of the file); the page again (cached) {again_s * 1000:.0f} ms"
+            )
+
+
 def main() -> None:
     import duckdb
     from measure import peak_rss_mb, reset_peak
@@ -161,9 +201,13 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=1_000_000)
+    parser.add_argument("--http-only", action="store_true", help="only row 5 (over HTTP)")
     args = parser.parse_args()
     path = generate(Path(tempfile.gettempdir()) / f"bench-geoparquet-{args.items}.parquet", args.items)
     print(f"file: {path.stat().st_size / 1024**2:.0f} MiB, {args.items:,} items")
+    if args.http_only:
+        over_http(path)
+        return
 
     core = Core(load_settings(catalogs=[{"id": "big", "path": str(path)}], default_catalog="big"))
     reset_peak()
@@ -191,6 +235,7 @@ def main() -> None:
             break
     print(f"paging 20 pages deep ({seen} items): slowest page {slowest * 1000:.0f} ms")
     print(f"peak RSS during the searches: {peak_rss_mb():.0f} MiB")
+    over_http(path)
 
 
 if __name__ == "__main__":
