@@ -151,7 +151,7 @@ async def test_broken_plugins_are_skipped_and_startup_continues(build, tmp_path,
     )
     # nothing of a failed plugin is installed, and the core tool keeps its name and body
     assert "bad_register_tool" not in tools and "bad_import_tool" not in tools
-    assert tools["search_items"].description.startswith("Search a catalog for items")
+    assert tools["search_items"].description.startswith("Search catalogs for items")
     # each failure is a one-line warning on the log, without a traceback
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "skipped" in r.getMessage()]
     assert len(warnings) == 4

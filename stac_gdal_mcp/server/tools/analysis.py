@@ -58,7 +58,7 @@ async def cloud_cover_stats(
     in the AOI only: cloud, shadow, cirrus, snow, water, clear, no-data fractions.
 
     Example: cloud_cover_stats(aoi=[13.55, 45.85, 13.75, 45.98], search={"catalog": "sample",
-    "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}).
+    "collections": ["sentinel-2-l2a"], "datetime": "2024-06"}).
     """
     arguments = dict(
         resolution=resolution, max_items=max_items, sort=sort, dry_run=dry_run, **search_kwargs(search)
@@ -101,10 +101,10 @@ async def time_series(
     ctx: Context = CurrentContext(),
 ) -> series.TimeSeriesResult:
     """One value per solar day: `reducer` of `expression` over the AOI's cloud-free pixels, with
-    the valid fraction and item ids; writes a CSV and a chart (also returned as an image).
+    the valid fraction and item ids; writes a CSV and a chart (also as an image).
 
     Example: time_series(aoi=[13.6, 45.92, 13.62, 45.935], search={"catalog": "sample",
-    "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}, expression="ndvi").
+    "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"}).
     """
     load = dict(mask_clouds=mask_clouds, resolution=resolution, crs=crs, max_items=max_items)
     arguments = dict(reducer=reducer, dry_run=dry_run, **load, **search_kwargs(search))

@@ -93,8 +93,8 @@ def search_items(
         Literal["summary", "full"], Field(description="summaries or full STAC items")
     ] = "summary",
 ) -> FederatedSearchResult:
-    """Search catalogs for items (scenes): compact summaries, `matched`, `next_cursor` (the next
-    page), `notes`. Several catalogs: one merged result.
+    """Search catalogs for items (scenes): compact summaries, `matched`, `next_cursor` (next page),
+    `notes`. Several catalogs: one merged result.
 
     Example: search_items(catalog="sample", collections=["sentinel-2-l2a"], bbox=[13.55, 45.85,
     13.75, 45.98], datetime="2024-06-01/2024-08-31", max_cloud_cover=20).
