@@ -80,7 +80,6 @@ class RangeReader:
         self.remote = RemoteCatalog(config, settings)
         self.failure: StacGdalMcpError | None = None
         self.changed = False
-        self.requests = 0
         self._lock = threading.Lock()
         self._blocks: OrderedDict[tuple[Version, int], bytes] = OrderedDict()
         self._cached = 0
@@ -200,7 +199,6 @@ class RangeReader:
         a server that ignores Range would send the whole file."""
         timeout = self.settings.network.timeout_s
         deadline = time.monotonic() + timeout
-        self.requests += 1
         response = self.remote.session.get(
             url, headers=headers, timeout=(min(timeout, 10.0), timeout), allow_redirects=False, stream=True
         )
