@@ -340,3 +340,51 @@ def test_zone_ids_from_a_property_and_from_a_workspace_file(core):
     )
     with pytest.raises(Exception, match="outside the allowed folders"):
         zonal.check(core, "/etc/passwd.geojson")
+
+
+# --- on dask.distributed ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    import logging
+
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+    ) as cluster:
+        yield cluster
+
+
+def test_a_local_cluster_gives_the_threaded_table(make_settings, pgstac_api, scenes, session, cluster):
+    """Items measured in the worker processes of a LocalCluster: the very table of the threaded
+    run, failed item included (its error rows as the threads give them)."""
+    import pandas as pd
+    from distributed import Client
+
+    remote = Session(
+        make_settings(
+            catalogs=[{"id": "testbed", "url": pgstac_api.url}],
+            default_catalog="testbed",
+            dask_scheduler=cluster.scheduler_address,
+        )
+    )
+    items = [{"collection_id": S2, "item_id": i} for i in (*DATES, *ACROSS)]
+    items.append({"collection_id": BROKEN, "item_id": "S2A_BROKEN"})
+    arguments = {
+        "expression": "ndvi",
+        "stats": ["mean", "count", "majority", "quantile(q=0.5)"],
+        "items": items,
+    }
+    with Client(cluster.scheduler_address, set_as_default=False) as client:
+        before = sum(client.run(lambda dask_worker: dask_worker.state.executed_count).values())
+        on_cluster = run(remote, fields(), **arguments)
+        ran = sum(client.run(lambda dask_worker: dask_worker.state.executed_count).values()) - before
+    on_threads = run(session, fields(), **arguments)
+    assert ran >= len(DATES) + 1  # each item under the fields (and the broken one) ran in a worker
+    assert on_threads["error"].notna().any() and on_threads["count"].gt(0).any()
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(on_cluster.to_wkb()), pd.DataFrame(on_threads.to_wkb()), check_exact=True
+    )
+    assert on_cluster.attrs == on_threads.attrs

@@ -592,13 +592,29 @@ def measure_zones(call: Call, inputs: ItemInputs, readers: dict, indexes: list[i
     return frame
 
 
-def measure_item(core, call: Call, ref_or_item: dict, job: Job) -> tuple[dict, Any]:
+def measure_assets(settings, call: Call, inputs: ItemInputs, indexes: list[int], job: Job):
+    """The rows of zones `indexes` on one item's assets (opened here, closed after)."""
+    from .access import ONE_THREAD_PER_READ, open_reader
+
+    with contextlib.ExitStack() as stack:
+        readers = {
+            s.asset_key: stack.enter_context(open_reader(s, settings, env=ONE_THREAD_PER_READ, job=job))
+            for s in inputs.sources
+        }
+        return measure_zones(call, inputs, readers, indexes, job)
+
+
+def failure(exc: BaseException) -> str:
+    """An item's failure in one line (our errors say it in words)."""
+    return str(exc) if isinstance(exc, StacGdalMcpError) else f"{type(exc).__name__}: {exc}"
+
+
+def measure_item(core, call: Call, ref_or_item: dict, job: Job, measure=measure_assets) -> tuple[dict, Any]:
     """(facts of the item, its rows as a DataFrame or None when it covers no zone). Never raises
-    for a problem of this item (its rows carry `error`), only when the job stops."""
+    for a problem of this item (its rows carry `error`), only when the job stops. `measure`:
+    where the pixels are read (`measure_assets` here, `Cluster.measure` on dask.distributed)."""
     import pandas as pd
     from shapely.geometry import shape
-
-    from .access import ONE_THREAD_PER_READ, open_reader
 
     meta = {
         "item_id": ref_or_item.get("item_id") or ref_or_item.get("id"),
@@ -617,25 +633,77 @@ def measure_item(core, call: Call, ref_or_item: dict, job: Job) -> tuple[dict, A
         if not indexes:
             return meta, None
         inputs = item_inputs(core, call, item)
-        with contextlib.ExitStack() as stack:
-            readers = {
-                s.asset_key: stack.enter_context(
-                    open_reader(s, core.settings, env=ONE_THREAD_PER_READ, job=job)
-                )
-                for s in inputs.sources
-            }
-            frame = measure_zones(call, inputs, readers, indexes, job)
+        frame = measure(core.settings, call, inputs, indexes, job)
         meta["sources"] = [s.source_ref() for s in inputs.sources]
         return meta, frame
     except Exception as exc:  # this item only (a broken file, a failed read), unless the job stops
         if job.should_stop:
             raise
-        message = str(exc) if isinstance(exc, StacGdalMcpError) else f"{type(exc).__name__}: {exc}"
+        message = failure(exc)
         log.warning("zonal_stats: item %s failed: %s", meta["item_id"], message)
         meta["error"] = message
         if indexes is None:  # failed before its zones were matched: it may cover any of them
             indexes = list(range(len(call.request.zones)))
         return meta, pd.DataFrame({"_zone": indexes, "error": message}) if indexes else None
+
+
+# --- items on dask.distributed ---------------------------------------------------------------------
+
+
+class ItemFailed(StacGdalMcpError):
+    """An item's failure on a dask worker, in the words the worker gave (see `failure`)."""
+
+
+class Cluster:
+    """Items measured on the dask.distributed cluster at `settings.dask_scheduler`: the client
+    resolves each item (catalog, footprint, assets) as here, a worker reads and measures it. The
+    zones travel once (scattered to every worker); a worker keeps their projections per call."""
+
+    def __init__(self, core, call: Call):
+        import uuid
+
+        from .dask_runtime import dask_client
+
+        self.client = dask_client(core.settings.dask_scheduler)
+        self.key = uuid.uuid4().hex
+        self.request = self.client.scatter(call.request, broadcast=True, hash=False)
+
+    def measure(self, settings, call: Call, inputs: ItemInputs, indexes: list[int], job: Job):
+        """`measure_assets` on a worker; waits for it, checking the job (a stop cancels it)."""
+        future = self.client.submit(
+            measure_on_worker, settings, self.request, self.key, inputs, indexes, pure=False
+        )
+        try:
+            while True:
+                try:
+                    frame, error = future.result(timeout=0.2)
+                    break
+                except TimeoutError:
+                    job.check()
+        except BaseException:
+            future.cancel()
+            raise
+        if error is not None:
+            raise ItemFailed(error)
+        return frame
+
+
+_WORKER_CALLS: dict[str, Call] = {}
+
+
+def measure_on_worker(settings, request: ZonalRequest, key: str, inputs: ItemInputs, indexes: list[int]):
+    """(rows, None) or (None, the failure in one line) of one item, on a dask worker."""
+    call = _WORKER_CALLS.get(key)
+    if call is None:  # (one call's zone projections kept per worker process)
+        _WORKER_CALLS.clear()
+        call = _WORKER_CALLS[key] = Call(request, None, [], [], None, settings.limits)
+    try:
+        return measure_assets(settings, call, inputs, indexes, Job()), None
+    except Exception as exc:
+        log.warning(
+            "zonal_stats: item %s failed on a dask worker: %s", inputs.sources[0].item_id, failure(exc)
+        )
+        return None, failure(exc)
 
 
 # --- many items ------------------------------------------------------------------------------------
@@ -656,7 +724,12 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
         job.progress(0, total, f"zonal statistics of {len(request.zones)} zones on {total} items")
     from .access import read_each
 
-    args = [(core, call, it, job) for it in call.items]
+    measure = measure_assets
+    if total and core.settings.dask_scheduler:  # a worker thread per item in flight
+        cluster = Cluster(core, call)
+        workers = max(1, min(sum(cluster.client.nthreads().values()), total))
+        measure = cluster.measure
+    args = [(core, call, it, job, measure) for it in call.items]
     with contextlib.closing(read_each(measure_item, args, workers)) as results:
         for done, (index, (meta, frame)) in enumerate(results, start=1):
             metas[index], frames[index] = meta, frame
