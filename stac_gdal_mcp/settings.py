@@ -26,6 +26,7 @@ import tomllib
 import typing
 from pathlib import Path
 from typing import Any, ClassVar, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import (
@@ -74,7 +75,8 @@ class CatalogConfig(BaseModel):
     def kind(self) -> Literal["api", "local", "geoparquet"]:
         """geoparquet: a .parquet file, a folder or a glob (catalogs/geoparquet.py); else api or local."""
         path = None if self.path is None else Path(self.path).expanduser()
-        if self.location.lower().endswith((".parquet", ".geoparquet")) or (
+        named = urlsplit(self.url).path if self.url else self.location  # a signed URL's query aside
+        if named.lower().endswith((".parquet", ".geoparquet")) or (
             path is not None and (path.is_dir() or any(c in str(path) for c in "*?["))
         ):
             return "geoparquet"

@@ -298,3 +298,12 @@ def test_every_setting_is_in_the_configuration_doc():
         and not (entry_key and re.search(rf"^#?\s*{re.escape(name)} = |`{re.escape(name)}`", doc, re.M))
     ]
     assert missing == [], f"settings not named in docs/configuration.md: {missing}"
+
+
+def test_a_signed_parquet_url_is_a_geoparquet_catalog():
+    """The kind comes from the URL's path: a query (a signature) after `.parquet` does not make it an API."""
+    from stac_gdal_mcp.settings import CatalogConfig
+
+    signed = CatalogConfig(id="gp", url="https://example.org/snap/items.parquet?sv=2024&sig=abc")
+    assert signed.kind == "geoparquet"
+    assert CatalogConfig(id="api", url="https://example.org/stac/v1").kind == "api"
