@@ -63,7 +63,20 @@ MAX_TASK_ID = 128  # characters: task ids are uuids; a longer one is refused wit
 
 
 @cache
-def _extension_class():
+def _task_params():
+    """The params of tasks/get, tasks/cancel (and tasks/update): a task id, by its wire name."""
+    from mcp.types import RequestParams
+    from pydantic import ConfigDict, Field
+
+    class TaskParams(RequestParams):
+        model_config = ConfigDict(populate_by_name=True, extra="allow")
+
+        task_id: str = Field(alias="taskId")
+
+    return TaskParams
+
+
+class _LazyTasks:
     """The tasks extension, started when a client first asks for a task.
 
     fastmcp-tasks imports pydocket, redis, cronsim and fastmcp's client (about a second of a cold
@@ -73,122 +86,127 @@ def _extension_class():
     own) only for the first `tasks/*` request or the first tool call that should become a task:
     one the client made as a task (it declared the extension) without a progress token - a call
     with a progress token runs in the foreground, as the client is watching it.
+
+    The body of the class `_extension_class` makes with fastmcp's `ServerExtension` (imported only
+    then, as the server starts).
     """
-    import anyio
-    from fastmcp.server.extensions import MethodBinding, ServerExtension
-    from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
-    from mcp.types import RequestParams
-    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-    from pydantic import ConfigDict, Field
 
-    class TaskParams(RequestParams):  # the params of tasks/get, tasks/cancel (and tasks/update)
-        model_config = ConfigDict(populate_by_name=True, extra="allow")
+    def __init__(self, *, ttl: timedelta):
+        self.ttl = ttl
+        self._real = None  # fastmcp-tasks' TasksExtension, once started
+        self._runner = None  # the asyncio task that holds the real extension's lifespan
+        self._lock = self._stop = self._context = None  # per lifespan (a server may start again)
+        self._running = False
 
-        task_id: str = Field(alias="taskId")
+    def settings(self) -> dict:
+        return {}
 
-    class LazyTasks(ServerExtension):
-        identifier = TASKS_EXTENSION_ID
+    def methods(self):
+        from fastmcp.server.extensions import MethodBinding
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-        def __init__(self, *, ttl: timedelta):
-            self.ttl = ttl
-            self._real = None  # fastmcp-tasks' TasksExtension, once started
-            self._runner = None  # the asyncio task that holds the real extension's lifespan
-            self._lock = self._stop = self._context = None  # per lifespan (a server may start again)
-            self._running = False
+        versions = frozenset(MODERN_PROTOCOL_VERSIONS)  # SEP-2663's methods exist in that era only
+        return [
+            MethodBinding(
+                method=f"tasks/{name}",
+                params_type=_task_params(),
+                handler=self._handler(name),
+                protocol_versions=versions,
+            )
+            for name in ("get", "update", "cancel")
+        ]
 
-        def settings(self) -> dict:
-            return {}
+    def _handler(self, name: str):
+        async def handle(ctx, params):
+            from fastmcp_tasks import models
 
-        def methods(self):
-            versions = frozenset(MODERN_PROTOCOL_VERSIONS)  # SEP-2663's methods exist in that era only
-            return [
-                MethodBinding(
-                    method=f"tasks/{name}",
-                    params_type=TaskParams,
-                    handler=self._handler(name),
-                    protocol_versions=versions,
-                )
-                for name in ("get", "update", "cancel")
-            ]
+            if len(params.task_id) > MAX_TASK_ID:  # ours are uuids: never echo a forged one whole
+                from mcp.shared.exceptions import MCPError
 
-        def _handler(self, name: str):
-            async def handle(ctx, params):
-                from fastmcp_tasks import models
-
-                if len(params.task_id) > MAX_TASK_ID:  # ours are uuids: never echo a forged one whole
-                    from mcp.shared.exceptions import MCPError
-
-                    raise MCPError(-32602, f"task not found (an id of {len(params.task_id):,} characters)")
-                real = await self._started()
-                kind = models.UpdateTaskParams if name == "update" else models.GetTaskParams
-                own = kind.model_validate(params.model_dump(by_alias=True, exclude_none=True))
-                return await getattr(real, f"_handle_{name}")(ctx, own)
-
-            return handle
-
-        async def intercept_tool_call(self, params, context, call_next):
-            rc = context.request_context
-            meta = (rc.meta if rc is not None else None) or {}
-            if meta.get("progressToken") is not None:  # watched: runs in the foreground
-                return await call_next()
-            modern = rc is not None and rc.protocol_version in MODERN_PROTOCOL_VERSIONS
-            if not (modern and context.client_extension_settings(TASKS_EXTENSION_ID) is not None):
-                return await call_next()  # the client did not ask for tasks: nothing to start
+                raise MCPError(-32602, f"task not found (an id of {len(params.task_id):,} characters)")
             real = await self._started()
-            return await real.intercept_tool_call(params, context, call_next)
+            kind = models.UpdateTaskParams if name == "update" else models.GetTaskParams
+            own = kind.model_validate(params.model_dump(by_alias=True, exclude_none=True))
+            return await getattr(real, f"_handle_{name}")(ctx, own)
 
-        async def _started(self):
-            """fastmcp-tasks' extension, bound to this server and its lifespan running."""
-            import asyncio
+        return handle
 
-            async with self._lock:
-                if self._real is None:
-                    if not self._running:
-                        raise RuntimeError("the tasks extension is not running (no server lifespan)")
-                    from fastmcp_tasks import TasksExtension
+    async def intercept_tool_call(self, params, context, call_next):
+        from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
+        from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-                    real = TasksExtension(url="memory://", name=f"stac-gdal-mcp-{uuid.uuid4().hex[:12]}")
-                    real._bind(self.server)  # as add_extension binds it (its methods are ours)
-                    ready = asyncio.get_running_loop().create_future()
-                    # its own asyncio task, entering and leaving the lifespan in order, in the context
-                    # variables of the server's lifespan (not of this request: its workers would take
-                    # the request's Context for theirs)
-                    self._runner = asyncio.create_task(self._run(real, ready), context=self._context.copy())
-                    await ready
-                    self._real = real
-            return self._real
+        rc = context.request_context
+        meta = (rc.meta if rc is not None else None) or {}
+        if meta.get("progressToken") is not None:  # watched: runs in the foreground
+            return await call_next()
+        modern = rc is not None and rc.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if not (modern and context.client_extension_settings(TASKS_EXTENSION_ID) is not None):
+            return await call_next()  # the client did not ask for tasks: nothing to start
+        real = await self._started()
+        return await real.intercept_tool_call(params, context, call_next)
 
-        async def _run(self, real, ready) -> None:
-            """Run `real`'s lifespan until this extension's lifespan ends."""
-            try:
-                async with real.lifespan():
-                    docket = getattr(self.server, "_docket", None)
-                    if docket is not None:
-                        docket.execution_ttl = self.ttl  # finished tasks kept limits.task_ttl_s
-                    ready.set_result(None)
-                    await self._stop.wait()
-            except BaseException as exc:
-                if not ready.done():
-                    ready.set_exception(exc)
-                raise
+    async def _started(self):
+        """fastmcp-tasks' extension, bound to this server and its lifespan running."""
+        import asyncio
 
-        @asynccontextmanager
-        async def lifespan(self):
-            import contextvars
+        async with self._lock:
+            if self._real is None:
+                if not self._running:
+                    raise RuntimeError("the tasks extension is not running (no server lifespan)")
+                from fastmcp_tasks import TasksExtension
 
-            self._lock, self._stop, self._running = anyio.Lock(), anyio.Event(), True
-            self._context = contextvars.copy_context()
-            try:
-                yield
-            finally:
-                self._running = False
-                self._stop.set()
-                runner, self._runner, self._real = self._runner, None, None
-                if runner is not None:
-                    with anyio.CancelScope(shield=True):
-                        await runner  # the docket worker stopped, the tasks' hooks released
+                real = TasksExtension(url="memory://", name=f"stac-gdal-mcp-{uuid.uuid4().hex[:12]}")
+                real._bind(self.server)  # as add_extension binds it (its methods are ours)
+                ready = asyncio.get_running_loop().create_future()
+                # its own asyncio task, entering and leaving the lifespan in order, in the context
+                # variables of the server's lifespan (not of this request: its workers would take
+                # the request's Context for theirs)
+                self._runner = asyncio.create_task(self._run(real, ready), context=self._context.copy())
+                await ready
+                self._real = real
+        return self._real
 
-    return LazyTasks
+    async def _run(self, real, ready) -> None:
+        """Run `real`'s lifespan until this extension's lifespan ends."""
+        try:
+            async with real.lifespan():
+                docket = getattr(self.server, "_docket", None)
+                if docket is not None:
+                    docket.execution_ttl = self.ttl  # finished tasks kept limits.task_ttl_s
+                ready.set_result(None)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    @asynccontextmanager
+    async def lifespan(self):
+        import contextvars
+
+        import anyio
+
+        self._lock, self._stop, self._running = anyio.Lock(), anyio.Event(), True
+        self._context = contextvars.copy_context()
+        try:
+            yield
+        finally:
+            self._running = False
+            self._stop.set()
+            runner, self._runner, self._real = self._runner, None, None
+            if runner is not None:
+                with anyio.CancelScope(shield=True):
+                    await runner  # the docket worker stopped, the tasks' hooks released
+
+
+@cache
+def _extension_class():
+    """`_LazyTasks` as a fastmcp `ServerExtension` (fastmcp's extension machinery imported here,
+    when the server is built, not when this module is)."""
+    from fastmcp.server.extensions import ServerExtension
+    from fastmcp.utilities.tasks import TASKS_EXTENSION_ID
+
+    return type("LazyTasks", (_LazyTasks, ServerExtension), {"identifier": TASKS_EXTENSION_ID})
 
 
 def status_message(done: float, total: float, message: str | None) -> str:
