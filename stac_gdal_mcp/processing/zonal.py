@@ -687,6 +687,10 @@ class Cluster:
             raise ItemFailed(error)
         return frame
 
+    def close(self) -> None:
+        """Let the workers drop the zones."""
+        self.request.release()
+
 
 _WORKER_CALLS: dict[str, Call] = {}
 
@@ -724,13 +728,13 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
         job.progress(0, total, f"zonal statistics of {len(request.zones)} zones on {total} items")
     from .access import read_each
 
-    measure = measure_assets
+    measure, stack = measure_assets, contextlib.ExitStack()
     if total and core.settings.dask_scheduler:  # a worker thread per item in flight
-        cluster = Cluster(core, call)
+        cluster = stack.enter_context(contextlib.closing(Cluster(core, call)))
         workers = max(1, min(sum(cluster.client.nthreads().values()), total))
         measure = cluster.measure
     args = [(core, call, it, job, measure) for it in call.items]
-    with contextlib.closing(read_each(measure_item, args, workers)) as results:
+    with stack, contextlib.closing(read_each(measure_item, args, workers)) as results:
         for done, (index, (meta, frame)) in enumerate(results, start=1):
             metas[index], frames[index] = meta, frame
             rows = 0 if frame is None else len(frame)
