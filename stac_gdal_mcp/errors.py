@@ -95,3 +95,7 @@ class OutputExists(InvalidArgument):
 
 class OutputNotFound(NotFound):
     """The workspace has no output with that id."""
+
+
+class GeoparquetError(StacGdalMcpError):
+    """A stac-geoparquet file cannot be used (unreadable, not stac-geoparquet, missing a column)."""

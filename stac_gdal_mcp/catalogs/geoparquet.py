@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     ConfigError,
+    GeoparquetError,
     InvalidArgument,
     InvalidFilter,
     ItemNotFound,
@@ -54,10 +55,6 @@ if TYPE_CHECKING:
 
 REQUIRED = ("id", "geometry")  # columns without which a file is not stac-geoparquet
 NOT_QUERYABLE = {"type", "stac_version", "stac_extensions", "links", "assets", "bbox"}
-
-
-class GeoparquetError(StacGdalMcpError):
-    """A stac-geoparquet file cannot be used (unreadable, not stac-geoparquet, missing a column)."""
 
 
 @dataclass

@@ -29,9 +29,15 @@ from urllib.parse import urljoin, urlsplit
 
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
-from ..errors import AccessDenied, CatalogUnavailable, NotFound, StacGdalMcpError, Unreachable
+from ..errors import (
+    AccessDenied,
+    CatalogUnavailable,
+    GeoparquetError,
+    NotFound,
+    StacGdalMcpError,
+    Unreachable,
+)
 from ..settings import CatalogConfig, Settings
-from .geoparquet import GeoparquetError
 from .redact import masked, masked_url
 from .remote import MAX_REDIRECTS, RETRY_STATUS, RemoteCatalog, _backoff, _proxy_refusal
 
