@@ -194,18 +194,17 @@ async def step_analysis(client, say):
     say(
         "cloud_cover_stats(aoi=AOI (covers the whole items), search=...) - clearest first",
         [
-            {
-                k: r[k]
-                for k in (
-                    "item_id",
-                    "scene_cloud_cover",
-                    "cloud_fraction",
-                    "shadow_fraction",
-                    "clear_fraction",
-                    "nodata_fraction",
-                    "mask_source",
-                )
-            }
+            _row(
+                whole,
+                r,
+                "item_id",
+                "scene_cloud_cover",
+                "cloud_fraction",
+                "shadow_fraction",
+                "clear_fraction",
+                "nodata_fraction",
+                "mask_source",
+            )
             for r in whole["items"]
         ],
     )
@@ -221,10 +220,7 @@ async def step_analysis(client, say):
     say(
         f"cloud_cover_stats(aoi={field}, search=..., sort='datetime')",
         [
-            {
-                k: r[k]
-                for k in ("item_id", "scene_cloud_cover", "cloud_fraction", "clear_fraction", "valid_pixels")
-            }
+            _row(small, r, "item_id", "scene_cloud_cover", "cloud_fraction", "clear_fraction", "valid_pixels")
             for r in small["items"]
         ],
     )
@@ -355,3 +351,10 @@ async def run_demo(workspace: str | None = None) -> int:
         KEPT["map"] = str(await write_map(client, folder))
     _say_kept(folder)
     return 0
+
+
+def _row(result: dict, row: dict, *keys: str) -> dict:
+    """A cloud_cover_stats row with the fields its rows share (`common`) and the fractions it
+    leaves out when they are 0 (its note says so), for printing."""
+    whole = {**(result.get("common") or {}), **row}
+    return {k: whole.get(k, 0.0 if k.endswith("_fraction") else None) for k in keys}

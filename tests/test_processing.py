@@ -355,6 +355,7 @@ async def test_preview_rgb_bands_single_band_and_bbox(settings, scene):
             },
         )
         single = await client.call_tool("preview", {**item_args("scl"), "max_size": 64})
+        saved = await client.read_resource(f"stac-gdal://outputs/{single.structured_content['id']}/file")
     import base64
 
     image = decode_png(base64.b64decode(rgb.content[0].data))
@@ -365,8 +366,12 @@ async def test_preview_rgb_bands_single_band_and_bbox(settings, scene):
     assert (
         len([l for l in rgb.structured_content["links"] if l["rel"] == "derived_from"]) == 4
     )  # item + 3 assets
-    gray = decode_png(base64.b64decode(single.content[0].data))
+    # the saved quicklook is the picture alone (the map places it at its bbox); the client's image
+    # of a single band carries a colour bar beside it (issue 22), so it is larger
+    gray = decode_png(base64.b64decode(saved[0].blob))
     assert gray.shape == (4, 64, 64)
+    shown = decode_png(base64.b64decode(single.content[0].data))
+    assert shown.shape[1] >= 64 and shown.shape[2] > 64
 
 
 # --- outputs as resources, list and delete ---------------------------------------------------
