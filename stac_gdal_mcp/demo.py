@@ -301,7 +301,7 @@ async def _thumbnail(client, ref: str) -> str | None:
 
 async def write_map(client, workspace: Path) -> Path:
     """The map app as a standalone page drawing the demo's calls, thumbnails inlined."""
-    from .server.map_app import build_map_view, map_page
+    from .maps import build_map_view, map_page
 
     refs = {fp["thumbnail"] for fp in build_map_view(MAP_CALLS)["footprints"] if fp["thumbnail"]}
     thumbnails = {ref: uri for ref in sorted(refs) if (uri := await _thumbnail(client, ref))}

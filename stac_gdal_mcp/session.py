@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
+    from .maps import MapView
     from .models import CatalogInfo, CollectionDetail, CollectionList, Queryables
     from .outputs import OutputRecord, OutputStore
     from .processing.access import AssetSource
@@ -676,6 +677,22 @@ class Session:
             **search_args(search),
         )
         return self._operate(zonal, request, dry_run=dry_run, job=job)
+
+    def map(self, *results: Any, basemap: str | None = None, attribution: str | None = None) -> MapView:
+        """The map the MCP App draws for the same tool answers, shown inline in Jupyter (offline:
+        the coastline is bundled, local thumbnails inlined): `results` are any of search results
+        (footprints), a `cloud_cover` ranking (its AOI and ranking), a `zonal_stats` table (the
+        zones, coloured by the first statistic), a `time_series` table (its AOI and chart), an
+        output record or a preview (at its bbox). `.view` is the view data, `.save(path)` writes
+        the page. `basemap`: a `{z}/{x}/{y}` tile URL, drawn where the network allows.
+
+        >>> ranking = session.cloud_cover(aoi, collections=["sentinel-2-l2a"], datetime="2024-06")
+        >>> session.map(ranking, session.search(ids=list(ranking["item_id"])))
+        <MapView aois=1 footprints=2 ranking=2>
+        """
+        from .maps import MapView
+
+        return MapView.of(results, self.core, basemap=basemap, attribution=attribution)
 
     # --- the one path of every operation ---------------------------------------------------------
 

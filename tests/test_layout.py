@@ -179,7 +179,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("core",),
     ("discovery",),
     ("processing",),
-    ("html", "results"),
+    ("html", "results", "maps"),
     ("session",),
     ("",),  # the package face
     ("server", "demo", "cli", "__main__"),

@@ -1,0 +1,85 @@
+"""The map page: server/ui/map.html (inline script and style, no library) with the Natural Earth
+1:110m land and borders inlined (data/naturalearth/), so it draws a coastline with no network.
+
+`map_html(basemap, attribution)` is the page a host shows beside a tool result (it is given the
+calls); `map_page(calls)` is the same page with the calls in it: a file to open in a browser or to
+show in a notebook. Both are package data read as files: the page is the same whoever serves it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from functools import cache
+from importlib import resources
+from typing import Any
+from urllib.parse import urlsplit
+
+MAP_HTML = ("server", "ui", "map.html")  # inside the stac_gdal_mcp package
+WORLD = ("data", "naturalearth", "countries-110m.json")
+
+_SLOT = '<script type="application/json" id="{}">{}</script>'
+
+
+@cache
+def _page_source() -> str:
+    return resources.files("stac_gdal_mcp").joinpath(*MAP_HTML).read_text(encoding="utf-8")
+
+
+@cache
+def _world() -> str:
+    return resources.files("stac_gdal_mcp").joinpath(*WORLD).read_text(encoding="utf-8").strip()
+
+
+def _script_json(value: Any) -> str:
+    """JSON safe inside <script>: no `</` (closing tag) or `<!--`."""
+    return json.dumps(value, separators=(",", ":")).replace("<", "\\u003c")
+
+
+def _fill(html: str, slot: str, text: str) -> str:
+    empty = _SLOT.format(slot, "{}" if slot == "map-config" else "")
+    if html.count(empty) != 1:
+        raise RuntimeError(f"map.html: the #{slot} script is missing")
+    return html.replace(empty, _SLOT.format(slot, text))
+
+
+def tile_origin(basemap: str) -> str:
+    """`https://host[:port]` of a tile URL template; ValueError if it is not http(s) with {z}/{x}/{y}."""
+    parts = urlsplit(basemap)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.netloc
+        or not all(k in basemap for k in ("{z}", "{x}", "{y}"))
+    ):
+        raise ValueError(f"basemap: a http(s) tile URL with {{z}}, {{x}} and {{y}} expected, not {basemap!r}")
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def map_html(
+    basemap: str | None = None,
+    attribution: str | None = None,
+    calls: list | None = None,
+    thumbnails: Mapping[str, str] | None = None,
+) -> str:
+    """The page: map.html with the world map inlined and its configuration (`basemap`: a tile URL
+    template, off when None; `thumbnails`: thumbnail as given -> `data:` URI); with `calls`, a
+    standalone page that draws them (see `map_page`)."""
+    config: dict[str, Any] = {}
+    if basemap:
+        config["basemap"] = {"url": basemap, "attribution": attribution or ""}
+        config["resource_domains"] = [tile_origin(basemap)]
+    if thumbnails:
+        config["thumbnails"] = dict(thumbnails)
+    html = _fill(_page_source(), "world-110m", _world().replace("<", "\\u003c"))
+    if config:
+        html = _fill(html, "map-config", _script_json(config))
+    if calls is not None:
+        html = _fill(html, "map-calls", _script_json({"calls": list(calls)}))
+    return html
+
+
+def map_page(calls: Iterable[Mapping[str, Any]], **options: Any) -> str:
+    """A standalone HTML page of the map drawing `calls` (`{"tool", "arguments", "result"}` each,
+    as for `build_map_view`): open it in a browser or show it in a notebook. `options` as for
+    `map_html` (basemap, attribution, thumbnails)."""
+    return map_html(calls=[dict(c) for c in calls], **options)

@@ -1,0 +1,349 @@
+"""The map's view data, computed in Python from tool calls: each call's AOI, scene footprints
+(with the clear fraction and rank when a cloud_cover_stats ranking is present, and their
+thumbnails), the ranking, time series, zonal statistics' zones (coloured by the first statistic)
+and the outputs (bbox, footprint and quicklook as a data URI).
+
+The map page builds the same data in JavaScript (`buildView` in server/ui/map.html): keep the two
+in step; the tests check that both agree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_WGS84 = ("EPSG:4326", "OGC:CRS84", "WGS84", "CRS84")
+_IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp")
+_BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
+_JSON_TEXT = re.compile(r"^\s*[\[{]")
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _parse_maybe_json(value: Any) -> Any:
+    if isinstance(value, str) and _JSON_TEXT.match(value):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _as_bbox(value: Any) -> list[float] | None:
+    if not isinstance(value, list) or not all(_is_num(v) for v in value):
+        return None
+    if len(value) == 4:
+        return list(value)
+    if len(value) == 6:
+        return [value[0], value[1], value[3], value[4]]
+    return None
+
+
+def _polygonal(geom: Any) -> dict | None:
+    if (
+        isinstance(geom, dict)
+        and geom.get("type") in ("Polygon", "MultiPolygon")
+        and isinstance(geom.get("coordinates"), list)
+    ):
+        return geom
+    return None
+
+
+def _geometry_bbox(geom: Any) -> list[float] | None:
+    if not isinstance(geom, dict):
+        return None
+    if geom.get("type") == "Feature":
+        return _geometry_bbox(geom.get("geometry"))
+    xs: list[float] = []
+    ys: list[float] = []
+
+    def walk(c: Any) -> None:
+        if not isinstance(c, list):
+            return
+        if len(c) >= 2 and _is_num(c[0]) and _is_num(c[1]):
+            xs.append(c[0])
+            ys.append(c[1])
+            return
+        for part in c:
+            walk(part)
+
+    walk(geom.get("coordinates"))
+    return [min(xs), min(ys), max(xs), max(ys)] if xs else None
+
+
+def _pick(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _structured(result: Any) -> dict | None:
+    if not isinstance(result, dict):
+        return None
+    sc = result["structuredContent"] if "structuredContent" in result else result.get("structured_content")
+    return sc if isinstance(sc, dict) else None
+
+
+def _is_error(result: Any) -> bool:
+    return isinstance(result, dict) and (result.get("isError") is True or result.get("is_error") is True)
+
+
+def _content(result: Any) -> list:
+    content = result.get("content") if isinstance(result, dict) else None
+    return [c for c in content if isinstance(c, dict)] if isinstance(content, list) else []
+
+
+def _result_text(result: Any) -> str:
+    return "\n".join(
+        c["text"] for c in _content(result) if c.get("type") == "text" and isinstance(c.get("text"), str)
+    )
+
+
+def _result_image(result: Any) -> str | None:
+    for c in _content(result):
+        data = c.get("data")
+        if (
+            c.get("type") == "image"
+            and c.get("mimeType") in _IMAGE_TYPES
+            and isinstance(data, str)
+            and _BASE64.match(data)
+        ):
+            return f"data:{c['mimeType']};base64," + re.sub(r"\s+", "", data)
+    return None
+
+
+def _aoi(args: dict, sc: dict | None) -> dict | None:
+    aoi_arg = _parse_maybe_json(args.get("aoi"))
+    if sc is not None and _as_bbox(sc.get("aoi_bbox")):
+        return {"bbox": _as_bbox(sc["aoi_bbox"]), "geometry": _polygonal(aoi_arg)}
+    if aoi_arg is not None:
+        if _as_bbox(aoi_arg):
+            return {"bbox": _as_bbox(aoi_arg), "geometry": None}
+        geom = _polygonal(aoi_arg)
+        if geom and _geometry_bbox(geom):
+            return {"bbox": _geometry_bbox(geom), "geometry": geom}
+    intersects = _polygonal(_parse_maybe_json(args.get("intersects")))
+    if intersects and _geometry_bbox(intersects):
+        return {"bbox": _geometry_bbox(intersects), "geometry": intersects}
+    bbox = _as_bbox(_parse_maybe_json(args.get("bbox")))
+    crs = args.get("bbox_crs")
+    if bbox and (crs is None or str(crs).upper() in _WGS84):
+        return {"bbox": bbox, "geometry": None}
+    return None
+
+
+def _thumbnail(item: dict) -> str | None:
+    if isinstance(item.get("thumbnail"), str):
+        return item["thumbnail"]
+    asset = item["assets"].get("thumbnail") if isinstance(item.get("assets"), dict) else None
+    return asset["href"] if isinstance(asset, dict) and isinstance(asset.get("href"), str) else None
+
+
+def _footprint(item: Any) -> dict | None:
+    if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+        return None
+    props = item.get("properties") if isinstance(item.get("properties"), dict) else {}
+    geometry = _polygonal(item.get("geometry"))
+    bbox = _as_bbox(item.get("bbox")) or _geometry_bbox(geometry)
+    if not bbox:
+        return None
+    return {
+        "id": item["id"],
+        "collection": _pick(item.get("collection"), item.get("collection_id")),
+        "datetime": _pick(item.get("datetime"), props.get("datetime")),
+        "bbox": bbox,
+        "geometry": geometry,
+        "cloud_cover": _pick(item.get("cloud_cover"), props.get("eo:cloud_cover")),
+        "thumbnail": _thumbnail(item),
+        "clear_fraction": None,
+        "rank": None,
+    }
+
+
+def _same_item(a: dict, b: dict) -> bool:
+    return a["id"] == b["id"] and (
+        a["collection"] is None or b["collection"] is None or a["collection"] == b["collection"]
+    )
+
+
+def _ranking_row(row: dict) -> dict:
+    return {
+        "id": row["item_id"],
+        "collection": row.get("collection_id"),
+        "datetime": row.get("datetime"),
+        "clear_fraction": row.get("clear_fraction"),
+        "cloud_fraction": row.get("cloud_fraction"),
+        "nodata_fraction": row.get("nodata_fraction"),
+        "scene_cloud_cover": row.get("scene_cloud_cover"),
+        "error": row.get("error"),
+    }
+
+
+def _add_footprint(footprints: list[dict], fp: dict) -> None:
+    known = next((f for f in footprints if _same_item(f, fp)), None)
+    if known is None:
+        footprints.append(fp)
+        return
+    for key, value in fp.items():
+        if known[key] is None and value is not None:
+            known[key] = value
+
+
+def _series(sc: dict, aoi: dict | None, result: Any) -> dict:
+    return {
+        "expression": sc["expression"],
+        "reducer": sc.get("reducer"),
+        "days": len(sc["rows"]),
+        "aoi": aoi["bbox"] if aoi else None,
+        "image": _result_image(result),
+    }
+
+
+def _output(sc: dict, aoi: dict | None, result: Any) -> dict | None:
+    """An output record's (or a composite's, at its AOI) entry, or None."""
+    if (
+        sc.get("type") == "Feature"
+        and isinstance(sc.get("properties"), dict)
+        and isinstance(sc.get("assets"), dict)
+    ):
+        geometry = _polygonal(sc.get("geometry"))
+        bbox = _as_bbox(sc.get("bbox")) or _geometry_bbox(geometry)
+        if not bbox:
+            return None
+        return {
+            "id": str(_pick(sc.get("id"), "")),
+            "title": sc["properties"].get("title"),
+            "bbox": bbox,
+            "geometry": geometry,
+            "image": _result_image(result),
+        }
+    if (
+        isinstance(sc.get("output"), dict)
+        and isinstance(sc.get("grid"), dict)
+        and isinstance(sc.get("bands"), list)
+        and aoi
+    ):
+        return {  # composite: its grid is the AOI's
+            "id": str(_pick(sc["output"].get("id"), "")),
+            "title": f"composite ({', '.join(str(b) for b in sc['bands'])})",
+            "bbox": aoi["bbox"],
+            "geometry": None,
+            "image": _result_image(result),
+        }
+    return None
+
+
+def _zone_layer(layer: Any) -> dict | None:
+    """A zonal_stats result's zones: id, value of the first statistic, bbox, geometry; with the
+    statistic's name and the range of its values (None when no zone has one)."""
+    if not isinstance(layer, dict) or not isinstance(layer.get("features"), list):
+        return None
+    zones = []
+    for feature in layer["features"]:
+        geometry = _polygonal(feature.get("geometry")) if isinstance(feature, dict) else None
+        bbox = _geometry_bbox(geometry)
+        if not bbox:
+            continue
+        props = feature.get("properties") if isinstance(feature.get("properties"), dict) else {}
+        value = props.get("value")
+        zones.append(
+            {
+                "id": feature.get("id"),
+                "value": value if _is_num(value) else None,
+                "bbox": bbox,
+                "geometry": geometry,
+            }
+        )
+    values = [z["value"] for z in zones if z["value"] is not None]
+    return {
+        "stat": str(_pick(layer.get("stat"), "")),
+        "expression": str(_pick(layer.get("expression"), "")),
+        "min": min(values) if values else None,
+        "max": max(values) if values else None,
+        "zones": zones,
+    }
+
+
+def _add_call(view: dict, call: Mapping[str, Any]) -> None:
+    args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
+    result = call.get("result")
+    if _is_error(result):
+        view["errors"].append(_result_text(result) or "the tool reported an error")
+        return
+    sc = _structured(result)
+    aoi = _aoi(args, sc)
+    if aoi and not any(a["bbox"] == aoi["bbox"] and a["geometry"] == aoi["geometry"] for a in view["aois"]):
+        view["aois"].append({**aoi, "tool": call.get("tool") if isinstance(call.get("tool"), str) else None})
+    if sc is None:
+        return
+    for note in sc.get("notes") if isinstance(sc.get("notes"), list) else []:
+        if isinstance(note, str) and note not in view["notes"]:
+            view["notes"].append(note)
+    items = sc.get("items")
+    if isinstance(items, list) and "aoi_bbox" in sc:  # cloud_cover_stats
+        common = sc.get("common") if isinstance(sc.get("common"), dict) else {}  # fields every row shares
+        rows = [{**common, **r} for r in items if isinstance(r, dict) and isinstance(r.get("item_id"), str)]
+        view["ranking"] = [_ranking_row(r) for r in rows]
+        for row in rows:
+            fp = _footprint({**row, "id": row["item_id"], "cloud_cover": row.get("scene_cloud_cover")})
+            if fp:
+                _add_footprint(view["footprints"], fp)
+    elif isinstance(items, list):  # search_items
+        for item in items:
+            fp = _footprint(item)
+            if fp:
+                _add_footprint(view["footprints"], fp)
+    elif isinstance(sc.get("zone_layer"), dict):  # zonal_stats
+        layer = _zone_layer(sc["zone_layer"])
+        if layer and layer["zones"]:
+            view["zones"].append(layer)
+    elif isinstance(sc.get("rows"), list) and isinstance(sc.get("expression"), str):  # time_series
+        view["series"].append(_series(sc, aoi, result))
+    else:
+        output = _output(sc, aoi, result)
+        if output:
+            view["outputs"].append(output)
+
+
+def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The map's view data from tool calls, each `{"arguments": {...}, "result": CallToolResult,
+    "tool": name}` (the result as JSON: `content`, `structuredContent`, `isError`; `tool` optional).
+
+    Returns `{"aois", "footprints", "ranking", "outputs", "series", "zones", "notes", "errors"}`:
+    - `aois`: one per distinct AOI of the calls, in order — `{"bbox", "geometry", "tool"}` (WGS84;
+      geometry only when a polygon was given; tool when the call names it): a later call adds its
+      AOI beside an earlier one's, never in its place;
+    - `footprints`: one per scene with a bbox — id, collection, datetime, bbox, geometry,
+      cloud_cover (scene-wide), thumbnail (the item's, as given), clear_fraction and rank (from a
+      cloud_cover_stats ranking);
+    - `ranking`: the cloud_cover_stats rows, in the tool's order;
+    - `outputs`: processing outputs with a WGS84 bbox — id, title, bbox, geometry, image
+      (a `data:` URI of the quicklook the tool returned as image content, else None);
+    - `series`: time_series results — expression, reducer, days, aoi (its bbox), image (the chart);
+    - `zones`: zonal_stats results — stat (the first statistic), expression, min and max of its
+      values, and the zones (id, value: the latest of the statistic, bbox, geometry), drawn filled
+      by value on a viridis ramp from min to max;
+    - `notes`: the tools' notes; `errors`: texts of results that are tool errors.
+    """
+    view: dict[str, Any] = {
+        "aois": [],
+        "footprints": [],
+        "ranking": [],
+        "outputs": [],
+        "series": [],
+        "zones": [],
+        "notes": [],
+        "errors": [],
+    }
+    for call in calls:
+        if isinstance(call, Mapping):
+            _add_call(view, call)
+    for rank, row in enumerate(view["ranking"]):
+        for fp in view["footprints"]:
+            if _same_item(fp, row):
+                fp["clear_fraction"] = row["clear_fraction"]
+                fp["rank"] = rank
+    return view
