@@ -1155,6 +1155,7 @@ def test_session_map_of_outputs_and_several_results(sample_session, tmp_path):
     """An output record at its bbox, a preview with its quicklook, several results on one map;
     anything else refused in one line naming its type."""
     from stac_gdal_mcp.errors import InvalidArgument
+    from stac_gdal_mcp.maps.calls import local_thumbnails
 
     session = sample_session
     item = ("sentinel-2-l2a", "S2A_33TUL_20240619_0_L2A")
@@ -1171,6 +1172,12 @@ def test_session_map_of_outputs_and_several_results(sample_session, tmp_path):
     assert output["image"] == "data:image/png;base64," + base64.b64encode(preview.png).decode()
     assert session.map(preview.record).view["outputs"] == [{**output, "image": None}]  # the record alone
     assert repr(both) == "<MapView aois=1 footprints=5 ranking=5 outputs=1>"
+    outside = tmp_path / "elsewhere.png"  # an image outside the catalogs and the workspace
+    outside.write_bytes(preview.png)
+    inside = str(session.outputs.path(preview.record.id))
+    assert local_thumbnails([str(outside), inside, "https://example.org/t.png"], session.core) == {
+        inside: output["image"]
+    }
     for wrong in (42, {"tool": "x"}, session):
         with pytest.raises(InvalidArgument) as caught:
             session.map(wrong)

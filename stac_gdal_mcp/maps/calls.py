@@ -123,16 +123,18 @@ def local_thumbnails(refs, core: Core) -> dict[str, str]:
     from ..processing.access import local_roots
 
     roots = local_roots(core)
-
-    def allowed(path) -> bool:
+    inlined = {}
+    for ref in sorted(set(refs)):
+        if "://" in ref:
+            continue  # http(s): the page shows it where allowed; other URIs: not files here
         try:
-            check_local_path(str(path), roots)
+            check_local_path(ref, roots)  # a file of a local catalog or the workspace, not any file
         except Exception:
-            return False
-        return True
-
-    found = {ref: thumbnail_src(ref, allowed) for ref in sorted(set(refs))}
-    return {ref: src for ref, src in found.items() if src and src.startswith("data:")}
+            continue
+        src = thumbnail_src(ref, lambda path: True)  # small images only
+        if src is not None:
+            inlined[ref] = src
+    return inlined
 
 
 @dataclass(frozen=True)
