@@ -194,3 +194,52 @@ async def test_jobs_beyond_max_jobs_wait_their_turn(make_settings, slow_server, 
     for record in records:
         with rasterio.open(record["assets"]["data"]["href"]) as out:
             assert np.array_equal(out.read(1), want)
+
+
+def test_a_jobs_progress_is_its_own_compute_s_not_the_process_s(tmp_path):
+    """A job's dask progress callback belongs to its own compute: while the job computes, another
+    dask compute of the process (another job, a notebook) neither reports to it nor can be
+    cancelled with it (a callback entered as a context is registered for every compute)."""
+    import threading
+
+    import dask
+    import dask.array as da
+    from dask.callbacks import Callback
+
+    from stac_gdal_mcp.processing.dask_runtime import compute
+    from stac_gdal_mcp.settings import load_settings
+
+    core = Core(load_settings(workspace=tmp_path))
+    started, release = threading.Event(), threading.Event()
+    threads: set[int] = set()
+
+    def report(done, total, message):
+        threads.add(threading.get_ident())
+
+    def wait(block):
+        started.set()
+        release.wait(30)
+        return block
+
+    job = Job(report, min_interval_s=0)
+    mine = da.ones((4, 4), chunks=2).map_blocks(wait, dtype=float)
+    outcome = []
+
+    def run():
+        try:
+            compute(core, job, mine)
+        except OperationCancelled as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        assert started.wait(30)
+        assert not Callback.active  # nothing registered for the whole process
+        job.cancel()  # cancelling this job must not reach the other compute
+        (other,) = dask.compute(da.ones((8, 8), chunks=2).sum(), scheduler="threads")
+        assert other == 64
+    finally:
+        release.set()
+        worker.join(30)
+    assert len(outcome) == 1  # the cancelled job itself stopped

@@ -75,13 +75,19 @@ def compute(core, job: Job, *arrays):
         address = core.settings.dask_scheduler
         if address:
             return _compute_distributed(dask_client(address), job, arrays)
-        with _Progress(job), warnings.catch_warnings():
+        with warnings.catch_warnings():
             # a pixel or a day with no usable value is expected (clouds): it becomes NaN, quietly
             warnings.filterwarnings(
                 "ignore", r"All-NaN slice|Mean of empty slice|invalid value", RuntimeWarning
             )
+            # the progress callback is this compute's own: entered as a context it would be
+            # registered for every dask compute of the process, and another job's (or a
+            # notebook's) tasks would report to this job - and be cancelled with it
             return dask.compute(
-                *arrays, scheduler="threads", num_workers=core.settings.limits.max_concurrency
+                *arrays,
+                scheduler="threads",
+                num_workers=core.settings.limits.max_concurrency,
+                callbacks=[_Progress(job).callback._callback],
             )
     except (StacGdalMcpError, OperationCancelled):
         raise
@@ -269,7 +275,8 @@ def _compute_distributed(client, job: Job, arrays):
 
 
 class _Progress:
-    """A dask local-scheduler callback: task counts to `job.progress` (which may cancel)."""
+    """A dask local-scheduler callback: task counts to `job.progress` (which may cancel); passed
+    to one `dask.compute` (`callbacks=`), never registered for the whole process."""
 
     def __init__(self, job: Job):
         from dask.callbacks import Callback
@@ -287,13 +294,6 @@ class _Progress:
 
         self.callback = _Callback()
         self.total = self.done = 0
-
-    def __enter__(self):
-        self.callback.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self.callback.__exit__(*exc)
 
 
 def _reason(exc: BaseException, settings) -> str:
