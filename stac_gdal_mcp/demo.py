@@ -291,7 +291,7 @@ async def _thumbnail(client, ref: str) -> str | None:
         except Exception:
             return None
         blob = getattr(content, "blob", None)
-        return f"data:{content.mimeType or mime};base64,{blob}" if blob else None
+        return f"data:{content.mime_type or mime};base64,{blob}" if blob else None
     path = Path(ref.removeprefix("file://"))
     sample = (Path(__file__).parent / "data" / "sample").resolve()
     if path.is_file() and path.resolve().is_relative_to(sample):
