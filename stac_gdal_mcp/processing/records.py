@@ -115,5 +115,16 @@ class Provenance(Model):
             return None
         return cls.model_validate_json(value) if isinstance(value, str) else cls.model_validate(value)
 
+    @classmethod
+    def required(cls, obj, kind: str, what: str) -> Provenance:
+        """The provenance of `obj`, which the operation `kind` must have made (a `what` table);
+        else one line saying so."""
+        from ..errors import InvalidArgument
+
+        provenance = cls.of(obj)
+        if provenance is None or provenance.kind != kind:
+            raise InvalidArgument(f"not a {what} table (made by {kind}); nothing says where it came from")
+        return provenance
+
 
 PROVENANCE_ATTR = "stac_gdal_mcp"

@@ -213,12 +213,7 @@ def rows_of(frame: pd.DataFrame) -> list[TimeSeriesRow]:
 
 
 def provenance_of(frame) -> Provenance:
-    provenance = Provenance.of(frame)
-    if provenance is None or provenance.kind != "time_series":
-        raise InvalidArgument(
-            "not a time series table (made by time_series); nothing says where it came from"
-        )
-    return provenance
+    return Provenance.required(frame, "time_series", "time series")
 
 
 # --- outputs -------------------------------------------------------------------------------------

@@ -949,12 +949,7 @@ MEDIA_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv"}
 def provenance_of(frame):
     from .records import Provenance
 
-    provenance = Provenance.of(frame)
-    if provenance is None or provenance.kind != "zonal_stats":
-        raise InvalidArgument(
-            "not a zonal statistics table (made by zonal_stats); nothing says where it came from"
-        )
-    return provenance
+    return Provenance.required(frame, "zonal_stats", "zonal statistics")
 
 
 def save(
