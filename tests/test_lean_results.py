@@ -86,6 +86,6 @@ async def test_a_csv_output_is_read_as_text(tmp_path):
             [text] = await client.read_resource(f"stac-gdal://outputs/{csv['id']}/file")
             [blob] = await client.read_resource(f"stac-gdal://outputs/{chart['id']}/file")
         on_disk = session.outputs.path(csv["id"]).read_bytes()
-    assert isinstance(text, TextResourceContents) and text.mimeType == "text/csv"
+    assert isinstance(text, TextResourceContents) and text.mime_type == "text/csv"
     assert text.text.encode() == on_disk and text.text.startswith("date,datetime,value")
-    assert isinstance(blob, BlobResourceContents) and blob.mimeType == "image/png"
+    assert isinstance(blob, BlobResourceContents) and blob.mime_type == "image/png"
