@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
+from helpers import scaled
 
 from stac_gdal_mcp.errors import InvalidArgument
 from stac_gdal_mcp.processing.grids import parse_crs
@@ -151,7 +152,7 @@ def test_deeply_nested_cql2_json_is_refused_at_once(depth):
         started = time.monotonic()
         with pytest.raises(InvalidArgument) as info:
             p.cql2_filter(value, "cql2-json")
-        assert time.monotonic() - started < 1
+        assert time.monotonic() - started < scaled(1)
         assert "nested" in str(info.value) and "\n" not in str(info.value)
 
 
@@ -161,7 +162,7 @@ def test_nested_cql2_text_is_refused_at_once():
         started = time.monotonic()
         with pytest.raises(InvalidArgument) as info:
             p.cql2_filter(text)
-        assert time.monotonic() - started < 1 and "\n" not in str(info.value)
+        assert time.monotonic() - started < scaled(1) and "\n" not in str(info.value)
 
 
 def test_nested_query_and_geometry_collections_are_refused():
@@ -183,7 +184,7 @@ def test_nested_query_and_geometry_collections_are_refused():
         started = time.monotonic()
         with pytest.raises(InvalidArgument) as info:
             p.intersects(value)
-        assert time.monotonic() - started < 1 and "\n" not in str(info.value)
+        assert time.monotonic() - started < scaled(1) and "\n" not in str(info.value)
 
 
 def test_huge_arguments_are_refused():
@@ -218,7 +219,7 @@ async def test_nested_arguments_through_the_server_answer_quickly(make_settings,
         ):
             started = time.monotonic()
             result = await client.call_tool("search_items", args, raise_on_error=False)
-            assert time.monotonic() - started < 2, list(args)
+            assert time.monotonic() - started < scaled(2), list(args)
             assert result.is_error and "\n" not in result.content[0].text, result.content[0].text
         ok = await client.call_tool("search_items", {"limit": 1})
         assert ok.structured_content["returned"] == 1
