@@ -34,18 +34,12 @@ from pathlib import Path
 
 import pytest
 
-from stac_gdal_mcp.server.map_app import (
-    MAP_URI,
-    build_map_view,
-    map_app_config,
-    map_html,
-    map_page,
-    register_map_app,
-)
+from stac_gdal_mcp.maps import build_map_view, map_html, map_page
+from stac_gdal_mcp.server.map_app import MAP_URI, map_app_config, register_map_app
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "ui_fixtures"
-PAGE = ROOT / "stac_gdal_mcp" / "server" / "ui" / "map.html"
+PAGE = ROOT / "stac_gdal_mcp" / "maps" / "map.html"
 WORLD = ROOT / "stac_gdal_mcp" / "data" / "naturalearth" / "countries-110m.json"
 DOCS_IMG = ROOT / "docs" / "img"
 DOCS_IMAGE = DOCS_IMG / "map-app.png"

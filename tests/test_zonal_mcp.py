@@ -22,8 +22,8 @@ from fastmcp import Client
 from test_map_app import Projection, browser, color_near, open_with_fragment, page, screenshot, served  # noqa: F401
 
 from stac_gdal_mcp import Session
+from stac_gdal_mcp.maps import build_map_view
 from stac_gdal_mcp.server import build_server
-from stac_gdal_mcp.server.map_app import build_map_view
 from stac_gdal_mcp.settings import load_settings
 
 

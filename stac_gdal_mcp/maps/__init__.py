@@ -1,4 +1,4 @@
-"""The map: one page (server/ui/map.html with the Natural Earth coastline inlined) that the MCP
+"""The map: one page (maps/map.html with the Natural Earth coastline inlined) that the MCP
 App shows beside a tool result and a notebook shows inline (`Session.map`).
 
 - `build_map_view(calls)`: the page's view data from tool calls, computed in Python (view.py);

@@ -1,4 +1,4 @@
-"""The map page: server/ui/map.html (inline script and style, no library) with the Natural Earth
+"""The map page: maps/map.html (inline script and style, no library) with the Natural Earth
 1:110m land and borders inlined (data/naturalearth/), so it draws a coastline with no network.
 
 `map_html(basemap, attribution)` is the page a host shows beside a tool result (it is given the
@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
 
-MAP_HTML = ("server", "ui", "map.html")  # inside the stac_gdal_mcp package
+MAP_HTML = ("maps", "map.html")  # inside the stac_gdal_mcp package
 WORLD = ("data", "naturalearth", "countries-110m.json")
 
 _SLOT = '<script type="application/json" id="{}">{}</script>'

@@ -3,7 +3,7 @@
 thumbnails), the ranking, time series, zonal statistics' zones (coloured by the first statistic)
 and the outputs (bbox, footprint and quicklook as a data URI).
 
-The map page builds the same data in JavaScript (`buildView` in server/ui/map.html): keep the two
+The map page builds the same data in JavaScript (`buildView` in maps/map.html): keep the two
 in step; the tests check that both agree.
 """
 

@@ -1,24 +1,20 @@
 """The map in the host: an MCP App (the `io.modelcontextprotocol/ui` extension).
 
-`register_map_app(mcp)` registers the `ui://` resource: the map page of `stac_gdal_mcp.maps`
-(`server/ui/map.html`: inline script and style, no library, with the Natural Earth 1:110m land and
-borders inlined from `data/naturalearth/`), so it draws a coastline with no network. Tools point to
-it with `_meta.ui.resourceUri` (`app=map_app_config()` on the tool); hosts that implement MCP Apps
-show the page next to the tool result and pass it the result, hosts that do not show the result as
-before. A tile basemap is off unless `basemap` (a `{z}/{x}/{y}` URL) is given: its origin is then
-declared in the resource's CSP (`resourceDomains`) and the page draws tiles only where the host
-allows that origin.
-
-The page and its view data live in the core (`stac_gdal_mcp.maps`), which the library's
-`Session.map` shows in a notebook too: `build_map_view(calls)` (the page's view data, computed in
-Python), `map_html` and `map_page(calls)` (the page with the calls in it) are re-exported here.
+`register_map_app(mcp)` registers the `ui://` resource: the map page of the core
+(`stac_gdal_mcp.maps`, which `Session.map` shows in a notebook too: `maps/map.html`, inline
+script and style, no library, with the Natural Earth 1:110m land and borders inlined), so it draws
+a coastline with no network. Tools point to it with `_meta.ui.resourceUri`
+(`app=map_app_config()` on the tool); hosts that implement MCP Apps show the page next to the tool
+result and pass it the result, hosts that do not show the result as before. A tile basemap is off
+unless `basemap` (a `{z}/{x}/{y}` URL) is given: its origin is then declared in the resource's CSP
+(`resourceDomains`) and the page draws tiles only where the host allows that origin.
 """
 
 from __future__ import annotations
 
-from ..maps import build_map_view, map_html, map_page, tile_origin
+from ..maps import map_html, tile_origin
 
-__all__ = ["MAP_URI", "build_map_view", "map_app_config", "map_html", "map_page", "register_map_app"]
+__all__ = ["MAP_URI", "map_app_config", "register_map_app"]
 
 MAP_URI = "ui://stac-gdal-mcp/map.html"
 
