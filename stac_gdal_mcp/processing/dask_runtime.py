@@ -87,7 +87,7 @@ def compute(core, job: Job, *arrays):
                 *arrays,
                 scheduler="threads",
                 num_workers=core.settings.limits.max_concurrency,
-                callbacks=[_Progress(job).callback._callback],
+                callbacks=[_progress(job)],
             )
     except (StacGdalMcpError, OperationCancelled):
         raise
@@ -183,7 +183,6 @@ def _stream_threads(core, job: Job, parts, ahead: int):
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     import dask
-    from dask.callbacks import Callback
 
     stop = threading.Event()
 
@@ -200,7 +199,7 @@ def _stream_threads(core, job: Job, parts, ahead: int):
                 collection,
                 scheduler="threads",
                 num_workers=core.settings.limits.max_concurrency,
-                callbacks=[Callback(pretask=check)._callback],
+                callbacks=[_callbacks(pretask=check)],
             )
         except (StacGdalMcpError, OperationCancelled, _Stop):
             raise
@@ -274,26 +273,25 @@ def _compute_distributed(client, job: Job, arrays):
         raise
 
 
-class _Progress:
-    """A dask local-scheduler callback: task counts to `job.progress` (which may cancel); passed
-    to one `dask.compute` (`callbacks=`), never registered for the whole process."""
+def _callbacks(start_state=None, pretask=None, posttask=None) -> tuple:
+    """Callbacks of dask's local scheduler for one `dask.compute(callbacks=[...])`: its documented
+    5-tuple (start, start_state, pretask, posttask, finish), never registered for the process."""
+    return (None, start_state, pretask, posttask, None)
 
-    def __init__(self, job: Job):
-        from dask.callbacks import Callback
 
-        outer = self
+def _progress(job: Job) -> tuple:
+    """Task counts to `job.progress` (which may cancel), as one compute's callbacks."""
+    counts = {"done": 0, "total": 1}
 
-        class _Callback(Callback):
-            def _start_state(self, dsk, state):
-                outer.total = sum(len(state[k]) for k in ("ready", "waiting", "running")) or 1
-                outer.done = 0
+    def start_state(dsk, state):
+        counts["total"] = sum(len(state[k]) for k in ("ready", "waiting", "running")) or 1
+        counts["done"] = 0
 
-            def _posttask(self, key, result, dsk, state, worker_id):
-                outer.done += 1
-                job.progress(outer.done, outer.total, "loading pixels")
+    def posttask(key, result, dsk, state, worker_id):
+        counts["done"] += 1
+        job.progress(counts["done"], counts["total"], "loading pixels")
 
-        self.callback = _Callback()
-        self.total = self.done = 0
+    return _callbacks(start_state=start_state, posttask=posttask)
 
 
 def _reason(exc: BaseException, settings) -> str:
