@@ -97,6 +97,14 @@ class SearchResults:
         return [i if isinstance(i, ItemSummary) else item_summary(i) for i in self.page.items]
 
     @property
+    def search_arguments(self) -> dict[str, Any]:
+        """The arguments of the search that gave these results (those that are set; not the page
+        size or detail): what a record of them, or a map of their AOI, says was asked."""
+        return {
+            k: v for k, v in (self._arguments or {}).items() if v is not None and k not in ("limit", "detail")
+        }
+
+    @property
     def ids(self) -> list[str]:
         """The ids of this page's items (pass them on as `ids=`)."""
         return [s.id for s in self.summaries]
@@ -282,7 +290,12 @@ class SearchResults:
             return core.outputs.commit(
                 out,
                 operation="save_search",
-                parameters={"catalog": catalogs, **self._search(), "format": format, "max_items": max_items},
+                parameters={
+                    "catalog": catalogs,
+                    **self.search_arguments,
+                    "format": format,
+                    "max_items": max_items,
+                },
                 sources=[SourceRef(href=_search_href(core, c), catalog=c) for c in catalogs],
                 media_type=media_type,
                 title=f"{written:,} items of a search of {', '.join(catalogs)}",
@@ -294,12 +307,6 @@ class SearchResults:
                 },
                 software=package_versions("stac-geoparquet", "pyarrow") if format == "geoparquet" else None,
             )
-
-    def _search(self) -> dict[str, Any]:
-        """The search arguments that gave these results (those that are set)."""
-        return {
-            k: v for k, v in (self._arguments or {}).items() if v is not None and k not in ("limit", "detail")
-        }
 
     # --- tables ------------------------------------------------------------------------------
 

@@ -99,8 +99,7 @@ def map_call(result: Any) -> dict:
     from ..results import CloudCover, Preview, SearchResults
 
     if isinstance(result, SearchResults):
-        arguments = {k: v for k, v in (result._arguments or {}).items() if v is not None}
-        return _call("search_items", arguments, result.page.model_dump(mode="json"))
+        return _call("search_items", result.search_arguments, result.page.model_dump(mode="json"))
     if isinstance(result, CloudCover):
         return _call("cloud_cover_stats", {}, result.result.model_dump(mode="json"))
     if isinstance(result, Preview):
