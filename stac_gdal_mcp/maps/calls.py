@@ -118,6 +118,7 @@ def local_thumbnails(refs, core: Core) -> dict[str, str]:
     """The thumbnails among `refs` that are small image files of a local catalog (or the
     workspace), as `data:` URIs: the page shows them with no file server."""
     from ..catalogs.security import check_local_path
+    from ..errors import StacGdalMcpError
     from ..html import thumbnail_src
     from ..processing.access import local_roots
 
@@ -128,7 +129,7 @@ def local_thumbnails(refs, core: Core) -> dict[str, str]:
             continue  # http(s): the page shows it where allowed; other URIs: not files here
         try:
             check_local_path(ref, roots)  # a file of a local catalog or the workspace, not any file
-        except Exception:
+        except StacGdalMcpError:  # refused: outside those folders, not a path
             continue
         src = thumbnail_src(ref, lambda path: True)  # small images only
         if src is not None:
