@@ -728,13 +728,14 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
         job.progress(0, total, f"zonal statistics of {len(request.zones)} zones on {total} items")
     from .access import read_each
 
-    measure, stack = measure_assets, contextlib.ExitStack()
-    if total and core.settings.dask_scheduler:  # a worker thread per item in flight
-        cluster = stack.enter_context(contextlib.closing(Cluster(core, call)))
-        workers = max(1, min(sum(cluster.client.nthreads().values()), total))
-        measure = cluster.measure
-    args = [(core, call, it, job, measure) for it in call.items]
-    with stack, contextlib.closing(read_each(measure_item, args, workers)) as results:
+    with contextlib.ExitStack() as stack:
+        measure = measure_assets
+        if total and core.settings.dask_scheduler:  # a worker thread per item in flight
+            cluster = stack.enter_context(contextlib.closing(Cluster(core, call)))
+            workers = max(1, min(sum(cluster.client.nthreads().values()), total))
+            measure = cluster.measure
+        args = [(core, call, it, job, measure) for it in call.items]
+        results = stack.enter_context(contextlib.closing(read_each(measure_item, args, workers)))
         for done, (index, (meta, frame)) in enumerate(results, start=1):
             metas[index], frames[index] = meta, frame
             rows = 0 if frame is None else len(frame)
