@@ -198,9 +198,10 @@ async def test_bad_arguments_are_one_line(session):
         result = await client.call_tool_mcp(
             "save_search", {"search": {"catalog": "api", "bbox": [0, 0, 1, 1]}}
         )
-    assert (
-        result.is_error and len(result.content[0].text.splitlines()) == 1 and "bbox" in result.content[0].text
-    )
+    text = result.content[0].text
+    assert result.is_error and len(text.splitlines()) == 1
+    assert "unknown search argument" not in text  # it says where bbox belongs (issue 30)
+    assert "save_search: `bbox`" in text, text
     assert session.outputs.list() == []
 
 

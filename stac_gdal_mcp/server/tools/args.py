@@ -26,6 +26,7 @@ from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from ...discovery import params
 from ...discovery.query import SEARCH_ARGS, check_names
+from ...errors import InvalidArgument
 
 _OUTER = ("title", "description", "examples")
 
@@ -141,6 +142,13 @@ def _search_object(names: tuple[str, ...]):
         """JSON text parsed; an unknown name refused with the list of the names there are."""
         value = params.json_text(value, "search", always=True)
         if isinstance(value, dict):
+            area = [name for name in ("bbox", "intersects") if name in value]
+            if area:
+                raise InvalidArgument(
+                    f"'{area[0]}' is not part of `search`: the area is the tool's own argument "
+                    "(save_search: `bbox`; cloud_cover_stats, time_series, composite: `aoi`; "
+                    "zonal_stats: `geometries`)"
+                )
             check_names(value, names)
         return value
 
