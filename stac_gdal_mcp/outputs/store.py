@@ -15,6 +15,10 @@ partial is ever visible under a final name, and there is no record without its f
 renames the file into place, then writes the record (itself via a temporary name); if the record
 cannot be written the file is removed again.
 
+An output may also be a folder of files (`writing(..., dataset=True)`: a partitioned GeoParquet
+dataset, hive folders): written whole under a temporary name in `.tmp/`, renamed into place whole
+by `commit`; its record's checksum is of its files' checksums.
+
 A process killed mid-write (kill -9, power loss) cannot clean up; the next store to start on the
 workspace does (`sweep`): it removes the `.tmp/` entries of processes that no longer run (and of
 earlier stores of its own pid, see `leftovers`), and, when no other live store uses the
@@ -40,7 +44,7 @@ from pathlib import Path
 from typing import Unpack
 
 from ..catalogs.security import check_output_name
-from ..errors import AccessDenied, LimitExceeded, NotFound, OutputExists, OutputNotFound
+from ..errors import AccessDenied, LimitExceeded, NotFound, NotSupported, OutputExists, OutputNotFound
 from ..files import file_checksum, read_plain, remove, remove_tree, slug, write_atomic
 from ..settings import Settings
 from . import leftovers
@@ -133,12 +137,14 @@ class OutputStore:
             raise AccessDenied(f"the workspace folder '{path.name}' leads outside the workspace; refused")
         return path
 
-    def _entry(self, folder: Path, name: str) -> Path:
-        """`folder/name` if it is a plain file (or absent), never a link or something outside."""
+    def _entry(self, folder: Path, name: str, *, dataset: bool = False) -> Path:
+        """`folder/name` if it is a plain file (or absent), never a link or something outside;
+        `dataset`: a plain folder is accepted too (a partitioned output, see `writing`)."""
         path = folder / name
         if path.is_symlink():
             raise AccessDenied(f"'{folder.name}/{name}' in the workspace is a symbolic link; refused")
-        if path.exists() and (not path.is_file() or path.resolve().parent != folder.resolve()):
+        plain = path.is_file() or (dataset and path.is_dir())
+        if path.exists() and (not plain or path.resolve().parent != folder.resolve()):
             raise AccessDenied(f"'{folder.name}/{name}' in the workspace is not a plain file; refused")
         return path
 
@@ -186,7 +192,7 @@ class OutputStore:
                 continue  # unreadable: list() reports it; not ours to judge
             name = Path(record.file.href).name
             file = self.root / name
-            if file.is_file() and not file.is_symlink():
+            if (file.is_file() or file.is_dir()) and not file.is_symlink():
                 files[name] = file
             else:
                 remove(record_path)
@@ -229,12 +235,13 @@ class OutputStore:
 
     @contextlib.contextmanager
     def writing(
-        self, suffix: str, output_name: str | None = None, *, stem: str | None = None
+        self, suffix: str, output_name: str | None = None, *, stem: str | None = None, dataset: bool = False
     ) -> Iterator[PendingOutput]:
         """Reserve a unique output and give a temporary path for it; clean up unless committed.
 
         suffix: the file's extension (".tif"); output_name: the caller's name (checked, must be
-        new) or None for `<stem>-<random>`.
+        new) or None for `<stem>-<random>`; `dataset`: the path is a folder (created here) whose
+        files are the output, as a partitioned GeoParquet dataset is, renamed into place whole.
         """
         output_id, file_name = self._reserve(suffix, output_name, stem)
         try:
@@ -248,11 +255,13 @@ class OutputStore:
             raise
         tmp = tmp_dir / f"{self.prefix}-{output_id}.{secrets.token_hex(4)}.tmp{suffix}"
         pending = PendingOutput(output_id=output_id, path=tmp, final_path=final)
+        if dataset:
+            tmp.mkdir()
         try:
             yield pending
         finally:
             for p in pending.temporary_files():
-                remove(p)
+                remove_tree(p)
             with self._lock:
                 self._reserved.discard(output_id)
             if not pending.committed:
@@ -262,7 +271,9 @@ class OutputStore:
         """Move the written file into place and write its record (`what`: operation, parameters,
         sources, media_type and optionally lineage, raster, title, properties, software; see
         `records.RecordArgs`); return the record."""
-        size = pending.path.stat().st_size
+        folder = pending.path.is_dir() and not pending.path.is_symlink()
+        files = sorted(p for p in pending.path.rglob("*") if p.is_file()) if folder else [pending.path]
+        size = sum(p.stat().st_size for p in files)
         limit = self.settings.limits.max_output_bytes
         if size > limit:
             raise LimitExceeded(
@@ -270,9 +281,10 @@ class OutputStore:
                 "use a smaller bbox, a coarser resolution or fewer bands"
             )
         links = self.links(pending.output_id, what["media_type"], size)
-        checksum = file_checksum(pending.path)
+        # (a folder's: of its files' checksums, in the order of their relative paths)
+        checksum = file_checksum(pending.path) if not folder else _folder_checksum(pending.path, files)
         record = build_record(pending.output_id, str(pending.final_path), size, checksum, links, what)
-        self._entry(self.root, pending.final_path.name)  # still no link planted there
+        self._entry(self.root, pending.final_path.name, dataset=folder)  # still no link planted there
         os.replace(pending.path, pending.final_path)
         try:
             write_atomic(
@@ -319,14 +331,20 @@ class OutputStore:
     def path(self, output_id: str) -> Path:
         """The file of one output: a plain file inside the outputs folder, never a link."""
         name = Path(self.get(output_id).file.href).name
-        path = self._entry(self._folder(self.root, create=False), name)
-        if not path.is_file():
+        path = self._entry(self._folder(self.root, create=False), name, dataset=True)
+        if not (path.is_file() or path.is_dir()):
             raise NotFound(f"the file of output '{output_id}' is missing from the workspace")
         return path
 
     def read_bytes(self, output_id: str) -> bytes:
         """The content of an output's file, opened without following a link (O_NOFOLLOW)."""
-        return read_plain(self.path(output_id), binary=True)
+        path = self.path(output_id)
+        if path.is_dir():
+            raise NotSupported(
+                f"output '{output_id}' is a folder (a partitioned dataset), not one file; read it from "
+                f"the workspace's outputs/{path.name} (pyarrow, geopandas, DuckDB)"
+            )
+        return read_plain(path, binary=True)
 
     def list(self) -> list[OutputRecord]:
         """All outputs, newest first."""
@@ -347,7 +365,15 @@ class OutputStore:
         with self._lock:
             file = self.root / Path(record.file.href).name
             if not file.is_symlink():
-                self._entry(self._folder(self.root, create=False), file.name)
-            remove(file)  # a link is removed itself, never what it points to
+                self._entry(self._folder(self.root, create=False), file.name, dataset=True)
+            remove_tree(file)  # a link is removed itself, never what it points to
             remove(self._record_path(output_id))
         return record
+
+
+def _folder_checksum(folder: Path, files: list[Path]) -> str:
+    """sha2-256 multihash of a folder's files: their relative paths and checksums, one a line."""
+    import hashlib
+
+    lines = "".join(f"{p.relative_to(folder).as_posix()} {file_checksum(p)}\n" for p in files)
+    return "1220" + hashlib.sha256(lines.encode()).hexdigest()
