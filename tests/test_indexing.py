@@ -376,3 +376,51 @@ def test_index_writes_stac_geoparquet_by_the_output_suffix(folder, tmp_path, cap
             assert session.search(catalog="gp", limit=100, **args).ids == ids and ids
         red = session.search(catalog="gp", ids=[want[0]["id"]], detail="full").items[0]
         assert Path(red["assets"]["data"]["href"]).is_file()  # made absolute against the file's folder
+
+
+@pytest.mark.parametrize("name", ["items.parquet", "items.json"])
+def test_index_output_never_writes_through_a_link_at_its_path(tmp_path, name):
+    """`--output DIR/items.parquet` where items.parquet is a planted link to a file above DIR
+    (a place the index may be written): the link itself is replaced, the file it points to is not
+    (issue 30; the path was resolved before writing)."""
+    work = tmp_path / "dir"
+    small_tiff(work / "a.tif")
+    victim = tmp_path / f"victim-{name}"
+    victim.write_bytes(b"precious")
+    (work / name).symlink_to(victim)
+    assert main(["index", str(work), "--output", str(work / name)]) == 0
+    assert victim.read_bytes() == b"precious"
+    assert not (work / name).is_symlink() and (work / name).stat().st_size > 0
+    assert not (tmp_path / f"victim-{name.rsplit('.', 1)[0]}.collection.json").exists()
+
+
+def test_index_parquet_of_a_float_cog_with_nan_nodata_beside_an_integer_one(tmp_path, capsys):
+    """Two of the demo's own outputs in one folder: a float COG whose nodata is NaN and an
+    integer one whose nodata is 0. The stac-geoparquet index holds both (nodata is a double
+    column: NaN is a double in Parquet), and reads back with their nodata (issue 30)."""
+    import math
+
+    import pyarrow.parquet as pq
+    from stac_geoparquet.arrow import stac_table_to_items
+
+    work = tmp_path / "dir"
+    small_tiff(work / "int.tif")
+    profile = {
+        "driver": "GTiff", "width": 64, "height": 64, "count": 1, "dtype": "float32",
+        "crs": "EPSG:32633", "transform": from_origin(*SITE_B, 10, 10), "nodata": float("nan"),
+    }  # fmt: skip
+    with rasterio.open(work / "ndvi.tif", "w", **profile) as dst:
+        dst.write(np.full((1, 64, 64), 0.5, dtype="float32"))
+    with rasterio.open(work / "int.tif", "r+") as dst:
+        dst.nodata = 0
+    out = work / "items.parquet"
+    assert main(["index", str(work), "--output", str(out)]) == 0, capsys.readouterr().err
+    items = {i["id"]: i for i in stac_table_to_items(pq.read_table(out))}
+    nodata = {k: i["assets"]["data"]["raster:bands"][0]["nodata"] for k, i in items.items()}
+    assert nodata["int"] == 0 and math.isnan(nodata["ndvi"])
+    # the re-run reads the file back and keeps both items as they are
+    assert main(["index", str(work), "--output", str(out)]) == 0
+    assert "0 added, 0 updated, 2 unchanged" in capsys.readouterr().out
+    assert main(["index", str(work)]) == 0  # the JSON index keeps the JSON spelling "nan"
+    bands = {i["id"]: i["assets"]["data"]["raster:bands"][0] for i in features(work / "stac-index.json")}
+    assert bands["ndvi"]["nodata"] == "nan" and bands["int"]["nodata"] == 0

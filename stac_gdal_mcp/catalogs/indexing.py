@@ -330,7 +330,8 @@ def _read_items(output: Path) -> Any:
         from .geoparquet import without_nulls
 
         with os.fdopen(open_plain(output), "rb") as f:
-            return [without_nulls(item) for item in stac_table_to_items(pq.read_table(f))]
+            items = [without_nulls(item) for item in stac_table_to_items(pq.read_table(f))]
+        return _nodata_spelled(items, as_json=True)
     text = read_plain(output)
     if output.suffix == ".ndjson":
         return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -345,13 +346,41 @@ def _write_items(out: Path, items: list[dict], collection: dict) -> None:
             raise InvalidArgument(f"no GeoTIFF could be indexed: {out.name} (stac-geoparquet) needs one item")
         from .geoparquet import write_geoparquet
 
-        write_geoparquet(iter(items), out, collections=[collection])
+        write_geoparquet(iter(_nodata_spelled(items, as_json=False)), out, collections=[collection])
         return
     if out.suffix == ".ndjson":
         text = "".join(json.dumps(i, separators=(",", ":")) + "\n" for i in items)
     else:
         text = json.dumps({"type": "FeatureCollection", "features": items}, indent=1)
     write_atomic(out, text)
+
+
+def _nodata_spelled(items: list[dict], *, as_json: bool) -> list[dict]:
+    """The items with their bands' nodata as JSON spells it ("nan", "inf", "-inf": the raster
+    extension's strings) or as Parquet holds it: a double (a column has one type, so a float
+    COG's NaN and an integer COG's 0 are both doubles). Copies, the items given are unchanged."""
+    out = []
+    for item in items:
+        item = {**item, "assets": {**item.get("assets", {})}}
+        for key, asset in item["assets"].items():
+            if isinstance(asset, dict) and isinstance(asset.get("raster:bands"), list):
+                bands = [
+                    {**b, "nodata": _nodata(b["nodata"], as_json)}
+                    if isinstance(b, dict) and "nodata" in b
+                    else b
+                    for b in asset["raster:bands"]
+                ]
+                item["assets"][key] = {**asset, "raster:bands": bands}
+        out.append(item)
+    return out
+
+
+def _nodata(value: Any, as_json: bool) -> Any:
+    if as_json:
+        return _number(value) if isinstance(value, float) and not math.isfinite(value) else value
+    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
+        return float(value)
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 ITEM_KEYS = {"type", "stac_version", "stac_extensions", "id", "collection", "geometry", "bbox", "properties", "links", "assets"}  # fmt: skip
@@ -511,7 +540,14 @@ def _collection(collection_id: str, items: list[dict], title: str) -> dict:
 
 
 def _output(folder: Path, output: str | os.PathLike | None) -> Path:
-    out = Path(output).expanduser().resolve() if output else folder / DEFAULT_NAME
+    """Where the index goes: its folder resolved, never its own name (a link planted there is
+    replaced by the index, not followed)."""
+    if not output:
+        return folder / DEFAULT_NAME
+    given = Path(output).expanduser()
+    if given.name in ("", ".", ".."):
+        raise InvalidArgument(f"the index {output} must name a file (.json, .ndjson or .parquet)")
+    out = given.parent.resolve() / given.name
     if folder != out.parent and out.parent not in folder.parents:
         raise InvalidArgument(
             f"the index {out} must be in {folder} or a folder above it: processing reads only "
