@@ -194,7 +194,12 @@ def check(
         raise InvalidArgument(f"resolution must be positive (got {resolution})")
     parsed_stats = parse_stats(stats)
     text, tree, names = parse_expression(expression)
-    zones = read_zones(geometries, id_property=id_property, roots=local_roots(core))
+    # (zones already read: zonal_region's groups of a large file)
+    zones = (
+        geometries
+        if isinstance(geometries, Zones)
+        else read_zones(geometries, id_property=id_property, roots=local_roots(core))
+    )
     return ZonalRequest(
         zones=zones,
         expression=text,
@@ -720,12 +725,18 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
     job = job or Job()
     job.limit_time(core.settings.limits.job_timeout_s)
     call = select(core, request)
+    return table(core, call, *measure_items(core, call, job))
+
+
+def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[list, list]:
+    """(facts, rows) of each of the call's items, on the reader threads or the dask cluster;
+    `report`: a progress step per item (zonal_region reports per group of zones instead)."""
     total = len(call.items)
     metas: list = [None] * total
     frames: list = [None] * total
     workers = max(1, min(core.settings.limits.max_concurrency, ITEMS_IN_FLIGHT, total))
-    if total:
-        job.progress(0, total, f"zonal statistics of {len(request.zones)} zones on {total} items")
+    if total and report:
+        job.progress(0, total, f"zonal statistics of {len(call.request.zones)} zones on {total} items")
     from .access import read_each
 
     with contextlib.ExitStack() as stack:
@@ -739,8 +750,9 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
         for done, (index, (meta, frame)) in enumerate(results, start=1):
             metas[index], frames[index] = meta, frame
             rows = 0 if frame is None else len(frame)
-            job.progress(done, total, f"{meta['item_id']}: {meta['error'] or f'{rows} zones measured'}")
-    return table(core, call, metas, frames)
+            if report:
+                job.progress(done, total, f"{meta['item_id']}: {meta['error'] or f'{rows} zones measured'}")
+    return metas, frames
 
 
 def table(core, call: Call, metas: list[dict], frames: list) -> pd.DataFrame:
@@ -961,6 +973,13 @@ def save(
     provenance = provenance_of(frame)
     if format not in MEDIA_TYPES:
         raise InvalidArgument("format must be 'parquet' (GeoParquet) or 'csv' for a zonal statistics table")
+    if saved := provenance.facts.get("saved_as"):  # a region's: written while computed (zonal_region)
+        if format != "parquet" or output_name is not None:
+            raise InvalidArgument(
+                f"this table of {provenance.facts['zones']:,} zones was saved as it was computed, as the "
+                f"partitioned GeoParquet output '{saved}'; it is not written again"
+            )
+        return core.outputs.get(saved)
     if job is not None:
         job.progress(1, 1, "writing the table")
     store = core.outputs
