@@ -5,19 +5,7 @@ per item (or per solar day), straight from the items' COGs, with exactextract as
 a call would read and write (headers and tile indexes only), `run` computes the table, `save`
 writes it (GeoParquet or CSV) with a record naming every asset read.
 
-How one item is measured (`measure_item`, items concurrently on the process's reader threads):
-1. the zones whose outline meets the item's footprint (an STRtree built once per call);
-2. the assets of the expression's bands (and the cloud mask when `mask_clouds`), each opened
-   through `access.open_reader` (href policy, signing, GDAL options, retries, the job);
-3. the grid: the finest of the bands' own grids (pixels are never resampled; coarser bands and
-   the mask are sampled onto it by pixel centre, exact when grids nest as Sentinel-2's 10/20 m
-   do), or a grid of `resolution` in the item's CRS when one is asked for;
-4. the zones projected into the item's CRS (once per CRS and call, vertex by vertex as GeoPandas'
-   `to_crs` does) and grouped by the tiles under their bounding boxes: each group is one window
-   read of those tiles and no others, shared by every zone of the group;
-5. per window: each item's scale/offset applied, nodata and (with `mask_clouds`) every pixel that
-   is not clear masked, the expression evaluated, and `exact_extract` run on the window with the
-   group's zones: partial pixels count by the share of their area inside the zone.
+How one item is measured: see `zonal_pixels`; items on dask.distributed: `zonal_cluster`.
 
 A failed read is never data: the item's rows carry `error` and no statistic (every zone's, when it
 failed before its footprint was known: it may cover any of them). Zones outside an item's raster
@@ -26,17 +14,16 @@ get a row with count 0 and a note; zones no item covers get one such row.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import logging
-import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import InvalidArgument, LimitExceeded, NotSupported, StacGdalMcpError
-from ..stac import item_datetime, raster_band
+from ..errors import InvalidArgument, StacGdalMcpError
+from ..stac import item_datetime
 from .jobs import Job
+from .zonal_pixels import Call, failure, item_grid, item_inputs, measure_assets, source_window, windows
 from .zones import Zones, read_zones
 
 if TYPE_CHECKING:
@@ -45,7 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ITEMS = 50
-WINDOW_PIXELS = 2048 * 2048  # a group's window at most (larger zones are read one by one)
 # Items measured at once: each holds its decoded tiles (GDAL's block cache, until its files close)
 # and its window's arrays, ~25 MB for NDVI on a 2048 px Sentinel-2 tile; the work is CPU-bound
 # (exactextract), so more items in flight add memory, not speed. Measured, 10,000 fields x 20
@@ -219,46 +205,6 @@ def check(
 # --- items --------------------------------------------------------------------------------------
 
 
-@dataclass
-class Call:
-    """What every item of a call shares: the request, the catalog, the items, the zones' index
-    and their projections (by CRS, worked out once)."""
-
-    request: ZonalRequest
-    catalog: Any
-    items: list
-    notes: list[str]
-    collections: Any
-    limits: Any = None
-    tree: Any = None
-    projected: dict = field(default_factory=dict)
-
-    def zones_under(self, footprint) -> list[int]:
-        """Indexes of the zones that meet `footprint` (a shapely geometry in WGS84)."""
-        import shapely
-
-        if self.tree is None:
-            self.tree = shapely.STRtree(list(self.request.zones.geometries))
-        return sorted(int(i) for i in self.tree.query(footprint, predicate="intersects"))
-
-    def in_crs(self, crs) -> list:
-        """Every zone in `crs`, vertex by vertex (as GeoPandas' `to_crs`: the polygons a user
-        would hand exactextract for the raster)."""
-        key = crs.to_wkt()
-        found = self.projected.get(key)
-        if found is None:
-            found = self.projected[key] = project_zones(self.request.zones.geometries, crs)
-        return found
-
-
-def project_zones(geometries, crs) -> list:
-    import shapely
-    from pyproj import Transformer
-
-    to_crs = Transformer.from_crs("EPSG:4326", crs, always_xy=True)
-    return list(shapely.transform(list(geometries), to_crs.transform, interleaved=False))
-
-
 def select(core, request: ZonalRequest) -> Call:
     """The items a request measures: the caller's, or a search over the zones (capped)."""
     from .selection import Collections, select_items
@@ -286,332 +232,6 @@ def full_item(call: Call, ref_or_item: dict) -> dict:
     if "assets" in ref_or_item:
         return ref_or_item
     return call.catalog.item(ref_or_item["collection_id"], ref_or_item["item_id"])
-
-
-# --- one item: its assets and grid --------------------------------------------------------------
-
-
-@dataclass
-class Band:
-    """One asset read for an item: its source, and how its values become numbers."""
-
-    source: Any  # access.AssetSource
-    scale: float = 1.0
-    offset: float = 0.0
-    nodata: float | None = None
-
-
-@dataclass
-class ItemInputs:
-    bands: dict[str, Band]  # band name of the expression -> its asset
-    mask: Any = None  # masks.MaskSource or None
-    mask_band: Band | None = None
-
-    @property
-    def sources(self) -> list:
-        found = {b.source.asset_key: b.source for b in self.bands.values()}
-        if self.mask_band is not None:
-            found.setdefault(self.mask_band.source.asset_key, self.mask_band.source)
-        return list(found.values())
-
-
-def item_inputs(core, call: Call, item: dict) -> ItemInputs:
-    """The assets of the expression's bands (and the cloud mask) of one item, resolved."""
-    from .access import asset_source, find_asset
-    from .masks import asset_nodata
-    from .selection import item_mask
-
-    bands = {}
-    for name in call.request.names:
-        key, meta = find_asset(item, name)
-        band = raster_band(meta)
-        bands[name] = Band(
-            asset_source(core, item, key, catalog=call.catalog.id),
-            float(band.get("scale", 1.0)),
-            float(band.get("offset", 0.0)),
-            asset_nodata(meta),
-        )
-    inputs = ItemInputs(bands)
-    if call.request.mask_clouds:
-        mask = item_mask(item, call.collections)
-        inputs.mask = mask
-        inputs.mask_band = Band(
-            asset_source(core, item, mask.asset, catalog=call.catalog.id), nodata=mask.nodata
-        )
-    return inputs
-
-
-@dataclass(frozen=True)
-class Grid:
-    """The grid the statistics are computed on (north-up): an asset's own, or `resolution`'s."""
-
-    transform: Any
-    width: int
-    height: int
-    crs: Any
-    block: tuple[int, int]  # (width, height) of the tiles zones are grouped by
-
-    @property
-    def pixel_area(self) -> float:
-        return abs(self.transform.a * self.transform.e)
-
-
-def item_grid(datasets: dict, inputs: ItemInputs, resolution: float | None) -> Grid:
-    """The finest grid of the expression's bands, or one of `resolution` over the same extent."""
-    from rasterio.transform import Affine
-
-    band_sets = [datasets[b.source.asset_key] for b in inputs.bands.values()]
-    for src in datasets.values():
-        if src.crs != band_sets[0].crs:
-            raise NotSupported(
-                f"the assets of item '{inputs.bands[next(iter(inputs.bands))].source.item_id}' "
-                "are in different CRSs; zonal statistics need one CRS per item"
-            )
-        if src.transform.b or src.transform.d or src.transform.e >= 0:
-            raise NotSupported(f"{src.name.rsplit('/', 1)[-1]} is not a north-up grid")
-    finest = min(band_sets, key=lambda s: abs(s.transform.a))
-    block = tuple(reversed(finest.block_shapes[0]))
-    if resolution is None:
-        return Grid(finest.transform, finest.width, finest.height, finest.crs, block)
-    t = finest.transform
-    width = math.ceil(finest.width * abs(t.a) / resolution)
-    height = math.ceil(finest.height * abs(t.e) / resolution)
-    scale = abs(t.a) / resolution
-    block = (max(1, round(block[0] * scale)), max(1, round(block[1] * scale)))
-    return Grid(Affine(resolution, 0, t.c, 0, -resolution, t.f), width, height, finest.crs, block)
-
-
-# --- windows: zones grouped by tile -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Window:
-    """A pixel window of the grid (clipped to it) and the zones measured in it."""
-
-    col0: int
-    row0: int
-    col1: int
-    row1: int
-    zones: tuple[int, ...]
-
-    @property
-    def pixels(self) -> int:
-        return (self.col1 - self.col0) * (self.row1 - self.row0)
-
-
-def windows(grid: Grid, bounds, indexes: list[int]) -> tuple[list[Window], list[int]]:
-    """The windows that cover zones `indexes` (their `bounds` in the grid's CRS, N x 4), grouped
-    by the tiles under their bounding boxes (a window reads those tiles and no other); and the
-    zones that lie outside the grid."""
-    import numpy as np
-
-    inverse = ~grid.transform
-    c0, r0 = inverse @ (bounds[:, 0], bounds[:, 3])
-    c1, r1 = inverse @ (bounds[:, 2], bounds[:, 1])
-    c0, r0 = np.clip(np.floor(c0), 0, grid.width), np.clip(np.floor(r0), 0, grid.height)
-    c1, r1 = np.clip(np.ceil(c1), 0, grid.width), np.clip(np.ceil(r1), 0, grid.height)
-    inside = (c1 > c0) & (r1 > r0)
-    outside = [indexes[i] for i in np.flatnonzero(~inside)]
-    groups: dict[tuple, list[int]] = {}
-    bw, bh = grid.block
-    for i in np.flatnonzero(inside):
-        size = (c1[i] - c0[i]) * (r1[i] - r0[i])
-        # the tiles under the zone's bounding box: zones under the same tiles share one read
-        tiles = (int(c0[i]) // bw, int(r0[i]) // bh, (int(c1[i]) - 1) // bw, (int(r1[i]) - 1) // bh)
-        key = ("alone", i) if size > WINDOW_PIXELS else tiles
-        groups.setdefault(key, []).append(int(i))
-    found = []
-    for members in groups.values():
-        m = np.array(members)
-        found.append(
-            Window(
-                int(c0[m].min()),
-                int(r0[m].min()),
-                int(c1[m].max()),
-                int(r1[m].max()),
-                tuple(indexes[i] for i in members),
-            )
-        )
-    return found, outside
-
-
-def source_window(grid: Grid, window: Window, src):
-    """Where the grid window's pixel centres fall in dataset `src`: (native window as (col0,
-    row0, col1, row1) or None when it misses the raster, column indexes, row indexes), the
-    indexes relative to the native window and -1 outside the raster."""
-    import numpy as np
-
-    t, s = grid.transform, src.transform
-    xs = t.c + (np.arange(window.col0, window.col1) + 0.5) * t.a
-    ys = t.f + (np.arange(window.row0, window.row1) + 0.5) * t.e
-    cols = np.floor((xs - s.c) / s.a).astype("int64")
-    rows = np.floor((ys - s.f) / s.e).astype("int64")
-    cols[(cols < 0) | (cols >= src.width)] = -1
-    rows[(rows < 0) | (rows >= src.height)] = -1
-    good_c, good_r = cols[cols >= 0], rows[rows >= 0]
-    if not good_c.size or not good_r.size:
-        return None, cols, rows
-    native = (int(good_c.min()), int(good_r.min()), int(good_c.max()) + 1, int(good_r.max()) + 1)
-    cols = np.where(cols >= 0, cols - native[0], -1)
-    rows = np.where(rows >= 0, rows - native[1], -1)
-    return native, cols, rows
-
-
-# --- one window: read, mask, evaluate, exactextract -----------------------------------------------
-
-
-def sample(reader, grid: Grid, window: Window):
-    """The pixels of `reader`'s asset at the window's pixel centres (nearest: the asset's own
-    pixels when it is the grid), and where the asset covers them."""
-    import numpy as np
-    from rasterio.windows import Window as RasterWindow
-
-    native, cols, rows = source_window(grid, window, reader.src)
-    covered = (rows[:, None] >= 0) & (cols[None, :] >= 0)
-    if native is None:
-        return np.zeros(covered.shape, dtype=reader.src.dtypes[0]), covered
-    c0, r0, c1, r1 = native
-    block = reader.run(lambda src: src.read(1, window=RasterWindow(c0, r0, c1 - c0, r1 - r0)))
-    return block[np.ix_(np.maximum(rows, 0), np.maximum(cols, 0))], covered
-
-
-def _valid(data, covered, nodata):
-    valid = covered & (data == data)  # NaN is never valid
-    return valid if nodata is None else valid & (data != nodata)
-
-
-def window_values(request: ZonalRequest, inputs: ItemInputs, read):
-    """(value, cloud) masked arrays of one window: value masked where a band is nodata, outside
-    its asset, not finite or (with mask_clouds) not clear; cloud 1/0 where the mask is valid, or
-    None. `read(band)` gives (pixels, covered) of one asset on the window."""
-    import numpy as np
-
-    from .expressions import evaluate
-
-    usable, cloud, arrays = None, None, {}
-    for name, band in inputs.bands.items():
-        data, covered = read(band)
-        valid = _valid(data, covered, band.nodata)
-        usable = valid if usable is None else usable & valid
-        arrays[name] = (data, band)
-    if inputs.mask is not None:
-        data, covered = read(inputs.mask_band)
-        classes = inputs.mask.scheme.decode(data, nodata=inputs.mask_band.nodata)
-        known = covered & ~classes.nodata
-        usable &= known & classes.clear
-        cloud = np.ma.masked_array(classes.cloud.astype("float64"), mask=~known)
-    (name, (data, band)), *others = arrays.items()
-    plain = not others and isinstance(request.tree.body, ast.Name) and (band.scale, band.offset) == (1, 0)
-    if plain:
-        value = data  # a band as stored (class values stay integers: majority, frac, ... exact)
-    else:
-        with np.errstate(all="ignore"):
-            bands = {n: d.astype("float64") * b.scale + b.offset for n, (d, b) in arrays.items()}
-            value = np.asarray(evaluate(request.tree, bands), dtype="float64")
-        usable &= np.isfinite(value)
-    return np.ma.masked_array(value, mask=~usable), cloud
-
-
-def extract(request: ZonalRequest, grid: Grid, window: Window, geometries: list, value, cloud):
-    """exactextract's statistics of the window's zones (`geometries` in the grid's CRS)."""
-    import pandas as pd
-    from exactextract import exact_extract
-    from exactextract.operation import Operation
-    from exactextract.raster import NumPyRasterSource
-    from shapely.geometry import mapping
-
-    x0, y0 = grid.transform @ (window.col0, window.row0)
-    x1, y1 = grid.transform @ (window.col1, window.row1)
-    extent = (x0, y1, x1, y0)
-    source = NumPyRasterSource(value, *extent, name="value")
-    ops = [Operation(s.name, s.name, source, None, dict(s.options)) for s in request.stats]
-    ops.append(Operation("count", "_count", source))
-    if any(s.name == "frac" for s in request.stats):
-        ops.append(Operation("unique", "_unique", source))
-    # (the sources stay referenced here: the operations hold them only as C++ pointers)
-    cloud_source = None if cloud is None else NumPyRasterSource(cloud, *extent, name="cloud")
-    if cloud_source is not None:
-        ops.append(Operation("mean", "cloud_fraction", cloud_source))
-    features = [{"type": "Feature", "properties": {}, "geometry": mapping(g)} for g in geometries]
-    frame = exact_extract(source, features, ops, output="pandas")
-    del cloud_source
-    frame.insert(0, "_zone", list(window.zones))
-    if "frac" in frame:
-        fractions = pd.DataFrame(
-            [
-                {f"frac_{_label(k)}": float(v) for k, v in zip(u, f)}
-                for u, f in zip(frame["_unique"], frame["frac"])
-            ],
-            index=frame.index,
-        )
-        frame = pd.concat([frame.drop(columns=["frac", "_unique"]), fractions], axis=1)
-    if "unique" in frame:
-        frame["unique"] = [list(map(_label, u)) for u in frame["unique"]]
-    return frame
-
-
-def _label(value):
-    return int(value) if float(value).is_integer() else float(value)
-
-
-# --- one item -------------------------------------------------------------------------------------
-
-
-def measure_zones(call: Call, inputs: ItemInputs, readers: dict, indexes: list[int], job: Job):
-    """The statistics of zones `indexes` on one item (its assets open in `readers`), a window at a
-    time; zones outside the item's raster get count 0 and a note."""
-    import pandas as pd
-    import shapely
-
-    grid = item_grid({k: r.src for k, r in readers.items()}, inputs, call.request.resolution)
-    projected = call.in_crs(grid.crs)
-    geometries = [projected[i] for i in indexes]
-    found, outside = windows(grid, shapely.bounds(geometries), indexes)
-    cache: dict = {}
-
-    def read(band: Band):
-        key = band.source.asset_key
-        if key not in cache:
-            cache[key] = sample(readers[key], grid, window)
-            if band.nodata is None:
-                band.nodata = readers[key].src.nodata
-        return cache[key]
-
-    parts = []
-    for window in found:
-        job.check()
-        cache.clear()
-        big = window.pixels > WINDOW_PIXELS
-        if big and window.pixels > call.limits.max_output_pixels:
-            raise LimitExceeded(
-                f"zone {call.request.zones.ids[window.zones[0]]!r} covers {window.pixels:,} pixels, more than "
-                f"limits.max_output_pixels={call.limits.max_output_pixels:,}; pass a coarser resolution"
-            )
-        value, cloud = window_values(call.request, inputs, read)
-        parts.append(extract(call.request, grid, window, [projected[i] for i in window.zones], value, cloud))
-    if outside:
-        parts.append(pd.DataFrame({"_zone": outside, "_count": 0.0, "note": "outside the item's raster"}))
-    frame = pd.concat(parts, ignore_index=True)
-    areas = shapely.area([projected[i] for i in frame["_zone"]])
-    frame["valid_fraction"] = (frame["_count"] / (areas / grid.pixel_area)).clip(upper=1.0)
-    return frame
-
-
-def measure_assets(settings, call: Call, inputs: ItemInputs, indexes: list[int], job: Job):
-    """The rows of zones `indexes` on one item's assets (opened here, closed after)."""
-    from .access import ONE_THREAD_PER_READ, open_reader
-
-    with contextlib.ExitStack() as stack:
-        readers = {
-            s.asset_key: stack.enter_context(open_reader(s, settings, env=ONE_THREAD_PER_READ, job=job))
-            for s in inputs.sources
-        }
-        return measure_zones(call, inputs, readers, indexes, job)
-
-
-def failure(exc: BaseException) -> str:
-    """An item's failure in one line (our errors say it in words)."""
-    return str(exc) if isinstance(exc, StacGdalMcpError) else f"{type(exc).__name__}: {exc}"
 
 
 def measure_item(core, call: Call, ref_or_item: dict, job: Job, measure=measure_assets) -> tuple[dict, Any]:
@@ -652,69 +272,6 @@ def measure_item(core, call: Call, ref_or_item: dict, job: Job, measure=measure_
         return meta, pd.DataFrame({"_zone": indexes, "error": message}) if indexes else None
 
 
-# --- items on dask.distributed ---------------------------------------------------------------------
-
-
-class ItemFailed(StacGdalMcpError):
-    """An item's failure on a dask worker, in the words the worker gave (see `failure`)."""
-
-
-class Cluster:
-    """Items measured on the dask.distributed cluster at `settings.dask_scheduler`: the client
-    resolves each item (catalog, footprint, assets) as here, a worker reads and measures it. The
-    zones travel once (scattered to every worker); a worker keeps their projections per call."""
-
-    def __init__(self, core, call: Call):
-        import uuid
-
-        from .dask_runtime import dask_client
-
-        self.client = dask_client(core.settings.dask_scheduler)
-        self.key = uuid.uuid4().hex
-        self.request = self.client.scatter(call.request, broadcast=True, hash=False)
-
-    def measure(self, settings, call: Call, inputs: ItemInputs, indexes: list[int], job: Job):
-        """`measure_assets` on a worker; waits for it, checking the job (a stop cancels it)."""
-        future = self.client.submit(
-            measure_on_worker, settings, self.request, self.key, inputs, indexes, pure=False
-        )
-        try:
-            while True:
-                try:
-                    frame, error = future.result(timeout=0.2)
-                    break
-                except TimeoutError:
-                    job.check()
-        except BaseException:
-            future.cancel()
-            raise
-        if error is not None:
-            raise ItemFailed(error)
-        return frame
-
-    def close(self) -> None:
-        """Let the workers drop the zones."""
-        self.request.release()
-
-
-_WORKER_CALLS: dict[str, Call] = {}
-
-
-def measure_on_worker(settings, request: ZonalRequest, key: str, inputs: ItemInputs, indexes: list[int]):
-    """(rows, None) or (None, the failure in one line) of one item, on a dask worker."""
-    call = _WORKER_CALLS.get(key)
-    if call is None:  # (one call's zone projections kept per worker process)
-        _WORKER_CALLS.clear()
-        call = _WORKER_CALLS[key] = Call(request, None, [], [], None, settings.limits)
-    try:
-        return measure_assets(settings, call, inputs, indexes, Job()), None
-    except Exception as exc:
-        log.warning(
-            "zonal_stats: item %s failed on a dask worker: %s", inputs.sources[0].item_id, failure(exc)
-        )
-        return None, failure(exc)
-
-
 # --- many items ------------------------------------------------------------------------------------
 
 
@@ -742,6 +299,8 @@ def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[l
     with contextlib.ExitStack() as stack:
         measure = measure_assets
         if total and core.settings.dask_scheduler:  # a worker thread per item in flight
+            from .zonal_cluster import Cluster
+
             cluster = stack.enter_context(contextlib.closing(Cluster(core, call)))
             workers = max(1, min(sum(cluster.client.nthreads().values()), total))
             measure = cluster.measure
