@@ -5,7 +5,7 @@ in Jupyter. (JSON result models are in `models.py`.)"""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -201,8 +201,10 @@ class SearchResults:
         size = self._session.core.settings.limits.max_items
         if self._detail == "full":
             page = self
-        elif self._arguments is not None:
+        elif self._arguments is not None:  # a summary's fields choose its keys, not the item's
             again = {**self._arguments, "limit": size, "detail": "full"}
+            if self._detail != "full":
+                again.pop("fields", None)
             page = self._session.search(catalog=self._catalog, **again)
         else:
             raise InvalidArgument("these results do not know their search: search again with detail='full'")
@@ -215,24 +217,44 @@ class SearchResults:
             )
 
     def to_geoparquet(
-        self, path: str | os.PathLike, max_items: int | None = None, *, on_page: PageReport | None = None
+        self,
+        path: str | os.PathLike,
+        max_items: int | None = None,
+        *,
+        on_page: PageReport | None = None,
+        partition_by: Sequence[str] | str | None = None,
+        max_bytes: int | None = None,
     ) -> int:
         """Write this page and the following ones (full items, up to `max_items`, see
         `full_items`) as one stac-geoparquet file, streamed and renamed into place when complete;
         the collections of the items go into its metadata. Returns the number of items written.
         The file reads back as a catalog (`[[catalogs]] path = ...`), with stac-geoparquet,
         rustac, DuckDB or geopandas.
+
+        `partition_by` (any of "collection", "year", "month"): `path` is a folder of hive folders
+        (`collection=<c>/year=<y>/month=<m>/part-<n>.parquet`, rows sorted by datetime) that DuckDB
+        opens with `hive_partitioning=true`. `max_bytes`: stop (nothing kept) once more is
+        written. See `catalogs.snapshot_write`.
         """
-        from .catalogs.geoparquet import write_geoparquet
+        from .catalogs.snapshot_write import write_snapshot
 
         where: dict[str, Any] = {}  # collection id -> the catalog its items came from
         items = _noting_catalogs(self.full_items(max_items, on_page=on_page), where, self._catalog)
-        return write_geoparquet(
-            items, path, collections=lambda ids: [self._session.collection_json(c, where[c]) for c in ids]
+        return write_snapshot(
+            items,
+            path,
+            collections=lambda ids: [self._session.collection_json(c, where[c]) for c in ids],
+            partition_by=partition_by,
+            max_bytes=max_bytes,
         )
 
     def to_ndjson(
-        self, path: str | os.PathLike, max_items: int | None = None, *, on_page: PageReport | None = None
+        self,
+        path: str | os.PathLike,
+        max_items: int | None = None,
+        *,
+        on_page: PageReport | None = None,
+        max_bytes: int | None = None,
     ) -> int:
         """As `to_geoparquet`, as newline-delimited JSON: one item per line."""
         import json
@@ -249,6 +271,12 @@ class SearchResults:
                 for item in self.full_items(max_items, on_page=on_page):
                     out.write(json.dumps(item, separators=(",", ":"), ensure_ascii=False) + "\n")
                     written += 1
+                    if max_bytes is not None and out.tell() > max_bytes:
+                        raise LimitExceeded(
+                            f"the items written passed {max_bytes:,} bytes (limits.max_output_bytes) "
+                            f"after {written:,} items: stopped, nothing kept; save fewer items "
+                            "(max_items) or narrow the search"
+                        )
             except BaseException:
                 out.close()
                 remove(Path(out.name))
@@ -263,11 +291,14 @@ class SearchResults:
         max_items: int | None = None,
         output_name: str | None = None,
         job: Job | None = None,
+        partition_by: Sequence[str] | str | None = None,
     ) -> OutputRecord:
         """Write this page and the following ones into the workspace (see `to_geoparquet`) as an
         output with a record: derived from the catalogs searched, the search in its parameters,
         the items written and matched in its properties. `job`: progress per page, cancellation
-        (the partial file is removed), limits.job_timeout_s."""
+        (the partial file is removed), limits.job_timeout_s. limits.max_output_bytes holds while
+        writing. `partition_by` (geoparquet): the output is a folder of hive folders."""
+        from .catalogs.snapshot_write import partition_keys
         from .discovery.federated import catalog_ids
         from .outputs.records import SourceRef, package_versions
         from .processing.jobs import timed
@@ -284,9 +315,14 @@ class SearchResults:
             job.progress(written, total, f"{written:,} items written")
 
         catalogs = catalog_ids(core, self._catalog)
+        keys = partition_keys(partition_by)
+        if keys and format != "geoparquet":
+            raise InvalidArgument("partition_by is for format='geoparquet' (hive folders of Parquet files)")
         writer = self.to_geoparquet if format == "geoparquet" else self.to_ndjson
-        with core.outputs.writing(suffix, output_name, stem="search") as out:
-            written = writer(out.path, max_items, on_page=on_page)
+        partitioned = {"partition_by": keys} if keys else {}
+        cap = core.settings.limits.max_output_bytes
+        with core.outputs.writing(suffix, output_name, stem="search", dataset=bool(keys)) as out:
+            written = writer(out.path, max_items, on_page=on_page, max_bytes=cap, **partitioned)
             return core.outputs.commit(
                 out,
                 operation="save_search",
@@ -295,6 +331,7 @@ class SearchResults:
                     **self.search_arguments,
                     "format": format,
                     "max_items": max_items,
+                    **{k: list(v) for k, v in partitioned.items()},
                 },
                 sources=[SourceRef(href=_search_href(core, c), catalog=c) for c in catalogs],
                 media_type=media_type,

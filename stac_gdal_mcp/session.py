@@ -187,11 +187,14 @@ class Session:
         max_cloud_cover: float | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-        detail: Literal["summary", "full"] = "summary",
+        detail: Literal["summary", "full", "count"] = "summary",
+        fields: list[str] | dict | None = None,
     ) -> SearchResults:
         """Search a catalog for items (the arguments of STAC API item search, as the server's
         search_items tool takes them). A condition the catalog cannot take is translated or applied
-        here, and `notes` says so. Several catalogs (a list, comma-separated ids, "*": all) give
+        here, and `notes` says so. `fields` (STAC fields extension, e.g. ["id", "datetime"] or
+        ["-links"]): the parts of full items, or the summary keys, wanted; detail="count": only
+        `matched`, exact (`page.matched_is` says how it was counted). Several catalogs (a list, comma-separated ids, "*": all) give
         one merged, de-duplicated page (copies in `also_in`, counts per catalog in `catalogs`). Returns one page (`limit` items, default limits.page_size):
         iterate it, `to_dataframe()` it, `next()` for the following page.
 
@@ -236,6 +239,8 @@ class Session:
         max_items: int | None = None,
         output_name: str | None = None,
         job: Job | None = None,
+        fields: list[str] | dict | None = None,
+        partition_by: Sequence[str] | str | None = None,
         **search: Unpack[SearchKeywords],
     ) -> OutputRecord:
         """Every item a search finds (the arguments of `search`; up to `max_items`, default
@@ -243,16 +248,27 @@ class Session:
         format="ndjson": one item per line) with a record; asset hrefs as the catalog gives them,
         unsigned. The file reads back as a catalog (`[[catalogs]] path = ...`), with
         stac-geoparquet, rustac or DuckDB. (`SearchResults.to_geoparquet(path)` writes anywhere.)
+        `partition_by` (any of "collection", "year", "month"): a folder of hive folders instead,
+        rows sorted by datetime. limits.max_output_bytes holds while writing.
 
         >>> record = session.save_search(collections=["sentinel-2-l2a"], bbox=aoi, max_cloud_cover=30)
         >>> record.properties.title, record.assets["data"].type
         ('3 items of a search of sample', 'application/vnd.apache.parquet')
         """
+        from .discovery.fields import saved_fields
         from .discovery.query import SEARCH_KEYWORDS, check_names
 
         check_names(search, SEARCH_KEYWORDS)
-        results = self.search(catalog=catalog, detail="full", limit=self.settings.limits.max_items, **search)
-        return results.save(format, max_items=max_items, output_name=output_name, job=job)
+        results = self.search(
+            catalog=catalog,
+            detail="full",
+            limit=self.settings.limits.max_items,
+            fields=saved_fields(fields),
+            **search,
+        )
+        return results.save(
+            format, max_items=max_items, output_name=output_name, job=job, partition_by=partition_by
+        )
 
     # --- inputs --------------------------------------------------------------------------------
 
@@ -626,6 +642,7 @@ class Session:
         items: Sequence[Any] | SearchResults | None = None,
         catalog: str | None = None,
         resolution: float | None = None,
+        min_valid_fraction: float = 0.5,
         max_items: int | None = None,
         job: Job | None = None,
         dry_run: bool = False,
@@ -638,7 +655,10 @@ class Session:
         Features, geometry; or JSON text) or a GeoJSON/GeoPackage/GeoParquet file in the workspace;
         zone ids from `id_property`, else the feature id, else the position. `stats`: exactextract's
         (mean, median, min, max, sum, count, stdev, majority, frac, quantile(q=0.9), ...). Items as
-        for `cloud_cover`. A GeoDataFrame in long form (zone_id, datetime, collection_id, item_ids,
+        for `cloud_cover`. `per="day"` mosaics the items of one solar day (a pixel from the first
+        item, in acquisition order, where it is usable). A zone-observation whose valid (clear,
+        with data) share of the zone is under `min_valid_fraction` (0 keeps all) gets no
+        statistic but count, and a note. A GeoDataFrame in long form (zone_id, datetime, collection_id, item_ids,
         a column per statistic, valid_fraction, cloud_fraction, note, error, the zone's geometry),
         its provenance in `attrs`; `save` writes it (GeoParquet, or format="csv").
         `dry_run=True`: an `Estimate` of what it would read (only headers are read).
@@ -657,12 +677,14 @@ class Session:
         >>> session.save(table).file.type
         'application/vnd.apache.parquet'
         """
-        from .processing import zonal
+        from .processing import zonal, zonal_region
         from .results import SearchResults
 
         if isinstance(items, SearchResults):
             items = [{"collection_id": s.collection, "item_id": s.id} for s in items.summaries]
-        request = zonal.check(
+        # a zones file of more than limits.zonal_region_zones features: read and written in groups
+        operation = zonal_region if zonal_region.applies(self.core, geometries) else zonal
+        request = operation.check(
             self.core,
             geometries,
             expression=expression,
@@ -671,12 +693,13 @@ class Session:
             per=per,
             id_property=id_property,
             resolution=resolution,
+            min_valid_fraction=min_valid_fraction,
             catalog=catalog,
             items=None if items is None else list(items),
             max_items=max_items,
             **search_args(search),
         )
-        return self._operate(zonal, request, dry_run=dry_run, job=job)
+        return self._operate(operation, request, dry_run=dry_run, job=job)
 
     def map(self, *results: Any, basemap: str | None = None, attribution: str | None = None) -> MapView:
         """The map the MCP App draws for the same tool answers, shown inline in Jupyter (offline:

@@ -59,6 +59,7 @@ from ..stac import item_datetime
 from . import aliases
 from . import params as p
 from .acquisitions import DEDUP_SECONDS, Facts, epoch, order, same_acquisition
+from .fields import apply_fields, parse_fields
 from .query import SEARCH_KEYWORDS, Search, SearchKeywords, check_names, check_search
 from .search import answer_budget, search_items, search_page
 from .summaries import item_summary
@@ -86,6 +87,9 @@ class FederatedSearchResult(SearchResult):
 
     catalogs: list[CatalogCount] | None = Field(
         None, description="per catalog: matched, returned, duplicates dropped, error (federated search only)"
+    )
+    matched_is: str | None = Field(
+        None, description="how `matched` was counted (detail='count'): exact, the catalog's count, at least"
     )
 
 
@@ -401,15 +405,20 @@ def federated_search(
     *,
     limit: int | None = None,
     cursor: str | None = None,
-    detail: Literal["summary", "full"] = "summary",
+    detail: Literal["summary", "full", "count"] = "summary",
+    fields: Any = None,
     **args: Unpack[SearchKeywords],
 ) -> FederatedSearchResult:
     """Search `catalogs` (ids) as one with the item search arguments `args`; see the module
-    docstring."""
+    docstring. `fields` (fields.py) is applied here to full items; detail="count": each
+    catalog's count, added up."""
     settings = core.settings
     label = "+".join(catalogs)
     notes: list[str] = []
     limit = p.page_limit(limit, detail, settings.limits, notes)
+    chosen = parse_fields(fields)
+    if detail == "count":
+        return _count_each(core, catalogs, cursor, args)
     if cursor:
         state = core.cursors.decode(cursor, "items", label)
         streams, search, seen, kept = _checked_streams(state, catalogs)
@@ -431,7 +440,7 @@ def federated_search(
 
     items: list[dict] = []
     for item, stream, also in picked:
-        entry = dict(item) if detail == "full" else item_summary(item).model_dump()
+        entry = apply_fields(item, chosen) if detail == "full" else item_summary(item).model_dump()
         items.append(budget.fit({**entry, "catalog": stream.catalog, "also_in": also}))
     if not items:
         notes.append(
@@ -527,6 +536,23 @@ def _next_cursor(core: Core, label: str, streams, search: Search, seen, kept, no
         state["seen"] = state["seen"][len(state["seen"]) // 2 + 1 :]
         next_cursor = core.cursors.encode("items", label, state)
     return next_cursor
+
+
+def _count_each(core: Core, catalogs: list[str], cursor, args: dict) -> FederatedSearchResult:
+    """detail="count" over several catalogs: each counted alone, the counts added up (an
+    acquisition held by two catalogs counts twice)."""
+    counts = [search_items(core, catalog=cid, cursor=cursor, detail="count", **args) for cid in catalogs]
+    kinds = {c.matched_is for c in counts}  # type: ignore[attr-defined]
+    how = "at least" if "at least" in kinds else "exact" if kinds == {"exact"} else "the catalogs' counts"
+    return FederatedSearchResult(
+        items=[],
+        returned=0,
+        matched=sum(c.matched or 0 for c in counts),
+        matched_is=how,
+        notes=[n for c in counts for n in c.notes]
+        + ["the sum of each catalog's count: an acquisition two catalogs hold counts twice"],
+        catalogs=[CatalogCount(id=cid, matched=c.matched) for cid, c in zip(catalogs, counts)],
+    )
 
 
 def search(

@@ -379,8 +379,8 @@ def _first_line(exc: Exception) -> str:
 def page_limit(limit: Any, detail: str, limits, notes: list[str]) -> int:
     """How many items one answer holds: `limit` (default limits.page_size) checked and capped at
     limits.max_items with a note; `detail` checked on the way."""
-    if detail not in ("summary", "full"):
-        raise InvalidArgument("detail must be 'summary' or 'full'")
+    if detail not in ("summary", "full", "count"):
+        raise InvalidArgument("detail must be 'summary', 'full' or 'count'")
     if limit is None:
         return limits.page_size
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -391,3 +391,17 @@ def page_limit(limit: Any, detail: str, limits, notes: list[str]) -> int:
         )
         return limits.max_items
     return limit
+
+
+def latitude_first_hint(box: list[float] | None) -> str:
+    """For a search that matched nothing: a note when `box` also reads as [south, west, north,
+    east] (latitude first), the usual slip; "" otherwise."""
+    if not box or len(box) != 4:
+        return ""
+    south, west, north, east = box
+    if all(abs(v) <= 90 for v in (south, north)) and south < north and west < east:
+        return (
+            f"; bbox is [west, south, east, north]: if {list(box)} was meant as [south, west, north, "
+            f"east] (latitude first), search with bbox={[west, south, east, north]}"
+        )
+    return ""

@@ -27,6 +27,7 @@ from ..models import SearchResult
 from ..stac import find_link
 from . import aliases
 from . import params as p
+from .fields import Fields, apply_fields, parse_fields
 from .local import local_search
 from .parquet_search import parquet_page
 from .query import (
@@ -39,6 +40,7 @@ from .query import (
     cloud_cover_condition,
 )
 from .summaries import item_summary
+from .table import api_fields, summary_keys
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -64,8 +66,12 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-def plan_api_search(catalog: RemoteCatalog, search: Search, page_size: int) -> Plan:
-    """Decide what the API is sent and what is applied here, from its conformance classes."""
+def plan_api_search(
+    catalog: RemoteCatalog, search: Search, page_size: int, fields: Fields | None = None
+) -> Plan:
+    """Decide what the API is sent and what is applied here, from its conformance classes.
+    `fields` (the parts of each item wanted) is sent when the API conforms to the fields
+    extension and nothing is applied here (a client-side condition reads the whole item)."""
     feats = catalog.features
     if not feats.item_search:
         raise NotSupported(
@@ -130,6 +136,8 @@ def plan_api_search(catalog: RemoteCatalog, search: Search, page_size: int) -> P
                 f"catalog '{catalog.id}' cannot sort (no sort extension): sortby was not applied, "
                 "results are in the API's own order"
             )
+    if fields is not None and feats.fields and not client_side:
+        body["fields"] = fields.as_api()
     return Plan(body=body, client_filter=and_all(client_side), notes=notes)
 
 
@@ -143,7 +151,9 @@ def first_page(catalog: RemoteCatalog, body: dict) -> Page:
 def _as_get_params(body: dict) -> dict:
     out = {}
     for key, value in body.items():
-        if key in ("collections", "ids"):
+        if key == "fields":
+            out[key] = Fields(tuple(value["include"]), tuple(value["exclude"])).as_get()
+        elif key in ("collections", "ids"):
             out[key] = ",".join(value)
         elif key == "bbox":
             out[key] = ",".join(str(v) for v in value)
@@ -261,21 +271,30 @@ def search_items(
     catalog: str | None = None,
     limit: int | None = None,
     cursor: str | None = None,
-    detail: Literal["summary", "full"] = "summary",
+    detail: Literal["summary", "full", "count"] = "summary",
     bounded: bool = True,
+    fields: Any = None,
     **args: Unpack[SearchKeywords],
 ) -> SearchResult:
     """Search a catalog with the item search arguments `args` (`query.SearchKeywords`); see the
     module docstring for how conditions and cursors work. `bounded=False`: the page is not held
     to limits.max_result_bytes (items an operation reads, which are never sent as an answer;
-    the budget would page them finer and cut an item larger than it)."""
+    the budget would page them finer and cut an item larger than it). `fields` (fields.py): the
+    parts of full items, or (summaries) the summary keys, the catalog is asked for and answered
+    with. detail="count": only how many items match (count.py)."""
     cat = core.catalogs.get(catalog)
     notes: list[str] = []
     limit = p.page_limit(limit, detail, core.settings.limits, notes)
+    chosen = parse_fields(fields)
+    if detail == "count":
+        from .count import count_matches
+
+        return count_matches(core, cat, cursor, args, notes)
+    wanted = chosen if detail == "full" else (chosen and api_fields(summary_keys(chosen)))
     budget = answer_budget(core.settings, detail) if bounded else ResultBudget(None)
-    features, matched, next_cursor = search_page(core, cat, limit, cursor, budget, args, notes)
+    features, matched, next_cursor = search_page(core, cat, limit, cursor, budget, args, notes, wanted)
     if detail == "full":
-        items = [budget.fit(cat.sign(f)) for f in features]
+        items = [budget.fit(cat.sign(apply_fields(f, chosen))) for f in features]
     else:
         items = [item_summary(f) for f in features]
     return SearchResult(
@@ -284,10 +303,18 @@ def search_items(
 
 
 def search_page(
-    core: Core, cat, limit: int, cursor: str | None, budget: ResultBudget, args: dict, notes: list[str]
+    core: Core,
+    cat,
+    limit: int,
+    cursor: str | None,
+    budget: ResultBudget,
+    args: dict,
+    notes: list[str],
+    fields: Fields | None = None,
 ) -> tuple[list[dict], int | None, str | None]:
     """One page of catalog `cat`'s items as the catalog gives them (up to `limit`, within
-    `budget`): (features, matched, next cursor). Notes on what was done go to `notes`."""
+    `budget`; an API conforming to the fields extension sends only `fields`): (features,
+    matched, next cursor). Notes on what was done go to `notes`."""
     state = core.cursors.decode(cursor, "items", cat.id) if cursor else None
     search = None
     if state is not None:
@@ -310,10 +337,11 @@ def search_page(
     elif isinstance(cat, LocalCatalog):
         features, matched, next_state = _local_page(cat, search, state, limit, budget)
     else:
-        features, matched, next_state = _api_page(cat, search, state, limit, budget, notes)
+        features, matched, next_state = _api_page(cat, search, state, limit, budget, notes, fields)
     if not features:
         notes.append(
             "no items matched; widen bbox/datetime, raise max_cloud_cover, or check the collection ids"
+            + p.latitude_first_hint(search.bbox if search is not None else None)
         )
     return features, matched, core.cursors.encode("items", cat.id, next_state) if next_state else None
 
@@ -365,11 +393,12 @@ def _api_page(
     limit: int,
     budget: ResultBudget,
     notes: list[str],
+    fields: Fields | None = None,
 ):
     """One page of a STAC API search, planned or continued from a cursor: (features, matched,
     next cursor state); the plan's and the paging's notes go to `notes`."""
     if state is None:
-        plan = plan_api_search(cat, search, page_size=limit)
+        plan = plan_api_search(cat, search, page_size=limit, fields=fields)
         page, client_filter, plan_notes = first_page(cat, plan.body), plan.client_filter, plan.notes
         notes += plan_notes
     else:

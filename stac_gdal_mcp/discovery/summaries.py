@@ -142,3 +142,31 @@ def collection_detail(collection: dict) -> CollectionDetail:
         links=links,
         keywords=collection.get("keywords") or [],
     )
+
+
+ITEM_KEYS = ("id", "collection", "bbox", "properties")
+ASSET_KEYS = ("href", "type", "roles")
+
+
+def item_view(item: dict, fields=None) -> dict:
+    """What get_item answers: the item's id, collection, bbox and properties, and per asset its
+    href, media type, roles and bands (common names, else names) - not its links, geometry nor
+    the metadata each asset repeats (raster:bands, proj:*, file:*). `fields` (STAC fields
+    extension, see fields.py) answers those parts of the full item instead."""
+    from .fields import apply_fields, parse_fields
+
+    chosen = parse_fields(fields)
+    if chosen is not None:
+        return apply_fields(item, chosen)
+    out = {key: item[key] for key in ITEM_KEYS if item.get(key) is not None}
+    assets = {}
+    for key, asset in (item.get("assets") or {}).items():
+        view = {k: asset[k] for k in ASSET_KEYS if asset.get(k)}
+        bands = band_common_names(asset) or [
+            b["name"] for b in (asset.get("eo:bands") or asset.get("bands") or []) if b.get("name")
+        ]
+        if bands:
+            view["bands"] = bands
+        assets[key] = view
+    out["assets"] = assets
+    return out

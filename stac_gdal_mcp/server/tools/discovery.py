@@ -8,6 +8,9 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ...discovery.federated import FederatedSearchResult
+from ...discovery.fields import parse_fields
+from ...discovery.summaries import item_view
+from ...discovery.table import SUMMARY_PATHS, search_answer, summary_keys
 from ...models import CatalogList, CollectionDetail, CollectionList, ItemSummary, Queryables
 from ...session import Session
 from ...stac import is_thumbnail
@@ -26,6 +29,11 @@ from .args import (
 )
 
 CollectionIdArg = Annotated[str, Field(description="collection id")]
+FieldsArg = json_text(
+    list[str] | dict[str, list[str]] | str | None,
+    '["id", "datetime"]; "-x": all but x',
+    listed="array",
+)
 ItemIdArg = Annotated[str, Field(description="item id")]
 
 
@@ -90,11 +98,14 @@ def search_items(
     limit: Annotated[int | None, Field(ge=1, description="items per page")] = None,
     cursor: Annotated[str | None, Field(description="the previous call's next_cursor")] = None,
     detail: Annotated[
-        Literal["summary", "full"], Field(description="summaries or full STAC items")
+        Literal["summary", "full", "count"],
+        Field(description="summary table, full items, or count"),
     ] = "summary",
+    fields: FieldsArg = None,
 ) -> FederatedSearchResult:
-    """Search catalogs for items (scenes): compact summaries, `matched`, `next_cursor` (next page),
-    `notes`. Several catalogs: one merged result.
+    """Search catalogs for items (scenes): a table (`columns`, `rows`, what a collection's
+    items share), `matched` (`matched_is`: how counted), `next_cursor` (next page), `notes`.
+    Several catalogs: one merged result.
 
     Example: search_items(catalog="sample", collections=["sentinel-2-l2a"], bbox=[13.55, 45.85,
     13.75, 45.98], datetime="2024-06-01/2024-08-31", max_cloud_cover=20).
@@ -102,7 +113,31 @@ def search_items(
     results = session.search(**{k: v for k, v in locals().items() if k != "session"})
     page = results.page  # several catalogs: already one merged result (discovery/federated.py)
     page = page if isinstance(page, FederatedSearchResult) else FederatedSearchResult(**dict(page))
-    return page.model_copy(update={"items": _local_thumbnails(session, page.items)})
+    page = page.model_copy(update={"items": _local_thumbnails(session, page.items)})
+    if detail != "summary":  # the text without the empty keys (count, full items)
+        text = {k: v for k, v in page.model_dump(mode="json").items() if v is not None and v != []}
+        return text_result(text, page)
+    keys = summary_keys(parse_fields(fields))
+    if len(keys) < len(SUMMARY_PATHS):
+        page = page.model_copy(update={"items": [_dumped(i, keys) for i in page.items]})
+    return text_result(search_answer(session.core, page, catalog, keys), page)
+
+
+def text_result(text: dict, value):
+    """A ToolResult whose text (what an agent reads) is `text` as compact JSON and whose
+    structured content (what an app or a program reads) is `value`: a search's table beside its
+    items as objects (issue 28)."""
+    import pydantic_core
+    from fastmcp.tools.base import ToolResult
+    from mcp.types import TextContent
+
+    text_block = TextContent(type="text", text=pydantic_core.to_json(text).decode())
+    return ToolResult(content=[text_block], structured_content=value.model_dump(mode="json"))
+
+
+def _dumped(item, keys: list[str]) -> dict:
+    item = item.model_dump(mode="json") if isinstance(item, ItemSummary) else item
+    return {k: v for k, v in item.items() if k in keys or (k == "asset_roles" and "assets" in keys)}
 
 
 THUMBNAIL_URI = "stac://{catalog}/collections/{collection_id}/items/{item_id}/thumbnail"
@@ -164,10 +199,15 @@ def thumbnail_resource(session: Session, catalog: str, collection_id: str, item_
 
 @session_tool(READ_ONLY)
 def get_item(
-    session: Session, collection_id: CollectionIdArg, item_id: ItemIdArg, catalog: CatalogArg = None
+    session: Session,
+    collection_id: CollectionIdArg,
+    item_id: ItemIdArg,
+    catalog: CatalogArg = None,
+    fields: FieldsArg = None,
 ) -> dict[str, Any]:
-    """A full STAC item (asset hrefs signed where the catalog needs it)."""
-    return session.get_item(collection_id, item_id, catalog)
+    """An item: properties, bbox, assets (href, type, roles, bands). Links, geometry, other
+    asset metadata: by `fields`."""
+    return item_view(session.get_item(collection_id, item_id, catalog), fields)
 
 
 @session_resource("stac://catalogs", mime_type="application/json")
@@ -186,8 +226,8 @@ def collection_resource(session: Session, catalog: str, collection_id: str) -> s
     "stac://{catalog}/collections/{collection_id}/items/{item_id}", mime_type="application/json"
 )
 def item_resource(session: Session, catalog: str, collection_id: str, item_id: str) -> str:
-    """An item's full STAC JSON (asset hrefs signed where needed)."""
-    return json.dumps(session.get_item(collection_id, item_id, catalog))
+    """An item as get_item answers it: properties, bbox, assets' hrefs (signed), roles and bands."""
+    return json.dumps(item_view(session.get_item(collection_id, item_id, catalog)))
 
 
 def _checked_prompt(fn, description: str):

@@ -1,0 +1,84 @@
+"""How many items a search matches, exactly, without pulling their summaries (detail="count").
+
+- A local catalog or a stac-geoparquet snapshot counts its matches itself: exact.
+- A STAC API that says `numberMatched` (or `context.matched`) on the first page, with every
+  condition sent to it: its count ("the catalog's count").
+- Otherwise (stac-fastapi-pgstac's default gives no count): the matches are paged here, in
+  pages of COUNT_PAGE, asking only their ids where the API conforms to the fields extension,
+  and counted: exact, up to COUNT_MAX ("at least" beyond, with a note).
+
+`matched_is` says which it was.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..catalogs import LocalCatalog, PageTrail, ResultBudget
+from ..catalogs.geoparquet import GeoparquetCatalog
+from .fields import Fields
+
+if TYPE_CHECKING:
+    from ..core import Core
+    from .federated import FederatedSearchResult
+
+COUNT_PAGE = 1000  # items asked per page while counting (an API may send fewer)
+COUNT_MAX = 100_000  # matches counted one by one at most
+EXACT, CATALOG_COUNT, AT_LEAST = "exact", "the catalog's count", "at least"
+
+
+def count_matches(core: Core, cat, cursor: str | None, args: dict, notes: list[str]) -> FederatedSearchResult:
+    """The number of items of `cat` matching `args`, and how it was counted (module docstring)."""
+    from .federated import FederatedSearchResult
+    from .search import search_page
+
+    if cursor:
+        from ..errors import InvalidArgument
+
+        raise InvalidArgument("detail='count' counts a whole search: call it without a cursor")
+    if isinstance(cat, GeoparquetCatalog | LocalCatalog):
+        _, matched, _ = search_page(core, cat, 1, None, ResultBudget(None), args, notes)
+        how = EXACT if matched is not None else None
+    else:
+        matched, how = _count_api(core, cat, args, notes)
+    notes[:] = [n for n in notes if not n.startswith("no items matched")] or notes
+    return FederatedSearchResult(items=[], returned=0, matched=matched, matched_is=how, notes=notes)
+
+
+def _count_api(core: Core, cat, args: dict, notes: list[str]) -> tuple[int, str]:
+    from .query import SEARCH_KEYWORDS, check_names, check_search
+    from .search import (
+        MAX_SCAN_PAGES,
+        _check_api_collections,
+        _resolved_collections,
+        api_pages,
+        first_page,
+        plan_api_search,
+    )
+
+    check_names(args, SEARCH_KEYWORDS)
+    if args.get("collections") is not None:
+        args = {
+            **args,
+            "collections": _resolved_collections(core.settings, cat.id, args["collections"], notes),
+        }
+    search = check_search(**args)
+    plan = plan_api_search(cat, search, page_size=COUNT_PAGE, fields=Fields(include=("id",)))
+    notes += plan.notes
+    trail = PageTrail()
+    first, matched, following, _ = api_pages(cat, first_page(cat, plan.body), 1, plan.client_filter, trail)
+    if matched is not None and plan.client_filter is None:
+        return matched, CATALOG_COUNT
+    total, how = len(first), EXACT
+    if following is not None:
+        rest, _, following, stopped = api_pages(cat, following, COUNT_MAX, plan.client_filter, trail)
+        total += len(rest)
+        if following is not None or stopped:
+            how = AT_LEAST
+            limit = f"{MAX_SCAN_PAGES} pages" if stopped else f"{COUNT_MAX:,} matches"
+            notes.append(f"counting stopped after {limit}: at least {total:,} items match")
+    if trail.looped:
+        notes.append(trail.note)
+    if not total and search.collections:
+        _check_api_collections(cat, search.collections)
+    return total, how

@@ -1,0 +1,143 @@
+"""A page of search summaries as the table an agent reads: one header of column names, one row
+per item, and what every item of a collection shares (its asset keys and bands, platform, gsd,
+projection, thumbnail) said once per collection (issue 28).
+
+    {"columns": ["id", "datetime", "cloud_cover", "bbox"],
+     "rows": [["LC09_...", "2024-08-10T18:57:33Z", 12.3, [-123.1, 45.1, -120.2, 47.2]], ...],
+     "collections": {"landsat-c2-l2": {"platform": "landsat-9", "gsd": 30.0, "assets": {...}}},
+     "item_uri": "stac://pc/collections/{collection}/items/{id}",
+     "returned": 20, "matched": 179, "matched_is": "the catalog's count", "next_cursor": "...",
+     "notes": [...]}
+
+A key goes to the collections when, in every collection of the page, all its items share one
+value; otherwise it is a column (with a value in every row). `fields` chooses the keys
+(`summary_keys`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidArgument
+from .fields import Fields
+
+#: The keys of a summary, in column order, and the item paths (fields extension) each is read from.
+SUMMARY_PATHS: dict[str, tuple[str, ...]] = {
+    "id": ("id",),
+    "catalog": (),
+    "collection": ("collection",),
+    "datetime": ("properties.datetime", "properties.start_datetime"),
+    "cloud_cover": ("properties.eo:cloud_cover",),
+    "bbox": ("bbox",),
+    "platform": ("properties.platform",),
+    "gsd": ("properties.gsd", "assets"),
+    "proj_code": ("properties.proj:code", "properties.proj:epsg"),
+    "also_in": (),
+    "assets": ("assets",),
+    "thumbnail": ("assets",),
+}
+_ALIASES = {"eo:cloud_cover": "cloud_cover", "proj:code": "proj_code", "proj:epsg": "proj_code"}
+SHAREABLE = ("platform", "gsd", "proj_code", "assets", "thumbnail")
+
+
+def summary_keys(fields: Fields | None) -> list[str]:
+    """The summary keys `fields` keeps (all without it): names as a summary or STAC says them
+    (`cloud_cover` or `eo:cloud_cover`; `datetime` or `properties.datetime`)."""
+    if fields is None:
+        return list(SUMMARY_PATHS)
+    chosen = [_key(path) for path in fields.include] or list(SUMMARY_PATHS)
+    dropped = {_key(path) for path in fields.exclude}
+    return [k for k in SUMMARY_PATHS if k == "id" or (k in chosen and k not in dropped)]
+
+
+def _key(path: str) -> str:
+    name = path.removeprefix("properties.")
+    name = _ALIASES.get(name, name)
+    if name not in SUMMARY_PATHS:
+        raise InvalidArgument(
+            f"with detail='summary', fields chooses among {', '.join(SUMMARY_PATHS)} "
+            f"(got {path!r:.60}); detail='full' takes any item field"
+        )
+    return name
+
+
+def api_fields(keys: list[str]) -> Fields:
+    """The item paths a catalog need send for summaries of `keys` (fields extension)."""
+    paths = [path for key in keys for path in SUMMARY_PATHS[key]]
+    return Fields(include=tuple(dict.fromkeys(paths)))
+
+
+def summary_table(
+    items: list[dict], keys: list[str], item_uri: str | None, thumbnails: dict[str, str]
+) -> dict[str, Any]:
+    """`items` (summaries as JSON) as columns, rows and per-collection shared values, holding
+    only `keys`. `thumbnails`: collection -> how its thumbnail is read (said once)."""
+    rows = [
+        {k: v for k, v in item.items() if k in keys or (k == "asset_roles" and "assets" in keys)}
+        for item in items
+    ]
+    for row in rows:
+        if "assets" in row:
+            row["assets"] = {"asset_roles": row.pop("asset_roles", None), "assets": row["assets"]}
+    groups: dict[Any, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row.get("collection"), []).append(row)
+    shared = [k for k in SHAREABLE if k in keys and all(_one_value(g, k) for g in groups.values())]
+    collections: dict[str, dict] = {}
+    for collection, group in groups.items():
+        block: dict[str, Any] = {}
+        for key in shared:
+            value = group[0].get(key)
+            if key == "thumbnail":
+                value = thumbnails.get(collection) if value else None
+            if key == "assets" and value:
+                block.update({k: v for k, v in value.items() if v})
+            elif value is not None:
+                block[key] = value
+        if block or (len(groups) == 1 and collection is not None and "collection" in keys):
+            collections[str(collection)] = block
+    moved = set(shared) | ({"collection"} if len(groups) == 1 and collections else set())
+    columns = [k for k in keys if k not in moved and any(k in row for row in rows)]
+    table: dict[str, Any] = {"columns": columns, "rows": [[row.get(k) for k in columns] for row in rows]}
+    if collections:
+        table["collections"] = collections
+    if item_uri:
+        table["item_uri"] = item_uri
+    return table
+
+
+def _one_value(group: list[dict], key: str) -> bool:
+    first = group[0].get(key)
+    if key == "thumbnail":  # each item has its own: shared is whether they have one
+        return all(bool(row.get(key)) == bool(first) for row in group)
+    return all(row.get(key) == first for row in group)
+
+
+def search_answer(core, page, catalog: str | list[str] | None, keys: list[str]) -> dict[str, Any]:
+    """The text answer of search_items at detail="summary": `page` (a search result whose items
+    are summaries, as objects or JSON) as a table of `keys` (`summary_table`), with its count
+    (`matched_is`: how it was counted), cursor, notes and, federated, its catalogs."""
+    from ..models import ItemSummary
+    from .federated import catalog_ids
+
+    items = [i.model_dump(mode="json") if isinstance(i, ItemSummary) else i for i in page.items]
+    ids = catalog_ids(core, catalog)
+    where = ids[0] if len(ids) == 1 else "{catalog}"
+    item_uri = f"stac://{where}/collections/{{collection}}/items/{{id}}"
+    thumbnails = {}
+    for item in items:
+        href, collection = item.get("thumbnail"), item.get("collection")
+        if href and collection not in thumbnails:
+            uri = f"stac://{item.get('catalog', where)}/collections/{collection}/items/{{id}}"
+            local = href.startswith("stac://")
+            thumbnails[collection] = f"{uri}/thumbnail" if local else f"the thumbnail asset of {uri}"
+    answer = summary_table(items, keys, item_uri if items else None, thumbnails)
+    matched_is = getattr(page, "matched_is", None)
+    if matched_is is None and page.matched is not None and len(ids) == 1:
+        matched_is = "the catalog's count" if core.catalogs.get(ids[0]).kind == "api" else "exact"
+    answer.update(returned=page.returned, matched=page.matched, matched_is=matched_is)
+    answer.update(next_cursor=page.next_cursor, notes=page.notes)
+    catalogs = getattr(page, "catalogs", None)
+    if catalogs:
+        answer["catalogs"] = [c.model_dump(mode="json", exclude_none=True) for c in catalogs]
+    return {k: v for k, v in answer.items() if v is not None and v != []}
