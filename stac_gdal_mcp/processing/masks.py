@@ -185,7 +185,8 @@ def _category(name: str) -> str | None:
     return None
 
 
-def _with_bands(asset: dict, key: str) -> list:
+def classification(asset: dict, key: str) -> list:
+    """The asset's `key` entries (classification:classes or :bitfields), its bands' included."""
     found = list(asset.get(key) or [])
     for band in band_entries(asset):
         found += band.get(key) or []
@@ -197,8 +198,8 @@ def scheme_from_classification(asset_key: str, asset: dict) -> MaskScheme | None
     are absent or name no cloud class."""
     codes: dict[str, list[int]] = {}
     encoding: Literal["values", "bits"]
-    classes = _with_bands(asset, "classification:classes")
-    bitfields = _with_bands(asset, "classification:bitfields")
+    classes = classification(asset, "classification:classes")
+    bitfields = classification(asset, "classification:bitfields")
     if classes:
         encoding = "values"
         for c in classes:
