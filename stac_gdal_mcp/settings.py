@@ -191,6 +191,12 @@ class LimitSettings(BaseModel):
     # asks the user (elicitation) or answers the estimate, to be called again with confirm=true;
     # 0: never asked
     confirm_bytes: int = Field(1024**3, ge=0)
+    # zonal statistics' zones (checked before they are read): zones in one call (a file's count from
+    # its metadata), vertices of one zone, and GeoJSON given inline: its size and nesting depth
+    max_zones: int = Field(1_000_000, ge=1)
+    max_zone_vertices: int = Field(100_000, ge=4)
+    max_geometries_bytes: int = Field(2 * 1024**2, ge=1024)
+    max_geometries_depth: int = Field(20, ge=8)
 
 
 class PluginSettings(BaseModel):

@@ -15,6 +15,18 @@ from .redact import masked, masked_url
 from .remote import RemoteCatalog
 
 
+def catalog_root(path) -> Path:
+    """The folder a local catalog's files are in: a file's folder, a folder itself (a
+    stac-geoparquet snapshot; not the folder above it), a glob's folder before its first wildcard."""
+    path = Path(path).expanduser()
+    parts = path.parts
+    for index, part in enumerate(parts):
+        if any(c in part for c in "*?["):
+            return (Path(*parts[:index]) if index else Path(".")).resolve()
+    resolved = path.resolve()
+    return resolved if resolved.is_dir() else resolved.parent
+
+
 class Catalogs:
     """The configured catalogs, opened on first use and kept for the server's lifetime."""
 
@@ -42,9 +54,7 @@ class Catalogs:
 
     def local_roots(self) -> list[Path]:
         """Folders of local catalogs: their files may be read as inputs."""
-        return [
-            Path(c.path).expanduser().resolve().parent for c in self.settings.catalogs if c.path is not None
-        ]
+        return [catalog_root(c.path) for c in self.settings.catalogs if c.path is not None]
 
     def info(self, check_reachable: bool = False) -> list[CatalogInfo]:
         out = []

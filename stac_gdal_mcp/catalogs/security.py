@@ -244,20 +244,45 @@ def check_url(url: str, *, allow_private: bool | None = None, policy: NetworkPol
     return policy.check_url(url)
 
 
-def check_local_path(path: str | Path, roots: list[Path]) -> Path:
-    """Resolve `path` (following `..` and symlinks) and require it to lie inside one of `roots`."""
+def relative_label(path: str | Path, roots: list[Path]) -> str:
+    """`path` as a message names it: relative to the root it is written under (the workspace:
+    what list_outputs shows), else as given - never the server's own folders."""
     text = str(path)
+    for root in roots:
+        for form in (str(root), str(Path(root).expanduser().resolve())):
+            if text == form:
+                return "."
+            if text.startswith(form.rstrip("/") + "/"):
+                return text[len(form.rstrip("/")) + 1 :]
+    return text
+
+
+def scrubbed(message: str, roots: list[Path]) -> str:
+    """A library's message (pyogrio, pyarrow, GDAL quote the paths they opened) without the
+    allowed folders' own paths: each is cut from the paths it leads."""
+    for root in roots:
+        for form in sorted({str(root), str(Path(root).expanduser().resolve())}, key=len, reverse=True):
+            message = message.replace(form.rstrip("/") + "/", "").replace(form, ".")
+    return message
+
+
+def check_local_path(path: str | Path, roots: list[Path], *, label: str | None = None) -> Path:
+    """Resolve `path` (following `..` and symlinks) and require it to lie inside one of `roots`.
+    Messages name the path as `label` (what the user gave), else relative to its root (see
+    `relative_label`)."""
+    text = str(path)
+    label = label or relative_label(text, roots)
     if text.lower().startswith("file:") or _GDAL_PREFIX.match(text):
         raise AccessDenied(
-            f"{shown(text)} is not allowed: give an http(s)/s3 URL or a path inside the workspace"
+            f"{shown(label)} is not allowed: give an http(s)/s3 URL or a path inside the workspace"
         )
     if "\x00" in text:
-        raise InvalidArgument(f"path {shown(text)} contains a NUL character")
+        raise InvalidArgument(f"path {shown(label)} contains a NUL character")
     try:
         resolved = Path(text).expanduser().resolve()
     except (RuntimeError, OSError, ValueError):  # "~nosuchuser", a name too long, a loop
         raise AccessDenied(
-            f"path {shown(text)} cannot be resolved; give a path inside the workspace, or an http(s)/s3 URL"
+            f"path {shown(label)} cannot be resolved; give a path inside the workspace, or an http(s)/s3 URL"
         ) from None
     for root in roots:
         root = root.resolve()
@@ -265,7 +290,7 @@ def check_local_path(path: str | Path, roots: list[Path]) -> Path:
             return resolved
     # (the folders are not named: messages show no server paths)
     raise AccessDenied(
-        f"path {shown(text)} is outside the allowed folders (the workspace, local catalogs' folders); "
+        f"path {shown(label)} is outside the allowed folders (the workspace, local catalogs' folders); "
         "give a path inside the workspace, or an http(s)/s3 URL"
     )
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Unpack
 
-from ..catalogs.security import check_output_name
+from ..catalogs.security import check_output_name, shown
 from ..errors import AccessDenied, LimitExceeded, NotFound, NotSupported, OutputExists, OutputNotFound
 from ..files import file_checksum, read_plain, remove, remove_tree, slug, write_atomic
 from ..settings import Settings
@@ -80,7 +80,7 @@ class PendingOutput:
 
 
 def _no_output(output_id: str) -> NotFound:
-    return OutputNotFound(f"no output '{output_id}'")
+    return OutputNotFound(f"no output {shown(output_id, 80)}")
 
 
 class OutputStore:

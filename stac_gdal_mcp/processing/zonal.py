@@ -184,7 +184,9 @@ def check(
     zones = (
         geometries
         if isinstance(geometries, Zones)
-        else read_zones(geometries, id_property=id_property, roots=local_roots(core))
+        else read_zones(
+            geometries, id_property=id_property, roots=local_roots(core), limits=core.settings.limits
+        )
     )
     return ZonalRequest(
         zones=zones,

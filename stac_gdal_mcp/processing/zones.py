@@ -2,26 +2,37 @@
 
 Accepted forms: a GeoJSON FeatureCollection, a Feature, a list of Features, a bare (Multi)Polygon
 geometry, any of them as JSON text, or the path of a workspace file (GeoJSON, GeoPackage,
-GeoParquet; read with geopandas through pyogrio / pyarrow and brought to WGS84).
+FlatGeobuf, GeoParquet: read in chunks by `zone_files`, brought to WGS84).
+
+Bounds, checked before the work they bound (limits.*, docs/configuration.md): GeoJSON given
+inline is at most `max_geometries_bytes` and `max_geometries_depth` levels deep, measured before
+it is parsed (text) or walked (an object); a call has at most `max_zones` zones (a file's count
+is taken from its metadata before any geometry is read); one zone has at most
+`max_zone_vertices` vertices. A vertex that is not a finite number (NaN, Infinity) is refused.
 
 A zone's id is its `id_property` (when given: every feature must have it), else the feature's
-`id`, else its position. Ids must be unique. An invalid polygon (a self-crossing or unclosed
-ring) is repaired with shapely's `make_valid`, keeping its polygonal parts, and a note says so; a
-geometry with no area (a point, a line, a ring that repairs to nothing) is refused, naming the
-feature.
+`id`, else its position. Ids are text or numbers; when some are text and others numbers (ids on
+some features only), every id is taken as text, so that the table has one id type. Ids must be
+unique. An invalid polygon (a self-crossing or unclosed ring) is repaired with shapely's
+`make_valid`, keeping its polygonal parts, and a note says so; a geometry with no area (a point,
+a line, a ring that repairs to nothing) is refused, naming the feature. Every message quotes
+ids, property names and paths shortened (`security.shown`), paths relative to the workspace.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
+from numbers import Number
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgument
+from ..catalogs.security import shown
+from ..errors import InvalidArgument, LimitExceeded
 
-MAX_ZONES = 1_000_000
-FILE_SUFFIXES = (".geojson", ".json", ".gpkg", ".parquet", ".geoparquet")
+NOTES_KEPT = 5  # notes of repaired zones kept; then one note counts the rest
 
 
 @dataclass(frozen=True)
@@ -47,55 +58,130 @@ class Zones:
         return boxes
 
 
-def read_zones(geometries: Any, *, id_property: str | None = None, roots: list[Path] | None = None) -> Zones:
+def _limits(limits):
+    if limits is None:
+        from ..settings import LimitSettings
+
+        return LimitSettings()
+    return limits
+
+
+def read_zones(
+    geometries: Any,
+    *,
+    id_property: str | None = None,
+    roots: list[Path] | None = None,
+    limits=None,
+    job=None,
+) -> Zones:
     """`geometries` in any accepted form (see the module docstring) as `Zones`. `roots`: the folders
-    a file may be read from (the workspace, local catalogs' folders); None: no file is read."""
-    features = _features(geometries, roots)
+    a file may be read from (the workspace, local catalogs' folders); None: no file is read.
+    `limits`: the settings' limits (defaults when None); `job`: stops a long file read (time
+    limit, cancellation) between chunks."""
+    limits = _limits(limits)
+    if id_property is not None and not isinstance(id_property, str):
+        raise InvalidArgument("id_property must be the name of a property (text)")
+    if isinstance(geometries, Path) or (
+        isinstance(geometries, str) and not geometries.strip().startswith(("{", "["))
+    ):
+        from .zone_files import read_zone_file
+
+        if roots is None:
+            raise InvalidArgument("geometries names a file, but no folder is allowed here; give GeoJSON")
+        return read_zone_file(str(geometries).strip(), roots, limits, id_property=id_property, job=job)
+    features = _features(geometries, limits)
     if not features:
         raise InvalidArgument("geometries is empty; give a GeoJSON FeatureCollection, Feature or geometry")
-    if len(features) > MAX_ZONES:
-        raise InvalidArgument(f"geometries has {len(features):,} features; at most {MAX_ZONES:,} are allowed")
-    ids, shapes, notes = [], [], []
-    for index, feature in enumerate(features):
-        zone_id = _zone_id(feature, index, id_property)
-        shape, note = _polygonal(feature.get("geometry"), zone_id)
-        ids.append(zone_id)
-        shapes.append(shape)
-        if note:
-            notes.append(note)
-    if len(set(ids)) != len(ids):
-        from collections import Counter
-
-        twice = [i for i, n in Counter(ids).items() if n > 1]
-        raise InvalidArgument(
-            f"zone ids must be unique; repeated: {', '.join(map(str, twice[:5]))}"
-            + ("" if id_property else "; name a property that identifies the zones with id_property")
+    if len(features) > limits.max_zones:
+        raise LimitExceeded(
+            f"geometries has {len(features):,} features; at most limits.max_zones={limits.max_zones:,}"
         )
-    return Zones(tuple(ids), tuple(shapes), tuple(notes))
+    ids = [_feature_id(f, i, id_property) for i, f in enumerate(features)]
+    shapes = [_shape(f.get("geometry"), zone_id) for f, zone_id in zip(features, ids)]
+    return zones_of(ids, shapes, limits, id_property=id_property)
 
 
-def _features(geometries: Any, roots: list[Path] | None) -> list[dict]:
-    """The features of any accepted form (a file is read with geopandas)."""
-    if isinstance(geometries, (str, Path)):
-        text = str(geometries).strip()
-        if text.startswith(("{", "[")):
-            try:
-                geometries = json.loads(text)
-            except ValueError as exc:
-                raise InvalidArgument(f"geometries is not valid JSON ({exc})") from None
+# --- inline GeoJSON: measured before it is parsed -------------------------------------------------
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _text_depth(text: str) -> int:
+    """How deep the brackets of JSON `text` nest (strings left out), without parsing it."""
+    import numpy as np
+
+    data = np.frombuffer(_STRING.sub("", text).encode(), dtype=np.uint8)
+    step = np.isin(data, (ord("["), ord("{"))).astype(np.int64) - np.isin(data, (ord("]"), ord("}")))
+    return int(step.cumsum().max(initial=0))
+
+
+def _too_deep(limits) -> InvalidArgument:
+    return InvalidArgument(
+        f"geometries nests deeper than limits.max_geometries_depth={limits.max_geometries_depth} levels "
+        "(GeoJSON needs about 8; a GeometryCollection inside another adds levels): give plain Features"
+    )
+
+
+def _too_large(size: str, limits) -> LimitExceeded:
+    return LimitExceeded(
+        f"geometries given inline is {size}, more than limits.max_geometries_bytes="
+        f"{limits.max_geometries_bytes:,}: write the zones to a file in the workspace (GeoParquet, "
+        "GeoPackage, FlatGeobuf) and name it"
+    )
+
+
+def _checked_object(value: Any, limits) -> None:
+    """Walk a parsed object (no recursion) to its depth and size, stopping past either limit."""
+    budget = limits.max_geometries_bytes
+    stack, nodes = [(value, 1)], 0
+    while stack:
+        item, depth = stack.pop()
+        if depth > limits.max_geometries_depth:
+            raise _too_deep(limits)
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
         else:
-            return _read_file(text, roots)
+            nodes += len(item) if isinstance(item, str) else 1
+            if nodes > budget:
+                raise _too_large(f"over {budget:,} bytes", limits)
+            continue
+        nodes += 2
+        stack.extend((child, depth + 1) for child in children)
+    size = len(json.dumps(value, separators=(",", ":"), default=str).encode())
+    if size > budget:
+        raise _too_large(f"{size:,} bytes", limits)
+
+
+def _features(geometries: Any, limits) -> list[dict]:
+    """The features of inline GeoJSON (an object or JSON text), its size and depth checked first."""
+    if isinstance(geometries, str):
+        text = geometries.strip()
+        if len(text.encode()) > limits.max_geometries_bytes:
+            raise _too_large(f"{len(text.encode()):,} bytes", limits)
+        if _text_depth(text) > limits.max_geometries_depth:
+            raise _too_deep(limits)
+        try:
+            geometries = json.loads(text)
+        except ValueError as exc:
+            raise InvalidArgument(f"geometries is not valid JSON ({shown(exc, 200)})") from None
+    else:
+        _checked_object(geometries, limits)
     if isinstance(geometries, dict):
         kind = geometries.get("type")
         if kind == "FeatureCollection":
-            return list(geometries.get("features") or [])
+            found = geometries.get("features") or []
+            if not isinstance(found, list) or not all(isinstance(f, dict) for f in found):
+                raise InvalidArgument("geometries: a FeatureCollection's features must be a list of Features")
+            return found
         if kind == "Feature":
             return [geometries]
         if kind in ("Polygon", "MultiPolygon", "GeometryCollection"):
             return [{"type": "Feature", "geometry": geometries, "properties": {}}]
         raise InvalidArgument(
-            f"geometries of type {kind!r}: give a FeatureCollection, a Feature, a list of Features or a "
-            "(Multi)Polygon"
+            f"geometries of type {shown(kind, 40)}: give a FeatureCollection, a Feature, a list of "
+            "Features or a (Multi)Polygon"
         )
     if isinstance(geometries, (list, tuple)):
         if not all(isinstance(f, dict) and f.get("type") == "Feature" for f in geometries):
@@ -103,75 +189,138 @@ def _features(geometries: Any, roots: list[Path] | None) -> list[dict]:
         return list(geometries)
     raise InvalidArgument(
         "geometries must be GeoJSON (a FeatureCollection, Feature, list of Features or geometry), "
-        "as an object or JSON text, or the path of a GeoJSON/GeoPackage/GeoParquet file in the workspace"
+        "as an object or JSON text, or the path of a GeoJSON/GeoPackage/FlatGeobuf/GeoParquet file "
+        "in the workspace"
     )
 
 
-def _read_file(path: str, roots: list[Path] | None) -> list[dict]:
-    from ..catalogs.security import check_local_path
-
-    if roots is None:
-        raise InvalidArgument("geometries names a file, but no folder is allowed here; give GeoJSON")
-    candidate = Path(path).expanduser()
-    resolved = check_local_path(candidate if candidate.is_absolute() else roots[0] / candidate, roots)
-    if resolved.suffix.lower() not in FILE_SUFFIXES:
-        raise InvalidArgument(
-            f"geometries file '{resolved.name}' is not GeoJSON, GeoPackage or GeoParquet "
-            f"({', '.join(FILE_SUFFIXES)})"
-        )
-    if not resolved.is_file():
-        raise InvalidArgument(f"geometries file '{resolved.name}' was not found in the workspace")
-    import geopandas
-
-    try:
-        if resolved.suffix.lower() in (".parquet", ".geoparquet"):
-            frame = geopandas.read_parquet(resolved)
-        else:
-            frame = geopandas.read_file(resolved, engine="pyogrio")
-    except Exception as exc:  # a broken file: one line naming it
-        raise InvalidArgument(f"geometries file '{resolved.name}' cannot be read: {exc}") from None
-    if frame.crs is not None and not frame.crs.equals("EPSG:4326"):
-        frame = frame.to_crs("EPSG:4326")
-    # (default=str: a file's other columns may hold times, which JSON has no type for)
-    return json.loads(frame.to_json(drop_id=False, default=str)).get("features") or []
-
-
-def _zone_id(feature: dict, index: int, id_property: str | None):
+def _feature_id(feature: dict, index: int, id_property: str | None):
     properties = feature.get("properties") or {}
+    if not isinstance(properties, dict):
+        raise InvalidArgument(f"feature {index}: its properties must be an object")
     if id_property:
-        if properties.get(id_property) is None:
-            raise InvalidArgument(f"feature {index} has no property '{id_property}' (id_property)")
-        return properties[id_property]
+        found = properties.get(id_property)
+        if found is None:
+            raise InvalidArgument(f"feature {index} has no property {shown(id_property, 80)} (id_property)")
+        return checked_id(found, index, f"its property {shown(id_property, 80)}")
     found = feature.get("id")
-    return found if found is not None else index
+    return index if found is None else checked_id(found, index, "its id")
 
 
-def _polygonal(geometry: dict | None, zone_id):
-    """(shapely polygon or multipolygon, note or None) for one feature's geometry."""
-    import shapely
+def checked_id(value, index: int, what: str):
+    """A zone id as given when it is text or a finite number; else a one-line refusal."""
+    if isinstance(value, str) or (
+        isinstance(value, Number) and not isinstance(value, bool) and math.isfinite(value)
+    ):
+        return value.item() if hasattr(value, "item") else value
+    kind = type(value).__name__
+    raise InvalidArgument(
+        f"feature {index}: {what} is {shown(kind, 40)}; a zone id must be text or a number "
+        "(name another property with id_property)"
+    )
+
+
+def _shape(geometry, zone_id):
+    """A shapely geometry of one feature's GeoJSON geometry (checked by `zones_of`)."""
     from shapely.geometry import shape
 
     if not geometry:
-        raise InvalidArgument(f"zone {zone_id!r} has no geometry")
+        raise InvalidArgument(f"zone {shown(zone_id)} has no geometry")
+    if not isinstance(geometry, dict):
+        raise InvalidArgument(f"zone {shown(zone_id)}: its geometry must be a GeoJSON object")
     try:
-        geom = shape(geometry)
-    except Exception as exc:  # unclosed rings, too few points, bad nesting
-        raise InvalidArgument(f"zone {zone_id!r}: its geometry cannot be read ({exc})") from None
-    note = None
-    if not geom.is_valid:
-        reason = shapely.is_valid_reason(geom)
-        geom = _polygons_of(shapely.make_valid(geom))
-        note = f"zone {zone_id!r}: invalid geometry ({reason}) repaired with make_valid"
-    else:
-        geom = _polygons_of(geom)
-    if geom is None or geom.is_empty or geom.area == 0:
+        return shape(geometry)
+    except Exception as exc:  # unclosed rings, too few points, bad nesting, null coordinates
         raise InvalidArgument(
-            f"zone {zone_id!r} has no area ({geometry.get('type')}); zones must be polygons or multipolygons"
+            f"zone {shown(zone_id)}: its geometry cannot be read ({shown(exc, 200)})"
+        ) from None
+
+
+# --- every source: the same checks, on arrays ------------------------------------------------------
+
+
+def zones_of(ids: list, shapes, limits, *, id_property: str | None = None, unique: bool = True) -> Zones:
+    """`Zones` of ids and shapely geometries (EPSG:4326) after the checks of the module docstring:
+    vertices per zone, finite coordinates, repair, area, WGS84 bounds, one id type, unique ids."""
+    import numpy as np
+    import shapely
+
+    limits = _limits(limits)
+    shapes = np.asarray(shapes, dtype=object)
+    missing = np.flatnonzero(shapely.is_missing(shapes))
+    if missing.size:
+        raise InvalidArgument(f"zone {shown(ids[missing[0]])} has no geometry")
+    vertices = shapely.get_num_coordinates(shapes)
+    over = np.flatnonzero(vertices > limits.max_zone_vertices)
+    if over.size:
+        raise LimitExceeded(
+            f"zone {shown(ids[over[0]])} has {int(vertices[over[0]]):,} vertices, more than "
+            f"limits.max_zone_vertices={limits.max_zone_vertices:,}: simplify it"
         )
-    west, south, east, north = geom.bounds
-    if west < -180 or east > 180 or south < -90 or north > 90:
-        raise InvalidArgument(f"zone {zone_id!r} is not in WGS84 longitude/latitude (bounds {geom.bounds})")
-    return geom, note
+    coordinates, owner = shapely.get_coordinates(shapes, return_index=True)
+    bad = ~np.isfinite(coordinates).all(axis=1)
+    if bad.any():
+        raise InvalidArgument(
+            f"zone {shown(ids[owner[np.argmax(bad)]])} has a vertex that is not a finite number (NaN or Infinity)"
+        )
+    del coordinates, owner
+    notes, repaired, given = [], 0, shapes.copy()
+    valid = shapely.is_valid(shapes)
+    polygonal = np.isin(shapely.get_type_id(shapes), (3, 6))  # Polygon, MultiPolygon
+    for index in np.flatnonzero(~valid | ~polygonal):
+        geom = shapes[index]
+        if not valid[index]:
+            reason = shapely.is_valid_reason(geom)
+            geom = shapely.make_valid(geom)
+            repaired += 1
+            if repaired <= NOTES_KEPT:
+                notes.append(
+                    f"zone {shown(ids[index])}: invalid geometry ({reason}) repaired with make_valid"
+                )
+        shapes[index] = _polygons_of(geom)
+    if repaired > NOTES_KEPT:
+        notes.append(f"{repaired - NOTES_KEPT:,} more zones had invalid geometries, repaired with make_valid")
+    area = shapely.area(shapes)
+    empty = np.flatnonzero(np.isnan(area) | (area == 0))
+    if empty.size:
+        index = empty[0]
+        raise InvalidArgument(
+            f"zone {shown(ids[index])} has no area ({given[index].geom_type}); zones must be polygons or "
+            "multipolygons"
+        )
+    bounds = shapely.bounds(shapes)
+    outside = np.flatnonzero(
+        (bounds[:, 0] < -180) | (bounds[:, 2] > 180) | (bounds[:, 1] < -90) | (bounds[:, 3] > 90)
+    )
+    if outside.size:
+        index = outside[0]
+        raise InvalidArgument(
+            f"zone {shown(ids[index])} is not in WGS84 longitude/latitude "
+            f"(bounds {[round(float(v), 6) for v in bounds[index]]})"
+        )
+    ids = one_id_type(ids)
+    if unique:
+        check_unique(ids, id_property)
+    return Zones(tuple(ids), tuple(shapes), tuple(notes))
+
+
+def one_id_type(ids: list) -> list:
+    """Every id as text when some are text and others numbers (a table column has one type)."""
+    texts = sum(isinstance(i, str) for i in ids)
+    return [str(i) for i in ids] if 0 < texts < len(ids) else list(ids)
+
+
+def check_unique(ids, id_property: str | None = None) -> None:
+    import pandas as pd
+
+    repeated = pd.Series(ids, dtype=object)
+    repeated = repeated[repeated.duplicated()]
+    if len(repeated):
+        twice = list(dict.fromkeys(repeated))[:5]
+        raise InvalidArgument(
+            f"zone ids must be unique; repeated: {', '.join(shown(i, 60) for i in twice)}"
+            + ("" if id_property else "; name a property that identifies the zones with id_property")
+        )
 
 
 def _polygons_of(geom):

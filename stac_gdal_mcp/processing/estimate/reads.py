@@ -311,7 +311,8 @@ class Planner:
             yield plan, src, open_level
 
     def fill(self, estimate: Estimate) -> Estimate:
-        plans = list(self.files.values())
+        # (files without a tile index first: listed whatever their number, their bytes None)
+        plans = sorted(self.files.values(), key=lambda p: p.indexed)
         indexed = [p for p in plans if p.indexed]
         estimate.read_bytes = sum(p.fetched_bytes for p in indexed)
         estimate.read_requests = sum(p.requests for p in plans)

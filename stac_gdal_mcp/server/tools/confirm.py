@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
+from ...catalogs.security import shown
 from ..links import estimate_result
 from .jobs import run_job
 
@@ -38,6 +39,16 @@ def size(estimate: Estimate) -> int:
     """The larger of the bytes the job would read and the bytes it would write (uncompressed)."""
     written = estimate.output.bytes if estimate.output is not None else None
     return max(estimate.read_bytes or 0, written or 0)
+
+
+def unknown_reads(estimate: Estimate) -> int:
+    """Files the estimate cannot size (no tile index: JPEG 2000, PNG ...): never counted as 0."""
+    return sum(1 for f in estimate.files if f.bytes is None)
+
+
+def unknown_names(estimate: Estimate, most: int = 3) -> list[str]:
+    names = [shown(f.asset, 60) for f in estimate.files if f.bytes is None]
+    return names[:most] + (["..."] if len(names) > most else [])
 
 
 def _can_elicit(ctx: Context | None) -> bool:
@@ -61,8 +72,16 @@ def _modern(ctx: Context) -> bool:
     return request is not None and request.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
+YES = ("yes", "true", "y")  # an explicit yes as text; any other content ("no", "", 1) is not one
+
+
 def _answer(action: str, content) -> str:
-    accepted = action == "accept" and bool((content or {}).get("value"))
+    """The answer: "yes" only when accepted with an explicit yes (the boolean true, or the text
+    yes/true); else the action ("decline", "cancel"), an accepted "no" being a decline."""
+    value = content.get("value") if isinstance(content, dict) else None
+    if isinstance(value, str):
+        value = value.strip().lower()
+    accepted = action == "accept" and (value is True or (isinstance(value, str) and value in YES))
     return "yes" if accepted else ("decline" if action == "accept" else action)
 
 
@@ -103,10 +122,16 @@ async def unconfirmed(ctx: Context | None, session: Session, confirm: bool, fn, 
     except StacGdalMcpError as exc:  # e.g. a header that cannot be read: the run itself says why
         log.debug("no estimate to confirm against (%s); running", exc)
         return None
-    needed = size(estimate)
-    if estimate.would_refuse or needed <= limit:  # a refusal: the run itself says why
+    needed, unknown = size(estimate), unknown_reads(estimate)
+    if estimate.would_refuse or (needed <= limit and not unknown):  # a refusal: the run says why
         return None
-    over = f"{needed:,} bytes, more than limits.confirm_bytes={limit:,}"
+    if needed > limit:
+        over = f"{needed:,} bytes, more than limits.confirm_bytes={limit:,}"
+    else:  # unknown is not small
+        over = (
+            f"{unknown} file(s) whose read size cannot be estimated ({', '.join(unknown_names(estimate))}: "
+            f"not tiled GeoTIFFs) besides {needed:,} bytes, against limits.confirm_bytes={limit:,}"
+        )
     answer = None
     if _can_elicit(ctx):
         answer = await _asked(ctx, f"{estimate.summary()}. That is {over}: run it?")
