@@ -58,6 +58,11 @@ class Zones:
         return boxes
 
 
+def shown_id(zone_id) -> str:
+    """A zone id in a message: a number as it is, text quoted and shortened."""
+    return shown(zone_id) if isinstance(zone_id, str) else str(zone_id)
+
+
 def _limits(limits):
     if limits is None:
         from ..settings import LimitSettings
@@ -225,14 +230,14 @@ def _shape(geometry, zone_id):
     from shapely.geometry import shape
 
     if not geometry:
-        raise InvalidArgument(f"zone {shown(zone_id)} has no geometry")
+        raise InvalidArgument(f"zone {shown_id(zone_id)} has no geometry")
     if not isinstance(geometry, dict):
-        raise InvalidArgument(f"zone {shown(zone_id)}: its geometry must be a GeoJSON object")
+        raise InvalidArgument(f"zone {shown_id(zone_id)}: its geometry must be a GeoJSON object")
     try:
         return shape(geometry)
     except Exception as exc:  # unclosed rings, too few points, bad nesting, null coordinates
         raise InvalidArgument(
-            f"zone {shown(zone_id)}: its geometry cannot be read ({shown(exc, 200)})"
+            f"zone {shown_id(zone_id)}: its geometry cannot be read ({shown(exc, 200)})"
         ) from None
 
 
@@ -249,19 +254,19 @@ def zones_of(ids: list, shapes, limits, *, id_property: str | None = None, uniqu
     shapes = np.asarray(shapes, dtype=object)
     missing = np.flatnonzero(shapely.is_missing(shapes))
     if missing.size:
-        raise InvalidArgument(f"zone {shown(ids[missing[0]])} has no geometry")
+        raise InvalidArgument(f"zone {shown_id(ids[missing[0]])} has no geometry")
     vertices = shapely.get_num_coordinates(shapes)
     over = np.flatnonzero(vertices > limits.max_zone_vertices)
     if over.size:
         raise LimitExceeded(
-            f"zone {shown(ids[over[0]])} has {int(vertices[over[0]]):,} vertices, more than "
+            f"zone {shown_id(ids[over[0]])} has {int(vertices[over[0]]):,} vertices, more than "
             f"limits.max_zone_vertices={limits.max_zone_vertices:,}: simplify it"
         )
     coordinates, owner = shapely.get_coordinates(shapes, return_index=True)
     bad = ~np.isfinite(coordinates).all(axis=1)
     if bad.any():
         raise InvalidArgument(
-            f"zone {shown(ids[owner[np.argmax(bad)]])} has a vertex that is not a finite number (NaN or Infinity)"
+            f"zone {shown_id(ids[owner[np.argmax(bad)]])} has a vertex that is not a finite number (NaN or Infinity)"
         )
     del coordinates, owner
     notes, repaired, given = [], 0, shapes.copy()
@@ -275,7 +280,7 @@ def zones_of(ids: list, shapes, limits, *, id_property: str | None = None, uniqu
             repaired += 1
             if repaired <= NOTES_KEPT:
                 notes.append(
-                    f"zone {shown(ids[index])}: invalid geometry ({reason}) repaired with make_valid"
+                    f"zone {shown_id(ids[index])}: invalid geometry ({reason}) repaired with make_valid"
                 )
         shapes[index] = _polygons_of(geom)
     if repaired > NOTES_KEPT:
@@ -285,7 +290,7 @@ def zones_of(ids: list, shapes, limits, *, id_property: str | None = None, uniqu
     if empty.size:
         index = empty[0]
         raise InvalidArgument(
-            f"zone {shown(ids[index])} has no area ({given[index].geom_type}); zones must be polygons or "
+            f"zone {shown_id(ids[index])} has no area ({given[index].geom_type}); zones must be polygons or "
             "multipolygons"
         )
     bounds = shapely.bounds(shapes)
@@ -295,7 +300,7 @@ def zones_of(ids: list, shapes, limits, *, id_property: str | None = None, uniqu
     if outside.size:
         index = outside[0]
         raise InvalidArgument(
-            f"zone {shown(ids[index])} is not in WGS84 longitude/latitude "
+            f"zone {shown_id(ids[index])} is not in WGS84 longitude/latitude "
             f"(bounds {[round(float(v), 6) for v in bounds[index]]})"
         )
     ids = one_id_type(ids)
