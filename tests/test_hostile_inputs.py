@@ -64,6 +64,59 @@ CORPUS = [
 ]
 
 
+# zonal_stats's zones (issue 30): one line each, no workspace path, no unbounded echo
+SQUARE = {"type": "Polygon", "coordinates": [[[13.6, 45.92], [13.61, 45.92], [13.61, 45.93], [13.6, 45.92]]]}
+S2_JUNE = {**S2, "datetime": "2024-06-01/2024-06-30"}
+
+
+def _nested(levels: int) -> dict:
+    geometry = SQUARE
+    for _ in range(levels):
+        geometry = {"type": "GeometryCollection", "geometries": [geometry]}
+    return geometry
+
+
+ZONAL = [
+    (
+        "zonal_stats",
+        {"geometries": '{"type":"Polygon","coordinates":[[[13.6,45.9],[NaN,45.9],[13.7,46],[13.6,45.9]]]}'},
+        "finite",
+    ),
+    (
+        "zonal_stats",
+        {"geometries": {"type": "Feature", "id": [1, 2], "properties": {}, "geometry": SQUARE}},
+        "id",
+    ),
+    (
+        "zonal_stats",
+        {
+            "geometries": {"type": "Feature", "properties": {"n": {"a": 1}}, "geometry": SQUARE},
+            "id_property": "n",
+        },
+        "id_property",
+    ),
+    ("zonal_stats", {"geometries": _nested(70)}, "max_geometries_depth"),
+    ("zonal_stats", {"geometries": "[" * 100_000 + "]" * 100_000}, "max_geometries_depth"),
+    (
+        "zonal_stats",
+        {
+            "geometries": {"type": "Feature", "properties": {}, "geometry": SQUARE},
+            "id_property": "x" * 100_000,
+        },
+        "id_property",
+    ),
+    ("zonal_stats", {"geometries": "stac-gdal://outputs/" + "x" * 5000}, "no output"),
+    ("zonal_stats", {"geometries": "~nosuchuser-h5/x.geojson"}, "geometries"),
+    ("zonal_stats", {"geometries": "a\x00b.geojson"}, "NUL"),
+    ("zonal_stats", {"geometries": "../../etc/passwd.geojson"}, "outside"),
+    ("zonal_stats", {"geometries": "link.geojson"}, "outside"),
+    ("zonal_stats", {"geometries": "mars.gpkg"}, "WGS84"),
+    ("zonal_stats", {"geometries": "broken.parquet"}, "broken.parquet"),
+    ("zonal_stats", {"geometries": "broken.gpkg"}, "broken.gpkg"),
+    ("zonal_stats", {"geometries": "mars.gpkg", "dry_run": True}, "WGS84"),
+]
+
+
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
     h = Harness(tmp_path_factory.mktemp("hostile") / "workspace")
@@ -120,3 +173,44 @@ def test_creation_options_checked_against_the_driver(harness):
         assert result.is_error, value
         text = result.content[0].text
         assert "ZLEVEL" in text and "\n" not in text, text
+
+
+def test_hostile_zones_answer_one_clear_line(harness, tmp_path):
+    import geopandas
+    from shapely.geometry import box
+
+    workspace = harness.workspace
+    workspace.mkdir(parents=True, exist_ok=True)
+    secret = tmp_path / "secret.geojson"
+    secret.write_text(json.dumps({"type": "Feature", "properties": {}, "geometry": SQUARE}))
+    (workspace / "link.geojson").unlink(missing_ok=True)
+    (workspace / "link.geojson").symlink_to(secret)
+    (workspace / "broken.parquet").write_bytes(b"PAR1 not parquet")
+    (workspace / "broken.gpkg").write_bytes(b"not a geopackage")
+    mars = geopandas.GeoDataFrame({"name": ["crater"]}, geometry=[box(0, 0, 1, 1)], crs="IAU_2015:49900")
+    mars.to_file(workspace / "mars.gpkg")
+    corpus = [(n, {**a, "search": S2_JUNE}, w) for n, a, w in ZONAL]
+    failures = _check(harness, corpus)
+    for name, arguments, _ in corpus:  # no echo of the long arguments
+        text = harness.call(name, arguments).content[0].text
+        assert len(text) < 1000, (json.dumps(arguments)[:100], len(text))
+    assert not failures, "\n".join(failures)
+
+
+def test_zones_with_and_without_ids_are_measured_and_saved(harness):
+    """An ordinary input: one field named, one not; the ids become text (one column type)."""
+    second = {
+        "type": "Polygon",
+        "coordinates": [[[13.61, 45.92], [13.62, 45.92], [13.62, 45.93], [13.61, 45.92]]],
+    }
+    features = [
+        {"type": "Feature", "id": "vineyard", "properties": {}, "geometry": SQUARE},
+        {"type": "Feature", "properties": {}, "geometry": second},
+    ]
+    result = harness.call(
+        "zonal_stats", {"geometries": {"type": "FeatureCollection", "features": features}, "search": S2_JUNE}
+    )
+    assert not result.is_error, result.content[0].text[:300]
+    answer = result.structured_content
+    assert {row["zone_id"] for row in answer["rows"]} == {"vineyard", "1"}
+    assert answer["table"]["id"]

@@ -62,7 +62,7 @@ def read_zone_file(given: str, roots: list[Path], limits, *, id_property=None, j
     job = job or Job()
     job.limit_time(limits.job_timeout_s)  # (a dry run's reading too; the first limit set wins)
     try:
-        count = count_zones(path)
+        count = count_zones(path, label)
         if count > limits.max_zones:
             raise LimitExceeded(
                 f"geometries file {label} has {count:,} features, more than limits.max_zones="
@@ -83,9 +83,7 @@ def read_zone_file(given: str, roots: list[Path], limits, *, id_property=None, j
     except StacGdalMcpError:  # the checks' own (a limit, the job's time limit or cancellation)
         raise
     except Exception as exc:  # a broken file (pyogrio, pyarrow): one line naming it
-        raise InvalidArgument(
-            f"geometries file {label} cannot be read: {shown(scrubbed(str(exc), roots), 200)}"
-        ) from None
+        raise unreadable(exc, path, label) from None
     if not ids:
         raise InvalidArgument(f"geometries file {label} has no features")
     return zones_of(one_id_type(ids), np.concatenate(shapes), limits, id_property=id_property)
@@ -97,15 +95,26 @@ def _file_id(value, index: int, id_property: str | None):
     return checked_id(value, index, f"its property {shown(id_property, 80)}")
 
 
-def count_zones(path: Path) -> int:
+def unreadable(exc: BaseException, path: Path, label: str | None = None) -> InvalidArgument:
+    """One line for a file a library cannot read, its message without the server's folders."""
+    message = scrubbed(str(exc).replace(str(path), path.name), [path.parent])
+    return InvalidArgument(
+        f"geometries file {label or shown(path.name)} cannot be read: {shown(message, 200)}"
+    )
+
+
+def count_zones(path: Path, label: str | None = None) -> int:
     """The number of features, from the file's metadata (GeoJSON: OGR counts them)."""
-    if path.suffix.lower() in PARQUET:
-        import pyarrow.parquet as pq
+    try:
+        if path.suffix.lower() in PARQUET:
+            import pyarrow.parquet as pq
 
-        return pq.ParquetFile(path).metadata.num_rows
-    import pyogrio
+            return pq.ParquetFile(path).metadata.num_rows
+        import pyogrio
 
-    return int(pyogrio.read_info(path, force_feature_count=True)["features"])
+        return int(pyogrio.read_info(path, force_feature_count=True)["features"])
+    except Exception as exc:  # a broken file: one line naming it
+        raise unreadable(exc, path, label) from None
 
 
 def _crs(path: Path):
