@@ -197,6 +197,11 @@ class LimitSettings(BaseModel):
     max_zone_vertices: int = Field(100_000, ge=4)
     max_geometries_bytes: int = Field(2 * 1024**2, ge=1024)
     max_geometries_depth: int = Field(20, ge=8)
+    # zonal statistics of a zones file (GeoParquet, GeoPackage, FlatGeobuf) with more features than
+    # this run at region scale (read in groups of neighbours, results written as they come); and the
+    # most features such a file may have (both counted from the file's metadata, before reading it)
+    zonal_region_zones: int = Field(20_000, ge=1)
+    max_region_zones: int = Field(10_000_000, ge=1)
 
 
 class PluginSettings(BaseModel):

@@ -1,0 +1,270 @@
+"""Zonal statistics at the scale of a region: the same call as `zonal`, for a zones file (GeoParquet,
+GeoPackage, FlatGeobuf) of more than `limits.zonal_region_zones` features - a parcel registry -
+with the memory of the calling process flat in the number of zones.
+
+`applies` says whether a call's `geometries` is such a file (counted from its metadata); `check`
+makes a `RegionRequest` (the file's size checked against `limits.max_region_zones`, the arguments
+checked by `zonal.check`), before anything but metadata is read. `run`:
+
+1. the items are selected once, over the box of the zones' extent (the caller's items as given);
+2. the zones stream from the file in groups of `GROUP_ZONES` neighbours along a Hilbert curve
+   (`zone_groups`), so the zones under one tile are measured, and the tile read, together;
+3. each group is measured on every item that meets it by the ordinary path (`zonal.measure_items`:
+   its windows, reads and exactextract; each item's work on the dask cluster at
+   `settings.dask_scheduler` when set, else on the reader threads), its table made by
+   `zonal.table` (the same rows as one call over every zone gives);
+4. each group's table is written as it is done to a partitioned GeoParquet output, a folder of
+   hive partitions `zone_group=<n>/part-0.parquet`, in the workspace's temporary folder and renamed
+   into place whole when the last group is written (nothing is left of a failed or cancelled run);
+5. the answer is the first group's table, its provenance counting every zone, row and item, and
+   naming the output (`facts.saved_as`): `session.save` returns that output's record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidArgument, LimitExceeded
+from . import zonal
+from .jobs import Job
+from .zone_files import count_zones, zones_path
+from .zone_groups import ZoneFile
+from .zones import Zones
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SUFFIXES = (".parquet", ".geoparquet", ".gpkg", ".fgb")  # files read in batches
+GROUP_ZONES = 2_000  # zones measured together (and one partition of the output)
+PARTITION = "zone_group"
+
+
+def zones_file(core, geometries) -> tuple[Path, str] | None:
+    """(the checked path, its label) of `geometries` when it names a file region scale can stream
+    (GeoParquet, GeoPackage, FlatGeobuf), else None."""
+    from .access import local_roots
+
+    if not isinstance(geometries, (str, Path)) or str(geometries).lstrip().startswith(("{", "[")):
+        return None
+    if Path(str(geometries).strip()).suffix.lower() not in SUFFIXES:
+        return None
+    return zones_path(str(geometries).strip(), local_roots(core))
+
+
+def applies(core, geometries) -> bool:
+    """Whether a call over `geometries` runs at region scale: a zones file of more features than
+    `limits.zonal_region_zones` (counted from its metadata)."""
+    found = zones_file(core, geometries)
+    return found is not None and count_zones(found[0]) > core.settings.limits.zonal_region_zones
+
+
+@dataclass(frozen=True)
+class RegionRequest:
+    """A zonal statistics call over a large zones file: the file, and the call's other arguments
+    checked (`template`: a `ZonalRequest` whose zones are filled group by group)."""
+
+    zones: ZoneFile
+    template: zonal.ZonalRequest
+
+    def group(self, zones: Zones) -> zonal.ZonalRequest:
+        return dataclasses.replace(self.template, zones=zones)
+
+
+def check(core, geometries, *, id_property: str | None = None, **arguments) -> RegionRequest:
+    """The arguments checked (as `zonal.check` does) and the file's size against its limit; only
+    the file's metadata is read."""
+    found = zones_file(core, geometries)
+    if found is None:
+        raise InvalidArgument(
+            "region scale takes a GeoParquet, GeoPackage or FlatGeobuf file in the workspace"
+        )
+    path, label = found
+    count = count_zones(path)
+    limit = core.settings.limits.max_region_zones
+    if count > limit:
+        raise LimitExceeded(
+            f"geometries file {label} has {count:,} features, more than limits.max_region_zones={limit:,}"
+        )
+    template = zonal.check(core, Zones((), ()), **arguments)
+    return RegionRequest(ZoneFile(path, label, count, id_property, core.settings.limits), template)
+
+
+# --- running ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Totals:
+    """What the answer says of the whole run: counts, notes, failures, sources (not the rows)."""
+
+    rows: int = 0
+    groups: int = 0
+    notes: list[str] = dataclasses.field(default_factory=list)
+    failed: dict[str, str] = dataclasses.field(default_factory=dict)
+    sources: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def add(self, frame, call: zonal.Call, metas: list) -> None:
+        self.rows += len(frame)
+        self.groups += 1
+        self.notes += [n for n in call.request.zones.notes if len(self.notes) < 5]
+        for meta in metas:
+            if meta and meta["error"]:
+                self.failed.setdefault(meta["item_id"], meta["error"])
+            for source in (meta or {}).get("sources", []) if meta and not meta["error"] else []:
+                self.sources.setdefault(source.href, source)
+
+
+def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
+    """Every zone of the file on every item (see the module docstring); the first group's table,
+    the whole output written into the workspace."""
+    import contextlib
+
+    from shapely.geometry import box
+
+    from .selection import Collections
+
+    job = job or Job()
+    job.limit_time(core.settings.limits.job_timeout_s)
+    ordered = request.zones.sorted(check=job.check)  # (the file read once: places and extent)
+    total = -(-request.zones.count // GROUP_ZONES)
+    call = zonal.select(core, request.group(Zones(("region",), (box(*ordered.bounds),))))
+    items = [_resolved(call, it) for it in call.items]
+    store, totals, head = core.outputs, Totals(), None
+    job.progress(0, total, f"zonal statistics of {request.zones.count:,} zones on {len(items)} items")
+    with (
+        store.writing(".parquet", stem="zonal-stats", dataset=True) as out,
+        contextlib.closing(ordered.groups(GROUP_ZONES, check=job.check)) as groups,
+    ):
+        for k, zones in enumerate(groups):
+            job.check()
+            part = zonal.Call(
+                request.group(zones), call.catalog, items, [], Collections(call.catalog), call.limits
+            )
+            metas, frames = zonal.measure_items(core, part, job, report=False)
+            frame = zonal.table(core, part, metas, frames)
+            _write(frame, out.path / f"{PARTITION}={k:05d}", core.settings.limits.max_output_bytes)
+            totals.add(frame, part, metas)
+            head = frame if head is None else head
+            job.progress(k + 1, total, f"{totals.rows:,} rows of {(k + 1) * GROUP_ZONES:,} zones written")
+        record = store.commit(out, **_record_args(request, head, totals))
+    return _answer(request, head, totals, call, record.id)
+
+
+def _resolved(call: zonal.Call, ref: dict) -> dict:
+    """An item's full STAC dict, fetched once for every group (a failure is met again per group,
+    where its rows carry it)."""
+    try:
+        return zonal.full_item(call, ref)
+    except Exception:
+        return ref
+
+
+def _write(frame, folder: Path, max_bytes: int) -> None:
+    """One group's table as a GeoParquet partition (text columns typed as text even when empty,
+    so the partitions share a schema)."""
+    import pandas as pd
+
+    folder.mkdir()
+    typed = frame.copy()
+    for column in ("date", "collection_id", "item_ids", "note", "error"):
+        if column in typed:
+            typed[column] = typed[column].astype(pd.StringDtype())
+    typed.to_parquet(folder / "part-0.parquet", index=False)
+    written = sum(p.stat().st_size for p in folder.parent.rglob("*.parquet"))
+    if written > max_bytes:
+        raise LimitExceeded(
+            f"the output would be more than limits.max_output_bytes={max_bytes:,} bytes ({written:,} "
+            "written so far); measure fewer zones or items"
+        )
+
+
+def _facts(request: RegionRequest, head, totals: Totals, call, saved_as: str | None) -> tuple:
+    from .records import Provenance
+
+    provenance = Provenance.of(head)
+    failed = [{"item_id": i, "error": e} for i, e in totals.failed.items()]
+    notes = [*call.notes, *totals.notes]
+    if failed:
+        notes.append(f"{len(failed)} items could not be read: their rows carry `error` and no statistic")
+    facts = {
+        **provenance.facts,
+        "zones": request.zones.count,
+        "items": len(call.items) - len(failed),
+        "rows": totals.rows,
+        "groups": totals.groups,
+        "notes": notes,
+        "failed_items": failed,
+        "saved_as": saved_as,
+    }
+    parameters = {
+        **provenance.parameters,
+        "zones": request.zones.count,
+        "geometries": request.zones.path.name,
+    }
+    return provenance, facts, parameters
+
+
+def _record_args(request: RegionRequest, head, totals: Totals) -> dict:
+    provenance, facts, parameters = _facts(
+        request, head, totals, zonal.Call(request.template, None, [], [], None), None
+    )
+    return dict(
+        operation="zonal_stats",
+        parameters=parameters,
+        sources=list(totals.sources.values()),
+        software=provenance.software,
+        media_type=zonal.MEDIA_TYPES["parquet"],
+        title=provenance.title,
+        lineage=f"{provenance.lineage}; {request.zones.count:,} zones in {totals.groups} groups of neighbours, "
+        f"a hive partition ({PARTITION}=n) each",
+        properties={
+            "zonal:stats": facts["stats"],
+            "zonal:expression": facts["expression"],
+            "zonal:zones": request.zones.count,
+            "zonal:rows": totals.rows,
+            "zonal:partitioning": PARTITION,
+        },
+    )
+
+
+def _answer(request: RegionRequest, head, totals: Totals, call, output_id: str):
+    """The first group's table, its provenance about the whole run."""
+    provenance, facts, parameters = _facts(request, head, totals, call, output_id)
+    facts["notes"].append(
+        f"{request.zones.count:,} zones at region scale: this table holds the first group's {len(head):,} of "
+        f"{totals.rows:,} rows; every row is in the partitioned GeoParquet output '{output_id}'"
+    )
+    head.attrs.update(
+        provenance.model_copy(
+            update={"facts": facts, "parameters": parameters, "sources": list(totals.sources.values())}
+        ).to_attrs()
+    )
+    return head
+
+
+# --- dry run ----------------------------------------------------------------------------------------
+
+
+def estimate(core, request: RegionRequest):
+    """What `run` would read: the estimate of each group of zones (as `zonal.estimate`), summed."""
+    from .estimate.result import Estimate, OutputSize
+
+    result = Estimate(operation="zonal_stats", output=OutputSize(rows=0, format="partitioned GeoParquet"))
+    result.read_bytes = result.read_requests = 0
+    ids: dict[str, None] = {}
+    for zones in request.zones.groups(GROUP_ZONES):
+        part = zonal.estimate(core, request.group(zones))
+        ids.update(dict.fromkeys(part.item_ids))
+        result.output.rows += part.output.rows if part.output else 0
+        result.read_bytes += part.read_bytes or 0
+        result.read_requests += part.read_requests or 0
+        result.notes += [n for n in part.notes if n not in result.notes][:5]
+        result.would_refuse = result.would_refuse or part.would_refuse
+        result.refusal = result.refusal or part.refusal
+    result.item_ids = list(ids)
+    result.notes.append(
+        f"{request.zones.count:,} zones at region scale, in groups of {GROUP_ZONES:,} neighbours"
+    )
+    return result

@@ -1,0 +1,156 @@
+"""The zones of a large file (GeoParquet, GeoPackage, FlatGeobuf) in groups of neighbours, read in
+batches so that memory does not grow with the number of zones (zonal statistics at region scale).
+
+The file is read as `zone_files` reads it for a small call (its batches: only the geometry and id
+columns; its CRS brought to WGS84; ids `id_property`, else a GeoParquet's pandas index, else the
+position), twice:
+
+1. `ZoneFile.sorted`: each zone's place on a Hilbert curve over the zones' extent (the centre of
+   its bounding box; geopandas' `hilbert_distance`), 16 bytes a zone, and the extent;
+2. `SortedZones.groups`: each batch's rows, tagged with their place, written to a temporary Parquet
+   dataset (pyarrow's `write_dataset`), one folder per bucket of `BUCKET_ZONES` neighbours; each
+   bucket is then read alone, sorted along the curve and cut into groups of neighbours, each
+   checked by `zones.zones_of` as a small call's zones are. Ids must be unique over the whole file
+   (the ids alone are compared, once, before the first group).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidArgument
+from .zone_files import _batches, _file_id, _to_wgs84
+from .zones import Zones, check_unique, one_id_type, zones_of
+
+BUCKET_ZONES = 50_000  # rows of one bucket, sorted in memory
+
+
+@dataclass(frozen=True)
+class ZoneFile:
+    """A zones file read in groups: its path (checked by `zone_files.zones_path`), its label in
+    messages, its feature count (from its metadata), the id column, the limits."""
+
+    path: Path
+    label: str
+    count: int
+    id_property: str | None
+    limits: Any
+
+    def batches(self, check) -> Iterator[tuple]:
+        """(WKB array, ids or None, position of the first) per batch; `check()` between batches."""
+        start = 0
+        for wkb, ids in _batches(self.path, self.label, self.id_property):
+            check()
+            if ids is not None:
+                ids = [_file_id(v, start + k, self.id_property) for k, v in enumerate(ids)]
+            yield wkb, ids, start
+            start += len(wkb)
+
+    def sorted(self, check=lambda: None) -> SortedZones:
+        """The first pass: each zone's place along the curve, and the zones' extent in WGS84."""
+        import geopandas
+        import numpy as np
+        import shapely
+
+        to_wgs84 = _to_wgs84(self.path, self.label)
+        centres, lows, highs = [], [], []
+        for wkb, _, _ in self.batches(check):
+            geoms = shapely.from_wkb(wkb, on_invalid="ignore")
+            bounds = shapely.bounds(geoms if to_wgs84 is None else to_wgs84(geoms))
+            centres.append((bounds[:, :2] + bounds[:, 2:]) / 2)
+            lows.append(np.nanmin(bounds[:, :2], axis=0))
+            highs.append(np.nanmax(bounds[:, 2:], axis=0))
+        if not centres:
+            raise InvalidArgument(f"geometries file {self.label} has no features")
+        xy = np.concatenate(centres)
+        del centres
+        extent = (*np.min(lows, axis=0), *np.max(highs, axis=0))
+        key = geopandas.GeoSeries(shapely.points(xy)).hilbert_distance(total_bounds=extent).to_numpy()
+        del xy
+        place = np.empty(len(key), dtype="int64")
+        place[np.argsort(key, kind="stable")] = np.arange(len(key))
+        return SortedZones(self, place, tuple(float(v) for v in extent))
+
+
+@dataclass
+class SortedZones:
+    """A zones file's zones in order along the curve (`ZoneFile.sorted`): `groups` reads them."""
+
+    file: ZoneFile
+    place: Any  # each zone's place along the curve, by its position in the file
+    bounds: tuple[float, float, float, float]  # the zones' extent, WGS84
+
+    def groups(self, group_zones: int, check=lambda: None) -> Iterator[Zones]:
+        """`Zones` of at most `group_zones` neighbours each, every zone once, along the curve."""
+        with tempfile.TemporaryDirectory(prefix="zone-groups-") as tmp:
+            folder = Path(tmp)
+            self._bucketed(folder, check)
+            self._unique_ids(folder)
+            to_wgs84 = _to_wgs84(self.file.path, self.file.label)
+            for bucket in sorted(folder.iterdir(), key=lambda p: int(p.name)):
+                yield from self._cut(bucket, group_zones, to_wgs84)
+
+    def _bucketed(self, folder: Path, check) -> None:
+        """The file's rows (position, WKB, id), with their place, written to one folder per bucket."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        def tagged():
+            for wkb, ids, start in self.file.batches(check):
+                rows = np.arange(start, start + len(wkb))
+                at = self.place[rows]
+                columns = {"_row": rows, "_wkb": pa.array(wkb, pa.binary()), "_place": at}
+                if ids is not None:
+                    columns["_id"] = pa.array([str(i) for i in ids]) if _mixed(ids) else pa.array(ids)
+                columns["_bucket"] = at // BUCKET_ZONES
+                yield from pa.table(columns).to_batches()
+
+        batches = tagged()
+        first = next(batches)
+        ds.write_dataset(
+            pa.RecordBatchReader.from_batches(first.schema, _chain(first, batches)),
+            folder,
+            format="parquet",
+            partitioning=ds.partitioning(pa.schema([("_bucket", pa.int64())])),
+        )
+
+    def _unique_ids(self, folder: Path) -> None:
+        """Refuse repeated zone ids (the ids alone are read, once)."""
+        import pyarrow.dataset as ds
+
+        dataset = ds.dataset(folder, format="parquet")
+        if "_id" in dataset.schema.names:
+            check_unique(dataset.to_table(columns=["_id"])["_id"].to_pylist(), self.file.id_property)
+
+    def _cut(self, bucket: Path, group_zones: int, to_wgs84) -> Iterator[Zones]:
+        import pyarrow.parquet as pq
+        import shapely
+
+        table = pq.read_table(bucket).sort_by("_place")
+        for start in range(0, table.num_rows, group_zones):
+            part = table.slice(start, group_zones)
+            geoms = shapely.from_wkb(part["_wkb"].to_numpy(zero_copy_only=False), on_invalid="ignore")
+            ids = part["_id" if "_id" in part.column_names else "_row"].to_pylist()
+            yield zones_of(
+                one_id_type(ids),
+                geoms if to_wgs84 is None else to_wgs84(geoms),
+                self.file.limits,
+                id_property=self.file.id_property,
+                unique=False,
+            )
+
+
+def _mixed(ids: list) -> bool:
+    """Ids of text and numbers together (then all taken as text, as for a small file)."""
+    texts = sum(isinstance(i, str) for i in ids)
+    return 0 < texts < len(ids)
+
+
+def _chain(first, rest):
+    yield first
+    yield from rest

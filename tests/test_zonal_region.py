@@ -1,0 +1,190 @@
+"""zonal_stats at region scale: a zones file of more features than limits.zonal_region_zones, read in
+groups of neighbours and written as it goes to a partitioned GeoParquet output.
+
+Items in the real pgstac test bed, their COGs on the Range server: two items of one scene, and two
+of one day on either side of the UTM zone 33/34 boundary (18 degrees E). The expected table is the
+ordinary call's (`zonal.run` over every zone at once, itself checked against exactextract in
+test_zonal.py); the region output is read back with pyarrow, partition by partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import geopandas
+import pandas as pd
+import pyarrow.dataset as ds
+import pytest
+from pyproj import Transformer
+from shapely import transform as shapely_transform
+
+from stac_gdal_mcp import Session
+from stac_gdal_mcp.errors import LimitExceeded, OperationCancelled
+from stac_gdal_mcp.processing import zonal, zonal_region
+from stac_gdal_mcp.processing.jobs import Job
+from stac_gdal_mcp.testing import synthetic
+
+pytestmark = pytest.mark.testbed
+
+UID = uuid.uuid4().hex[:8]
+S2 = f"zr-s2-{UID}"
+ORIGIN = (500000.0, 5000000.0)
+SCENE = (ORIGIN[0], ORIGIN[1] - 5120, ORIGIN[0] + 5120, ORIGIN[1])
+EAST, WEST = (32633, (736477.0 - 5120, 4990000.0)), (32634, (263523.0, 4990000.0))
+GROUP = 64  # zones per group here (several groups from a few hundred zones)
+
+
+def to_wgs84(geom, epsg):
+    return shapely_transform(
+        geom, Transformer.from_crs(epsg, 4326, always_xy=True).transform, interleaved=False
+    )
+
+
+@pytest.fixture(scope="module")
+def scenes(cog_server, pgstac_api):
+    folder = f"zr-{UID}"
+    out_dir, href_base = cog_server.root / folder, f"{cog_server.url}/{folder}"
+    plan = {
+        "S2A_R1": ("2024-06-01T10:00:00Z", 32633, ORIGIN),
+        "S2A_R2": ("2024-06-11T10:00:00Z", 32633, ORIGIN),
+        "S2A_RE": ("2024-06-21T10:00:00Z", *EAST),
+        "S2A_RW": ("2024-06-21T10:00:00Z", *WEST),
+    }
+    items = []
+    for seed, (item_id, (when, epsg, origin)) in enumerate(plan.items()):
+        item, _ = synthetic.write_scene(
+            "sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, seed=70 + seed, epsg=epsg,
+            origin=origin, size_px=512, blocksize=128, with_visual=False, href_base=href_base,
+            cloud_fraction=0.3,
+        )  # fmt: skip
+        items.append(item)
+    pgstac_api.load([synthetic.collection("sentinel-2-l2a", S2)], items)
+    return items
+
+
+def zones_frame(count: int, seed: int = 1) -> geopandas.GeoDataFrame:
+    """`count` fields: most in clusters over the first scene, some across the UTM boundary."""
+    features = synthetic.field_polygons(32633, SCENE, count - 20, seed=seed, clusters=5)
+    across = (736477.0 - 2000, 4990000.0 - 4000, 736477.0 + 400, 4990000.0 - 1000)
+    features += synthetic.field_polygons(32633, across, 20, seed=seed + 1, clusters=2)
+    frame = geopandas.GeoDataFrame.from_features(features, crs="EPSG:4326")
+    frame["field_id"] = [f"f{i:05d}" for i in range(len(frame))]
+    return frame
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+    ) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def region(make_settings, pgstac_api, scenes, monkeypatch):
+    monkeypatch.setattr(zonal_region, "GROUP_ZONES", GROUP)
+
+    def make(**settings):
+        limits = {"zonal_region_zones": 100, **settings.pop("limits", {})}
+        session = Session(
+            make_settings(
+                catalogs=[{"id": "testbed", "url": pgstac_api.url}], default_catalog="testbed",
+                limits=limits, **settings,
+            )
+        )  # fmt: skip
+        path = session.settings.workspace / "fields.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        zones_frame(300).to_parquet(path)
+        return session, path
+
+    return make
+
+
+def read_output(session, record) -> pd.DataFrame:
+    """Every partition of a region output (pyarrow, hive partitioning), as one table."""
+    folder = session.outputs.path(record.id)
+    dataset = ds.dataset(folder, format="parquet", partitioning="hive")
+    parts = [fragment.to_table().to_pandas() for fragment in dataset.get_fragments()]
+    return pd.concat(parts, ignore_index=True)
+
+
+def comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = pd.DataFrame(frame).drop(columns=["zone_group"], errors="ignore")
+    for column in ("date", "collection_id", "item_ids", "note", "error"):
+        if column in frame:
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    return frame.sort_values(["zone_id", "datetime"], kind="stable").reset_index(drop=True)
+
+
+ARGUMENTS = dict(
+    collections=[S2], datetime="2024-06-01/2024-06-30", id_property="field_id", catalog="testbed"
+)
+
+
+def ordinary(session, path, **arguments):
+    request = zonal.check(session.core, str(path), **{**ARGUMENTS, **arguments})
+    return zonal.run(session.core, request)
+
+
+@pytest.mark.parametrize("per", ["item", "day"])
+def test_region_equals_the_ordinary_call(region, per):
+    session, path = region()
+    head = session.zonal_stats(str(path), per=per, **ARGUMENTS)
+    facts = zonal.provenance_of(head).facts
+    record = session.outputs.get(facts["saved_as"])
+    assert session.save(head).id == record.id  # saved once, while computed
+    whole = ordinary(session, path, per=per)
+    table = read_output(session, record)
+    assert facts["zones"] == 300 and facts["rows"] == len(whole) == len(table)
+    assert facts["groups"] == -(-300 // GROUP) == len(list(session.outputs.path(record.id).iterdir()))
+    across = whole[whole["zone_id"] >= "f00280"]
+    assert across["item_ids"].str.contains("S2A_RW").any() and across["item_ids"].str.contains("S2A_RE").any()
+    pd.testing.assert_frame_equal(comparable(table), comparable(whole.to_wkb()), check_dtype=False)
+    assert len(head) <= GROUP * 4 and set(head["zone_id"]) < set(whole["zone_id"])
+
+
+def test_region_on_a_cluster_of_worker_processes(region, cluster):
+    session, path = region(dask_scheduler=cluster.scheduler_address)
+    head = session.zonal_stats(str(path), **ARGUMENTS)
+    record = session.outputs.get(zonal.provenance_of(head).facts["saved_as"])
+    local, _ = region()
+    whole = ordinary(local, path)
+    pd.testing.assert_frame_equal(
+        comparable(read_output(session, record)), comparable(whole.to_wkb()), check_dtype=False
+    )
+
+
+def leftovers(session) -> list:
+    workspace = session.settings.workspace
+    return sorted(
+        p.name
+        for folder in ("outputs", "records", ".tmp")
+        for p in (workspace / folder).glob("*")
+        if not p.name.endswith(".alive")
+    )
+
+
+def test_cancel_and_failure_leave_nothing(region):
+    session, path = region()
+
+    def progress(done, total, message):
+        if done >= 2:  # two groups written: then the user cancels
+            job.cancel()
+
+    job = Job(progress, min_interval_s=0)
+    with pytest.raises(OperationCancelled):
+        session.zonal_stats(str(path), job=job, **ARGUMENTS)
+    assert leftovers(session) == [] and session.outputs.list() == []
+    small, path = region(limits={"max_output_bytes": 20_000})
+    with pytest.raises(LimitExceeded, match="max_output_bytes"):
+        small.zonal_stats(str(path), **ARGUMENTS)
+    assert leftovers(small) == []
+
+
+def test_limits_are_checked_from_the_metadata(region):
+    session, path = region(limits={"max_region_zones": 299})
+    with pytest.raises(LimitExceeded, match="300 features, more than limits.max_region_zones=299"):
+        session.zonal_stats(str(path), **ARGUMENTS)
