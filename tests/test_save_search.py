@@ -227,3 +227,60 @@ def test_signing_tokens_are_taken_off_asset_hrefs():
     assert item["assets"]["red"]["href"].endswith("sig=abc%2Fdef")  # the original is left as it was
     plain = {"id": "b", "assets": {"meta": {"href": "https://example.com/a.xml?version=2"}}}
     assert _unsigned(plain) is plain
+
+
+async def test_the_tool_saves_hive_folders_that_duckdb_opens(session):
+    """partition_by: the output is a folder of collection=/year=/month= folders; DuckDB's
+    hive_partitioning reads the search's items, each in the folder of its own collection and
+    month; the answer links the record only (a folder is no file resource)."""
+    import duckdb
+
+    args = {
+        "search": {"catalog": "api", **SEARCH},
+        "max_items": 1000,
+        "partition_by": ["collection", "year", "month"],
+    }
+    async with Client(build_server(session=session)) as client:
+        result = await client.call_tool_mcp("save_search", args)
+    assert not result.is_error, result.content
+    record = result.structured_content
+    parameters = record["properties"]["processing:expression"]["expression"]["parameters"]
+    assert parameters["partition_by"] == ["collection", "year", "month"]
+    assert [str(c.uri) for c in result.content if c.type == "resource_link"] == [
+        f"stac-gdal://outputs/{record['id']}"
+    ]
+    folder = session.outputs.path(record["id"])
+    assert folder.is_dir() and record["properties"]["search:items"] == len(searched(session, "api", **SEARCH))
+    rows = duckdb.sql(
+        f"SELECT id, collection, year, month, datetime FROM read_parquet('{folder}/**/*.parquet', "
+        "hive_partitioning = true, union_by_name = true)"
+    ).fetchall()
+    want = searched(session, "api", **SEARCH)
+    assert sorted(r[0] for r in rows) == sorted(i["id"] for i in want)
+    by_id = {i["id"]: i for i in want}
+    for item_id, collection, year, month, when in rows:
+        assert collection == by_id[item_id]["collection"] and (year, month) == (when.year, when.month)
+    assert record["assets"]["data"]["file:size"] == sum(p.stat().st_size for p in folder.rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("format", ["geoparquet", "ndjson"])
+def test_max_output_bytes_holds_while_writing(make_settings, api, format):
+    """A cap far below the search's size: the save stops at the page that passes it (progress
+    never reaches the items matched), says so in one line, and leaves nothing in the workspace
+    (issue 30: the cap was checked after the whole file was written)."""
+    settings = make_settings(
+        catalogs=[{"id": "api", "url": api.url}],
+        default_catalog="api",
+        limits={"max_items": PAGE, "max_output_bytes": 20_000},
+    )
+    progress = []
+    with Session(settings) as session:
+        matched = len(searched(session, "api", **SEARCH))
+        job = Job(lambda done, total, message: progress.append(done))
+        with pytest.raises(StacGdalMcpError) as caught:
+            session.save_search(catalog="api", max_items=1000, job=job, format=format, **SEARCH)
+        assert "20,000 bytes" in str(caught.value) and "\n" not in str(caught.value)
+        assert max(progress, default=0) < matched, (progress, matched)
+        assert session.outputs.list() == []
+        left = [p.name for p in session.workspace.rglob("*") if p.is_file() and p.suffix != ".alive"]
+        assert left == []

@@ -15,9 +15,9 @@ collections of its items (stac-geoparquet 1.1).
 
 `max_bytes` holds while writing: the bytes on disk (the parts not yet rewritten and the final
 files) are counted after each chunk and each row group, and the write stops once they pass it,
-leaving nothing; under a cap the chunks are smaller (about max_bytes / 20 kB items, at least 100),
-so it is passed by little. The parts count: each carries a Parquet footer (a few hundred bytes
-per column, much for a wide schema), so a write whose final file would just fit may stop.
+leaving nothing; under a cap the chunks are smaller (about max_bytes / 20 kB items, at least
+10), so it is passed by little. The parts count: each carries a Parquet footer (a few hundred
+bytes per column, much for a wide schema), so a write whose final file would just fit may stop.
 
 Messy real items: a 3-D bbox (3DEP) cannot share a file with 2-D ones (stac-geoparquet holds one
 bbox shape per file), so a partitioned write puts them in a part of their own; one file refuses
@@ -77,7 +77,7 @@ def write_snapshot(
     or with `partition_by` a folder of hive folders. `collections` (or a function of the
     collection ids of the items, called once they are read) go into the files' metadata.
     `chunk_size`: items parsed at a time (default 10,000; under `max_bytes`, fewer: about
-    max_bytes / 20 kB, at least 100). Returns the number of items written."""
+    max_bytes / 20 kB, at least 10). Returns the number of items written."""
     keys = partition_keys(partition_by)
     path = Path(path)
     _check_target(path, folder=bool(keys))
@@ -111,7 +111,7 @@ class _Stage:
         self.bytes = 0
         self.items = 0
         # small chunks under a small cap, so the cap is passed by little before the write stops
-        self.chunk = chunk or (10_000 if max_bytes is None else max(100, min(10_000, max_bytes // 20_000)))
+        self.chunk = chunk or (10_000 if max_bytes is None else max(10, min(10_000, max_bytes // 20_000)))
 
     def add_all(self, items: Iterable[dict]) -> int:
         chunk: list[dict] = []
