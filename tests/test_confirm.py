@@ -104,3 +104,81 @@ async def test_small_jobs_and_a_zero_limit_are_not_asked(tmp_path):
             result = await c.call_tool("time_series", {"aoi": AOI, "search": SEARCH, "expression": "ndvi"})
         assert result.structured_content.get("dry_run") is None and result.structured_content["rows"]
     assert asked == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("value", ["no", "", "false", 0, None])
+async def test_an_accept_without_an_explicit_yes_runs_nothing(tmp_path, mode, value):
+    """An elicitation answered 'accept' whose content is not a yes (text 'no', empty, 0) declines."""
+    asked: list = []
+
+    async def handler(message, response_type, params, context):
+        asked.append(message)
+        return ElicitResult(action="accept", content={"value": value})
+
+    async with Client(_server(tmp_path, 1), elicitation_handler=handler, mode=mode) as client:
+        result = await client.call_tool("reproject_asset", REPROJECT, raise_on_error=False)
+        outputs = await _outputs(client)
+    assert outputs == [] and not any(list((tmp_path / "ws").rglob("*.tif")))
+    text = result.content[0].text
+    assert result.is_error or text.startswith("not run: the user did not confirm it"), text[:300]
+
+
+def _jp2_sample(folder):
+    """The bundled sample catalog with its Sentinel-2 bands as JPEG 2000 (no tile index: the
+    estimate cannot size their reads)."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    import rasterio.shutil
+
+    import stac_gdal_mcp
+
+    shutil.copytree(Path(stac_gdal_mcp.__file__).parent / "data/sample", folder)
+    for path in (folder / S2).glob("*/*.json"):
+        item = json.loads(path.read_text())
+        for key in ("red", "nir", "scl"):
+            tif = path.parent / f"{key}.tif"
+            rasterio.shutil.copy(
+                tif, tif.with_suffix(".jp2"), driver="JP2OpenJPEG", REVERSIBLE="YES", QUALITY="100"
+            )
+            item["assets"][key].update(href=f"./{key}.jp2", type="image/jp2")
+        path.write_text(json.dumps(item))
+    return folder / "catalog.json"
+
+
+@pytest.mark.parametrize("tool", ["time_series", "zonal_stats"])
+async def test_reads_of_unknown_size_are_asked_about(tmp_path, tool):
+    """JPEG 2000 assets have no tile index: their bytes are unknown, never counted as 0, so the
+    user is asked even under a limit no known size reaches."""
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    settings = load_settings(
+        workspace=tmp_path / "ws",
+        builtin_catalogs=False,
+        default_catalog="jp2",
+        catalogs=[{"id": "jp2", "path": str(_jp2_sample(tmp_path / "sample"))}],
+        limits={"confirm_bytes": 10**12},
+    )
+    search = {**SEARCH, "catalog": "jp2"}
+    square = {
+        "type": "Polygon",
+        "coordinates": [[[13.60, 45.92], [13.62, 45.92], [13.62, 45.935], [13.60, 45.92]]],
+    }
+    arguments = (
+        {"aoi": AOI, "search": search} if tool == "time_series" else {"geometries": square, "search": search}
+    )
+    asked: list = []
+    async with Client(build_server(settings), elicitation_handler=_answering("decline", asked)) as client:
+        dry = (await client.call_tool(tool, {**arguments, "dry_run": True})).structured_content
+        result = await client.call_tool(tool, arguments)
+        outputs = await _outputs(client)
+    assert [f["bytes"] for f in dry["files"]] and all(f["bytes"] is None for f in dry["files"]), dry["files"]
+    assert _size(dry) <= 10**12
+    ((message, _),) = asked
+    assert "cannot be estimated" in message and "run it?" in message, message
+    assert outputs == [] and result.structured_content["notes"][-1].startswith(
+        "not run: the user did not confirm"
+    )
