@@ -173,3 +173,31 @@ def test_sweep_leaves_a_live_writer_alone(make_settings):
         assert (settings.workspace / "outputs" / "committing.tif").exists()
         other.close()
     writer.close()
+
+
+def test_a_folder_catalog_does_not_open_its_parent(tmp_path, make_settings):
+    """A stac-geoparquet snapshot given as a folder (`path = ".../parent/snap"`): its files may be
+    read, the folder above it may not (the root was taken as resolve().parent)."""
+    from stac_gdal_mcp import Session
+    from stac_gdal_mcp.errors import AccessDenied
+    from stac_gdal_mcp.processing import zonal
+
+    parent = tmp_path / "parent"
+    (parent / "snap").mkdir(parents=True)
+    zone = {
+        "type": "Polygon",
+        "coordinates": [[[13.6, 45.92], [13.61, 45.92], [13.61, 45.93], [13.6, 45.92]]],
+    }
+    for folder in (parent, parent / "snap"):
+        (folder / "zones.geojson").write_text(
+            json.dumps({"type": "Feature", "properties": {}, "geometry": zone})
+        )
+    core = Session(make_settings(catalogs=[{"id": "snap", "path": str(parent / "snap")}])).core
+    assert (parent / "snap").resolve() in core.catalogs.local_roots()
+    assert parent.resolve() not in core.catalogs.local_roots()
+    with pytest.raises(AccessDenied, match="outside the allowed folders") as error:
+        zonal.check(core, str(parent / "zones.geojson"))
+    assert str(tmp_path) not in str(error.value).replace(str(parent / "zones.geojson"), "")
+    assert len(zonal.check(core, str(parent / "snap" / "zones.geojson")).zones) == 1
+    glob = Session(make_settings(catalogs=[{"id": "g", "path": str(parent / "snap" / "*.parquet")}])).core
+    assert (parent / "snap").resolve() in glob.catalogs.local_roots()
