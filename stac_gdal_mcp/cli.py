@@ -88,6 +88,7 @@ def _index(args: argparse.Namespace) -> int:
             collection_id=args.collection,
             datetime_pattern=args.datetime_pattern,
             recursive=not args.no_recursive,
+            partition_by=args.partition_by.split(",") if args.partition_by else None,
         )
     except StacGdalMcpError as exc:
         print(f"stac-gdal-mcp index: {exc}", file=sys.stderr)
@@ -154,6 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     index.add_argument(
         "--no-recursive", action="store_true", help="index only the files directly in the folder"
+    )
+    index.add_argument(
+        "--partition-by",
+        help="with --output NAME.parquet: write a folder of hive folders instead of one file, by any of "
+        "collection,year,month (e.g. year,month), that DuckDB opens with hive_partitioning",
     )
     index.set_defaults(func=_index)
 

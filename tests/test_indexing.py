@@ -424,3 +424,59 @@ def test_index_parquet_of_a_float_cog_with_nan_nodata_beside_an_integer_one(tmp_
     assert main(["index", str(work)]) == 0  # the JSON index keeps the JSON spelling "nan"
     bands = {i["id"]: i["assets"]["data"]["raster:bands"][0] for i in features(work / "stac-index.json")}
     assert bands["ndvi"]["nodata"] == "nan" and bands["int"]["nodata"] == 0
+
+
+def test_index_partitioned_by_year_and_month(folder, tmp_path, capsys, make_settings):
+    """`--output items.parquet --partition-by year,month`: hive folders DuckDB opens with
+    hive_partitioning (every file once, in the folder of its month: June's scenes, July's plain
+    GeoTIFF), incremental on a re-run, and searched as a catalog like the JSON index, its asset
+    hrefs leading to the files from every part."""
+    import duckdb
+
+    from stac_gdal_mcp import Session
+
+    work = tmp_path / "copy"
+    shutil.copytree(folder, work)
+    out = work / "items.parquet"
+    args = [
+        "index",
+        str(work),
+        "--datetime-pattern",
+        "%Y%m%d",
+        "--output",
+        str(out),
+        "--partition-by",
+        "year,month",
+    ]
+    assert main(args) == 0, capsys.readouterr().err
+    n = len(SCENES) * len(BANDS) + 1
+    rows = duckdb.sql(
+        f"SELECT id, year, month, datetime FROM read_parquet('{out}/**/*.parquet', hive_partitioning = true)"
+    ).fetchall()
+    assert len(rows) == n and all((y, m) == (w.year, w.month) for _, y, m, w in rows)
+    assert sorted({(y, m) for _, y, m, _ in rows}) == [(2024, 6), (2024, 7)]
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet")) == [
+        "year=2024/month=6/part-0.parquet",
+        "year=2024/month=7/part-0.parquet",
+    ]
+    capsys.readouterr()
+    assert main(args) == 0
+    assert f"0 added, 0 updated, {n} unchanged, 0 removed" in capsys.readouterr().out
+    assert main(["index", str(work), "--datetime-pattern", "%Y%m%d"]) == 0
+    settings = make_settings(
+        catalogs=[{"id": "json", "path": str(work / "stac-index.json")}, {"id": "gp", "path": str(out)}]
+    )
+    with Session(settings) as session:
+        for search in ({"bbox": bbox_around(SITE_A)}, {"datetime": "2024-07-01/2024-07-31"}):
+            ids = session.search(catalog="json", limit=100, sortby="id", **search).ids
+            assert session.search(catalog="gp", limit=100, sortby="id", **search).ids == ids and ids
+        for item in session.search(catalog="gp", limit=100, detail="full").items:
+            assert Path(item["assets"]["data"]["href"]).is_file(), item["assets"]["data"]["href"]
+
+
+def test_index_partition_by_needs_a_parquet_output(folder, tmp_path, capsys):
+    assert main(["index", str(folder), "--output", str(folder / "x.json"), "--partition-by", "year"]) == 2
+    assert "name the output <name>.parquet" in capsys.readouterr().err
+    assert main(["index", str(folder), "--output", str(folder / "x.parquet"), "--partition-by", "day"]) == 2
+    assert "partition_by takes collection, year, month" in capsys.readouterr().err
+    assert not (folder / "x.parquet").exists() and not (folder / "x.json").exists()

@@ -47,6 +47,7 @@ import os
 import re
 import stat as stat_mode
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -322,15 +323,18 @@ def _read_previous(output: Path, report: IndexReport) -> dict[str, dict]:
 
 
 def _read_items(output: Path) -> Any:
-    """The items of an index file: stac-geoparquet (.parquet), NDJSON or an ItemCollection."""
+    """The items of an index file: stac-geoparquet (.parquet, or a folder of hive-partitioned
+    .parquet files), NDJSON or an ItemCollection."""
     if output.suffix == ".parquet":
         import pyarrow.parquet as pq
         from stac_geoparquet.arrow import stac_table_to_items
 
         from .geoparquet import without_nulls
 
-        with os.fdopen(open_plain(output), "rb") as f:
-            items = [without_nulls(item) for item in stac_table_to_items(pq.read_table(f))]
+        items = []
+        for path in _parquet_files(output):
+            with os.fdopen(open_plain(path), "rb") as f:  # a file object: no hive columns added
+                items += [without_nulls(item) for item in stac_table_to_items(pq.read_table(f))]
         return _nodata_spelled(items, as_json=True)
     text = read_plain(output)
     if output.suffix == ".ndjson":
@@ -338,15 +342,28 @@ def _read_items(output: Path) -> Any:
     return json.loads(text).get("features", [])
 
 
-def _write_items(out: Path, items: list[dict], collection: dict) -> None:
-    """The index file, replaced whole (never written through a link planted at `out`)."""
+def _parquet_files(output: Path) -> list[Path]:
+    """`output` itself, or the .parquet files below it when it is a folder (a partitioned index),
+    not through links (a linked file is refused when opened, a linked folder not entered)."""
+    if output.is_symlink() or not output.is_dir():
+        return [output]
+    found = []
+    for folder, _dirs, names in os.walk(output):  # os.walk does not enter linked folders
+        found += [Path(folder) / n for n in names if n.endswith(".parquet")]
+    return sorted(found)
+
+
+def _write_items(out: Path, items: list[dict], collection: dict, partition_by: tuple[str, ...] = ()) -> None:
+    """The index file (or with `partition_by`, its hive folders), replaced whole (never written
+    through a link planted at `out`)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".parquet":
         if not items:
             raise InvalidArgument(f"no GeoTIFF could be indexed: {out.name} (stac-geoparquet) needs one item")
-        from .geoparquet import write_geoparquet
+        from .snapshot_write import write_snapshot
 
-        write_geoparquet(iter(_nodata_spelled(items, as_json=False)), out, collections=[collection])
+        rows = iter(_nodata_spelled(items, as_json=False))
+        write_snapshot(rows, out, collections=[collection], partition_by=partition_by)
         return
     if out.suffix == ".ndjson":
         text = "".join(json.dumps(i, separators=(",", ":")) + "\n" for i in items)
@@ -438,17 +455,28 @@ class _Run:
     report: IndexReport
     previous: dict[str, dict]
     find_datetime: Any = None
+    base: Path | None = None  # the folder hrefs are relative to (see `href_base`)
     items: list[dict] = field(default_factory=list)
     used_ids: set[str] = field(default_factory=set)
 
     @property
+    def collection_path(self) -> Path:
+        return self.out.with_name(self.out.name.rsplit(".", 1)[0] + ".collection.json")
+
+    @property
     def links(self) -> list[dict]:
-        name = self.out.name.rsplit(".", 1)[0] + ".collection.json"
-        return [{"rel": "collection", "href": f"./{name}", "type": "application/json"}]
+        href = os.path.relpath(self.collection_path, self.base)
+        return [
+            {
+                "rel": "collection",
+                "href": href if href.startswith(".") else f"./{href}",
+                "type": "application/json",
+            }
+        ]
 
     def add(self, path: Path) -> None:
         """Index one file (through one descriptor opened without following a link)."""
-        rel, href = path.relative_to(self.folder), os.path.relpath(path, self.out.parent)
+        rel, href = path.relative_to(self.folder), os.path.relpath(path, self.base)
         old = self.previous.get(href)
         fd = open_plain(path)
         try:
@@ -563,37 +591,55 @@ def build_index(
     collection_id: str | None = None,
     datetime_pattern: str | None = None,
     recursive: bool = True,
+    partition_by: Iterable[str] | str | None = None,
 ) -> IndexReport:
     """Index the GeoTIFFs below `directory` into the ItemCollection `output` (see the module
-    docstring); returns what was added, updated, unchanged, removed, flagged and skipped."""
+    docstring); returns what was added, updated, unchanged, removed, flagged and skipped.
+    `partition_by` (any of collection, year, month; output `<name>.parquet`): the output is a
+    folder of hive folders (`year=2024/month=6/part-0.parquet`, see `snapshot_write`)."""
+    from .snapshot_write import partition_keys
+
+    keys = partition_keys(partition_by)
     folder = Path(directory).expanduser().resolve()
     if not folder.is_dir():
         raise InvalidArgument(f"{directory} is not a folder")
     out = _output(folder, output)
+    if keys and out.suffix != ".parquet":
+        raise InvalidArgument(
+            f"partition_by writes stac-geoparquet folders: name the output <name>.parquet (got {out.name})"
+        )
     from rasterio.errors import RasterioError
 
     find_datetime = datetime_finder(datetime_pattern) if datetime_pattern else None
     report = IndexReport(output=out, collection_id=slug(collection_id or folder.name, "files"))
-    run = _Run(folder, out, report.collection_id, report, _read_previous(out, report), find_datetime)
+    base = href_base(out, keys)
+    run = _Run(folder, out, report.collection_id, report, _read_previous(out, report), find_datetime, base)
     for path in _walk(folder, recursive, report):
         try:
             run.add(path)
         except (OSError, ValueError, RasterioError, AccessDenied) as exc:  # unreadable, gone, no CRS
             report.skipped.append({"path": str(path.relative_to(folder)), "reason": _reason(exc)})
     seen = {i["assets"]["data"]["href"] for i in run.items} | {
-        os.path.relpath(folder / e["path"], out.parent) for e in report.skipped
+        os.path.relpath(folder / e["path"], base) for e in report.skipped
     }
     report.removed = sorted(
-        os.path.normpath(os.path.join(os.path.relpath(out.parent, folder), h))
+        os.path.normpath(os.path.join(os.path.relpath(base, folder), h))
         for h in run.previous
         if h not in seen
     )
     items = sorted(run.items, key=lambda i: i["id"])
     report.items = len(items)
     collection = _collection(report.collection_id, items, folder.name)
-    _write_items(out, items, collection)
-    write_atomic(out.with_name(run.links[0]["href"][2:]), json.dumps(collection, indent=1))
+    _write_items(out, items, collection, keys)
+    write_atomic(run.collection_path, json.dumps(collection, indent=1))
     return report
+
+
+def href_base(out: Path, partition_by: tuple[str, ...] = ()) -> Path:
+    """The folder an index's relative hrefs start from: the folder of the file that holds the
+    item. One file: its folder; hive folders: those of the parts, all as deep (the number of
+    keys) below the output, so `../../../scenes/a.tif` is the same file from every part."""
+    return out.joinpath(*["_"] * len(partition_by)) if partition_by else out.parent
 
 
 def _flag(rel: Path, reason: str) -> dict[str, str]:
