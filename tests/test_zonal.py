@@ -10,6 +10,7 @@ through the code under test.
 from __future__ import annotations
 
 import math
+import re
 import uuid
 
 import numpy as np
@@ -38,6 +39,11 @@ DATES = {"S2A_Z1": "2024-06-01T10:00:00Z", "S2A_Z2": "2024-06-11T10:00:00Z"}
 ACROSS = {"S2A_E": (32633, (736477.0 - 5120, 4990000.0)), "S2A_W": (32634, (263523.0, 4990000.0))}
 ACROSS_DAY = "2024-06-21T10:00:00Z"
 ACROSS_ZONE = box(17.996, 44.99, 18.004, 44.995)
+# two items of one day in one UTM zone, side by side with 1,120 m of overlap (tiles of one orbit)
+TILES = {
+    "S2A_T1": ("2024-06-25T10:00:00Z", ORIGIN),
+    "S2A_T2": ("2024-06-25T10:00:05Z", (ORIGIN[0] + 4000, ORIGIN[1])),
+}
 
 
 def to_wgs84(geom, epsg):
@@ -72,6 +78,13 @@ def scenes(cog_server, pgstac_api):
         item, _ = synthetic.write_scene(
             "sentinel-2-l2a", out_dir, item_id, ACROSS_DAY, collection_id=S2, seed=50, epsg=epsg,
             origin=origin, size_px=512, blocksize=128, with_visual=False, href_base=href_base,
+        )  # fmt: skip
+        made[item_id] = out_dir / item_id
+        s2_items.append(item)
+    for seed, (item_id, (when, origin)) in enumerate(TILES.items()):
+        item, _ = synthetic.write_scene(
+            "sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, seed=70 + seed, origin=origin,
+            size_px=512, blocksize=128, with_visual=False, href_base=href_base, cloud_fraction=0.3,
         )  # fmt: skip
         made[item_id] = out_dir / item_id
         s2_items.append(item)
@@ -126,6 +139,13 @@ def exactextract_local(path, collection, epsg, ops):
 
 def ndvi_local(folder, collection, epsg=32633):
     """numpy NDVI with the masks applied, then exactextract on the array (mean, count)."""
+    ndvi, extent = ndvi_array(folder)
+    source = NumPyRasterSource(ndvi, extent.left, extent.bottom, extent.right, extent.top)
+    return exact_extract(source, local_features(collection, epsg), ["mean", "count"], output="pandas")
+
+
+def ndvi_array(folder):
+    """(NDVI of the local files, masked where a band is nodata or the SCL not clear; bounds)."""
     with rasterio.open(folder / "red.tif") as src:
         red, transform = src.read(1), src.transform
         extent = src.bounds
@@ -137,11 +157,8 @@ def ndvi_local(folder, collection, epsg=32633):
     with np.errstate(all="ignore"):
         ndvi = (n - r) / (n + r)
     keep = (red != 0) & (nir != 0) & ~np.isin(scl, NOT_CLEAR_SCL) & np.isfinite(ndvi)
-    source = NumPyRasterSource(
-        np.ma.masked_array(ndvi, ~keep), extent.left, extent.bottom, extent.right, extent.top
-    )
     assert transform.a == 10
-    return exact_extract(source, local_features(collection, epsg), ["mean", "count"], output="pandas")
+    return np.ma.masked_array(ndvi, ~keep), extent
 
 
 def rows_of(frame, item_id):
@@ -196,7 +213,8 @@ def test_landsat_qa_pixel_statistics_equal_exactextract(session, scenes):
 
 def test_ndvi_series_per_field_equals_numpy_and_exactextract(session, scenes):
     zones = fields()
-    frame = run(session, zones, expression="ndvi", stats=["mean", "count"], collections=[S2], datetime="2024-06-01/2024-06-12")  # fmt: skip
+    frame = run(session, zones, expression="ndvi", stats=["mean", "count"], collections=[S2],
+                datetime="2024-06-01/2024-06-12", min_valid_fraction=0)  # fmt: skip
     ids = [f["id"] for f in zones["features"]]
     for item_id in DATES:
         got = rows_of(frame, item_id)
@@ -340,6 +358,91 @@ def test_zone_ids_from_a_property_and_from_a_workspace_file(core):
     )
     with pytest.raises(Exception, match="outside the allowed folders"):
         zonal.check(core, "/etc/passwd.geojson")
+
+
+def test_a_mostly_cloudy_zone_gets_no_value_and_a_note_unless_min_valid_fraction_is_0(session, scenes):
+    """At the default (0.5) a zone-observation less than half valid (clear, with data) keeps its
+    count and fractions but no mean, and says why; at 0 it has numpy's mean."""
+    zones = fields()
+    arguments = dict(
+        expression="ndvi", stats=["mean", "count"], collections=[S2], datetime="2024-06-01/2024-06-12"
+    )
+    default = run(session, zones, **arguments)
+    everything = run(session, zones, min_valid_fraction=0, **arguments)
+    ids = [f["id"] for f in zones["features"]]
+    cloudy = 0
+    for item_id in DATES:
+        got, kept = rows_of(default, item_id), rows_of(everything, item_id)
+        want = ndvi_local(scenes[item_id], zones)
+        want.index = ids
+        low = (kept["valid_fraction"] < 0.5) & (kept["count"] > 0)
+        cloudy += int((low & (kept["cloud_fraction"] > 0.5)).sum())
+        assert got.loc[low, "mean"].isna().all()
+        assert got.loc[low, "note"].str.contains("under min_valid_fraction=0.5: no statistics").all()
+        assert np.allclose(got.loc[low, "count"], want.loc[low[low].index, "count"], rtol=1e-6)
+        assert_same(kept.loc[low, "mean"].to_numpy(), want.loc[low[low].index, "mean"].to_numpy(), "mean")
+        high = kept["valid_fraction"] >= 0.5
+        assert_same(got.loc[high, "mean"].to_numpy(), want.loc[high[high].index, "mean"].to_numpy(), "mean")
+        assert got.loc[high, "note"].isna().all()
+    assert cloudy > 0  # the comparison above covered zones under mostly cloudy masks
+    with pytest.raises(InvalidArgument, match="min_valid_fraction"):
+        run(session, zones, min_valid_fraction=1.5, **arguments)
+
+
+def test_per_day_mosaics_the_items_of_one_day_as_numpy_on_the_merged_array(session, scenes):
+    """A field across two tiles of one day: one row, the pixels of both tiles each counted once
+    (where they overlap, the earlier acquisition's usable pixel), as exactextract gives on the
+    numpy mosaic of the two local tiles."""
+    x0, y0 = ORIGIN
+    across = box(x0 + 4700, y0 - 3000, x0 + 5700, y0 - 2500)  # over the overlap and past T1's edge
+    inside = box(x0 + 6000, y0 - 1000, x0 + 6400, y0 - 700)  # in T2 only
+    zones = {"type": "FeatureCollection", "features": [
+        {"type": "Feature", "id": name, "properties": {}, "geometry": mapping(to_wgs84(g, 32633))}
+        for name, g in (("across", across), ("t2-only", inside))]}  # fmt: skip
+    day = run(session, zones, expression="ndvi", stats=["mean", "count"], per="day", collections=[S2],
+              datetime="2024-06-25", min_valid_fraction=0)  # fmt: skip
+    assert len(day) == 2 and set(day["date"]) == {"2024-06-25"}
+    assert set(day["item_ids"]) == {"S2A_T1 S2A_T2"}
+    (t1, extent), (t2, _) = ndvi_array(scenes["S2A_T1"]), ndvi_array(scenes["S2A_T2"])
+    merged = np.ma.masked_all((512, 912), dtype="float64")
+    merged[:, 400:] = t2
+    first = ~t1.mask
+    merged[:, :512][first] = t1[first]  # the earlier item wins where it is usable
+    source = NumPyRasterSource(merged, extent.left, extent.bottom, extent.left + 9120, extent.top)
+    want = exact_extract(source, local_features(zones, 32633), ["mean", "count"], output="pandas")
+    got = day.set_index("zone_id").loc[["across", "t2-only"]]
+    assert_same(got["count"].to_numpy(), want["count"].to_numpy(), "count")
+    assert_same(got["mean"].to_numpy(), want["mean"].to_numpy(), "mean")
+    alone = exactextract_local(
+        scenes["S2A_T1"] / "red.tif", {"features": zones["features"][:1]}, 32633, ["count"]
+    )
+    assert alone["count"][0] < 0.5 * 5000 < got.loc["across", "count"]  # T1 alone sees 42 % of the field
+
+
+def test_every_item_failing_with_count_asked_gives_rows_with_error(session, scenes):
+    frame = run(session, fields(), expression="ndvi", stats=["count", "mean"],
+                items=[{"collection_id": BROKEN, "item_id": "S2A_BROKEN"}])  # fmt: skip
+    measured = frame[frame["zone_id"] != "far-away"]
+    assert measured["error"].str.contains("red.tif").all() and measured["count"].isna().all()
+
+
+def test_the_package_has_one_solar_day_definition():
+    """The solar day is odc-stac's (`ParsedItem.solar_date_at`), asked in one place:
+    load.solar_days; nothing else works out a local day from a longitude."""
+    from pathlib import Path
+
+    import stac_gdal_mcp
+
+    root = Path(stac_gdal_mcp.__file__).parent
+    # odc-stac's call, or a longitude turned into hours (degrees / 15, or * 240 into seconds)
+    pattern = re.compile(r"solar_date_at\(|lon\w*[\"'\])]*(?:\.\w+\([^()]*\))*\s*(?:/\s*15\b|\*\s*240\b)")
+    assert pattern.search('hours = pd.to_timedelta(rows["_lon"].fillna(0) / 15, unit="h")')  # (the old one)
+    found = {
+        str(path.relative_to(root)): [m.group(0) for m in pattern.finditer(path.read_text())]
+        for path in root.rglob("*.py")
+        if pattern.search(path.read_text())
+    }
+    assert found == {"processing/load.py": ["solar_date_at("]}
 
 
 # --- on dask.distributed ----------------------------------------------------------------------------

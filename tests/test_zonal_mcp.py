@@ -81,9 +81,15 @@ async def test_rows_equal_the_library_table_and_the_saved_geoparquet(session):
     for row, (_, want) in zip(answer["rows"], frame.iterrows()):
         assert (row["zone_id"], row["item_ids"]) == (want["zone_id"], want["item_ids"])
         assert row["datetime"] == want["datetime"].strftime("%Y-%m-%dT%H:%M:%SZ")
-        for column in ("mean", "count", "valid_fraction", "cloud_fraction"):
+        # rounded to the precision they carry: count to 0.1, fractions to 4 decimals, mean to 4 digits
+        for column, places in (("count", 1), ("valid_fraction", 4), ("cloud_fraction", 4)):
             got = math.nan if row[column] is None else row[column]
-            assert np.isclose(got, want[column], rtol=1e-9, equal_nan=True), column
+            assert np.isclose(got, round(want[column], places), rtol=0, atol=1e-12, equal_nan=True), column
+        if row["mean"] is not None:
+            digits = 3 - math.floor(math.log10(abs(want["mean"])))
+            assert row["mean"] == pytest.approx(round(want["mean"], digits), abs=1e-12)
+        else:
+            assert math.isnan(want["mean"])
     saved = geopandas.read_parquet(session.outputs.path(answer["table"]["id"]))
     assert list(saved.columns) == list(frame.columns) and saved.crs.to_epsg() == 4326
     for column in ("mean", "count", "valid_fraction"):
@@ -117,8 +123,9 @@ async def test_per_day_returns_the_chart_and_the_zones_for_the_map(session):
     (layer,) = view["zones"]
     want = latest_per_zone(frame, "median")
     assert layer["stat"] == "median" and [z["id"] for z in layer["zones"]] == list(want)
-    assert {z["id"]: z["value"] for z in layer["zones"]} == pytest.approx(want, rel=1e-9)
-    assert (layer["min"], layer["max"]) == pytest.approx((min(want.values()), max(want.values())))
+    # (the map's values at the 4 significant digits the answer carries)
+    assert {z["id"]: z["value"] for z in layer["zones"]} == pytest.approx(want, rel=5e-4)
+    assert (layer["min"], layer["max"]) == pytest.approx((min(want.values()), max(want.values())), rel=5e-4)
     for zone, feature in zip(layer["zones"], FIELDS["features"]):
         ring = feature["geometry"]["coordinates"][0]
         assert zone["bbox"] == pytest.approx([ring[0][0], ring[0][1], ring[2][0], ring[2][1]], abs=1e-6)
@@ -157,7 +164,7 @@ async def test_zones_from_a_workspace_file_or_an_output_uri(session):
     got = by_uri["structuredContent"]["rows"]
     assert [r["zone_id"] for r in got] == ["vineyard", "meadow", "orchard"]
     want = session.zonal_stats(FIELDS, **one_item)
-    assert np.allclose([r["mean"] for r in got], want["mean"], rtol=1e-9)
+    assert np.allclose([r["mean"] for r in got], want["mean"], rtol=5e-4)  # 4 significant digits
     outside = await call(session, {"geometries": "../../etc/passwd.geojson", "search": SEARCH})
     assert outside["isError"] is True
 
@@ -173,12 +180,16 @@ def test_rows_past_max_result_bytes_are_in_the_saved_table(session):
     record = session.save(frame)
     answer = zonal_result.result(frame, record, 2048).model_dump(mode="json")
     assert 0 < len(answer["rows"]) < answer["rows_total"] == 15
-    assert (
-        answer["rows"]
-        == json.loads(
-            frame.drop(columns="geometry").to_json(orient="records", date_format="iso", date_unit="s")
-        )[: len(answer["rows"])]
+    whole = json.loads(
+        frame.drop(columns="geometry").to_json(orient="records", date_format="iso", date_unit="s")
     )
+    for row, want in zip(answer["rows"], whole):  # the first rows, numbers at their precision
+        assert row.keys() == want.keys()
+        for key, value in row.items():
+            if isinstance(value, float):
+                assert value == pytest.approx(want[key], rel=5e-4, abs=5e-5), key
+            else:
+                assert value == want[key], key
     assert any(
         f"{len(answer['rows'])} of 15 rows shown" in n and record.file.href.rsplit("/", 1)[-1] in n
         for n in answer["notes"]

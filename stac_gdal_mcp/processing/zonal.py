@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -23,7 +24,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import InvalidArgument, StacGdalMcpError
 from ..stac import item_datetime
 from .jobs import Job
-from .zonal_pixels import Call, failure, item_grid, item_inputs, measure_assets, source_window, windows
+from .zonal_pixels import (
+    Call,
+    class_names,
+    failure,
+    item_grid,
+    item_inputs,
+    measure_assets,
+    source_window,
+    windows,
+)
 from .zones import Zones, read_zones
 
 if TYPE_CHECKING:
@@ -32,6 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ITEMS = 50
+# a zone-observation with less valid (clear, with data) area than this share of the zone gets no
+# statistics, only a note (a minimum clear share: the usual first filter of an analyst)
+DEFAULT_MIN_VALID_FRACTION = 0.5
 # Items measured at once: each holds its decoded tiles (GDAL's block cache, until its files close)
 # and its window's arrays, ~25 MB for NDVI on a 2048 px Sentinel-2 tile; the work is CPU-bound
 # (exactextract), so more items in flight add memory, not speed. Measured, 10,000 fields x 20
@@ -129,6 +142,7 @@ class ZonalRequest:
     mask_clouds: bool = True
     per: Per = "item"
     resolution: float | None = None
+    min_valid_fraction: float = DEFAULT_MIN_VALID_FRACTION
     catalog: str | None = None
     items: tuple | None = None
     max_items: int | None = None
@@ -147,6 +161,7 @@ class ZonalRequest:
             "mask_clouds": self.mask_clouds,
             "per": self.per,
             "resolution": self.resolution,
+            "min_valid_fraction": self.min_valid_fraction,
             "catalog": self.catalog,
             "max_items": self.max_items,
             **self.search_arguments,
@@ -164,6 +179,7 @@ def check(
     per: Per = "item",
     id_property: str | None = None,
     resolution: float | None = None,
+    min_valid_fraction: float = DEFAULT_MIN_VALID_FRACTION,
     catalog: str | None = None,
     items: list | None = None,
     max_items: int | None = None,
@@ -178,6 +194,8 @@ def check(
         raise InvalidArgument("per must be 'item' (a row per zone and item) or 'day' (per solar day)")
     if resolution is not None and not resolution > 0:
         raise InvalidArgument(f"resolution must be positive (got {resolution})")
+    if not isinstance(min_valid_fraction, (int, float)) or not 0 <= min_valid_fraction <= 1:
+        raise InvalidArgument(f"min_valid_fraction must be between 0 and 1 (got {min_valid_fraction!r})")
     parsed_stats = parse_stats(stats)
     text, tree, names = parse_expression(expression)
     # (zones already read: zonal_region's groups of a large file)
@@ -197,6 +215,7 @@ def check(
         mask_clouds=bool(mask_clouds),
         per=per,
         resolution=resolution,
+        min_valid_fraction=float(min_valid_fraction),
         catalog=catalog,
         items=None if items is None else tuple(items),
         max_items=max_items,
@@ -236,32 +255,41 @@ def full_item(call: Call, ref_or_item: dict) -> dict:
     return call.catalog.item(ref_or_item["collection_id"], ref_or_item["item_id"])
 
 
-def measure_item(core, call: Call, ref_or_item: dict, job: Job, measure=measure_assets) -> tuple[dict, Any]:
-    """(facts of the item, its rows as a DataFrame or None when it covers no zone). Never raises
-    for a problem of this item (its rows carry `error`), only when the job stops. `measure`:
-    where the pixels are read (`measure_assets` here, `Cluster.measure` on dask.distributed)."""
+def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tuple[dict, Any]:
+    """(facts of the item, its rows as a DataFrame or None when it covers no zone). `unit`: an
+    item (or its reference), or the items of one solar day (`per="day"`: a list, mosaicked in
+    its order). Never raises for a problem of this item (its rows carry `error`), only when the
+    job stops. `measure`: where the pixels are read (`measure_assets` here, `Cluster.measure`
+    on dask.distributed)."""
     import pandas as pd
     from shapely.geometry import shape
 
+    group = unit if isinstance(unit, list) else [unit]
     meta = {
-        "item_id": ref_or_item.get("item_id") or ref_or_item.get("id"),
-        "collection_id": ref_or_item.get("collection_id") or ref_or_item.get("collection"),
+        "item_id": " ".join(str(r.get("item_id") or r.get("id")) for r in group),
+        "collection_id": group[0].get("collection_id") or group[0].get("collection"),
         "datetime": None,
-        "lon": None,
+        "date": None,
         "sources": [],
+        "classes": {},
         "error": None,
     }
     indexes: list[int] | None = None  # the item's zones: unknown until its footprint is read
     try:
-        item = full_item(call, ref_or_item)
-        footprint = shape(item["geometry"]) if item.get("geometry") else None
-        meta.update(datetime=item_datetime(item), lon=footprint.centroid.x if footprint else None)
-        indexes = call.zones_under(footprint) if footprint else list(range(len(call.request.zones)))
+        items = [full_item(call, r) for r in group]
+        meta["datetime"] = item_datetime(items[0])
+        if call.request.per == "day":
+            meta["date"] = solar_day(call, items)
+        footprints = [shape(i["geometry"]) for i in items if i.get("geometry")]
+        whole = len(footprints) < len(items)  # an item without footprint may cover any zone
+        found = {z for f in footprints for z in call.zones_under(f)}
+        indexes = list(range(len(call.request.zones))) if whole else sorted(found)
         if not indexes:
             return meta, None
-        inputs = item_inputs(core, call, item)
+        inputs = [item_inputs(core, call, item) for item in items]
+        meta["classes"] = class_names(items[0], call.request)
         frame = measure(core.settings, call, inputs, indexes, job)
-        meta["sources"] = [s.source_ref() for s in inputs.sources]
+        meta["sources"] = [s.source_ref() for one in inputs for s in one.sources]
         return meta, frame
     except Exception as exc:  # this item only (a broken file, a failed read), unless the job stops
         if job.should_stop:
@@ -271,7 +299,36 @@ def measure_item(core, call: Call, ref_or_item: dict, job: Job, measure=measure_
         meta["error"] = message
         if indexes is None:  # failed before its zones were matched: it may cover any of them
             indexes = list(range(len(call.request.zones)))
-        return meta, pd.DataFrame({"_zone": indexes, "error": message}) if indexes else None
+        return meta, pd.DataFrame(
+            {"_zone": indexes, "_count": math.nan, "error": message}
+        ) if indexes else None
+
+
+def solar_day(call: Call, items: list[dict]) -> str:
+    """The solar day of the items (odc-stac's, `load.solar_days`) at the zones' longitude."""
+    from .load import solar_days
+
+    return solar_days(items[:1], call.request.zones.search_area().centroid.x)[0][0]
+
+
+def day_groups(call: Call) -> list:
+    """The units `per="day"` measures: the items of one collection, solar day and CRS together,
+    in acquisition order (the mosaic's order); an item that cannot be fetched on its own (its
+    measure then fails in words)."""
+    from .load import item_crs, solar_days
+
+    lon = call.request.zones.search_area().centroid.x
+    groups, together = [], {}
+    for ref in call.items:
+        try:
+            item = full_item(call, ref)
+        except Exception:
+            groups.append(ref)
+            continue
+        together.setdefault((item.get("collection"), item_crs(item)), []).append(item)
+    for members in together.values():
+        groups += [day_items for _, _, day_items in solar_days(members, lon)]
+    return groups
 
 
 # --- many items ------------------------------------------------------------------------------------
@@ -288,9 +345,11 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
 
 
 def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[list, list]:
-    """(facts, rows) of each of the call's items, on the reader threads or the dask cluster;
+    """(facts, rows) of each of the call's items (`per="day"`: of each day's mosaic), on the
+    reader threads or the dask cluster;
     `report`: a progress step per item (zonal_region reports per group of zones instead)."""
-    total = len(call.items)
+    units = day_groups(call) if call.request.per == "day" else call.items
+    total = len(units)
     metas: list = [None] * total
     frames: list = [None] * total
     workers = max(1, min(core.settings.limits.max_concurrency, ITEMS_IN_FLIGHT, total))
@@ -306,7 +365,7 @@ def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[l
             cluster = stack.enter_context(contextlib.closing(Cluster(core, call)))
             workers = max(1, min(sum(cluster.client.nthreads().values()), total))
             measure = cluster.measure
-        args = [(core, call, it, job, measure) for it in call.items]
+        args = [(core, call, unit, job, measure) for unit in units]
         results = stack.enter_context(contextlib.closing(read_each(measure_item, args, workers)))
         for done, (index, (meta, frame)) in enumerate(results, start=1):
             metas[index], frames[index] = meta, frame
@@ -336,14 +395,14 @@ def table(core, call: Call, metas: list[dict], frames: list) -> pd.DataFrame:
     del parts
     item = rows.pop("_item").to_numpy()
     # one row per item, and a last one of None for the zones no item covers (item -1)
-    none = {"datetime": None, "collection_id": None, "item_id": None, "lon": None}
-    facts = pd.DataFrame([*metas, none])[["datetime", "collection_id", "item_id", "lon"]]
+    none = {"datetime": None, "collection_id": None, "item_id": None, "date": None}
+    facts = pd.DataFrame([*metas, none])[["datetime", "collection_id", "item_id", "date"]]
     facts["datetime"] = pd.to_datetime(facts["datetime"], utc=True, format="ISO8601")
     for column, name in (
         ("datetime", "datetime"),
         ("collection_id", "collection_id"),
         ("item_ids", "item_id"),
-        ("_lon", "lon"),
+        ("date", "date"),
     ):
         rows[column] = facts[name].array.take(item)
     if request.per == "day":
@@ -353,12 +412,9 @@ def table(core, call: Call, metas: list[dict], frames: list) -> pd.DataFrame:
 
 
 def per_day(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per zone, collection and solar day: the day's item that saw most of the zone
-    (its statistics, exact on its own grid), with the ids of every item of the day over it."""
-    import pandas as pd
-
-    hours = pd.to_timedelta(rows["_lon"].fillna(0) / 15, unit="h")
-    rows = rows.assign(date=(rows["datetime"] + hours).dt.strftime("%Y-%m-%d"))
+    """One row per zone, collection and solar day: the day's mosaic (one per CRS: a day across
+    UTM zones has one per zone) that saw most of the zone, with the ids of every item of the
+    day over it."""
     keys = ["_zone", "collection_id", "date"]
     rows = rows.assign(_rank=rows["_count"].fillna(-1.0))
     best = rows.sort_values("_rank", ascending=False, kind="stable").drop_duplicates(keys)
@@ -394,6 +450,7 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
             rows[column] = pd.to_numeric(rows[column], errors="coerce")
     if "count" in stats:  # zones outside the rasters: count 0 (a failed read stays unknown)
         rows["count"] = rows["count"].fillna(rows["_count"])
+    too_little(rows, [c for c in [*stats, *fracs] if c != "count"], request.min_valid_fraction)
     head = ["zone_id", "datetime"] + (["date"] if request.per == "day" else [])
     columns = [
         *head,
@@ -443,13 +500,29 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
                 "per": request.per,
                 "mask_clouds": request.mask_clouds,
                 "zones": len(zones),
-                "items": len(call.items) - len(failed),
+                "items": len(call.items) - sum(len(m["item_id"].split()) for m in failed),
                 "notes": notes,
                 "failed_items": [{"item_id": m["item_id"], "error": m["error"]} for m in failed],
+                "classes": {k: v for m in metas if m for k, v in m.get("classes", {}).items()},
             },
         ).to_attrs()
     )
     return frame
+
+
+def too_little(rows: pd.DataFrame, columns: list[str], least: float) -> None:
+    """Rows whose valid (clear, with data) share of the zone is under `least` lose `columns`
+    (every statistic but count) and get a note saying why."""
+    low = rows["error"].isna() & rows["note"].isna() & (rows["valid_fraction"] < least)
+    if not low.any():
+        return
+    rows.loc[low, columns] = None
+    share = (rows.loc[low, "valid_fraction"] * 100).map(lambda v: f"{v:.3g}")
+    rows.loc[low, "note"] = (
+        "only "
+        + share
+        + f"% of the zone valid (clear, with data), under min_valid_fraction={least:g}: no statistics"
+    )
 
 
 # --- dry run ----------------------------------------------------------------------------------------

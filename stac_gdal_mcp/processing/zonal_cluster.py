@@ -30,7 +30,7 @@ class Cluster:
         self.key = uuid.uuid4().hex
         self.request = self.client.scatter(call.request, broadcast=True, hash=False)
 
-    def measure(self, settings, call: Call, inputs: ItemInputs, indexes: list[int], job: Job):
+    def measure(self, settings, call: Call, inputs: list[ItemInputs], indexes: list[int], job: Job):
         """`measure_assets` on a worker; waits for it, checking the job (a stop cancels it)."""
         future = self.client.submit(
             measure_on_worker, settings, self.request, self.key, inputs, indexes, pure=False
@@ -57,7 +57,7 @@ class Cluster:
 _WORKER_CALLS: dict[str, Call] = {}
 
 
-def measure_on_worker(settings, request, key: str, inputs: ItemInputs, indexes: list[int]):
+def measure_on_worker(settings, request, key: str, inputs: list[ItemInputs], indexes: list[int]):
     """(rows, None) or (None, the failure in one line) of one item, on a dask worker."""
     call = _WORKER_CALLS.get(key)
     if call is None:  # (one call's zone projections kept per worker process)
@@ -67,6 +67,6 @@ def measure_on_worker(settings, request, key: str, inputs: ItemInputs, indexes: 
         return measure_assets(settings, call, inputs, indexes, Job()), None
     except Exception as exc:
         log.warning(
-            "zonal_stats: item %s failed on a dask worker: %s", inputs.sources[0].item_id, failure(exc)
+            "zonal_stats: item %s failed on a dask worker: %s", inputs[0].sources[0].item_id, failure(exc)
         )
         return None, failure(exc)

@@ -127,6 +127,22 @@ def item_inputs(core, call: Call, item: dict) -> ItemInputs:
     return inputs
 
 
+def class_names(item: dict, request) -> dict[str, str]:
+    """Class value -> name (the classification extension's description, else its name) of the
+    asset a one-band expression reads; {} for a formula or an asset without classes."""
+    from .access import find_asset
+    from .masks import classification
+
+    if len(request.names) != 1 or not isinstance(request.tree.body, ast.Name):
+        return {}
+    _, asset = find_asset(item, request.names[0])
+    return {
+        str(_label(c["value"])): str(c.get("description") or c.get("name") or c["value"])
+        for c in classification(asset, "classification:classes")
+        if "value" in c and not c.get("nodata")
+    }
+
+
 @dataclass(frozen=True)
 class Grid:
     """The grid the statistics are computed on (north-up): an asset's own, or `resolution`'s."""
@@ -340,19 +356,83 @@ def _label(value):
     return int(value) if float(value).is_integer() else float(value)
 
 
-# --- one item -------------------------------------------------------------------------------------
+# --- one item, or the items of one day mosaicked ------------------------------------------------
 
 
-def measure_zones(call: Call, inputs: ItemInputs, readers: dict, indexes: list[int], job: Job):
-    """The statistics of zones `indexes` on one item (its assets open in `readers`), a window at a
-    time; zones outside the item's raster get count 0 and a note."""
+def group_grid(grids: list[Grid]) -> Grid:
+    """The first item's grid widened over every item of the group, on the first grid's lattice
+    (Sentinel-2's tiles of one UTM zone share it: each item's pixels are its own)."""
+    from rasterio.transform import Affine
+
+    first, t = grids[0], grids[0].transform
+    if len(grids) == 1:
+        return first
+    if any(g.crs != first.crs for g in grids):
+        raise NotSupported(
+            "the items of one day are in different CRSs; zonal statistics need one CRS per mosaic"
+        )
+    corners = [(g.transform @ (0, 0), g.transform @ (g.width, g.height)) for g in grids]
+    c0 = min(math.floor(round((a[0] - t.c) / t.a, 6)) for a, _ in corners)
+    r0 = min(math.floor(round((a[1] - t.f) / t.e, 6)) for a, _ in corners)
+    c1 = max(math.ceil(round((b[0] - t.c) / t.a, 6)) for _, b in corners)
+    r1 = max(math.ceil(round((b[1] - t.f) / t.e, 6)) for _, b in corners)
+    return Grid(t @ Affine.translation(c0, r0), c1 - c0, r1 - r0, first.crs, first.block)
+
+
+def mosaic(parts: list[tuple]):
+    """(value, cloud) of the items of one day on one window: each pixel from the first item (in
+    acquisition order) where it is usable; cloud from the item the value came from, else from
+    the first item whose mask is known there."""
+    import numpy as np
+
+    value, cloud = parts[0]
+    for other, other_cloud in parts[1:]:
+        take = value.mask & ~other.mask
+        if cloud is not None:
+            use = take | (cloud.mask & ~other_cloud.mask)
+            cloud = np.ma.masked_array(
+                np.where(use, other_cloud.data, cloud.data), mask=cloud.mask & other_cloud.mask
+            )
+        value = np.ma.masked_array(np.where(take, other.data, value.data), mask=value.mask & other.mask)
+    return value, cloud
+
+
+def measure_zones(call: Call, inputs: list[ItemInputs], readers: list[dict], indexes: list[int], job: Job):
+    """The statistics of zones `indexes` on one item, or on the mosaic of one day's items (their
+    assets open in `readers`, one dict per item), a window at a time; zones outside the
+    raster(s) get count 0 and a note."""
     import pandas as pd
     import shapely
 
-    grid = item_grid({k: r.src for k, r in readers.items()}, inputs, call.request.resolution)
+    resolution = call.request.resolution
+    grids = [item_grid({k: r.src for k, r in rs.items()}, i, resolution) for i, rs in zip(inputs, readers)]
+    grid = group_grid(grids)
     projected = call.in_crs(grid.crs)
     geometries = [projected[i] for i in indexes]
     found, outside = windows(grid, shapely.bounds(geometries), indexes)
+    parts = []
+    for window in found:
+        job.check()
+        if window.pixels > WINDOW_PIXELS and window.pixels > call.limits.max_output_pixels:
+            raise LimitExceeded(
+                f"zone {call.request.zones.ids[window.zones[0]]!r} covers {window.pixels:,} pixels, more than "
+                f"limits.max_output_pixels={call.limits.max_output_pixels:,}; pass a coarser resolution"
+            )
+        value, cloud = mosaic(
+            [window_values(call.request, i, reading(rs, grid, window)) for i, rs in zip(inputs, readers)]
+        )
+        parts.append(extract(call.request, grid, window, [projected[i] for i in window.zones], value, cloud))
+    if outside:
+        note = "outside the item's raster" if len(inputs) == 1 else "outside the day's rasters"
+        parts.append(pd.DataFrame({"_zone": outside, "_count": 0.0, "note": note}))
+    frame = pd.concat(parts, ignore_index=True)
+    areas = shapely.area([projected[i] for i in frame["_zone"]])
+    frame["valid_fraction"] = (frame["_count"] / (areas / grid.pixel_area)).clip(upper=1.0)
+    return frame
+
+
+def reading(readers: dict, grid: Grid, window: Window):
+    """`read(band)` for `window_values`: an asset's pixels on the window, each asset read once."""
     cache: dict = {}
 
     def read(band: Band):
@@ -363,35 +443,22 @@ def measure_zones(call: Call, inputs: ItemInputs, readers: dict, indexes: list[i
                 band.nodata = readers[key].src.nodata
         return cache[key]
 
-    parts = []
-    for window in found:
-        job.check()
-        cache.clear()
-        big = window.pixels > WINDOW_PIXELS
-        if big and window.pixels > call.limits.max_output_pixels:
-            raise LimitExceeded(
-                f"zone {call.request.zones.ids[window.zones[0]]!r} covers {window.pixels:,} pixels, more than "
-                f"limits.max_output_pixels={call.limits.max_output_pixels:,}; pass a coarser resolution"
-            )
-        value, cloud = window_values(call.request, inputs, read)
-        parts.append(extract(call.request, grid, window, [projected[i] for i in window.zones], value, cloud))
-    if outside:
-        parts.append(pd.DataFrame({"_zone": outside, "_count": 0.0, "note": "outside the item's raster"}))
-    frame = pd.concat(parts, ignore_index=True)
-    areas = shapely.area([projected[i] for i in frame["_zone"]])
-    frame["valid_fraction"] = (frame["_count"] / (areas / grid.pixel_area)).clip(upper=1.0)
-    return frame
+    return read
 
 
-def measure_assets(settings, call: Call, inputs: ItemInputs, indexes: list[int], job: Job):
-    """The rows of zones `indexes` on one item's assets (opened here, closed after)."""
+def measure_assets(settings, call: Call, inputs: list[ItemInputs], indexes: list[int], job: Job):
+    """The rows of zones `indexes` on the assets of one item, or of one day's items mosaicked in
+    the order given (opened here, closed after)."""
     from .access import ONE_THREAD_PER_READ, open_reader
 
     with contextlib.ExitStack() as stack:
-        readers = {
-            s.asset_key: stack.enter_context(open_reader(s, settings, env=ONE_THREAD_PER_READ, job=job))
-            for s in inputs.sources
-        }
+        readers = [
+            {
+                s.asset_key: stack.enter_context(open_reader(s, settings, env=ONE_THREAD_PER_READ, job=job))
+                for s in one.sources
+            }
+            for one in inputs
+        ]
         return measure_zones(call, inputs, readers, indexes, job)
 
 

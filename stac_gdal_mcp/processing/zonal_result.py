@@ -5,12 +5,16 @@ and a chart of the per-zone series (`per="day"`).
 - `result(frame, record, max_bytes)`: the zonal_stats tool's `ZonalResult`.
 - `zone_layer(frame)`: per zone its geometry and the first statistic's latest value (the most
   recent row that has one), as GeoJSON Features.
-- `chart_png(frame)`: the first statistic against time, a line per zone (at most `CHART_ZONES`).
+- `rounded(column, value)`: a number at the precision it carries (the answer's rows and zones;
+  the saved table keeps full precision).
+
+The charts are `zonal_chart`'s.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -24,7 +28,6 @@ if TYPE_CHECKING:
 
     from ..outputs import OutputRecord
 
-CHART_ZONES = 12  # lines in one chart
 DECIMALS = 6  # coordinates of the zones sent back (about 0.1 m)
 
 
@@ -33,7 +36,9 @@ class ZoneLayer(Model):
 
     stat: str = Field(description="the statistic the zones are coloured by (the first one asked)")
     expression: str
-    features: list[dict[str, Any]]
+    features: list[dict[str, Any]] = Field(
+        description="id: zone id; properties: value, datetime, and note when the latest row has no value"
+    )
 
 
 class ZonalResult(Model):
@@ -49,12 +54,38 @@ class ZonalResult(Model):
     zone_layer: ZoneLayer = Field(description="each zone with the first statistic's latest value")
     notes: list[str] = []
     failed_items: list[dict[str, Any]] = []
+    min_valid_fraction: float | None = Field(
+        None, description="rows of a zone less valid (clear, with data) than this have no statistics, a note"
+    )
+    classes: dict[str, str] = Field(
+        {}, description="class value -> name (the asset's classification) of frac_<value>, majority, unique"
+    )
+
+
+FRACTIONS = ("valid_fraction", "cloud_fraction")
+
+
+def rounded(column: str, value):
+    """`value` of `column` at the precision it carries: a coverage-weighted pixel count to 0.1,
+    a fraction to 4 decimals (0.9999999971 -> 1.0), any other number to 4 significant digits
+    (its whole part never rounded: class values and counts stay exact); not numbers as given."""
+    if not isinstance(value, float) or not math.isfinite(value):
+        return value
+    if column == "count":
+        value = round(value, 1)
+    elif column in FRACTIONS or column.startswith("frac_"):
+        value = round(value, 4)
+    elif value:
+        value = round(value, max(0, 3 - math.floor(math.log10(abs(value)))))
+    return value
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
-    """The rows as JSON values (NaN -> null, times ISO 8601), without the geometry."""
+    """The rows as JSON values (NaN -> null, times ISO 8601, numbers `rounded`), without the
+    geometry."""
     table = frame.drop(columns=[frame.geometry.name]) if hasattr(frame, "geometry") else frame
-    return json.loads(table.to_json(orient="records", date_format="iso", date_unit="s"))
+    rows = json.loads(table.to_json(orient="records", date_format="iso", date_unit="s"))
+    return [{k: rounded(k, v) for k, v in row.items()} for row in rows]
 
 
 def _fitting(values: list, budget: int) -> list:
@@ -80,6 +111,7 @@ def zone_layer(frame: pd.DataFrame) -> ZoneLayer:
     for zone_id, rows in frame.groupby("zone_id", sort=False):
         known = rows.dropna(subset=[column]) if column in rows else rows.iloc[:0]
         last = known.sort_values("datetime").iloc[-1] if len(known) else None
+        latest = rows.sort_values("datetime", na_position="first").iloc[-1]
         geometry = shapely.set_precision(rows.geometry.iloc[0], 10**-DECIMALS)
         zone_id = zone_id.item() if hasattr(zone_id, "item") else zone_id
         features.append(
@@ -88,12 +120,22 @@ def zone_layer(frame: pd.DataFrame) -> ZoneLayer:
                 "id": zone_id if isinstance(zone_id, (int, str)) else str(zone_id),
                 "geometry": mapping(geometry),
                 "properties": {
-                    "value": None if last is None else _number(last[column]),
+                    "value": None if last is None else rounded(column, _number(last[column])),
                     "datetime": None if last is None else last["datetime"].strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    **_why_not(latest, last),
                 },
             }
         )
     return ZoneLayer(stat=column, expression=facts["expression"], features=features)
+
+
+def _why_not(latest, last) -> dict:
+    """{"note": ...} when the zone's latest row has no value (too little valid, not covered, an
+    error): the map says why; {} otherwise."""
+    if last is not None and latest.name == last.name:
+        return {}
+    why = latest.get("note") or latest.get("error")
+    return {"note": str(why)[:300]} if isinstance(why, str) and why else {}
 
 
 def _number(value) -> float | None:
@@ -136,35 +178,17 @@ def result(frame: pd.DataFrame, record: OutputRecord, max_bytes: int) -> ZonalRe
         zone_layer=layer.model_copy(update={"features": features}),
         notes=notes,
         failed_items=facts["failed_items"],
+        min_valid_fraction=provenance_of(frame).parameters.get("min_valid_fraction"),
+        classes=_classes_shown(frame, facts.get("classes", {})),
     )
 
 
-def chart_png(frame: pd.DataFrame) -> bytes:
-    """The first statistic of each zone against time (a line per zone, a gap where a day had
-    no usable pixel), as PNG bytes; at most CHART_ZONES zones, the title says when more."""
-    import io
-
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    layer = zone_layer(frame)
-    column = layer.stat
-    figure = Figure(figsize=(8, 3.5), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    zones = list(dict.fromkeys(frame["zone_id"]))
-    for zone_id in zones[:CHART_ZONES]:
-        rows = frame[frame["zone_id"] == zone_id].sort_values("datetime")
-        axes.plot(
-            rows["datetime"].dt.tz_localize(None), rows[column], marker="o", linewidth=1, label=str(zone_id)
-        )
-    more = f" (first {CHART_ZONES} of {len(zones)} zones)" if len(zones) > CHART_ZONES else ""
-    axes.set_title(f"{column} of {layer.expression} per zone{more}", fontsize=10)
-    axes.set_ylabel(column)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    figure.autofmt_xdate()
-    figure.tight_layout()
-    out = io.BytesIO()
-    figure.savefig(out, format="png")
-    return out.getvalue()
+def _classes_shown(frame: pd.DataFrame, classes: dict) -> dict:
+    """The names of the classes the table has (frac_<value> columns, majority, unique...)."""
+    values = {c.removeprefix("frac_") for c in frame.columns if c.startswith("frac_")}
+    for column in ("majority", "minority", "mode", "min", "max"):
+        if column in frame and classes:
+            values |= {str(int(v)) for v in frame[column].dropna() if float(v).is_integer()}
+    if "unique" in frame and classes:
+        values |= {str(v) for u in frame["unique"].dropna() for v in u}
+    return {v: classes[v] for v in sorted(values, key=lambda v: (len(v), v)) if v in classes}

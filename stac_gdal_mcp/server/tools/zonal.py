@@ -4,7 +4,7 @@ One Session call as a job (`jobs.run_job`: progress per item, cancel stops the r
 table saved as GeoParquet in the same job, as a notebook user would with `session.save`. The
 answer carries the rows that fit limits.max_result_bytes (the rest in the saved table, linked
 as a resource), the zones with the first statistic for the map app, and with `per="day"` a
-chart of the per-zone series as an image.
+chart of the per-zone series as an image (class fractions: a chart of them).
 """
 
 import re
@@ -14,13 +14,14 @@ from fastmcp import Context
 from fastmcp.dependencies import CurrentContext
 from pydantic import Field
 
-from ...processing import zonal_result
+from ...processing import zonal_chart, zonal_result
 from ...processing.estimate import Estimate
 from ...session import Session
 from ..images import png_content
 from ..links import estimate_result, linked_result
 from ..resources import OUTPUT_URI
 from . import WRITES_OUTPUT, session_tool
+from .analysis import MaskCloudsArg, ResolutionArg
 from .args import DryRunArg, SearchOrItemsArg, json_text, search_kwargs
 from .confirm import ConfirmArg, unconfirmed
 from .jobs import run_job
@@ -29,7 +30,7 @@ _OUTPUT = re.compile(re.escape(OUTPUT_URI.split("{", 1)[0]) + r"([^/]+)(?:/file)
 
 GeometriesArg = json_text(
     dict[str, Any] | list[dict[str, Any]] | str,
-    "GeoJSON (FeatureCollection, Features, polygon) or a workspace file/stac-gdal://outputs/ URI",
+    "GeoJSON (FeatureCollection, Features, polygon), a workspace file or output URI",
 )
 
 
@@ -48,9 +49,11 @@ def _saved_zonal(session: Session, geometries, *, job, dry_run, **arguments):
     if isinstance(frame, Estimate):
         return estimate_result(frame)
     record = session.save(frame, job=job)
-    images = [png_content(zonal_result.chart_png(frame))] if arguments["per"] == "day" else []
     limits = session.settings.limits
     answer = zonal_result.result(frame, record, limits.max_result_bytes)
+    stat = answer.zone_layer.stat
+    charted = arguments["per"] == "day" or stat.startswith("frac_")
+    images = [png_content(zonal_chart.chart_png(frame, stat, answer.classes))] if charted else []
     return linked_result(answer, [record], limits.max_resource_bytes, extra=images)
 
 
@@ -68,14 +71,26 @@ async def zonal_stats(
     per: Annotated[
         Literal["item", "day"], Field(description="a row per zone and item, or solar day")
     ] = "item",
+    mask_clouds: MaskCloudsArg = True,
+    resolution: ResolutionArg = None,
+    min_valid_fraction: Annotated[
+        float, Field(ge=0, le=1, description="least valid share of a zone; 0: all")
+    ] = 0.5,
     dry_run: DryRunArg = False,
     confirm: ConfirmArg = False,
     ctx: Context = CurrentContext(),
 ) -> zonal_result.ZonalResult:
-    """Exact statistics per zone (coverage-weighted, cloud-masked, native grid) and per scene or
-    day; saves the table (GeoParquet)."""
+    """Exact statistics per zone (coverage-weighted, native grid) per scene or day; saves a
+    GeoParquet. Class fractions: stats=["frac"], mask_clouds=false."""
     arguments = dict(
-        id_property=id_property, expression=expression, stats=stats, per=per, **search_kwargs(search)
+        id_property=id_property,
+        expression=expression,
+        stats=stats,
+        per=per,
+        mask_clouds=mask_clouds,
+        resolution=resolution,
+        min_valid_fraction=min_valid_fraction,
+        **search_kwargs(search),
     )
     zones = _zones(session, geometries)
     if stop := await unconfirmed(

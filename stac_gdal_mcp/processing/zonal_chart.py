@@ -1,0 +1,145 @@
+"""The charts of a zonal statistics table (PNG bytes), as the zonal_stats tool sends them:
+
+- `series_png(frame)`: the first statistic of each zone against time (a line per zone, at most
+  `CHART_ZONES`), titled with the expression's name (NDVI), the y axis with its unit; an
+  observation left without a value because too little of the zone was valid
+  (`min_valid_fraction`) is marked by a cross at the bottom, as the time series chart marks
+  cloudy days.
+- `fractions_png(frame)`: the class fractions (`stats=["frac"]`) of each zone's latest
+  observation as stacked bars, the classes named from the asset's classification extension.
+
+`chart_png(frame)` picks the one that fits the table.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .tables import index_name
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CHART_ZONES = 12  # lines (or bars) in one chart
+FRACTION_COLUMNS = ("valid_fraction", "cloud_fraction")
+
+
+def expression_name(formula: str) -> str:
+    """The expression as a reader names it: the index ("NDVI"), else the formula or band."""
+    return index_name(formula) or formula
+
+
+def unit(column: str, name: str, is_index: bool) -> str:
+    """The y axis's words for a statistic column of `name`'s values."""
+    if column == "count":
+        return "valid pixels (coverage-weighted)"
+    if column.startswith("frac_") or column in FRACTION_COLUMNS:
+        return "share of the zone"
+    if column == "variety":
+        return "classes"
+    return f"{column.replace('_', ' ')} of {name}" + (" (unitless index)" if is_index else "")
+
+
+def plain(text) -> str:
+    """Text matplotlib shows as written (a `$` would start mathtext)."""
+    return str(text).replace("$", r"\$")
+
+
+def chart_png(frame: pd.DataFrame, stat: str, classes: dict | None = None) -> bytes:
+    """The chart of the table: class fractions when `stat` is a frac column, else the series."""
+    if stat.startswith("frac_"):
+        return fractions_png(frame, classes or {})
+    return series_png(frame, stat)
+
+
+def _figure():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8, 3.6), dpi=100)
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def _png(figure) -> bytes:
+    import io
+
+    figure.tight_layout()
+    out = io.BytesIO()
+    figure.savefig(out, format="png")
+    return out.getvalue()
+
+
+def series_png(frame: pd.DataFrame, column: str) -> bytes:
+    """`column` of each zone against time (see the module docstring)."""
+    import matplotlib.dates as mdates
+    import numpy as np
+    import pandas as pd
+
+    facts = frame.attrs["stac_gdal_mcp"]["facts"]
+    name = expression_name(facts["expression"])
+    is_index = index_name(facts["expression"]) is not None
+    figure, axes = _figure()
+    zones = list(dict.fromkeys(frame["zone_id"]))
+    times = frame["datetime"].dt.tz_localize(None)
+    dropped = frame[column].isna() & frame["note"].fillna("").str.contains("min_valid_fraction")
+    bottom = np.nanmin(frame[column]) if frame[column].notna().any() else 0.0
+    for zone_id in zones[:CHART_ZONES]:
+        mine = (frame["zone_id"] == zone_id).to_numpy()
+        order = np.argsort(times[mine].to_numpy(), kind="stable")
+        line = axes.plot(
+            times[mine].to_numpy()[order],
+            frame.loc[mine, column].to_numpy(dtype="float64")[order],
+            marker="o",
+            linewidth=1,
+            label=plain(zone_id),
+        )
+        low = mine & dropped.to_numpy()
+        if low.any():
+            axes.plot(times[low], np.full(low.sum(), bottom), "x", color=line[0].get_color(), markersize=7)
+    if dropped.any():
+        axes.plot([], [], "x", color="0.3", label=f"too little valid ({int(dropped.sum())})")
+    more = f" (first {CHART_ZONES} of {len(zones)} zones)" if len(zones) > CHART_ZONES else ""
+    axes.set_title(plain(f"{column} of {name} per zone{more}"), fontsize=10)
+    axes.set_ylabel(plain(unit(column, name, is_index)))
+    known = times.dropna()
+    if len(known) and known.max() - known.min() < pd.Timedelta(days=2):  # one day: a week around it
+        middle = known.min() + (known.max() - known.min()) / 2
+        axes.set_xlim(middle - pd.Timedelta(days=3), middle + pd.Timedelta(days=3))
+    locator = mdates.AutoDateLocator(minticks=3, maxticks=8)
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    axes.set_xlabel("acquisition date (UTC)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return _png(figure)
+
+
+def fractions_png(frame: pd.DataFrame, classes: dict) -> bytes:
+    """The class fractions of each zone's latest observation that has them, stacked bars."""
+    import numpy as np
+
+    columns = [c for c in frame.columns if c.startswith("frac_")]
+    figure, axes = _figure()
+    latest = (
+        frame.dropna(subset=columns, how="all").sort_values("datetime").groupby("zone_id", sort=False).tail(1)
+    )
+    zones = list(dict.fromkeys(frame["zone_id"]))
+    latest = latest.set_index("zone_id").reindex(
+        [z for z in zones[:CHART_ZONES] if z in set(latest["zone_id"])]
+    )
+    left = np.zeros(len(latest))
+    labels = [plain(z) for z in latest.index]
+    for column in columns:
+        values = latest[column].fillna(0.0).to_numpy(dtype="float64")
+        value = column.removeprefix("frac_")
+        axes.barh(labels, values, left=left, label=plain(f"{value} {classes.get(value, '')}".strip()))
+        left += values
+    more = f" (first {CHART_ZONES} of {len(zones)} zones)" if len(zones) > CHART_ZONES else ""
+    name = expression_name(frame.attrs["stac_gdal_mcp"]["facts"]["expression"])
+    axes.set_title(plain(f"class fractions of {name} per zone, latest observation{more}"), fontsize=10)
+    axes.set_xlabel("share of the zone")
+    axes.set_xlim(0, 1)
+    axes.invert_yaxis()
+    axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return _png(figure)
