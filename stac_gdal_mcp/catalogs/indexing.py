@@ -36,6 +36,8 @@ the file itself, the known properties; a planted or edited entry is redone); ite
 are gone are dropped. Asset hrefs are relative to the index file, which must be in the folder or
 above it (processing reads files only below a local catalog's folder). A collection document
 (`<index>.collection.json`, extent and summaries) is written next to it; items link to it.
+The file is read and written by `index_file` (with `partition_by`, a .parquet output is a folder
+of hive folders, hrefs relative to the parts).
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AccessDenied, InvalidArgument
-from ..files import file_checksum, open_plain, read_plain, slug, write_atomic
+from ..files import file_checksum, open_plain, slug, write_atomic
 from ..stac import collection_extent, footprint
+from .index_file import href_base, number, read_items, write_items
 
 COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
 GTIFF_TYPE = "image/tiff; application=geotiff"
@@ -187,14 +190,6 @@ def _tag_datetime(tags: dict[str, str]) -> dt.datetime | None:
     return None
 
 
-def _number(value: Any) -> Any:
-    if isinstance(value, float) and math.isnan(value):
-        return "nan"
-    if isinstance(value, float) and math.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return value
-
-
 def _common_name(description: str | None, colorinterp: str | None) -> str | None:
     text = (description or "").strip().lower()
     if text in COMMON_NAMES:
@@ -232,7 +227,7 @@ def read_header(path: Path | str) -> dict[str, Any]:
             for i in range(src.count):
                 band: dict[str, Any] = {"data_type": src.dtypes[i]}
                 if src.nodatavals[i] is not None:
-                    band["nodata"] = _number(src.nodatavals[i])
+                    band["nodata"] = number(src.nodatavals[i])
                 if src.scales[i] not in (None, 1.0):
                     band["scale"] = src.scales[i]
                 if src.offsets[i] not in (None, 0.0):
@@ -304,7 +299,7 @@ def _walk(folder: Path, recursive: bool, report: IndexReport) -> list[Path]:
 def _read_previous(output: Path, report: IndexReport) -> dict[str, dict]:
     """Items of an earlier index at `output` (never read through a link), by their asset's href."""
     try:
-        items = _read_items(output)
+        items = read_items(output)
     except FileNotFoundError:
         return {}
     except AccessDenied:
@@ -320,84 +315,6 @@ def _read_previous(output: Path, report: IndexReport) -> dict[str, dict]:
         if isinstance(href, str):
             previous[href] = item
     return previous
-
-
-def _read_items(output: Path) -> Any:
-    """The items of an index file: stac-geoparquet (.parquet, or a folder of hive-partitioned
-    .parquet files), NDJSON or an ItemCollection."""
-    if output.suffix == ".parquet":
-        import pyarrow.parquet as pq
-        from stac_geoparquet.arrow import stac_table_to_items
-
-        from .geoparquet import without_nulls
-
-        items = []
-        for path in _parquet_files(output):
-            with os.fdopen(open_plain(path), "rb") as f:  # a file object: no hive columns added
-                items += [without_nulls(item) for item in stac_table_to_items(pq.read_table(f))]
-        return _nodata_spelled(items, as_json=True)
-    text = read_plain(output)
-    if output.suffix == ".ndjson":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    return json.loads(text).get("features", [])
-
-
-def _parquet_files(output: Path) -> list[Path]:
-    """`output` itself, or the .parquet files below it when it is a folder (a partitioned index),
-    not through links (a linked file is refused when opened, a linked folder not entered)."""
-    if output.is_symlink() or not output.is_dir():
-        return [output]
-    found = []
-    for folder, _dirs, names in os.walk(output):  # os.walk does not enter linked folders
-        found += [Path(folder) / n for n in names if n.endswith(".parquet")]
-    return sorted(found)
-
-
-def _write_items(out: Path, items: list[dict], collection: dict, partition_by: tuple[str, ...] = ()) -> None:
-    """The index file (or with `partition_by`, its hive folders), replaced whole (never written
-    through a link planted at `out`)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".parquet":
-        if not items:
-            raise InvalidArgument(f"no GeoTIFF could be indexed: {out.name} (stac-geoparquet) needs one item")
-        from .snapshot_write import write_snapshot
-
-        rows = iter(_nodata_spelled(items, as_json=False))
-        write_snapshot(rows, out, collections=[collection], partition_by=partition_by)
-        return
-    if out.suffix == ".ndjson":
-        text = "".join(json.dumps(i, separators=(",", ":")) + "\n" for i in items)
-    else:
-        text = json.dumps({"type": "FeatureCollection", "features": items}, indent=1)
-    write_atomic(out, text)
-
-
-def _nodata_spelled(items: list[dict], *, as_json: bool) -> list[dict]:
-    """The items with their bands' nodata as JSON spells it ("nan", "inf", "-inf": the raster
-    extension's strings) or as Parquet holds it: a double (a column has one type, so a float
-    COG's NaN and an integer COG's 0 are both doubles). Copies, the items given are unchanged."""
-    out = []
-    for item in items:
-        item = {**item, "assets": {**item.get("assets", {})}}
-        for key, asset in item["assets"].items():
-            if isinstance(asset, dict) and isinstance(asset.get("raster:bands"), list):
-                bands = [
-                    {**b, "nodata": _nodata(b["nodata"], as_json)}
-                    if isinstance(b, dict) and "nodata" in b
-                    else b
-                    for b in asset["raster:bands"]
-                ]
-                item["assets"][key] = {**asset, "raster:bands": bands}
-        out.append(item)
-    return out
-
-
-def _nodata(value: Any, as_json: bool) -> Any:
-    if as_json:
-        return _number(value) if isinstance(value, float) and not math.isfinite(value) else value
-    if isinstance(value, str) and value in ("nan", "inf", "-inf"):
-        return float(value)
-    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 ITEM_KEYS = {"type", "stac_version", "stac_extensions", "id", "collection", "geometry", "bbox", "properties", "links", "assets"}  # fmt: skip
@@ -630,16 +547,9 @@ def build_index(
     items = sorted(run.items, key=lambda i: i["id"])
     report.items = len(items)
     collection = _collection(report.collection_id, items, folder.name)
-    _write_items(out, items, collection, keys)
+    write_items(out, items, collection, keys)
     write_atomic(run.collection_path, json.dumps(collection, indent=1))
     return report
-
-
-def href_base(out: Path, partition_by: tuple[str, ...] = ()) -> Path:
-    """The folder an index's relative hrefs start from: the folder of the file that holds the
-    item. One file: its folder; hive folders: those of the parts, all as deep (the number of
-    keys) below the output, so `../../../scenes/a.tif` is the same file from every part."""
-    return out.joinpath(*["_"] * len(partition_by)) if partition_by else out.parent
 
 
 def _flag(rel: Path, reason: str) -> dict[str, str]:
