@@ -211,16 +211,14 @@ class GeoparquetCatalog:
     sign = LocalCatalog.sign  # hrefs as they are
 
     def items(self, table: pa.Table) -> list[dict]:
-        """Rows as STAC item dicts (stac-geoparquet's conversion): the nulls Parquet gives fields
-        an item did not have (its schema is the union of all items') left out, relative asset
-        hrefs made absolute against the catalog's folder."""
+        """Rows as STAC item dicts (stac-geoparquet's conversion, see `rows_as_items`): the nulls
+        Parquet gives fields an item did not have (its schema is the union of all items') left out,
+        relative asset hrefs made absolute against the catalog's folder."""
         from urllib.parse import urljoin
-
-        from stac_geoparquet.arrow import stac_table_to_items
 
         first = self.files.paths[0]
         out = []
-        for item in stac_table_to_items(table):
+        for item in rows_as_items(table):
             item["properties"] = without_nulls(item["properties"])
             item["assets"] = without_nulls(item.get("assets") or {})
             for asset in item["assets"].values():
@@ -245,10 +243,14 @@ class GeoparquetCatalog:
 
     # --- SQL -----------------------------------------------------------------------------------
 
-    def source(self) -> str:
-        """The files as a DuckDB table function (paths inlined as SQL string literals)."""
-        listed = ", ".join("'" + p.replace("'", "''") + "'" for p in self.files.sources)
-        return f"read_parquet([{listed}], union_by_name = true)"
+    def source(self, paths: list[str] | None = None, numbered: bool = False) -> str:
+        """The files (or those of `paths`, as read_parquet reads them) as a DuckDB table function,
+        paths inlined as SQL string literals; `numbered`: with each row's `filename` and
+        `file_row_number`. Hive folder names are not read as columns (the files hold them)."""
+        chosen = self.files.sources if paths is None else paths
+        listed = ", ".join("'" + p.replace("'", "''") + "'" for p in chosen)
+        extra = ", filename = true, file_row_number = true" if numbered else ""
+        return f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false{extra})"
 
     @cached_property
     def database(self):
@@ -376,6 +378,36 @@ def _in_order(parts: Path, schema: pa.Schema, chunk_size: int) -> pa.RecordBatch
     files = sorted(parts.glob("*.parquet"), key=lambda f: int(f.stem))
     dataset = ds.dataset([str(f) for f in files], schema=schema, format="parquet")
     return pa.RecordBatchReader.from_batches(schema, dataset.to_batches(batch_size=chunk_size))
+
+
+def rows_as_items(table: pa.Table) -> Iterator[dict]:
+    """stac-geoparquet rows as item dicts: stac-geoparquet's own conversion back to JSON columns,
+    then each row's WKB geometries (the footprint, `proj:geometry` of the item and of its assets)
+    as GeoJSON, a null one left null (stac-geoparquet 0.8 fails on an asset without
+    `proj:geometry` in a file where another item's asset has one)."""
+    import pyarrow as pa
+    import shapely
+    from stac_geoparquet.arrow._batch import StacArrowBatch
+
+    for batch in pa.RecordBatchReader.from_stream(table):
+        inner = StacArrowBatch(batch).to_json_batch().inner
+        for row in inner.to_pylist():
+            for holder, key in _wkb_places(row):
+                value = holder.get(key)
+                if isinstance(value, bytes):
+                    holder[key] = json.loads(shapely.to_geojson(shapely.from_wkb(value)))
+            assets = row.get("assets")
+            if isinstance(assets, dict):
+                row["assets"] = {k: v for k, v in assets.items() if v is not None}
+            yield row
+
+
+def _wkb_places(row: dict) -> Iterator[tuple[dict, str]]:
+    """(dict, key) of each WKB geometry of a row: geometry, properties' and assets' proj:geometry."""
+    yield row, "geometry"
+    for holder in (row.get("properties"), *(row.get("assets") or {}).values()):
+        if isinstance(holder, dict) and "proj:geometry" in holder:
+            yield holder, "proj:geometry"
 
 
 def without_nulls(value: Any) -> Any:

@@ -14,12 +14,13 @@ and id), and the cursor holds `k` of the next page: no gaps, no repeats, whateve
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..catalogs import cursors
-from ..errors import LimitExceeded
+from ..errors import GeoparquetError, LimitExceeded
 from . import params as p
 from .cql2_sql import to_sql
 from .query import Search, and_all
@@ -32,7 +33,9 @@ if TYPE_CHECKING:
 
 EXACT_COUNT_MAX = 100_000  # rows whose footprint is tested one by one to count `matched`
 RESIDUAL_COUNT_MAX = 10_000  # rows converted to items and tested with cql2 to count `matched`
-SCAN_CHUNK = 500  # rows read at a time when exact tests drop some of them
+SCAN_CHUNK = 500  # candidates found at a time when a CQL2 residual drops some of them
+FETCH_FIRST = 50  # whole rows read first; then as many as FETCH_BYTES holds at their size
+FETCH_BYTES = 16 * 1024**2
 
 
 @dataclass
@@ -47,6 +50,7 @@ class Plan:
     sure: str | None = None  # SQL true for rows certain to intersect `area` (bbox inside it)
     sure_params: list | None = None
     residual: Any = None  # a cql2.Expr the items are tested with (a filter with s_intersects)
+    files: list[str] | None = None  # the parts that can hold matches (None: every file)
 
     @property
     def exact(self) -> bool:
@@ -142,67 +146,117 @@ def page(
     cat: GeoparquetCatalog, plan: Plan, offset: int, limit: int, budget: ResultBudget | None
 ) -> tuple[list[dict], int | None]:
     """Up to `limit` matching items from candidate row `offset`, and the row where the next
-    page starts (None: no match is left). Rows the exact tests drop are skipped here."""
+    page starts (None: no match is left). The candidates are found on narrow columns (`keys`)
+    and only the rows kept are read whole (`whole_rows`); rows the exact tests drop are skipped."""
     chunk = limit + 1 if plan.exact else 2 * limit + 1 if plan.residual is None else max(limit, SCAN_CHUNK)
     deadline = time.monotonic() + cat.settings.limits.query_timeout_s
     taken: list[dict] = []
     position = offset
     while True:
-        table = rows(cat, plan, position, chunk)
-        for index, item in _matching(cat, plan, table, limit + 1 - len(taken)):
-            if len(taken) == limit or (budget is not None and not budget.take(item)):
+        found = keys(cat, plan, position, chunk)
+        for index, item in _matching(cat, plan, found, deadline, limit - len(taken)):
+            if item is None or len(taken) == limit or (budget is not None and not budget.take(item)):
                 return taken, position + index
             taken.append(item)
-        if table.num_rows < chunk:
+        if found.num_rows < chunk:
             return taken, None
         position += chunk
-        if time.monotonic() > deadline:
-            raise LimitExceeded(
-                f"catalog '{cat.id}': scanning for exact footprint matches took longer than "
-                f"limits.query_timeout_s={cat.settings.limits.query_timeout_s:g} s; narrow the search"
-            )
+        _check_deadline(cat, deadline)
 
 
-def rows(cat: GeoparquetCatalog, plan: Plan, offset: int, n: int) -> pa.Table:
-    """Whole rows `offset`..`offset + n` of the search in order. One query: DuckDB's top-N reads
-    the filter and sort columns of every candidate and the other columns only of the rows kept
-    (measured: fetching keys first, then the rows by id, scans twice and is slower)."""
+def keys(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int) -> pa.Table:
+    """The file and row number (and footprint, for an exact test) of candidates `offset`..
+    `offset + n` in the search's order (offset None: every candidate, unordered, up to n): DuckDB
+    reads only the filter and sort columns, whatever the width of the files."""
+    shape = ", geometry" if plan.area is not None else ""
+    ordered = f"ORDER BY {plan.order} LIMIT {n} OFFSET {offset}" if offset is not None else f"LIMIT {n}"
     return cat.run(
-        f"SELECT * FROM {cat.source()} WHERE {plan.where} ORDER BY {plan.order} LIMIT {n} OFFSET {offset}",
+        f"SELECT filename, file_row_number{shape} FROM {cat.source(plan.files, numbered=True)} "
+        f"WHERE {plan.where} {ordered}",
         plan.params,
     )
 
 
-def _matching(cat: GeoparquetCatalog, plan: Plan, table: pa.Table, wanted: int) -> list[tuple[int, dict]]:
-    """(row index, item) of the rows of `table` that pass the exact tests: at most `wanted`,
-    and only those converted to items unless a CQL2 residual must see every row."""
+def whole_rows(
+    cat: GeoparquetCatalog, found: pa.Table, wanted: list[int], first: int = FETCH_FIRST
+) -> Iterator[tuple[list[int], pa.Table]]:
+    """(indices in `found`, those rows whole in that order) for the rows `wanted` of `found`, read
+    by file and row number a few at a time: `first` rows, then as many as fit in FETCH_BYTES
+    at the size the rows read so far had (rows that share a huge value are read one by one, so
+    memory does not grow with the page)."""
+    files = found.column("filename").to_pylist()
+    numbers = found.column("file_row_number").to_pylist()
+    at, size = 0, max(1, first)
+    while at < len(wanted):
+        part = wanted[at : at + size]
+        table = cat.run(
+            f"SELECT * FROM {cat.source(sorted({files[i] for i in part}), numbered=True)} "
+            f"WHERE file_row_number IN ({', '.join(str(numbers[i]) for i in part)})"
+        )
+        where = {
+            key: n
+            for n, key in enumerate(
+                zip(table["filename"].to_pylist(), table["file_row_number"].to_pylist(), strict=True)
+            )
+        }
+        missing = [i for i in part if (files[i], numbers[i]) not in where]
+        if missing:  # the file changed between the two queries
+            raise GeoparquetError(f"catalog '{cat.id}': a file changed while it was read; search again")
+        order = [where[(files[i], numbers[i])] for i in part]
+        yield part, table.take(order).drop_columns(["filename", "file_row_number"])
+        at += len(part)
+        per_row = max(1, table.nbytes // max(1, table.num_rows))
+        size = max(1, min(len(wanted), FETCH_BYTES // per_row))
+
+
+def _matching(
+    cat: GeoparquetCatalog, plan: Plan, found: pa.Table, deadline: float, need: int
+) -> Iterator[tuple[int, dict | None]]:
+    """(row index, item) of the candidates `found` that pass the exact tests, read whole only as
+    they are asked for (the caller stops when its page is full). Without a CQL2 residual the
+    matches past the `need` first are known without reading them: they come as (index, None)."""
     import numpy as np
 
-    keep = np.arange(table.num_rows)
-    if plan.area is not None and table.num_rows:
-        keep = keep[_intersects(table.column("geometry"), plan.area)]
+    keep = np.arange(found.num_rows)
+    if plan.area is not None and found.num_rows:
+        keep = keep[_intersects(found.column("geometry"), plan.area)]
+    keep = keep.tolist()
+    wanted = keep if plan.residual is not None else keep[:need]
+    for indices, table in whole_rows(cat, found, wanted, min(need, FETCH_FIRST)):
+        for index, item in zip(indices, cat.items(table), strict=True):
+            if plan.residual is None or plan.residual.matches(item):
+                yield index, item
+        _check_deadline(cat, deadline)
     if plan.residual is None:
-        keep = keep[:wanted]
-    pairs = list(zip(keep.tolist(), cat.items(table.take(keep)) if len(keep) else [], strict=True))
-    if plan.residual is not None:
-        pairs = [(i, item) for i, item in pairs if plan.residual.matches(item)][:wanted]
-    return pairs
+        yield from ((index, None) for index in keep[need:])
+
+
+def _check_deadline(cat: GeoparquetCatalog, deadline: float) -> None:
+    if time.monotonic() > deadline:
+        raise LimitExceeded(
+            f"catalog '{cat.id}': reading the matching rows took longer than "
+            f"limits.query_timeout_s={cat.settings.limits.query_timeout_s:g} s; narrow the search"
+        )
 
 
 def count(cat: GeoparquetCatalog, plan: Plan) -> int | None:
     """How many items match, in one scan: a SQL count; with a footprint test, the rows surely
     inside the bbox counted and the footprints of the others tested here (None when that is
     more than EXACT_COUNT_MAX rows or beyond the query's bounds); with a CQL2 residual, the
-    candidates tested as items (None when they are more than RESIDUAL_COUNT_MAX)."""
-    source = cat.source()
+    candidates read (a few at a time, see `whole_rows`) and tested as items (None when they are
+    more than RESIDUAL_COUNT_MAX or take longer than limits.query_timeout_s)."""
+    source = cat.source(plan.files)
     if plan.exact:
         return cat.run(f"SELECT count(*) AS n FROM {source} WHERE {plan.where}", plan.params)["n"][0].as_py()
-    if plan.residual is not None:  # each candidate tested as an item (cql2), when they are few
-        where = f"FROM {source} WHERE {plan.where}"
-        candidates = cat.run(f"SELECT count(*) AS n {where}", plan.params)["n"][0].as_py()
-        if candidates > RESIDUAL_COUNT_MAX:
+    if plan.residual is not None:
+        candidates = keys(cat, plan, None, RESIDUAL_COUNT_MAX + 1)
+        if candidates.num_rows > RESIDUAL_COUNT_MAX:
             return None
-        return len(_matching(cat, plan, cat.run(f"SELECT * {where}", plan.params), candidates))
+        try:
+            deadline = time.monotonic() + cat.settings.limits.query_timeout_s
+            return sum(1 for _ in _matching(cat, plan, candidates, deadline, RESIDUAL_COUNT_MAX))
+        except LimitExceeded:
+            return None
     sure, sure_params = (plan.sure, plan.sure_params or []) if plan.sure else ("FALSE", [])
     try:
         counts = cat.run(
