@@ -11,13 +11,21 @@
    in this one its reads hung (the Range server answers from a thread of this process);
 4. peak RSS for --zones polygons x --items items (default 10,000 x 50; target < 1 GB), in a fresh
    child process (measure.py's own peak: VmHWM reset just before the call);
-5. a run on a dask LocalCluster (2 worker processes) equal to the threaded one (step 1's call).
+5. a run on a dask LocalCluster (2 worker processes) equal to the threaded one (step 1's call);
+6. with --region: region scale (zonal_region), a parcel-like layout of --region-zones fields (and
+   a tenth of them) over two tiles either side of the UTM zone 33/34 boundary x --region-days
+   days of a season (two items a day), on a dask cluster of a `dask scheduler` and a `dask
+   worker` process (2 worker processes, 1 thread each, 127.0.0.1) started here: each run in a
+   fresh child process (the server's peak RSS; target < 1 GB and flat), time per zone-item at the
+   larger size against the smaller (target: no worse), bytes sent / bytes of the tiles the fields
+   touch (target <= 1.3), and the output equal to the threaded ordinary call (the smaller size).
 
 The scene: a Sentinel-2-like item of 2048 x 2048 px at 10 m in 512 px tiles; every item has its own
 URLs (hard links), so no read is answered from GDAL's cache. Fields: rotated rectangles of 80-400 m
 in clusters (synthetic.field_polygons).
 
 Run: python benchmarks/bench_zonal.py [--zones 10000] [--items 50] [--small-zones 1000] [--small-items 4]
+     python benchmarks/bench_zonal.py --region [--region-zones 100000] [--region-days 18]
 (`--child spec.json` is the children's entry point.)
 """
 
@@ -141,9 +149,9 @@ def child(spec: dict, folder: Path) -> dict:
     """Run `spec` in a fresh Python process (this script's --child); its JSON answer."""
     path = folder / f"spec-{uuid.uuid4().hex[:6]}.json"
     path.write_text(json.dumps(spec))
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", str(path)], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"child {spec['mode']} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -158,6 +166,10 @@ def run_child(spec: dict) -> dict:
             for href in spec["hrefs"]:
                 zonal_stats(spec["zones"], f"/vsicurl/{href}", stats=["mean", "count"])
         return {"seconds": time.perf_counter() - start}
+    if spec["mode"] in ("region", "ordinary"):
+        from bench_zonal_region import region_child
+
+        return region_child(spec)
     from bench_cloud_bytes import local_catalog
 
     items = json.loads(Path(spec["items"]).read_text())
@@ -216,10 +228,18 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=50)
     parser.add_argument("--small-zones", type=int, default=1000)
     parser.add_argument("--small-items", type=int, default=4)
+    parser.add_argument("--region", action="store_true", help="region scale only (step 6)")
+    parser.add_argument("--region-zones", type=int, default=100_000)
+    parser.add_argument("--region-days", type=int, default=18)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(run_child(json.loads(Path(args.child).read_text()))))
+        return
+    if args.region:
+        from bench_zonal_region import region_main
+
+        region_main(args.region_zones, args.region_days, child)
         return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
