@@ -27,6 +27,7 @@ from typing import Any
 from ..errors import LimitExceeded, NotSupported, StacGdalMcpError
 from ..stac import raster_band
 from .jobs import Job
+from .zones import shown_id
 
 WINDOW_PIXELS = 2048 * 2048  # a group's window at most (larger zones are read one by one)
 
@@ -415,7 +416,7 @@ def measure_zones(call: Call, inputs: list[ItemInputs], readers: list[dict], ind
         job.check()
         if window.pixels > WINDOW_PIXELS and window.pixels > call.limits.max_output_pixels:
             raise LimitExceeded(
-                f"zone {call.request.zones.ids[window.zones[0]]!r} covers {window.pixels:,} pixels, more than "
+                f"zone {shown_id(call.request.zones.ids[window.zones[0]])} covers {window.pixels:,} pixels, more than "
                 f"limits.max_output_pixels={call.limits.max_output_pixels:,}; pass a coarser resolution"
             )
         value, cloud = mosaic(
