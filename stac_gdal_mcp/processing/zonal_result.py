@@ -160,9 +160,10 @@ def result(frame: pd.DataFrame, record: OutputRecord, max_bytes: int) -> ZonalRe
     used = len(json.dumps(features, separators=(",", ":")))
     records = _records(frame)
     rows = _fitting(records, max_bytes - used)
-    if len(rows) < len(records):
+    total = facts.get("rows", len(records))  # (a region's table holds its first group's rows)
+    if len(rows) < total:
         notes.append(
-            f"{len(rows)} of {len(records)} rows shown (limits.max_result_bytes); "
+            f"{len(rows)} of {total} rows shown (limits.max_result_bytes); "
             f"every row is in the saved table {record.file.href.rsplit('/', 1)[-1]}"
         )
     return ZonalResult(
@@ -172,7 +173,7 @@ def result(frame: pd.DataFrame, record: OutputRecord, max_bytes: int) -> ZonalRe
         mask_clouds=facts["mask_clouds"],
         zones=facts["zones"],
         items=facts["items"],
-        rows_total=len(records),
+        rows_total=total,
         rows=rows,
         table=OutputRef.of(record),
         zone_layer=layer.model_copy(update={"features": features}),
