@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..catalogs.security import check_local_path, relative_label, scrubbed, shown
 from ..errors import InvalidArgument, LimitExceeded, StacGdalMcpError
-from .zones import Zones, checked_id, one_id_type, zones_of
+from .zone_checks import Zones, checked_id, one_id_type, zones_of
 
 SUFFIXES = (".geojson", ".json", ".gpkg", ".fgb", ".parquet", ".geoparquet")
 PARQUET = (".parquet", ".geoparquet")

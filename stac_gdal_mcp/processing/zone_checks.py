@@ -1,0 +1,166 @@
+"""Zones and the checks every source of them passes (inline GeoJSON: `zones`, files:
+`zone_files`): vertices per zone (limits.max_zone_vertices), finite coordinates, invalid polygons
+repaired with shapely's `make_valid` (a note says so), no area refused, WGS84 bounds, one id
+type (text when text and numbers are mixed), unique ids. Messages quote ids shortened.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Number
+
+from ..catalogs.security import shown
+from ..errors import InvalidArgument, LimitExceeded
+
+NOTES_KEPT = 5  # notes of repaired zones kept; then one note counts the rest
+
+
+@dataclass(frozen=True)
+class Zones:
+    """Polygons (shapely, EPSG:4326) with their ids, in the order given, and the notes of reading them."""
+
+    ids: tuple
+    geometries: tuple
+    notes: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def search_area(self):
+        """A simple polygon over every zone, for finding items: the union of the zones' bounding
+        boxes, or their convex hull when that union has many vertices."""
+        import shapely
+        from shapely.geometry import box
+
+        boxes = shapely.union_all([box(*g.bounds) for g in self.geometries])
+        if shapely.get_num_coordinates(boxes) > 200:
+            return boxes.convex_hull
+        return boxes
+
+
+def shown_id(zone_id) -> str:
+    """A zone id in a message: a number as it is, text quoted and shortened."""
+    return shown(zone_id) if isinstance(zone_id, str) else str(zone_id)
+
+
+def default_limits(limits):
+    """`limits` (the settings' limits), or their defaults when None."""
+    if limits is None:
+        from ..settings import LimitSettings
+
+        return LimitSettings()
+    return limits
+
+
+def checked_id(value, index: int, what: str):
+    """A zone id as given when it is text or a finite number; else a one-line refusal."""
+    if isinstance(value, str) or (
+        isinstance(value, Number) and not isinstance(value, bool) and math.isfinite(value)
+    ):
+        return value.item() if hasattr(value, "item") else value
+    kind = type(value).__name__
+    raise InvalidArgument(
+        f"feature {index}: {what} is {shown(kind, 40)}; a zone id must be text or a number "
+        "(name another property with id_property)"
+    )
+
+
+def zones_of(ids: list, shapes, limits, *, id_property: str | None = None, unique: bool = True) -> Zones:
+    """`Zones` of ids and shapely geometries (EPSG:4326) after the checks of the module docstring:
+    vertices per zone, finite coordinates, repair, area, WGS84 bounds, one id type, unique ids."""
+    import numpy as np
+    import shapely
+
+    limits = default_limits(limits)
+    shapes = np.asarray(shapes, dtype=object)
+    missing = np.flatnonzero(shapely.is_missing(shapes))
+    if missing.size:
+        raise InvalidArgument(f"zone {shown_id(ids[missing[0]])} has no geometry")
+    vertices = shapely.get_num_coordinates(shapes)
+    over = np.flatnonzero(vertices > limits.max_zone_vertices)
+    if over.size:
+        raise LimitExceeded(
+            f"zone {shown_id(ids[over[0]])} has {int(vertices[over[0]]):,} vertices, more than "
+            f"limits.max_zone_vertices={limits.max_zone_vertices:,}: simplify it"
+        )
+    coordinates, owner = shapely.get_coordinates(shapes, return_index=True)
+    bad = ~np.isfinite(coordinates).all(axis=1)
+    if bad.any():
+        raise InvalidArgument(
+            f"zone {shown_id(ids[owner[np.argmax(bad)]])} has a vertex that is not a finite number (NaN or Infinity)"
+        )
+    del coordinates, owner
+    notes, repaired, given = [], 0, shapes.copy()
+    valid = shapely.is_valid(shapes)
+    polygonal = np.isin(shapely.get_type_id(shapes), (3, 6))  # Polygon, MultiPolygon
+    for index in np.flatnonzero(~valid | ~polygonal):
+        geom = shapes[index]
+        if not valid[index]:
+            reason = shapely.is_valid_reason(geom)
+            geom = shapely.make_valid(geom)
+            repaired += 1
+            if repaired <= NOTES_KEPT:
+                notes.append(
+                    f"zone {shown_id(ids[index])}: invalid geometry ({reason}) repaired with make_valid"
+                )
+        shapes[index] = _polygons_of(geom)
+    if repaired > NOTES_KEPT:
+        notes.append(f"{repaired - NOTES_KEPT:,} more zones had invalid geometries, repaired with make_valid")
+    area = shapely.area(shapes)
+    empty = np.flatnonzero(np.isnan(area) | (area == 0))
+    if empty.size:
+        index = empty[0]
+        raise InvalidArgument(
+            f"zone {shown_id(ids[index])} has no area ({given[index].geom_type}); zones must be polygons or "
+            "multipolygons"
+        )
+    bounds = shapely.bounds(shapes)
+    outside = np.flatnonzero(
+        (bounds[:, 0] < -180) | (bounds[:, 2] > 180) | (bounds[:, 1] < -90) | (bounds[:, 3] > 90)
+    )
+    if outside.size:
+        index = outside[0]
+        raise InvalidArgument(
+            f"zone {shown_id(ids[index])} is not in WGS84 longitude/latitude "
+            f"(bounds {[round(float(v), 6) for v in bounds[index]]})"
+        )
+    ids = one_id_type(ids)
+    if unique:
+        check_unique(ids, id_property)
+    return Zones(tuple(ids), tuple(shapes), tuple(notes))
+
+
+def one_id_type(ids: list) -> list:
+    """Every id as text when some are text and others numbers (a table column has one type)."""
+    texts = sum(isinstance(i, str) for i in ids)
+    return [str(i) for i in ids] if 0 < texts < len(ids) else list(ids)
+
+
+def check_unique(ids, id_property: str | None = None) -> None:
+    import pandas as pd
+
+    repeated = pd.Series(ids, dtype=object)
+    repeated = repeated[repeated.duplicated()]
+    if len(repeated):
+        twice = list(dict.fromkeys(repeated))[:5]
+        raise InvalidArgument(
+            f"zone ids must be unique; repeated: {', '.join(shown(i, 60) for i in twice)}"
+            + ("" if id_property else "; name a property that identifies the zones with id_property")
+        )
+
+
+def _polygons_of(geom):
+    """The polygonal parts of a geometry (a repaired ring may add lines or points), or None."""
+    from shapely.geometry import MultiPolygon, Polygon
+
+    if isinstance(geom, (Polygon, MultiPolygon)):
+        return geom
+    parts = []
+    for part in getattr(geom, "geoms", []):
+        found = _polygons_of(part)
+        if found is not None:
+            parts += list(getattr(found, "geoms", [found]))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else MultiPolygon(parts)
