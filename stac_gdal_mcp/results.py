@@ -173,7 +173,7 @@ class SearchResults:
             taken = page.items[: max_items - written]
             for item in taken:
                 written += 1
-                yield _unsigned(item)
+                yield _unsigned({"assets": {}, "links": [], **item})  # required, even left out by fields
             more = len(taken) < len(page) or bool(page.next_cursor)
             total = min(max_items, page.matched) if page.matched is not None else max_items
             if on_page is not None:

@@ -3,9 +3,9 @@
 - A local catalog or a stac-geoparquet snapshot counts its matches itself: exact.
 - A STAC API that says `numberMatched` (or `context.matched`) on the first page, with every
   condition sent to it: its count ("the catalog's count").
-- Otherwise (stac-fastapi-pgstac's default gives no count): the matches are paged here, in
-  pages of COUNT_PAGE, asking only their ids where the API conforms to the fields extension,
-  and counted: exact, up to COUNT_MAX ("at least" beyond, with a note).
+- Otherwise (stac-fastapi-pgstac's default gives no count; one item is asked first to see): the
+  matches are paged here, in pages of COUNT_PAGE, asking only their ids where the API conforms
+  to the fields extension, and counted: exact, up to COUNT_MAX ("at least" beyond, with a note).
 
 `matched_is` says which it was.
 """
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 COUNT_PAGE = 1000  # items asked per page while counting (an API may send fewer)
 COUNT_MAX = 100_000  # matches counted one by one at most
 EXACT, CATALOG_COUNT, AT_LEAST = "exact", "the catalog's count", "at least"
+ID_ONLY = Fields(include=("id",), exclude=("links",))  # an API adds each item's links unless told
 
 
 def count_matches(core: Core, cat, cursor: str | None, args: dict, notes: list[str]) -> FederatedSearchResult:
@@ -63,20 +64,21 @@ def _count_api(core: Core, cat, args: dict, notes: list[str]) -> tuple[int, str]
             "collections": _resolved_collections(core.settings, cat.id, args["collections"], notes),
         }
     search = check_search(**args)
-    plan = plan_api_search(cat, search, page_size=COUNT_PAGE, fields=Fields(include=("id",)))
+    plan = plan_api_search(cat, search, page_size=COUNT_PAGE, fields=ID_ONLY)
     notes += plan.notes
+    if plan.client_filter is None:  # one item asked first: the API's count, when it gives one
+        probe = first_page(cat, {**plan.body, "limit": 1})
+        matched = api_pages(cat, probe, 1, None, PageTrail())[1]
+        if matched is not None:
+            return matched, CATALOG_COUNT
     trail = PageTrail()
-    first, matched, following, _ = api_pages(cat, first_page(cat, plan.body), 1, plan.client_filter, trail)
-    if matched is not None and plan.client_filter is None:
-        return matched, CATALOG_COUNT
-    total, how = len(first), EXACT
-    if following is not None:
-        rest, _, following, stopped = api_pages(cat, following, COUNT_MAX, plan.client_filter, trail)
-        total += len(rest)
-        if following is not None or stopped:
-            how = AT_LEAST
-            limit = f"{MAX_SCAN_PAGES} pages" if stopped else f"{COUNT_MAX:,} matches"
-            notes.append(f"counting stopped after {limit}: at least {total:,} items match")
+    page = first_page(cat, plan.body)
+    found, _, following, stopped = api_pages(cat, page, COUNT_MAX, plan.client_filter, trail)
+    total, how = len(found), EXACT
+    if following is not None or stopped:
+        how = AT_LEAST
+        limit = f"{MAX_SCAN_PAGES} pages" if stopped else f"{COUNT_MAX:,} matches"
+        notes.append(f"counting stopped after {limit}: at least {total:,} items match")
     if trail.looped:
         notes.append(trail.note)
     if not total and search.collections:

@@ -96,6 +96,8 @@ def _short(text: str | None, n: int = 240) -> str | None:
 def collection_summary(collection: dict) -> CollectionSummary:
     extent = collection.get("extent") or {}
     spatial = ((extent.get("spatial") or {}).get("bbox") or [None])[0]
+    if isinstance(spatial, list) and all(_number(v) is not None for v in spatial):
+        spatial = _outward(spatial)
     temporal = ((extent.get("temporal") or {}).get("interval") or [None])[0]
     return CollectionSummary(
         id=_name(collection["id"]),
@@ -151,8 +153,10 @@ ASSET_KEYS = ("href", "type", "roles")
 def item_view(item: dict, fields=None) -> dict:
     """What get_item answers: the item's id, collection, bbox and properties, and per asset its
     href, media type, roles and bands (common names, else names) - not its links, geometry nor
-    the metadata each asset repeats (raster:bands, proj:*, file:*). `fields` (STAC fields
-    extension, see fields.py) answers those parts of the full item instead."""
+    the metadata each asset repeats (raster:bands, proj:*, file:*). The type and roles most
+    assets share are said once, as `asset_defaults`; an asset names them only when its own
+    differ. `fields` (STAC fields extension, see fields.py) answers those parts of the full item
+    instead."""
     from .fields import apply_fields, parse_fields
 
     chosen = parse_fields(fields)
@@ -168,5 +172,27 @@ def item_view(item: dict, fields=None) -> dict:
         if bands:
             view["bands"] = bands
         assets[key] = view
+    defaults = {k: _most_common([a.get(k) for a in assets.values()]) for k in ("type", "roles")}
+    defaults = {k: v for k, v in defaults.items() if v is not None}
+    for view in assets.values():
+        for k, v in defaults.items():
+            if view.get(k) == v:
+                del view[k]
+            elif k not in view:
+                view[k] = None  # said: it is not the default
+    if defaults:
+        out["asset_defaults"] = defaults
     out["assets"] = assets
     return out
+
+
+def _most_common(values: list):
+    """The value at least two of `values` share, most often (None when none is shared)."""
+    import json
+    from collections import Counter
+
+    counts = Counter(json.dumps(v) for v in values if v)
+    if not counts:
+        return None
+    value, n = counts.most_common(1)[0]
+    return json.loads(value) if n >= 2 else None

@@ -141,3 +141,25 @@ def search_answer(core, page, catalog: str | list[str] | None, keys: list[str]) 
     if catalogs:
         answer["catalogs"] = [c.model_dump(mode="json", exclude_none=True) for c in catalogs]
     return {k: v for k, v in answer.items() if v is not None and v != []}
+
+
+def count_text(page) -> str:
+    """The text answer of detail="count": `1000 items (exact)`, how it was counted in brackets
+    (exact, the catalog's count, at least), each catalog's count when several were asked, then
+    the notes, a line each."""
+    line = f"{page.matched} items ({page.matched_is})"
+    if page.matched_is == "at least":
+        line = f"at least {page.matched} items (counting stopped)"
+    if page.catalogs:
+        line += "; " + ", ".join(f"{c.id}: {c.matched}" for c in page.catalogs)
+    return "\n".join([line, *page.notes])
+
+
+def records_table(listing, name: str) -> dict[str, Any]:
+    """A listing (a model whose `name` is a list of records, e.g. CollectionList.collections) as
+    `columns` (the keys any record has) and `rows`, beside its other keys with a value."""
+    out = listing.model_dump(mode="json", exclude_none=True)
+    records = out.pop(name)
+    columns = list(dict.fromkeys(k for r in records for k in r))
+    table = {"columns": columns, "rows": [[r.get(k) for k in columns] for r in records]} if records else {}
+    return {**table, **{k: v for k, v in out.items() if v != []}}

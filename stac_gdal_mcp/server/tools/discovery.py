@@ -10,7 +10,7 @@ from pydantic import Field
 from ...discovery.federated import FederatedSearchResult
 from ...discovery.fields import parse_fields
 from ...discovery.summaries import item_view
-from ...discovery.table import SUMMARY_PATHS, search_answer, summary_keys
+from ...discovery.table import SUMMARY_PATHS, count_text, records_table, search_answer, summary_keys
 from ...models import CatalogList, CollectionDetail, CollectionList, ItemSummary, Queryables
 from ...session import Session
 from ...stac import is_thumbnail
@@ -56,7 +56,8 @@ def list_collections(
     cursor: Annotated[str | None, Field(description="the previous call's next_cursor")] = None,
 ) -> CollectionList:
     """A catalog's collections: id, title, short description, extent, license, asset keys."""
-    return session.collections(catalog, q=q, limit=limit, cursor=cursor)
+    listed = session.collections(catalog, q=q, limit=limit, cursor=cursor)
+    return text_result(records_table(listed, "collections"), listed)
 
 
 @session_tool(READ_ONLY)
@@ -114,7 +115,9 @@ def search_items(
     page = results.page  # several catalogs: already one merged result (discovery/federated.py)
     page = page if isinstance(page, FederatedSearchResult) else FederatedSearchResult(**dict(page))
     page = page.model_copy(update={"items": _local_thumbnails(session, page.items)})
-    if detail != "summary":  # the text without the empty keys (count, full items)
+    if detail == "count":
+        return text_result(count_text(page), page)
+    if detail == "full":  # the text without the empty keys
         text = {k: v for k, v in page.model_dump(mode="json").items() if v is not None and v != []}
         return text_result(text, page)
     keys = summary_keys(parse_fields(fields))
@@ -123,7 +126,7 @@ def search_items(
     return text_result(search_answer(session.core, page, catalog, keys), page)
 
 
-def text_result(text: dict, value):
+def text_result(text: dict | str, value):
     """A ToolResult whose text (what an agent reads) is `text` as compact JSON and whose
     structured content (what an app or a program reads) is `value`: a search's table beside its
     items as objects (issue 28)."""
@@ -131,7 +134,8 @@ def text_result(text: dict, value):
     from fastmcp.tools.base import ToolResult
     from mcp.types import TextContent
 
-    text_block = TextContent(type="text", text=pydantic_core.to_json(text).decode())
+    text = text if isinstance(text, str) else pydantic_core.to_json(text).decode()
+    text_block = TextContent(type="text", text=text)
     return ToolResult(content=[text_block], structured_content=value.model_dump(mode="json"))
 
 

@@ -1,0 +1,355 @@
+"""The tasks of benchmarks/agent_tasks.py: what people ask an agent, the shortest sequence of tool
+calls a competent agent makes for it on this server (`ours`) and, where it can, on stac-mcp
+(`peer`), and the truth each answer is checked against, computed independently with
+pystac-client from the same STAC API.
+
+A task's `ours(call)` / `peer(call)` make their calls through `call(tool, arguments)` (which
+counts calls and bytes) and return the final answer; `truth(api)` computes the expected answer;
+`check(answer, truth)` says whether it is right. A `peer` of None: stac-mcp cannot do the task
+(the reason is in `peer_gap`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+LANDSAT, S2 = "landsat-c2-l2", "sentinel-2-l2a"
+FIELD = [-122.30, 46.30, -122.25, 46.34]  # a field inside every Landsat scene's footprint
+SEASON = "2024-06-01/2024-08-31"
+MONTH = "2024-07"
+S2_BBOX = [11.0, 45.0, 12.0, 46.0]
+S2_MONTH = "2024-05"
+EMPTY_AOI = [-140.0, -50.0, -139.9, -49.9]  # the South Pacific: no item covers it
+LAT_FIRST = [45.0, 11.0, 46.0, 12.0]  # S2_BBOX written [south, west, north, east]
+
+
+@dataclass
+class Task:
+    name: str
+    question: str
+    ours: Any
+    truth: Any
+    check: Any
+    peer: Any = None
+    peer_gap: str = ""
+
+
+def _json(result) -> Any:
+    return json.loads(result.text)
+
+
+def _search(api, **kw) -> list:
+    from pystac_client import Client
+
+    return list(Client.open(api.url).search(**kw).items())
+
+
+# --- the clearest scene over a field in a month ---------------------------------------------------
+
+
+async def clearest_ours(call):
+    answer = _json(
+        await call(
+            "search_items",
+            {
+                "collections": [LANDSAT],
+                "bbox": FIELD,
+                "datetime": MONTH,
+                "sortby": "eo:cloud_cover",
+                "limit": 1,
+                "fields": ["id", "cloud_cover"],
+            },
+        )
+    )
+    return answer["rows"][0][0]
+
+
+async def clearest_peer(call):
+    # sortby as stac-mcp documents it; refused (it reads the API's sort conformance class as
+    # unsupported), the agent asks for the items as JSON (its text lists no cloud cover) and sorts
+    args = {"collections": [LANDSAT], "bbox": FIELD, "datetime": MONTH}
+    sorted_ = await call("search_items", {**args, "sortby": ["+properties.eo:cloud_cover"], "limit": 1})
+    found = re.findall(r"\*\*([^*]+)\*\* \(Collection", sorted_.text)
+    if found and not sorted_.is_error:
+        return found[0]
+    items = _json(await call("search_items", {**args, "limit": 500, "output_format": "json"}))["items"]
+    return min(items, key=lambda i: (i["properties"]["eo:cloud_cover"], i["id"]))["id"]
+
+
+def clearest_truth(api):
+    items = _search(api, collections=[LANDSAT], bbox=FIELD, datetime=MONTH)
+    return min(items, key=lambda i: (i.properties["eo:cloud_cover"], i.id)).id
+
+
+# --- every item id of a collection over a bbox and season (paging) ---------------------------------
+
+
+async def ids_ours(call):
+    ids, cursor = [], None
+    while True:
+        args = {"collections": [LANDSAT], "bbox": FIELD, "datetime": SEASON, "limit": 500, "fields": ["id"]}
+        answer = _json(await call("search_items", {**args, **({"cursor": cursor} if cursor else {})}))
+        ids += [row[0] for row in answer.get("rows", [])]
+        cursor = answer.get("next_cursor")
+        if not cursor:
+            return sorted(ids)
+
+
+async def ids_peer(call):
+    text = (
+        await call(
+            "search_items",
+            {"collections": [LANDSAT], "bbox": FIELD, "datetime": SEASON, "limit": 500},
+        )
+    ).text  # (with fields, stac-mcp 6.5 fails: pystac reads the id-only items as STAC objects)
+    return sorted(re.findall(r"\*\*([^*]+)\*\* \(Collection", text))
+
+
+def ids_truth(api):
+    return sorted(i.id for i in _search(api, collections=[LANDSAT], bbox=FIELD, datetime=SEASON))
+
+
+# --- how many items match --------------------------------------------------------------------------
+
+
+def _exact_count(text: str) -> int | None:
+    found = re.match(r"(\d+) items \((exact|the catalog's count)\)", text)
+    return int(found.group(1)) if found else None
+
+
+async def count_ours(call):
+    args = {"collections": [S2], "bbox": S2_BBOX, "datetime": S2_MONTH, "detail": "count"}
+    return _exact_count((await call("search_items", args)).text)
+
+
+async def count_peer(call):
+    text = (
+        await call(
+            "search_items",
+            {"collections": [S2], "bbox": S2_BBOX, "datetime": S2_MONTH, "limit": 5000},
+        )
+    ).text
+    found = re.match(r"Found (\d+) items", text)
+    return int(found.group(1)) if found else None
+
+
+def count_truth(api):
+    return len(_search(api, collections=[S2], bbox=S2_BBOX, datetime=S2_MONTH))
+
+
+# --- an item's assets and the href of its red band -------------------------------------------------
+
+
+def landsat_id(index: int) -> str:
+    """The id of the test bed's `index`th Landsat item (agent_tasks.landsat_items)."""
+    return f"LC0{8 + index % 2}_L2SP_{46 + index % 3:03d}{27 + index % 4:03d}_{index:04d}_02_T1"
+
+
+RED_ITEM = landsat_id(50)
+
+
+async def red_ours(call):
+    item = _json(await call("get_item", {"collection_id": LANDSAT, "item_id": RED_ITEM}))
+    return next(a["href"] for a in item["assets"].values() if a.get("bands") == ["red"])
+
+
+async def red_peer(call):
+    text = (await call("get_item", {"collection_id": LANDSAT, "item_id": RED_ITEM})).text
+    # the text lists each asset's key, title, type and URL (no bands): the agent goes by the title
+    block = re.search(r"\*\*red\*\*: [^\n]*\n(?:[^\n]*\n)*?\s+URL: (\S+)", text)
+    return block.group(1) if block else None
+
+
+def red_truth(api):
+    from pystac_client import Client
+
+    item = Client.open(api.url).get_collection(LANDSAT).get_item(RED_ITEM)
+    return next(
+        a.href
+        for a in item.assets.values()
+        if [b.get("common_name") for b in a.extra_fields.get("eo:bands", [])] == ["red"]
+    )
+
+
+# --- collections and their extents -----------------------------------------------------------------
+
+
+async def extents_ours(call):
+    answer = _json(await call("list_collections", {"limit": 100}))
+    rows = [dict(zip(answer["columns"], row)) for row in answer["rows"]]
+    return {c["id"]: c["spatial_extent"] for c in rows}
+
+
+async def extents_peer(call):
+    text = (await call("search_collections", {"limit": 100})).text
+    out = {}
+    for cid in re.findall(r"\(`([^`]+)`\)", text):  # no extents listed: one get_collection each
+        doc = (await call("get_collection", {"collection_id": cid})).text
+        box = re.search(r"\[(-?[\d.]+), (-?[\d.]+), (-?[\d.]+), (-?[\d.]+)\]", doc)
+        out[cid] = [float(v) for v in box.groups()] if box else None
+    return out
+
+
+def extents_truth(api):
+    from pystac_client import Client
+
+    return {c.id: c.extent.spatial.bboxes[0] for c in Client.open(api.url).get_collections()}
+
+
+def extents_check(answer, truth) -> bool:
+    return set(answer) == set(truth) and all(
+        answer[k] is not None and all(abs(a - b) < 0.01 for a, b in zip(answer[k], truth[k])) for k in truth
+    )
+
+
+# --- tasks that cannot be done ---------------------------------------------------------------------
+
+
+async def unknown_ours(call):
+    result = await call("search_items", {"collections": ["landsat-c3-l9"], "bbox": FIELD})
+    return result.is_error and "landsat-c3-l9" in result.text and "not found" in result.text
+
+
+async def unknown_peer(call):
+    result = await call("search_items", {"collections": ["landsat-c3-l9"], "bbox": FIELD})
+    return result.is_error or "not found" in result.text.lower()
+
+
+async def empty_ours(call):
+    return _exact_count(
+        (await call("search_items", {"collections": [LANDSAT], "bbox": EMPTY_AOI, "detail": "count"})).text
+    )
+
+
+async def empty_peer(call):
+    text = (await call("search_items", {"collections": [LANDSAT], "bbox": EMPTY_AOI})).text
+    found = re.match(r"Found (\d+) items", text)
+    return int(found.group(1)) if found else None
+
+
+def empty_truth(api):
+    return len(_search(api, collections=[LANDSAT], bbox=EMPTY_AOI))
+
+
+async def lat_first_ours(call):
+    answer = _json(await call("search_items", {"collections": [S2], "bbox": LAT_FIRST, "datetime": S2_MONTH}))
+    return answer["returned"] == 0 and any("latitude first" in n for n in answer.get("notes", []))
+
+
+def always(expected):
+    return lambda api: expected
+
+
+def equal(answer, truth) -> bool:
+    return answer == truth
+
+
+# --- save a search for later -----------------------------------------------------------------------
+
+
+async def save_ours(call):
+    result = await call(
+        "save_search",
+        {
+            "search": {"collections": [LANDSAT], "datetime": SEASON},
+            "bbox": FIELD,
+            "fields": ["id", "datetime", "eo:cloud_cover"],
+        },
+    )
+    record = result.structured or {}
+    return record.get("properties", {}).get("search:items"), record.get("assets", {}).get("data", {}).get(
+        "href"
+    )
+
+
+def save_check(answer, truth) -> bool:
+    import pyarrow.parquet as pq
+
+    written, href = answer
+    if written != len(truth) or not href:
+        return False
+    from pathlib import Path
+
+    path = Path(href.removeprefix("file://"))
+    return path.is_file() and sorted(pq.read_table(path, columns=["id"]).column("id").to_pylist()) == truth
+
+
+TASKS = [
+    Task(
+        "clearest_scene",
+        "Which Landsat scene over my field was clearest in July 2024?",
+        clearest_ours,
+        clearest_truth,
+        equal,
+        clearest_peer,
+    ),
+    Task(
+        "all_ids",
+        "List every Landsat item over my field in summer 2024.",
+        ids_ours,
+        ids_truth,
+        equal,
+        ids_peer,
+    ),
+    Task(
+        "count",
+        "How many Sentinel-2 scenes cover this area in May 2024?",
+        count_ours,
+        count_truth,
+        equal,
+        count_peer,
+    ),
+    Task(
+        "red_href",
+        f"What assets has {RED_ITEM} and where is its red band?",
+        red_ours,
+        red_truth,
+        equal,
+        red_peer,
+    ),
+    Task(
+        "extents",
+        "Which collections are there and where do they cover?",
+        extents_ours,
+        extents_truth,
+        extents_check,
+        extents_peer,
+    ),
+    Task(
+        "unknown_collection",
+        "Search landsat-c3-l9 over my field (no such collection).",
+        unknown_ours,
+        always(True),
+        equal,
+        unknown_peer,
+    ),
+    Task(
+        "empty_aoi",
+        "How many Landsat scenes cover a point in the South Pacific?",
+        empty_ours,
+        empty_truth,
+        equal,
+        empty_peer,
+    ),
+    Task(
+        "latitude_first",
+        "Sentinel-2 over my area in May, bbox written latitude first.",
+        lat_first_ours,
+        always(True),
+        equal,
+        None,
+        "answers 'Found 0 items' without saying why",
+    ),
+    Task(
+        "save_search",
+        "Save my summer Landsat search (id, date, cloud cover) for later.",
+        save_ours,
+        ids_truth,
+        save_check,
+        None,
+        "has no tool that saves",
+    ),
+]
