@@ -205,3 +205,24 @@ def test_every_refusal_is_a_library_error(workspace):
     for given in hostile:
         with pytest.raises(StacGdalMcpError):
             read_zones(given, roots=[workspace])
+
+
+async def test_a_dry_run_is_bounded_by_the_job_time_limit(tmp_path):
+    """zonal_stats's dry run (headers and tile indexes of every item) stops at
+    limits.job_timeout_s like the run (it had no limit)."""
+    from fastmcp import Client
+
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    settings = load_settings(
+        workspace=tmp_path / "ws",
+        builtin_catalogs=True,
+        default_catalog="sample",
+        limits={"job_timeout_s": 1e-6},
+    )
+    arguments = {"geometries": SQUARE, "search": {"collections": ["sentinel-2-l2a"]}, "dry_run": True}
+    async with Client(build_server(settings)) as client:
+        result = await client.call_tool("zonal_stats", arguments, raise_on_error=False)
+    text = result.content[0].text
+    assert result.is_error and "limits.job_timeout_s" in text and "\n" not in text, text[:300]

@@ -538,6 +538,8 @@ def estimate(core, request: ZonalRequest):
     from .estimate.reads import Planner
     from .estimate.result import Estimate, OutputSize
 
+    deadline = Job()  # a dry run is bounded by limits.job_timeout_s too (issue 30)
+    deadline.limit_time(core.settings.limits.job_timeout_s)
     call = select(core, request)
     planner = Planner(core)
     result = Estimate(operation="zonal_stats", notes=list(call.notes))
@@ -545,6 +547,7 @@ def estimate(core, request: ZonalRequest):
     def one(ref_or_item) -> tuple[str, int]:
         from shapely.geometry import shape
 
+        deadline.check()
         item = full_item(call, ref_or_item)
         indexes = (
             call.zones_under(shape(item["geometry"]))
@@ -576,6 +579,7 @@ def estimate(core, request: ZonalRequest):
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="estimate") as pool:
         futures = [pool.submit(one, it) for it in call.items]
         for it, future in zip(call.items, futures):
+            deadline.check()
             try:
                 item_id, count = future.result()
             except StacGdalMcpError as exc:
