@@ -261,3 +261,48 @@ async def test_a_large_job_waits_for_confirmation(tmp_path):
         confirmed = await call(small, {"geometries": FIELDS, "search": SEARCH, "confirm": True})
         assert confirmed["structuredContent"]["table"]
         assert len(small.outputs.list()) == 1
+
+
+def _haversine(lon1, lat1, lon2, lat2) -> float:
+    r = math.pi / 180
+    a = (
+        math.sin((lat2 - lat1) * r / 2) ** 2
+        + math.cos(lat1 * r) * math.cos(lat2 * r) * math.sin((lon2 - lon1) * r / 2) ** 2
+    )
+    return 2 * 6371008.8 * math.asin(math.sqrt(a))
+
+
+@pytest.mark.testbed
+def test_map_labels_the_zones_with_a_scale_bar_and_the_nearest_place(page, zonal_call):  # noqa: F811
+    """Each zone's id drawn (as text), a scale bar whose length in pixels is its metres at the
+    projection's scale, and at field scale the nearest Natural Earth place named with its distance."""
+    from importlib import resources
+
+    open_with_fragment(page, [zonal_call])
+    labels = page.eval_on_selector_all("svg .zone-label", "els => els.map(e => e.textContent)")
+    assert labels == [f["id"] for f in FIELDS["features"]]
+    proj = Projection(page)
+    bar = page.eval_on_selector("svg .scalebar", "g => [Number(g.dataset.metres), Number(g.dataset.px)]")
+    metres, px = bar
+    lat = 45.93
+    # pixels for `metres` northwards, from the page's own projection (its data-* attributes)
+    y0, y1 = proj.px(13.6, lat)[1], proj.px(13.6, lat + metres / 111_195.0)[1]
+    assert px == pytest.approx(y0 - y1, rel=0.01)
+    assert str(metres)[0] in "125" and set(str(int(metres))[1:]) <= {"0"}
+    places = json.loads(
+        resources.files("stac_gdal_mcp")
+        .joinpath("data", "naturalearth", "populated-places-110m.json")
+        .read_text()
+    )["places"]
+    view = page.eval_on_selector(
+        "svg",
+        "s => [Number(s.dataset.west), Number(s.dataset.east), Number(s.dataset.south), Number(s.dataset.north)]",
+    )
+    cx, cy = (view[0] + view[1]) / 2, (view[2] + view[3]) / 2
+    name, lon, lat = min(places, key=lambda p: _haversine(cx, cy, p[1], p[2]))
+    nearest = page.eval_on_selector(
+        "svg .place-nearest", "t => [t.dataset.name, Number(t.dataset.metres), t.textContent]"
+    )
+    assert nearest[0] == name == "Ljubljana"
+    assert nearest[1] == pytest.approx(_haversine(cx, cy, lon, lat), abs=1)
+    assert nearest[2].startswith(f"{name} {round(nearest[1] / 1000)} km ")

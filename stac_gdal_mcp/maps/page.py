@@ -1,5 +1,6 @@
 """The map page: maps/map.html (inline script and style, no library) with the Natural Earth
-1:110m land and borders inlined (data/naturalearth/), so it draws a coastline with no network.
+1:110m land, borders and populated places inlined (data/naturalearth/), so it draws a coastline
+and names places with no network.
 
 `map_html(basemap, attribution)` is the page a host shows beside a tool result (it is given the
 calls); `map_page(calls)` is the same page with the calls in it: a file to open in a browser or to
@@ -17,6 +18,7 @@ from urllib.parse import urlsplit
 
 MAP_HTML = ("maps", "map.html")  # inside the stac_gdal_mcp package
 WORLD = ("data", "naturalearth", "countries-110m.json")
+PLACES = ("data", "naturalearth", "populated-places-110m.json")
 
 _SLOT = '<script type="application/json" id="{}">{}</script>'
 
@@ -27,8 +29,10 @@ def _page_source() -> str:
 
 
 @cache
-def _world() -> str:
-    return resources.files("stac_gdal_mcp").joinpath(*WORLD).read_text(encoding="utf-8").strip()
+def _bundled(*path: str) -> str:
+    """A bundled JSON file as text safe inside <script>."""
+    text = resources.files("stac_gdal_mcp").joinpath(*path).read_text(encoding="utf-8").strip()
+    return text.replace("<", "\\u003c")
 
 
 def _script_json(value: Any) -> str:
@@ -70,7 +74,8 @@ def map_html(
         config["resource_domains"] = [tile_origin(basemap)]
     if thumbnails:
         config["thumbnails"] = dict(thumbnails)
-    html = _fill(_page_source(), "world-110m", _world().replace("<", "\\u003c"))
+    html = _fill(_page_source(), "world-110m", _bundled(*WORLD))
+    html = _fill(html, "places-110m", _bundled(*PLACES))
     if config:
         html = _fill(html, "map-config", _script_json(config))
     if calls is not None:

@@ -237,7 +237,8 @@ def _output(sc: dict, aoi: dict | None, result: Any) -> dict | None:
 
 
 def _zone_layer(layer: Any) -> dict | None:
-    """A zonal_stats result's zones: id, value of the first statistic, bbox, geometry; with the
+    """A zonal_stats result's zones: id, value of the first statistic, bbox, geometry, note (why
+    its latest observation has no value); with the
     statistic's name and the range of its values (None when no zone has one)."""
     if not isinstance(layer, dict) or not isinstance(layer.get("features"), list):
         return None
@@ -249,12 +250,14 @@ def _zone_layer(layer: Any) -> dict | None:
             continue
         props = feature.get("properties") if isinstance(feature.get("properties"), dict) else {}
         value = props.get("value")
+        note = props.get("note")
         zones.append(
             {
                 "id": feature.get("id"),
                 "value": value if _is_num(value) else None,
                 "bbox": bbox,
                 "geometry": geometry,
+                "note": note[:300] if isinstance(note, str) and note else None,
             }
         )
     values = [z["value"] for z in zones if z["value"] is not None]

@@ -71,7 +71,12 @@ def _png(figure) -> bytes:
 
 
 def series_png(frame: pd.DataFrame, column: str) -> bytes:
-    """`column` of each zone against time (see the module docstring)."""
+    """`series_figure` as PNG bytes."""
+    return _png(series_figure(frame, column))
+
+
+def series_figure(frame: pd.DataFrame, column: str):
+    """`column` of each zone against time (see the module docstring), a matplotlib Figure."""
     import matplotlib.dates as mdates
     import numpy as np
     import pandas as pd
@@ -112,7 +117,7 @@ def series_png(frame: pd.DataFrame, column: str) -> bytes:
     axes.set_xlabel("acquisition date (UTC)")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return _png(figure)
+    return figure
 
 
 def fractions_png(frame: pd.DataFrame, classes: dict) -> bytes:
