@@ -188,3 +188,47 @@ def test_limits_are_checked_from_the_metadata(region):
     session, path = region(limits={"max_region_zones": 299})
     with pytest.raises(LimitExceeded, match="300 features, more than limits.max_region_zones=299"):
         session.zonal_stats(str(path), **ARGUMENTS)
+
+
+def test_the_tool_at_region_scale(region):
+    """The zonal_stats tool, as a client calls it, over the same file: the same call runs at region
+    scale, its answer counts every row of the ordinary call, and its table is the partitioned output."""
+    import asyncio
+
+    from fastmcp import Client
+
+    from stac_gdal_mcp.server import build_server
+
+    session, path = region()
+    search = {"collections": [S2], "datetime": "2024-06-01/2024-06-30"}
+
+    async def call():
+        async with Client(build_server(session=session)) as client:
+            found = await client.call_tool_mcp(
+                "zonal_stats", {"geometries": "fields.parquet", "search": search, "id_property": "field_id"}
+            )
+            return found.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    answer = asyncio.run(call())
+    assert not answer.get("isError"), answer
+    content = answer["structuredContent"]
+    whole = ordinary(session, path)
+    assert content["zones"] == 300 and content["rows_total"] == len(whole)
+    assert any("region scale" in note for note in content["notes"])
+    output_id = content["table"]["id"]
+    pd.testing.assert_frame_equal(
+        comparable(read_output(session, session.outputs.get(output_id))),
+        comparable(whole.to_wkb()),
+        check_dtype=False,
+    )
+
+
+def test_dry_run_counts_the_rows_of_the_ordinary_estimate(region):
+    session, path = region()
+    estimate = session.zonal_stats(str(path), dry_run=True, **ARGUMENTS)
+    request = zonal.check(session.core, str(path), **ARGUMENTS)
+    whole = zonal.estimate(session.core, request)
+    assert estimate.output.rows == whole.output.rows > 0
+    assert sorted(estimate.item_ids) == sorted(whole.item_ids)
+    assert estimate.read_bytes >= whole.read_bytes > 0
+    assert session.outputs.list() == []

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidArgument, LimitExceeded
 from . import zonal
 from .jobs import Job
+from .zone_checks import Zones
 from .zone_files import count_zones, zones_path
 from .zone_groups import ZoneFile
-from .zones import Zones
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -254,7 +254,7 @@ def estimate(core, request: RegionRequest):
     result = Estimate(operation="zonal_stats", output=OutputSize(rows=0, format="partitioned GeoParquet"))
     result.read_bytes = result.read_requests = 0
     ids: dict[str, None] = {}
-    for zones in request.zones.groups(GROUP_ZONES):
+    for zones in request.zones.sorted().groups(GROUP_ZONES):
         part = zonal.estimate(core, request.group(zones))
         ids.update(dict.fromkeys(part.item_ids))
         result.output.rows += part.output.rows if part.output else 0

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidArgument
+from .zone_checks import Zones, check_unique, one_id_type, zones_of
 from .zone_files import _batches, _file_id, _to_wgs84
-from .zones import Zones, check_unique, one_id_type, zones_of
 
 BUCKET_ZONES = 50_000  # rows of one bucket, sorted in memory
 
