@@ -190,6 +190,8 @@ async def test_bad_arguments_are_one_line(session):
         ({"max_items": 0}, "max_items must be an integer from 1"),
         ({"max_items": 2_000_000}, "max_items must be an integer from 1"),
         ({"ids": ["nothing-has-this-id"]}, "the search found no items"),
+        ({"partition_by": ["day"]}, "partition_by takes collection, year, month"),
+        ({"partition_by": ["year"], "format": "ndjson"}, "partition_by is for format='geoparquet'"),
     ):
         with pytest.raises(StacGdalMcpError) as caught:
             session.save_search(catalog="api", collections=BOTH, **args)
