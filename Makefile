@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 PY := $(BIN)/python
 PIP := $(PY) -m pip --disable-pip-version-check
 
-.PHONY: install demo test-deps lint format test test-fast bench sample lock wheel docs clean
+.PHONY: install demo test-deps lint format test test-fast bench notebooks notebooks-check sample lock wheel docs clean
 
 # The virtual environment. Debian/Ubuntu ship `venv` separately (python3-venv): install it
 # when missing and we are root, else say what to do.
@@ -62,6 +62,15 @@ test-fast: $(VENV)/.test-installed
 
 bench: test-deps
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# The notebooks (notebooks/, on the bundled sample catalog): JupyterLab from the notebooks extra,
+# opened on the folder. notebooks-check runs each one headless, as tests/test_notebooks.py does.
+notebooks: $(VENV)/.installed
+	$(PIP) install -q -c $(LOCK) -e ".[notebooks]"
+	cd notebooks && $(abspath $(BIN))/jupyter lab
+
+notebooks-check: $(VENV)/.test-installed
+	$(PY) -m pytest -q -p no:cacheprovider tests/test_notebooks.py
 
 sample: install
 	$(PY) scripts/make_sample_catalog.py
