@@ -232,3 +232,18 @@ def test_dry_run_counts_the_rows_of_the_ordinary_estimate(region):
     assert sorted(estimate.item_ids) == sorted(whole.item_ids)
     assert estimate.read_bytes >= whole.read_bytes > 0
     assert session.outputs.list() == []
+
+
+def test_every_zone_is_checked_before_a_pixel_is_read(region, cog_server):
+    """A zone of too many vertices at the end of the file is refused before the first group is
+    measured: no tile is fetched."""
+    session, path = region(limits={"zonal_region_zones": 100, "max_zone_vertices": 200})
+    frame = zones_frame(300)
+    frame.loc[299, "geometry"] = frame.loc[299, "geometry"].buffer(0.0001, quad_segs=64)
+    frame.to_parquet(path)
+    cog_server.reset_stats()
+    with pytest.raises(
+        LimitExceeded, match="'f00299' has .* vertices, more than limits.max_zone_vertices=200"
+    ):
+        session.zonal_stats(str(path), **ARGUMENTS)
+    assert cog_server.stats()["bytes"] == 0

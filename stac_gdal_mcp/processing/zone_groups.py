@@ -5,8 +5,10 @@ The file is read as `zone_files` reads it for a small call (its batches: only th
 columns; its CRS brought to WGS84; ids `id_property`, else a GeoParquet's pandas index, else the
 position), twice:
 
-1. `ZoneFile.sorted`: each zone's place on a Hilbert curve over the zones' extent (the centre of
-   its bounding box; geopandas' `hilbert_distance`), 16 bytes a zone, and the extent;
+1. `ZoneFile.sorted`: every zone checked as a small call's are (`zone_checks.zones_of`: vertices,
+   finite coordinates, area, WGS84 bounds), its place on a Hilbert curve over the zones' extent
+   (the centre of its bounding box; geopandas' `hilbert_distance`), 16 bytes a zone, and the
+   extent;
 2. `SortedZones.groups`: each batch's rows, tagged with their place, written to a temporary Parquet
    dataset (pyarrow's `write_dataset`), one folder per bucket of `BUCKET_ZONES` neighbours; each
    bucket is then read alone, sorted along the curve and cut into groups of neighbours, each
@@ -51,16 +53,20 @@ class ZoneFile:
             start += len(wkb)
 
     def sorted(self, check=lambda: None) -> SortedZones:
-        """The first pass: each zone's place along the curve, and the zones' extent in WGS84."""
+        """The first pass: each zone checked (`zones_of`), its place along the curve, and the
+        zones' extent in WGS84."""
         import geopandas
         import numpy as np
         import shapely
 
         to_wgs84 = _to_wgs84(self.path, self.label)
         centres, lows, highs = [], [], []
-        for wkb, _, _ in self.batches(check):
+        for wkb, ids, start in self.batches(check):
             geoms = shapely.from_wkb(wkb, on_invalid="ignore")
-            bounds = shapely.bounds(geoms if to_wgs84 is None else to_wgs84(geoms))
+            geoms = geoms if to_wgs84 is None else to_wgs84(geoms)
+            # every zone's checks (vertices, coordinates, area, bounds) before any pixel is read
+            zones_of(ids or list(range(start, start + len(wkb))), geoms, self.limits, unique=False)
+            bounds = shapely.bounds(geoms)
             centres.append((bounds[:, :2] + bounds[:, 2:]) / 2)
             lows.append(np.nanmin(bounds[:, :2], axis=0))
             highs.append(np.nanmax(bounds[:, 2:], axis=0))
