@@ -190,6 +190,13 @@ def test_hostile_zones_answer_one_clear_line(harness, tmp_path):
     mars = geopandas.GeoDataFrame({"name": ["crater"]}, geometry=[box(0, 0, 1, 1)], crs="IAU_2015:49900")
     mars.to_file(workspace / "mars.gpkg")
     corpus = [(n, {**a, "search": S2_JUNE}, w) for n, a, w in ZONAL]
+    (workspace / "broken.tif").write_bytes(b"II*\x00 not a tiff")  # GDAL quotes the path it opened
+    broken = str(workspace / "broken.tif")
+    corpus += [
+        ("inspect_asset", {"href": broken}, "broken.tif"),
+        ("preview", {"href": broken}, "broken.tif"),
+        ("convert_asset", {"href": broken, "output_format": "COG"}, "broken.tif"),
+    ]
     failures = _check(harness, corpus)
     for name, arguments, _ in corpus:  # no echo of the long arguments
         text = harness.call(name, arguments).content[0].text

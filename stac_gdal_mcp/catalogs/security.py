@@ -262,7 +262,9 @@ def scrubbed(message: str, roots: list[Path]) -> str:
     allowed folders' own paths: each is cut from the paths it leads."""
     for root in roots:
         for form in sorted({str(root), str(Path(root).expanduser().resolve())}, key=len, reverse=True):
-            message = message.replace(form.rstrip("/") + "/", "").replace(form, ".")
+            # (the folder itself, or a path under it; not a sibling such as "<root>2")
+            found = re.compile(re.escape(form.rstrip("/")) + r"(/|(?![\w-]|\.\w))")
+            message = found.sub(lambda m: "" if m.group(1) else ".", message)
     return message
 
 

@@ -72,13 +72,14 @@ def build_server_parts(
     from .map_app import register_map_app
     from .resources import record_links
     from .tools import analysis, discovery, processing, register, saving, zonal
-    from .tools.errors import argument_errors_middleware
+    from .tools.errors import argument_errors_middleware, hide_folders
 
     if session is None:
         session = Session(settings)
     elif settings is not None and settings is not session.settings:
         raise ValueError("give either settings or a session, not both")
     session.outputs.links = record_links(session.settings)
+    hide_folders(session.settings.workspace, *session.core.catalogs.local_roots())
     mcp = guarded_server(  # a FastMCP whose HTTP apps check Host and Origin first (DNS rebinding)
         session.settings,
         "stac-gdal-mcp",
