@@ -263,6 +263,16 @@ async def test_the_tool_saves_hive_folders_that_duckdb_opens(session):
     for item_id, collection, year, month, when in rows:
         assert collection == by_id[item_id]["collection"] and (year, month) == (when.year, when.month)
     assert record["assets"]["data"]["file:size"] == sum(p.stat().st_size for p in folder.rglob("*.parquet"))
+    settings = session.settings.model_copy(
+        update={
+            "catalogs": [
+                *session.settings.catalogs,
+                type(session.settings.catalog("api"))(id="hive", path=folder),
+            ]
+        }
+    )
+    with Session(settings) as again:  # the folder is a catalog, answering as the API did
+        same_items(searched(again, "hive", **SEARCH), want)
 
 
 @pytest.mark.parametrize("format", ["geoparquet", "ndjson"])
