@@ -67,24 +67,14 @@ def scenes(cog_server, pgstac_api):
     folder = f"zs-{UID}"
     out_dir, href_base = cog_server.root / folder, f"{cog_server.url}/{folder}"
     made, s2_items = {}, []
-    for seed, (item_id, when) in enumerate(DATES.items()):
+    # (item id: datetime, EPSG, origin, seed, cloud fraction of its valid pixels)
+    s2 = {i: (when, 32633, ORIGIN, 40 + k, 0.3) for k, (i, when) in enumerate(DATES.items())}
+    s2 |= {i: (ACROSS_DAY, epsg, origin, 50, 0.3) for i, (epsg, origin) in ACROSS.items()}
+    s2 |= {i: (when, 32633, origin, 70 + k, 0.3) for k, (i, (when, origin)) in enumerate(TILES.items())}
+    for item_id, (when, epsg, origin, seed, clouds) in s2.items():
         item, _ = synthetic.write_scene(
-            "sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, seed=40 + seed, origin=ORIGIN,
-            size_px=512, blocksize=128, with_visual=False, href_base=href_base, cloud_fraction=0.3,
-        )  # fmt: skip
-        made[item_id] = out_dir / item_id
-        s2_items.append(item)
-    for item_id, (epsg, origin) in ACROSS.items():
-        item, _ = synthetic.write_scene(
-            "sentinel-2-l2a", out_dir, item_id, ACROSS_DAY, collection_id=S2, seed=50, epsg=epsg,
-            origin=origin, size_px=512, blocksize=128, with_visual=False, href_base=href_base,
-        )  # fmt: skip
-        made[item_id] = out_dir / item_id
-        s2_items.append(item)
-    for seed, (item_id, (when, origin)) in enumerate(TILES.items()):
-        item, _ = synthetic.write_scene(
-            "sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, seed=70 + seed, origin=origin,
-            size_px=512, blocksize=128, with_visual=False, href_base=href_base, cloud_fraction=0.3,
+            "sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, seed=seed, epsg=epsg, origin=origin,
+            size_px=512, blocksize=128, with_visual=False, href_base=href_base, cloud_fraction=clouds,
         )  # fmt: skip
         made[item_id] = out_dir / item_id
         s2_items.append(item)

@@ -17,24 +17,16 @@ import json
 import pytest
 import rasterio
 from exactextract import exact_extract
-from fastmcp import Client
 from pyproj import Transformer
 from shapely import transform as shapely_transform
 from shapely.geometry import mapping, shape
+from test_zonal_mcp import call, field, session  # noqa: F401 (session: the sample catalog's fixture)
 
-from stac_gdal_mcp import Session
 from stac_gdal_mcp.maps import build_map_view
 from stac_gdal_mcp.processing import zonal_chart
-from stac_gdal_mcp.server import build_server
-from stac_gdal_mcp.settings import load_settings
 
 SAMPLE = "stac_gdal_mcp/data/sample/sentinel-2-l2a"
 SCENE = "S2A_33TUL_20240619_0_L2A"
-
-
-def field(zone_id, west, south, east, north):
-    ring = [[west, south], [east, south], [east, north], [west, north], [west, south]]
-    return {"type": "Feature", "id": zone_id, "properties": {}, "geometry": {"type": "Polygon", "coordinates": [ring]}}  # fmt: skip
 
 
 FIELDS = {
@@ -46,18 +38,6 @@ FIELDS = {
     ],
 }
 SEARCH = {"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-09-30"}
-
-
-@pytest.fixture
-def session(tmp_path):
-    with Session(load_settings(default_catalog="sample", workspace=tmp_path / "workspace")) as opened:
-        yield opened
-
-
-async def call(session: Session, arguments: dict) -> dict:
-    async with Client(build_server(session=session)) as client:
-        result = await client.call_tool_mcp("zonal_stats", arguments)
-    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def local_frac(path) -> list[dict]:
@@ -74,7 +54,7 @@ def local_frac(path) -> list[dict]:
     ]
 
 
-async def test_class_fractions_without_cloud_mask_equal_exactextract_frac(session):
+async def test_class_fractions_without_cloud_mask_equal_exactextract_frac(session):  # noqa: F811
     import geopandas
 
     items = [{"collection_id": "sentinel-2-l2a", "item_id": SCENE}]
@@ -103,7 +83,7 @@ async def test_class_fractions_without_cloud_mask_equal_exactextract_frac(sessio
     assert image["mimeType"] == "image/png"
 
 
-async def test_too_little_valid_gets_a_note_in_the_rows_the_map_and_the_chart(session):
+async def test_too_little_valid_gets_a_note_in_the_rows_the_map_and_the_chart(session):  # noqa: F811
     result = await call(session, {"geometries": FIELDS, "search": SEARCH, "per": "day"})
     answer = result["structuredContent"]
     frame = session.zonal_stats(FIELDS, per="day", min_valid_fraction=0, **SEARCH)
@@ -139,7 +119,7 @@ async def test_too_little_valid_gets_a_note_in_the_rows_the_map_and_the_chart(se
     figure.savefig(io.BytesIO(), format="png")  # `$` in an id does not break drawing
 
 
-def test_one_day_gets_a_week_axis_not_years(session):
+def test_one_day_gets_a_week_axis_not_years(session):  # noqa: F811
     import matplotlib.dates as mdates
 
     frame = session.zonal_stats(FIELDS, collections=["sentinel-2-l2a"], datetime="2024-06-19")
