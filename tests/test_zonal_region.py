@@ -9,15 +9,15 @@ test_zonal.py); the region output is read back with pyarrow, partition by partit
 
 from __future__ import annotations
 
-import logging
 import uuid
 
 import geopandas
 import pandas as pd
 import pyarrow.dataset as ds
 import pytest
-from pyproj import Transformer
-from shapely import transform as shapely_transform
+
+# a dask LocalCluster of 2 worker processes (pytest takes the fixture from this import)
+from test_distributed import cluster  # noqa: F401
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import LimitExceeded, OperationCancelled
@@ -33,12 +33,6 @@ ORIGIN = (500000.0, 5000000.0)
 SCENE = (ORIGIN[0], ORIGIN[1] - 5120, ORIGIN[0] + 5120, ORIGIN[1])
 EAST, WEST = (32633, (736477.0 - 5120, 4990000.0)), (32634, (263523.0, 4990000.0))
 GROUP = 64  # zones per group here (several groups from a few hundred zones)
-
-
-def to_wgs84(geom, epsg):
-    return shapely_transform(
-        geom, Transformer.from_crs(epsg, 4326, always_xy=True).transform, interleaved=False
-    )
 
 
 @pytest.fixture(scope="module")
@@ -71,16 +65,6 @@ def zones_frame(count: int, seed: int = 1) -> geopandas.GeoDataFrame:
     frame = geopandas.GeoDataFrame.from_features(features, crs="EPSG:4326")
     frame["field_id"] = [f"f{i:05d}" for i in range(len(frame))]
     return frame
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    from distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
-    ) as cluster:
-        yield cluster
 
 
 @pytest.fixture
@@ -146,7 +130,7 @@ def test_region_equals_the_ordinary_call(region, per):
     assert len(head) <= GROUP * 4 and set(head["zone_id"]) < set(whole["zone_id"])
 
 
-def test_region_on_a_cluster_of_worker_processes(region, cluster):
+def test_region_on_a_cluster_of_worker_processes(region, cluster):  # noqa: F811 (the fixture)
     session, path = region(dask_scheduler=cluster.scheduler_address)
     head = session.zonal_stats(str(path), **ARGUMENTS)
     record = session.outputs.get(zonal.provenance_of(head).facts["saved_as"])
