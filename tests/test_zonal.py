@@ -375,6 +375,10 @@ def test_a_mostly_cloudy_zone_gets_no_value_and_a_note_unless_min_valid_fraction
         assert_same(got.loc[high, "mean"].to_numpy(), want.loc[high[high].index, "mean"].to_numpy(), "mean")
         assert got.loc[high, "note"].isna().all()
     assert cloudy > 0  # the comparison above covered zones under mostly cloudy masks
+    dropped = int(default["note"].fillna("").str.contains("min_valid_fraction").sum())
+    assert f"{dropped} of {len(default)} rows had less valid area than min_valid_fraction=0.5" in " ".join(
+        default.attrs["stac_gdal_mcp"]["facts"]["notes"]
+    )
     with pytest.raises(InvalidArgument, match="min_valid_fraction"):
         run(session, zones, min_valid_fraction=1.5, **arguments)
 

@@ -450,7 +450,7 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
             rows[column] = pd.to_numeric(rows[column], errors="coerce")
     if "count" in stats:  # zones outside the rasters: count 0 (a failed read stays unknown)
         rows["count"] = rows["count"].fillna(rows["_count"])
-    too_little(rows, [c for c in [*stats, *fracs] if c != "count"], request.min_valid_fraction)
+    dropped = too_little(rows, [c for c in [*stats, *fracs] if c != "count"], request.min_valid_fraction)
     head = ["zone_id", "datetime"] + (["date"] if request.per == "day" else [])
     columns = [
         *head,
@@ -474,6 +474,11 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
     del rows
     failed = [m for m in metas if m and m["error"]]
     notes = list(call.notes)
+    if dropped:
+        notes.append(
+            f"{dropped} of {len(frame)} rows had less valid area than min_valid_fraction="
+            f"{request.min_valid_fraction:g} of their zone: no statistics, a note (0 keeps them)"
+        )
     if failed:
         ids = ", ".join(m["item_id"] for m in failed[:5]) + (", ..." if len(failed) > 5 else "")
         notes.append(
@@ -510,12 +515,12 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
     return frame
 
 
-def too_little(rows: pd.DataFrame, columns: list[str], least: float) -> None:
+def too_little(rows: pd.DataFrame, columns: list[str], least: float) -> int:
     """Rows whose valid (clear, with data) share of the zone is under `least` lose `columns`
-    (every statistic but count) and get a note saying why."""
+    (every statistic but count) and get a note saying why; how many did."""
     low = rows["error"].isna() & rows["note"].isna() & (rows["valid_fraction"] < least)
     if not low.any():
-        return
+        return 0
     rows.loc[low, columns] = None
     share = (rows.loc[low, "valid_fraction"] * 100).map(lambda v: f"{v:.3g}")
     rows.loc[low, "note"] = (
@@ -523,6 +528,7 @@ def too_little(rows: pd.DataFrame, columns: list[str], least: float) -> None:
         + share
         + f"% of the zone valid (clear, with data), under min_valid_fraction={least:g}: no statistics"
     )
+    return int(low.sum())
 
 
 # --- dry run ----------------------------------------------------------------------------------------
