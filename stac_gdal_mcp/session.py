@@ -672,7 +672,7 @@ class Session:
         ...                   [13.620, 45.927], [13.610, 45.927], [13.610, 45.920]]]}}]}
         >>> table = session.zonal_stats(fields, collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
         >>> table[["zone_id", "item_ids", "mean", "valid_fraction"]].round(3).iloc[[0, 1]].to_dict("records")
-        [{'zone_id': 'vineyard', 'item_ids': 'S2B_33TUL_20240604_0_L2A', 'mean': 0.762, 'valid_fraction': 0.138},
+        [{'zone_id': 'vineyard', 'item_ids': 'S2B_33TUL_20240604_0_L2A', 'mean': nan, 'valid_fraction': 0.138},
          {'zone_id': 'vineyard', 'item_ids': 'S2A_33TUL_20240619_0_L2A', 'mean': 0.393, 'valid_fraction': 1.0}]
         >>> session.save(table).file.type
         'application/vnd.apache.parquet'
