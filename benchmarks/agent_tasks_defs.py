@@ -41,6 +41,13 @@ def _json(result) -> Any:
     return json.loads(result.text)
 
 
+def rows(answer: dict) -> list[list]:
+    """The rows of a search_items table: under their collections, or one list."""
+    return answer.get("rows") or [
+        r for c in answer.get("collections", {}).values() for r in c.get("rows", [])
+    ]
+
+
 def _search(api, **kw) -> list:
     from pystac_client import Client
 
@@ -64,7 +71,7 @@ async def clearest_ours(call):
             },
         )
     )
-    return answer["rows"][0][0]
+    return rows(answer)[0][0]
 
 
 async def clearest_peer(call):
@@ -92,7 +99,7 @@ async def ids_ours(call):
     while True:
         args = {"collections": [LANDSAT], "bbox": FIELD, "datetime": SEASON, "limit": 500, "fields": ["id"]}
         answer = _json(await call("search_items", {**args, **({"cursor": cursor} if cursor else {})}))
-        ids += [row[0] for row in answer.get("rows", [])]
+        ids += [row[0] for row in rows(answer)]
         cursor = answer.get("next_cursor")
         if not cursor:
             return sorted(ids)
@@ -179,8 +186,8 @@ def red_truth(api):
 
 async def extents_ours(call):
     answer = _json(await call("list_collections", {"limit": 100}))
-    rows = [dict(zip(answer["columns"], row)) for row in answer["rows"]]
-    return {c["id"]: c["spatial_extent"] for c in rows}
+    records = [dict(zip(answer["columns"], row)) for row in answer["rows"]]
+    return {c["id"]: c["spatial_extent"] for c in records}
 
 
 async def extents_peer(call):
@@ -236,6 +243,7 @@ def empty_truth(api):
 
 async def lat_first_ours(call):
     answer = _json(await call("search_items", {"collections": [S2], "bbox": LAT_FIRST, "datetime": S2_MONTH}))
+    assert not rows(answer)
     return answer["returned"] == 0 and any("latitude first" in n for n in answer.get("notes", []))
 
 

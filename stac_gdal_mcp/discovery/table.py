@@ -1,17 +1,19 @@
 """A page of search summaries as the table an agent reads: one header of column names, one row
-per item, and what every item of a collection shares (its asset keys and bands, platform, gsd,
-projection, thumbnail) said once per collection (issue 28).
+per item under its collection, and what every item of a collection shares (its asset keys and
+bands, platform, gsd, projection, thumbnail) said once per collection (issue 28).
 
     {"columns": ["id", "datetime", "cloud_cover", "bbox"],
-     "rows": [["LC09_...", "2024-08-10T18:57:33Z", 12.3, [-123.1, 45.1, -120.2, 47.2]], ...],
-     "collections": {"landsat-c2-l2": {"platform": "landsat-9", "gsd": 30.0, "assets": {...}}},
+     "collections": {"landsat-c2-l2": {"gsd": 30.0, "assets": {...}, "rows": [
+         ["LC09_...", "2024-08-10T18:57:33Z", 12.3, [-123.1, 45.1, -120.2, 47.2]], ...]}},
      "item_uri": "stac://pc/collections/{collection}/items/{id}",
      "returned": 20, "matched": 179, "matched_is": "the catalog's count", "next_cursor": "...",
      "notes": [...]}
 
-A key goes to the collections when, in every collection of the page, all its items share one
-value; otherwise it is a column (with a value in every row). `fields` chooses the keys
-(`summary_keys`).
+Rows keep the page's order within each collection (without a collection key - `fields` left it
+out - they are one list, `rows`). A key goes to the collections when, in every collection of the
+page, all its items share one value; otherwise it is a column (with a value in every row), or
+for platform, proj_code and gsd a column only when `fields` asks for it. `fields` chooses the
+keys (`summary_keys`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ SUMMARY_PATHS: dict[str, tuple[str, ...]] = {
     "thumbnail": ("assets",),
 }
 _ALIASES = {"eo:cloud_cover": "cloud_cover", "proj:code": "proj_code", "proj:epsg": "proj_code"}
-SHAREABLE = ("platform", "gsd", "proj_code", "assets", "thumbnail")
+SHAREABLE = ("platform", "gsd", "proj_code", "thumbnail")
+PER_ITEM_ON_REQUEST = ("platform", "proj_code", "gsd")  # rarely what a scene is chosen by
 
 
 def summary_keys(fields: Fields | None) -> list[str]:
@@ -68,17 +71,17 @@ def api_fields(keys: list[str]) -> Fields:
 
 
 def summary_table(
-    items: list[dict], keys: list[str], item_uri: str | None, thumbnails: dict[str, str]
+    items: list[dict],
+    keys: list[str],
+    item_uri: str | None,
+    chosen: bool = False,
 ) -> dict[str, Any]:
     """`items` (summaries as JSON) as columns, rows and per-collection shared values, holding
-    only `keys`. `thumbnails`: collection -> how its thumbnail is read (said once)."""
-    rows = [
-        {k: v for k, v in item.items() if k in keys or (k == "asset_roles" and "assets" in keys)}
-        for item in items
-    ]
-    for row in rows:
-        if "assets" in row:
-            row["assets"] = {"asset_roles": row.pop("asset_roles", None), "assets": row["assets"]}
+    only `keys` (a collection whose items have thumbnails says `"thumbnail": true`). The assets
+    most items of a collection have are the collection's; items with others are listed with
+    theirs under OTHER_ASSETS. Unless the keys were `chosen` (fields), PER_ITEM_ON_REQUEST keys are
+    columns only when asked for, and the collections' when they share them."""
+    rows = [_row(item, keys) for item in items]
     groups: dict[Any, list[dict]] = {}
     for row in rows:
         groups.setdefault(row.get("collection"), []).append(row)
@@ -88,22 +91,81 @@ def summary_table(
         block: dict[str, Any] = {}
         for key in shared:
             value = group[0].get(key)
-            if key == "thumbnail":
-                value = thumbnails.get(collection) if value else None
-            if key == "assets" and value:
-                block.update({k: v for k, v in value.items() if v})
-            elif value is not None:
+            if key == "thumbnail":  # where it is read: said once, in the table's `thumbnail`
+                value = True if value else None
+            if value is not None:
                 block[key] = value
-        if block or (len(groups) == 1 and collection is not None and "collection" in keys):
-            collections[str(collection)] = block
-    moved = set(shared) | ({"collection"} if len(groups) == 1 and collections else set())
+        if "assets" in keys:
+            block.update(_collection_assets(group))
+        collections[str(collection)] = block
+    grouped = "collection" in keys and None not in groups  # rows under their collection
+    left_out = [k for k in PER_ITEM_ON_REQUEST if k in keys and k not in shared and not chosen]
+    moved = {*shared, *left_out, "assets"} | ({"collection"} if grouped else set())
     columns = [k for k in keys if k not in moved and any(k in row for row in rows)]
-    table: dict[str, Any] = {"columns": columns, "rows": [[row.get(k) for k in columns] for row in rows]}
-    if collections:
+    table: dict[str, Any] = {"columns": columns}
+    if grouped:  # in the page's order within each collection
+        for collection, group in groups.items():
+            collections[str(collection)]["rows"] = [[row.get(k) for k in columns] for row in group]
+    else:
+        table["rows"] = [[row.get(k) for k in columns] for row in rows]
+    if left_out and rows:
+        table["per_item_on_request"] = f"{', '.join(left_out)}: ask with fields"
+    if collections and (grouped or any(collections.values())):
         table["collections"] = collections
     if item_uri:
         table["item_uri"] = item_uri
     return table
+
+
+OTHER_ASSETS = "items_with_other_assets"  # item id -> its assets unlike the collection's (null: none)
+
+
+def _row(item: dict, keys: list[str]) -> dict:
+    row = {k: v for k, v in item.items() if k in keys}
+    if "assets" in row:  # each asset's own roles, whatever the summary said once
+        common = item.get("asset_roles") or ["data"]
+        row["assets"] = {
+            key: {
+                "roles": asset.get("roles") or common,
+                **({"bands": asset["bands"]} if asset.get("bands") else {}),
+            }
+            for key, asset in row["assets"].items()
+        }
+    if isinstance(row.get("datetime"), str) and "." in row["datetime"]:  # to the second: an
+        row["datetime"] = row["datetime"].split(".")[0] + "Z"  # acquisition is told by its id
+    return row
+
+
+def _collection_assets(group: list[dict]) -> dict:
+    """The asset map (and asset_roles) most items of `group` have, for the collection's block;
+    under OTHER_ASSETS, by item id, what an item has otherwise: its own entry of an asset (roles
+    in full), or null for one it lacks."""
+    import json
+    from collections import Counter
+
+    counts = Counter(json.dumps(row["assets"], sort_keys=True) for row in group if "assets" in row)
+    if not counts:
+        return {}
+    common = json.loads(counts.most_common(1)[0][0])
+    others = {}
+    for row in group:
+        own = row.pop("assets", None)
+        if own is not None and own != common:  # what differs: an entry, or null for one it lacks
+            changed = {k: v for k, v in own.items() if common.get(k) != v}
+            others[row.get("id")] = {**changed, **{k: None for k in common if k not in own}}
+    return {**_said_once(common), **({OTHER_ASSETS: others} if others else {})}
+
+
+def _said_once(assets: dict) -> dict:
+    """{"asset_roles": the roles most assets have, "assets": each naming its roles only when
+    they differ} (as an ItemSummary says them)."""
+    from collections import Counter
+
+    counts = Counter(tuple(a["roles"]) for a in assets.values())
+    shared, n = counts.most_common(1)[0] if counts else ((), 0)
+    common = list(shared) if n >= 2 else ["data"]
+    out = {key: {k: v for k, v in a.items() if k != "roles" or v != common} for key, a in assets.items()}
+    return {"asset_roles": common, "assets": out} if common != ["data"] else {"assets": out}
 
 
 def _one_value(group: list[dict], key: str) -> bool:
@@ -113,7 +175,9 @@ def _one_value(group: list[dict], key: str) -> bool:
     return all(row.get(key) == first for row in group)
 
 
-def search_answer(core, page, catalog: str | list[str] | None, keys: list[str]) -> dict[str, Any]:
+def search_answer(
+    core, page, catalog: str | list[str] | None, keys: list[str], chosen: bool = False
+) -> dict[str, Any]:
     """The text answer of search_items at detail="summary": `page` (a search result whose items
     are summaries, as objects or JSON) as a table of `keys` (`summary_table`), with its count
     (`matched_is`: how it was counted), cursor, notes and, federated, its catalogs."""
@@ -124,14 +188,11 @@ def search_answer(core, page, catalog: str | list[str] | None, keys: list[str]) 
     ids = catalog_ids(core, catalog)
     where = ids[0] if len(ids) == 1 else "{catalog}"
     item_uri = f"stac://{where}/collections/{{collection}}/items/{{id}}"
-    thumbnails = {}
-    for item in items:
-        href, collection = item.get("thumbnail"), item.get("collection")
-        if href and collection not in thumbnails:
-            uri = f"stac://{item.get('catalog', where)}/collections/{collection}/items/{{id}}"
-            local = href.startswith("stac://")
-            thumbnails[collection] = f"{uri}/thumbnail" if local else f"the thumbnail asset of {uri}"
-    answer = summary_table(items, keys, item_uri if items else None, thumbnails)
+    hrefs = [item["thumbnail"] for item in items if item.get("thumbnail")]
+    answer = summary_table(items, keys, item_uri if items else None, chosen)
+    if hrefs and "thumbnail" in keys:  # a local catalog's is a resource; else the item's asset
+        local = all(h.startswith("stac://") for h in hrefs)
+        answer["thumbnail"] = f"{item_uri}/thumbnail" if local else "the thumbnail asset of item_uri"
     matched_is = getattr(page, "matched_is", None)
     if matched_is is None and page.matched is not None and len(ids) == 1:
         matched_is = "the catalog's count" if core.catalogs.get(ids[0]).kind == "api" else "exact"
