@@ -1,17 +1,21 @@
-"""Work does not starve the server (issue 23): while 20 composites and time series run on the
-bundled sample catalog (at most limits.max_jobs at once, the rest queued with progress
-"waiting"), a cheap call (list_catalogs) still answers quickly.
+"""Work does not starve the server (issues 23, 30): while 20 composites and time series run on
+the bundled sample catalog (at most limits.max_jobs at once, the rest queued with progress
+"waiting") beside two busy loops the test starts (other load on the machine), cheap calls
+(list_catalogs, search_items on the sample) still answer quickly.
 
-The bound is CHEAP_CALL_P99_S (1 s) times the suite's time scale (helpers.TIME_SCALE: raised by
-TEST_TIME_SCALE or CI), checked on the 99th percentile of many calls, not on any single one.
-The figures (p50/p99, peak RSS) are printed; docs/reliability.md quotes them.
+The bounds are CHEAP_CALL_P99_S (1 s) on the 99th percentile and CHEAP_CALL_MAX_S (2 s) on the
+slowest call, times the suite's time scale (helpers.TIME_SCALE: 1 for plain pytest, raised by
+TEST_TIME_SCALE or CI). The figures (p50/p99/max, peak RSS) are printed; docs/reliability.md
+quotes them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,7 +33,22 @@ SAMPLE = Path(stac_gdal_mcp.__file__).parent / "data/sample/catalog.json"
 JOBS = 20
 QUEUED_JOBS = 60  # more than anyio's 40 worker threads, with room for a few to finish
 CHEAP_CALL_P99_S = 1.0
+CHEAP_CALL_MAX_S = 2.0
 AOI = [13.59, 45.915, 13.635, 45.95]
+CHEAP_CALLS = [
+    ("list_catalogs", {}),
+    ("search_items", {"catalog": "sample", "collections": ["sentinel-2-l2a"], "bbox": AOI}),
+]
+
+
+@pytest.fixture
+def busy_loops():
+    """Two processes spinning on the CPU (other load on the machine), ended after the test."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    yield
+    for loop in loops:
+        loop.kill()
+        loop.wait()
 
 
 def _job(i: int) -> tuple[str, dict]:
@@ -40,13 +59,14 @@ def _job(i: int) -> tuple[str, dict]:
     return "composite", {"aoi": aoi, "search": search, "bands": ["red", "green", "blue"], "quicklook": False}
 
 
-async def test_cheap_calls_answer_while_twenty_jobs_run(make_settings, build):
+async def test_cheap_calls_answer_while_twenty_jobs_run(make_settings, build, busy_loops):
     settings = make_settings(
         builtin_catalogs=False,
         default_catalog="sample",
         catalogs=[{"id": "sample", "path": str(SAMPLE)}],
         limits={"job_timeout_s": 600 * TIME_SCALE},
     )
+    interpreter = (gc.get_threshold(), sys.getswitchinterval())
     async with Client(build(settings)) as client:
         messages: list[str] = []
 
@@ -59,30 +79,47 @@ async def test_cheap_calls_answer_while_twenty_jobs_run(make_settings, build):
             return await client.call_tool(name, arguments, raise_on_error=False, progress_handler=progress)
 
         jobs = [asyncio.create_task(job(i)) for i in range(JOBS)]
-        latencies = []  # of the calls made while jobs were running
+        latencies: dict[str, list[float]] = {name: [] for name, _ in CHEAP_CALLS}  # while jobs ran
         await asyncio.sleep(0.5)  # the jobs have started
         while not all(j.done() for j in jobs):
+            name, arguments = CHEAP_CALLS[sum(map(len, latencies.values())) % len(CHEAP_CALLS)]
             started = time.monotonic()
-            result = await client.call_tool("list_catalogs", {}, raise_on_error=False)
-            latencies.append(time.monotonic() - started)
+            result = await client.call_tool(name, arguments, raise_on_error=False)
+            latencies[name].append(time.monotonic() - started)
             assert not result.is_error, result.content[0].text
             await asyncio.sleep(0.05)
         results = await asyncio.gather(*jobs)
+        found = await client.call_tool(*CHEAP_CALLS[1])
 
     failed = [r.content[0].text for r in results if r.is_error]
     assert not failed, failed[:3]
     assert any(m.startswith("waiting for a free slot") for m in messages), sorted(set(messages))[:10]
-    assert len(latencies) >= 30, f"only {len(latencies)} calls overlapped the jobs"
-    cuts = statistics.quantiles(latencies, n=100)
-    p50, p99 = statistics.median(latencies), cuts[98]
+    assert found.structured_content["items"], "the cheap search finds the sample's scenes"
+    every = [t for times in latencies.values() for t in times]
+    assert len(every) >= 30, f"only {len(every)} calls overlapped the jobs"
+    figures = {name: _figures(times) for name, times in latencies.items()}
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"\nlist_catalogs under {JOBS} jobs (limits.max_jobs={settings.limits.max_jobs}): {len(latencies)} calls, "
-        f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms; "
-        f"peak RSS {peak_mb:.0f} MB",
+        f"\ncheap calls under {JOBS} jobs (limits.max_jobs={settings.limits.max_jobs}) beside 2 busy loops: "
+        + "; ".join(f"{name} {text}" for name, (_, _, text) in figures.items())
+        + f"; peak RSS {peak_mb:.0f} MB",
         file=sys.stderr,
     )
-    assert p99 < CHEAP_CALL_P99_S * TIME_SCALE, f"p99 {p99:.2f} s, p50 {p50:.2f} s"
+    p99, slowest, text = _figures(every)
+    assert p99 < CHEAP_CALL_P99_S * TIME_SCALE, text
+    assert slowest < CHEAP_CALL_MAX_S * TIME_SCALE, text
+    # the interpreter's settings while jobs ran (tools/jobs.responsive) are back
+    assert (gc.get_threshold(), sys.getswitchinterval()) == interpreter
+
+
+def _figures(latencies: list[float]) -> tuple[float, float, str]:
+    """(p99, max, "n calls, p50 .. ms, p99 .. ms, max .. ms") of latencies in seconds."""
+    p99 = statistics.quantiles(latencies, n=100, method="inclusive")[98]
+    text = (
+        f"{len(latencies)} calls, p50 {statistics.median(latencies) * 1000:.0f} ms, "
+        f"p99 {p99 * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms"
+    )
+    return p99, max(latencies), text
 
 
 async def test_queued_jobs_take_no_thread(make_settings, build):

@@ -4,11 +4,20 @@
 runs `fn(..., job=job)` in a worker thread, sends the job's progress to the client (as the
 status message when the call is an MCP task), and on cancellation cancels the job and waits
 until it has cleaned up (removed its files) before the cancellation completes.
+
+While any job runs, the interpreter favours the event loop (`responsive`): jobs build many
+Python objects (items, dask graphs, xarray indexes), so CPython's cyclic collector made full
+(generation 2) collections, each holding the interpreter lock for 0.5-2 s on a loaded 2-core
+machine, and every cheap call waited for them; and the event loop waited up to 5 ms (the
+switch interval) behind each of dozens of job threads for the lock. docs/reliability.md, 6.
 """
 
 from __future__ import annotations
 
 import functools
+import gc
+import sys
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..tasks import status_message
@@ -22,10 +31,7 @@ if TYPE_CHECKING:
 async def run_job(ctx: Context | None, session: Session, fn, /, *args, **kwargs) -> Any:
     """`fn(*args, job=Job, **kwargs)` in a worker thread once a job slot is free; its progress
     (and the wait) reported to `ctx`; cancelled with the request (see the module docstring)."""
-    import threading
-
-    import anyio
-    from anyio import from_thread, to_thread
+    from anyio import from_thread
 
     from ...processing.jobs import Job
 
@@ -36,9 +42,20 @@ async def run_job(ctx: Context | None, session: Session, fn, /, *args, **kwargs)
             from_thread.run(functools.partial(ctx.report_progress, done, total, message))
 
     job = Job(report)
-    finished = threading.Event()
     slots = session.core.job_slots
     await _wait_for_slot(ctx, job, slots)
+    with responsive():
+        return await _run_in_thread(job, slots, fn, *args, **kwargs)
+
+
+async def _run_in_thread(job, slots, fn, /, *args, **kwargs) -> Any:
+    """`fn` in a worker thread, holding the job slot taken for it (released at the end)."""
+    import threading
+
+    import anyio
+    from anyio import to_thread
+
+    finished = threading.Event()
 
     def work():
         try:
@@ -56,6 +73,36 @@ async def run_job(ctx: Context | None, session: Session, fn, /, *args, **kwargs)
         raise
     finally:
         slots.release()
+
+
+# While jobs run: a full collection after 100 (not 10) of the middle generation's, and the lock
+# offered to a waiting thread after 1 ms (not 5 ms). Measured in docs/reliability.md, 6.
+FULL_COLLECTION_EVERY = 100
+SWITCH_INTERVAL_S = 0.001
+_running = 0  # jobs inside `responsive()` (entered and left on the event loop's thread only)
+_saved: tuple | None = None  # the collector's thresholds and the switch interval before them
+
+
+@contextmanager
+def responsive():
+    """While the first to the last concurrent job runs, rarer full collections and a shorter
+    switch interval (see the module docstring); the interpreter's own settings come back after
+    the last job. Entered on the event loop's thread only."""
+    global _running, _saved
+    if _running == 0:
+        _saved = (gc.get_threshold(), sys.getswitchinterval())
+        young, middle, full = _saved[0]
+        gc.set_threshold(young, middle, max(full, FULL_COLLECTION_EVERY))
+        sys.setswitchinterval(min(_saved[1], SWITCH_INTERVAL_S))
+    _running += 1
+    try:
+        yield
+    finally:
+        _running -= 1
+        if _running == 0 and _saved is not None:
+            gc.set_threshold(*_saved[0])
+            sys.setswitchinterval(_saved[1])
+            _saved = None
 
 
 async def _wait_for_slot(ctx: Context | None, job, slots, poll_s: float = 0.2) -> None:
