@@ -109,11 +109,11 @@ class Totals:
         self.rows += len(frame)
         self.groups += 1
         self.notes += [n for n in call.request.zones.notes if len(self.notes) < 5]
-        for meta in metas:
-            if meta and meta["error"]:
+        for meta in filter(None, metas):
+            if meta["error"]:
                 self.failed.setdefault(meta["item_id"], meta["error"])
-            for source in (meta or {}).get("sources", []) if meta and not meta["error"] else []:
-                self.sources.setdefault(source.href, source)
+            else:
+                self.sources.update({s.href: s for s in meta["sources"] if s.href not in self.sources})
 
 
 def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
@@ -180,18 +180,18 @@ def _write(frame, folder: Path, max_bytes: int) -> None:
         )
 
 
-def _facts(request: RegionRequest, head, totals: Totals, call, saved_as: str | None) -> tuple:
+def _facts(request: RegionRequest, head, totals: Totals, call_notes: list, items: int, saved_as) -> tuple:
     from .records import Provenance
 
     provenance = Provenance.of(head)
     failed = [{"item_id": i, "error": e} for i, e in totals.failed.items()]
-    notes = [*call.notes, *totals.notes]
+    notes = [*call_notes, *totals.notes]
     if failed:
         notes.append(f"{len(failed)} items could not be read: their rows carry `error` and no statistic")
     facts = {
         **provenance.facts,
         "zones": request.zones.count,
-        "items": len(call.items) - len(failed),
+        "items": items - len(failed),
         "rows": totals.rows,
         "groups": totals.groups,
         "notes": notes,
@@ -207,9 +207,7 @@ def _facts(request: RegionRequest, head, totals: Totals, call, saved_as: str | N
 
 
 def _record_args(request: RegionRequest, head, totals: Totals) -> dict:
-    provenance, facts, parameters = _facts(
-        request, head, totals, zonal.Call(request.template, None, [], [], None), None
-    )
+    provenance, facts, parameters = _facts(request, head, totals, [], 0, None)
     return dict(
         operation="zonal_stats",
         parameters=parameters,
@@ -231,7 +229,7 @@ def _record_args(request: RegionRequest, head, totals: Totals) -> dict:
 
 def _answer(request: RegionRequest, head, totals: Totals, call, output_id: str):
     """The first group's table, its provenance about the whole run."""
-    provenance, facts, parameters = _facts(request, head, totals, call, output_id)
+    provenance, facts, parameters = _facts(request, head, totals, call.notes, len(call.items), output_id)
     facts["notes"].append(
         f"{request.zones.count:,} zones at region scale: this table holds the first group's {len(head):,} of "
         f"{totals.rows:,} rows; every row is in the partitioned GeoParquet output '{output_id}'"
@@ -248,22 +246,25 @@ def _answer(request: RegionRequest, head, totals: Totals, call, output_id: str):
 
 
 def estimate(core, request: RegionRequest):
-    """What `run` would read: the estimate of each group of zones (as `zonal.estimate`), summed."""
-    from .estimate.result import Estimate, OutputSize
+    """What `run` would read: the estimate of each group of zones (as `zonal.estimate`), summed; a
+    file whose read size is unknown to a group's estimate stays unknown (listed first)."""
+    from .estimate.result import MAX_FILES_LISTED, Estimate, OutputSize
 
     result = Estimate(operation="zonal_stats", output=OutputSize(rows=0, format="partitioned GeoParquet"))
-    result.read_bytes = result.read_requests = 0
-    ids: dict[str, None] = {}
+    ids, files, unknown, read, requests = {}, {}, False, 0, 0
     for zones in request.zones.sorted().groups(GROUP_ZONES):
         part = zonal.estimate(core, request.group(zones))
         ids.update(dict.fromkeys(part.item_ids))
+        files.update({f.asset: f for f in part.files if f.asset not in files})
         result.output.rows += part.output.rows if part.output else 0
-        result.read_bytes += part.read_bytes or 0
-        result.read_requests += part.read_requests or 0
+        unknown = unknown or part.read_bytes is None
+        read, requests = read + (part.read_bytes or 0), requests + (part.read_requests or 0)
         result.notes += [n for n in part.notes if n not in result.notes][:5]
         result.would_refuse = result.would_refuse or part.would_refuse
         result.refusal = result.refusal or part.refusal
     result.item_ids = list(ids)
+    result.read_bytes, result.read_requests = (None if unknown else read), requests
+    result.files = sorted(files.values(), key=lambda f: f.bytes is not None)[:MAX_FILES_LISTED]
     result.notes.append(
         f"{request.zones.count:,} zones at region scale, in groups of {GROUP_ZONES:,} neighbours"
     )
