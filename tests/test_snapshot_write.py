@@ -228,3 +228,28 @@ def test_bad_partition_keys_are_one_line(real, tmp_path, partition_by, words):
     with pytest.raises(InvalidArgument, match=words):
         write_snapshot(iter(real), tmp_path / "snap", partition_by=partition_by)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_partition_larger_than_the_sort_budget_is_sorted_a_time_slice_at_a_time(
+    real, tmp_path, monkeypatch
+):
+    """A partition whose parts hold more than SLICE_BYTES is sorted in time slices (memory per
+    slice, not per partition): the file still holds every item once, its row groups in time order
+    (slices end in a short row group, so there are more of them than one sort would make)."""
+    from stac_gdal_mcp.catalogs import snapshot_write
+
+    s2 = [i for i in real if i["collection"] == "sentinel-2-l2a"]
+    items = rs.copies(s2, 100)
+    random.Random(2).shuffle(items)
+    monkeypatch.setattr(snapshot_write, "STAGED_ROWS", 20)
+    monkeypatch.setattr(snapshot_write, "SLICE_BYTES", 600_000)  # the parts hold about 2.2 MB: 4 slices
+    out = tmp_path / "snap"
+    write_snapshot(iter(items), out, partition_by=["collection"], row_group_size=30, chunk_size=100)
+    (path,) = parquet_files(out)
+    meta = pq.ParquetFile(path).metadata
+    column = meta.schema.names.index("datetime")
+    stats = [meta.row_group(g).column(column).statistics for g in range(meta.num_row_groups)]
+    assert all(a.max <= b.min for a, b in itertools.pairwise(stats))
+    assert meta.num_row_groups > -(-len(items) // 30)  # more than one slice
+    ids = pq.read_table(path, columns=["id"])["id"].to_pylist()
+    assert sorted(ids) == sorted(i["id"] for i in items)

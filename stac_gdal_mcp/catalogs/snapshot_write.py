@@ -27,6 +27,7 @@ number in another) is refused in one line naming the column.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shutil
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
 PARTITION_KEYS = ("collection", "year", "month")
 NO_VALUE = "__HIVE_DEFAULT_PARTITION__"  # Hive's folder for a null key; DuckDB reads it as NULL
 PLAIN_VALUE = re.compile(r"[A-Za-z0-9._-]{1,200}")
+SLICE_BYTES = 64 * 2**20  # staged (compressed) bytes of a partition sorted in memory at once
+STAGED_ROWS = 1_000  # rows of a staged part's row groups (partitioned writes)
 Collections = Iterable[dict] | Callable[[list[str]], Iterable[dict]]
 
 
@@ -143,7 +146,13 @@ class _Stage:
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError) as exc:
                 raise _unwritable(members, exc) from None
             part = self.root / f"{len(list(self.root.iterdir()))}.parquet"
-            to_parquet(table, part)
+            if self.keys:  # sorted in row groups of STAGED_ROWS: a time slice reads only its own
+                ordered = _by_time(table).combine_chunks()
+                to_parquet(
+                    pa.RecordBatchReader.from_batches(ordered.schema, ordered.to_batches(STAGED_ROWS)), part
+                )
+            else:  # one file keeps the items' order
+                to_parquet(table, part)
             self.groups.setdefault(group, []).append(part)
             self._count(part.stat().st_size)
         self.collection_ids.pop(None, None)
@@ -238,20 +247,26 @@ class _Stage:
             folder = out.joinpath(*(f"{k}={v}" for k, v in zip(self.keys, values, strict=True)))
             folder.mkdir(parents=True, exist_ok=True)
             parts = self.groups[group]
-            table = ds.dataset(
-                [str(p) for p in parts], schema=self.schema(group), format="parquet"
-            ).to_table()
-            staged -= sum(p.stat().st_size for p in parts)
+            dataset = ds.dataset([str(p) for p in parts], schema=self.schema(group), format="parquet")
+            mine = sum(p.stat().st_size for p in parts)
+            ids = (
+                set(dataset.to_table(columns=["collection"])["collection"].to_pylist())
+                if "collection" in dataset.schema.names
+                else set()
+            )
+            batches = _in_time_order(dataset, mine, row_group_size)
+            file = folder / f"part-{len(list(folder.iterdir()))}.parquet"
+            described = {k: v for k, v in collections.items() if k in ids}
+            done = staged + finished
+            _write(
+                pa.RecordBatchReader.from_batches(dataset.schema, batches),
+                file,
+                described,
+                lambda size, done=done: self.check(done + size),
+            )
             for part in parts:
                 part.unlink()
-            table = _by_time(table).combine_chunks()
-            ids = set(table["collection"].to_pylist()) if "collection" in table.schema.names else set()
-            reader = pa.RecordBatchReader.from_batches(
-                table.schema, table.to_batches(max_chunksize=row_group_size)
-            )
-            file = folder / f"part-{len(list(folder.iterdir()))}.parquet"
-            mine = {k: v for k, v in collections.items() if k in ids}
-            _write(reader, file, mine, lambda size, done=staged + finished: self.check(done + size))
+            staged -= mine
             finished += file.stat().st_size
 
 
@@ -284,6 +299,39 @@ def _when(item: dict) -> datetime | None:
                 continue
             return when.astimezone(UTC) if when.tzinfo else when
     return None
+
+
+def _in_time_order(dataset: Any, staged: int, row_group_size: int) -> Iterator[pa.RecordBatch]:
+    """The rows of a partition's parts in datetime order, in batches of `row_group_size`, sorted
+    in memory a time slice at a time: as many equal slices of its time range as its parts hold
+    SLICE_BYTES (compressed), so memory does not grow with the partition. A slice is read by a
+    filter on the time column; the parts are sorted by time in row groups of STAGED_ROWS, so their
+    statistics leave out the row groups of other slices. Rows without a time come last."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    names = [k for k in ("datetime", "start_datetime") if k in dataset.schema.names]
+    slices = min(-(-staged // SLICE_BYTES), 1024)
+    key = (
+        (pc.coalesce(*[ds.field(k) for k in names]) if len(names) > 1 else ds.field(names[0]))
+        if names
+        else None
+    )
+    if key is None or slices <= 1:
+        yield from _by_time(dataset.to_table()).combine_chunks().to_batches(max_chunksize=row_group_size)
+        return
+    when = key.cast(pa.int64())
+    span = pc.min_max(dataset.to_table(columns={"t": when})["t"]).as_py()
+    if span["min"] is not None:
+        lo, width = span["min"], span["max"] - span["min"] + 1
+        edges = [lo + width * i // slices for i in range(slices + 1)]
+        for start, end in itertools.pairwise(edges):
+            rows = dataset.to_table(filter=(when >= start) & (when < end))
+            yield from _by_time(rows).combine_chunks().to_batches(max_chunksize=row_group_size)
+    yield from (
+        dataset.to_table(filter=when.is_null()).combine_chunks().to_batches(max_chunksize=row_group_size)
+    )
 
 
 def _by_time(table: pa.Table) -> pa.Table:
