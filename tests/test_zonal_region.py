@@ -20,7 +20,7 @@ import pytest
 from test_distributed import cluster  # noqa: F401
 
 from stac_gdal_mcp import Session
-from stac_gdal_mcp.errors import LimitExceeded, OperationCancelled
+from stac_gdal_mcp.errors import InvalidArgument, LimitExceeded, OperationCancelled
 from stac_gdal_mcp.processing import zonal, zonal_region
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.testing import synthetic
@@ -231,3 +231,10 @@ def test_every_zone_is_checked_before_a_pixel_is_read(region, cog_server):
     ):
         session.zonal_stats(str(path), **ARGUMENTS)
     assert cog_server.stats()["bytes"] == 0
+
+
+def test_a_broken_file_is_refused_in_one_line(region):
+    session, path = region()
+    path.write_bytes(b"PAR1" + b"\x00" * 64)
+    with pytest.raises(InvalidArgument, match="geometries file 'fields.parquet' cannot be read"):
+        session.zonal_stats(str(path), **ARGUMENTS)

@@ -58,7 +58,10 @@ def applies(core, geometries) -> bool:
     """Whether a call over `geometries` runs at region scale: a zones file of more features than
     `limits.zonal_region_zones` (counted from its metadata)."""
     found = zones_file(core, geometries)
-    return found is not None and count_zones(found[0]) > core.settings.limits.zonal_region_zones
+    try:
+        return found is not None and count_zones(found[0]) > core.settings.limits.zonal_region_zones
+    except Exception:  # a broken file: the ordinary path reads it and says so in one line
+        return False
 
 
 @dataclass(frozen=True)
