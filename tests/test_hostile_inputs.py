@@ -221,3 +221,34 @@ def test_zones_with_and_without_ids_are_measured_and_saved(harness):
     answer = result.structured_content
     assert {row["zone_id"] for row in answer["rows"]} == {"vineyard", "1"}
     assert answer["table"]["id"]
+
+
+def test_notes_about_long_zone_ids_are_capped(harness):
+    """Zones whose ids are 99,000 characters and whose rings need repair: the notes quote each id
+    shortened (they quoted it whole: a 1.5 MB answer)."""
+    features = [
+        {
+            "type": "Feature",
+            "id": f"{k}" + "i" * 99_000,
+            "properties": {},
+            "geometry": {  # a bow tie: repaired with make_valid, with a note naming the zone
+                "type": "Polygon",
+                "coordinates": [
+                    [
+                        [13.6, 45.92 + k * 0.01],
+                        [13.61, 45.93 + k * 0.01],
+                        [13.61, 45.92 + k * 0.01],
+                        [13.6, 45.93 + k * 0.01],
+                        [13.6, 45.92 + k * 0.01],
+                    ]
+                ],
+            },
+        }
+        for k in range(3)
+    ]
+    result = harness.call(
+        "zonal_stats", {"geometries": {"type": "FeatureCollection", "features": features}, "search": S2_JUNE}
+    )
+    assert not result.is_error, result.content[0].text[:300]
+    notes = result.structured_content["notes"]
+    assert sum("repaired" in n for n in notes) == 3 and len(json.dumps(notes)) < 3000, len(json.dumps(notes))
