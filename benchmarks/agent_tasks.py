@@ -237,6 +237,37 @@ def report(ours: dict, peer: dict | None, tools: tuple[int, int | None]) -> bool
     return good
 
 
+def count_seconds(api, folder: Path) -> tuple[float, float]:
+    """Median seconds of an exact count of the 1,000 Sentinel-2 matches (the count task's search)
+    in-process, as the API is (no numberMatched: paged ids) and with pgstac's context on (the
+    API's count)."""
+    import statistics
+
+    from agent_tasks_defs import S2_MONTH
+
+    from stac_gdal_mcp.session import Session
+    from stac_gdal_mcp.settings import load_settings
+    from testbed.pgstac import _set_pgstac_setting
+
+    settings = load_settings(
+        workspace=folder / "count-ws", network={"allow_private_hosts": True},
+        catalogs=[{"id": "bed", "url": api.url}], default_catalog="bed",
+    )  # fmt: skip
+    args = {"collections": [S2], "bbox": S2_BBOX, "datetime": S2_MONTH, "detail": "count"}
+    out = []
+    with Session(settings) as session:
+        for context in ("off", "on"):
+            _set_pgstac_setting(api.dsn, "context", context)
+            times = []
+            for _ in range(5):
+                started = time.perf_counter()
+                assert session.search(**args).page.matched == 1000
+                times.append(time.perf_counter() - started)
+            out.append(statistics.median(times))
+    _set_pgstac_setting(api.dsn, "context", "off")
+    return out[0], out[1]
+
+
 def _config(folder: Path, url: str) -> dict:
     config = folder / "agent-tasks.toml"
     config.write_text(
@@ -274,8 +305,15 @@ def main() -> int:
             )
         else:
             print(f"stac-mcp not found at {args.peer}: only our side runs (see the module docstring)")
+        paged, counted = count_seconds(api, Path(tmp)) if not only or "count" in only else (None, None)
     print(f"{len(items):,} items in {len(collections)} collections on pgstac (no numberMatched)")
     ok = report(ours, peer, (our_tools, peer_tools))
+    if paged is not None:
+        print(
+            f"exact count of 1,000 matches (median of 5, in-process): {paged * 1000:.0f} ms paging ids "
+            f"(no numberMatched), {counted * 1000:.0f} ms with the API's count (target <= 1 s): "
+            + ("OK" if max(paged, counted) <= 1 else "MISSED")
+        )
     print("every task correct and no heavier than stac-mcp: " + ("OK" if ok else "MISSED"))
     return 0 if ok else 1
 

@@ -82,7 +82,8 @@ async def clearest_peer(call):
     found = re.findall(r"\*\*([^*]+)\*\* \(Collection", sorted_.text)
     if found and not sorted_.is_error:
         return found[0]
-    items = _json(await call("search_items", {**args, "limit": 500, "output_format": "json"}))["items"]
+    answer = _json(await call("search_items", {**args, "limit": 500, "output_format": "json"}))
+    items = answer.get("data", answer)["items"]  # {"mode": "json", "data": {"items": [...]}}
     return min(items, key=lambda i: (i["properties"]["eo:cloud_cover"], i["id"]))["id"]
 
 
