@@ -60,8 +60,14 @@ test: test-deps lint
 test-fast: $(VENV)/.test-installed
 	$(PY) -m pytest -q -p no:cacheprovider -m "not testbed"
 
-bench: test-deps
+bench: test-deps .peer-venv/bin/stac-mcp
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@echo "== benchmarks/agent_tasks.py"; $(PY) benchmarks/agent_tasks.py
+
+# The peer MCP servers benchmarks/agent_tasks.py runs beside ours, in a venv of their own.
+.peer-venv/bin/stac-mcp: requirements/bench-peers.txt
+	$(PYTHON) -m venv .peer-venv
+	.peer-venv/bin/pip install -q --disable-pip-version-check -r requirements/bench-peers.txt
 
 # The notebooks (notebooks/, on the bundled sample catalog): JupyterLab from the notebooks extra,
 # opened on the folder. notebooks-check runs each one headless, as tests/test_notebooks.py does.
