@@ -257,15 +257,20 @@ def relative_label(path: str | Path, roots: list[Path]) -> str:
     return text
 
 
-def scrubbed(message: str, roots: list[Path]) -> str:
+def folders_pattern(roots) -> re.Pattern:
+    """One pattern matching any of `roots` (as given and resolved, longest first) where it stands
+    as a folder or leads a path under it (not a sibling such as "<root>2")."""
+    forms = {f.rstrip("/") for r in roots for f in (str(r), str(Path(r).expanduser().resolve()))}
+    alternatives = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True) if f)
+    return re.compile(f"(?:{alternatives or '(?!)'})" + r"(/|(?![\w-]|\.\w))")
+
+
+def scrubbed(message: str, roots) -> str:
     """A library's message (pyogrio, pyarrow, GDAL quote the paths they opened) without the
-    allowed folders' own paths: each is cut from the paths it leads."""
-    for root in roots:
-        for form in sorted({str(root), str(Path(root).expanduser().resolve())}, key=len, reverse=True):
-            # (the folder itself, or a path under it; not a sibling such as "<root>2")
-            found = re.compile(re.escape(form.rstrip("/")) + r"(/|(?![\w-]|\.\w))")
-            message = found.sub(lambda m: "" if m.group(1) else ".", message)
-    return message
+    allowed folders' own paths: each is cut from the paths it leads, a folder alone is ".".
+    `roots`: folders, or a pattern of them (`folders_pattern`)."""
+    found = roots if isinstance(roots, re.Pattern) else folders_pattern(roots)
+    return found.sub(lambda m: "" if m.group(1) else ".", message)
 
 
 def check_local_path(path: str | Path, roots: list[Path], *, label: str | None = None) -> Path:

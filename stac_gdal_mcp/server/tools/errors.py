@@ -23,7 +23,7 @@ import logging
 import re
 from pathlib import Path
 
-from ...catalogs.security import scrubbed
+from ...catalogs.security import folders_pattern, scrubbed
 from ...errors import CatalogUnavailable, CollectionNotFound, OutputExists, OutputNotFound, StacGdalMcpError
 
 log = logging.getLogger("stac_gdal_mcp.tools")
@@ -52,11 +52,14 @@ def message_for(exc: BaseException) -> str:
 # The servers' own folders (workspaces, local catalogs' folders): a path under one is named
 # relative to it in every error a client gets (a library's "cannot open /srv/ws/x.tif").
 _SERVER_FOLDERS: set[Path] = set()
+_hidden = folders_pattern(())
 
 
 def hide_folders(*folders) -> None:
     """Add folders that error messages never show (see `client_error`)."""
+    global _hidden
     _SERVER_FOLDERS.update(Path(f) for f in folders)
+    _hidden = folders_pattern(_SERVER_FOLDERS)
 
 
 def client_error(error_type, message: str, what: str | None = None, exc_info=None):
@@ -64,7 +67,7 @@ def client_error(error_type, message: str, what: str | None = None, exc_info=Non
     logged here as one line: "<what> failed: <message>" (just the message without `what`). Paths
     under the servers' own folders are named relative to them (`hide_folders`)."""
     message = _CONTROL.sub(lambda m: repr(m.group())[1:-1], message)  # one line, whatever the input held
-    message = scrubbed(message, sorted(_SERVER_FOLDERS, key=lambda f: len(str(f)), reverse=True))
+    message = scrubbed(message, _hidden)
     if what is None:
         log.warning("%s", message, exc_info=exc_info)
     else:
