@@ -89,7 +89,8 @@ def test_partitioned_real_items_open_in_duckdb_with_hive_partitioning(real, tmp_
 
 def test_real_items_round_trip_without_loss(real, tmp_path):
     """Read back with pyarrow + stac-geoparquet, every item equals what was written: 3-D bboxes
-    (3DEP, a part of their own), SAR items without eo:cloud_cover, assets that differ per item."""
+    (3DEP, a part of their own), SAR items without eo:cloud_cover, assets that differ per item;
+    rustac reads every part as well."""
     from shapely.geometry import shape
 
     out = tmp_path / "snap"
@@ -106,6 +107,10 @@ def test_real_items_round_trip_without_loss(real, tmp_path):
         assert normal(without_nulls({k: v for k, v in back.items() if k != "geometry"})) == normal(rest), (
             item["id"]
         )
+    import rustac  # rustac reads every part too, 3-D ones included
+
+    by_rustac = [i["id"] for path in parquet_files(out) for i in rustac.read_sync(str(path))["features"]]
+    assert sorted(by_rustac) == sorted(got)
     sar = [i for i in real if i["collection"] == "sentinel-1-rtc"]
     assert sar and all("eo:cloud_cover" not in got[i["id"]]["properties"] for i in sar)
     assert {len(got[i["id"]]["bbox"]) for i in real} == {4, 6}
