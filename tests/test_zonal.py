@@ -413,6 +413,34 @@ def test_per_day_mosaics_the_items_of_one_day_as_numpy_on_the_merged_array(sessi
     assert alone["count"][0] < 0.5 * 5000 < got.loc["across", "count"]  # T1 alone sees 42 % of the field
 
 
+async def test_the_tool_without_cloud_mask_gives_exactextracts_class_fractions(session, scenes):
+    """zonal_stats through an MCP client on the test bed, mask_clouds=false, stats=["frac"]: one
+    frac_<class> column per class present, equal to exactextract's frac on the local SCL file."""
+    from test_zonal_mcp import call
+
+    zones = fields()
+    items = [{"collection_id": S2, "item_id": "S2A_Z1"}]
+    result = await call(session, {"geometries": zones, "search": {"catalog": "testbed", "items": items},
+                                  "expression": "scl", "stats": ["frac"], "mask_clouds": False})  # fmt: skip
+    assert "structuredContent" in result, result["content"]
+    rows = {r["zone_id"]: r for r in result["structuredContent"]["rows"]}
+    want = exactextract_local(scenes["S2A_Z1"] / "scl.tif", zones, 32633, ["unique", "frac"])
+    checked = 0
+    for feature, classes, fractions in zip(zones["features"], want["unique"], want["frac"]):
+        if feature["id"] == "far-away":
+            continue
+        row = rows[feature["id"]]
+        got = {k: v for k, v in row.items() if k.startswith("frac_") and v}
+        assert got == pytest.approx(
+            {f"frac_{int(c)}": round(f, 4) for c, f in zip(classes, fractions) if round(f, 4)}, abs=1e-12
+        )
+        checked += len(got) > 1
+    assert checked > 10  # fields of several classes
+    # a zone no item covers has no fraction of any class (not 0: nothing was measured)
+    far = [v for k, v in rows["far-away"].items() if k.startswith("frac_")]
+    assert far and all(v is None for v in far)
+
+
 def test_every_item_failing_with_count_asked_gives_rows_with_error(session, scenes):
     frame = run(session, fields(), expression="ndvi", stats=["count", "mean"],
                 items=[{"collection_id": BROKEN, "item_id": "S2A_BROKEN"}])  # fmt: skip

@@ -440,8 +440,9 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
     zones = request.zones
     stats = [s.column for s in request.stats if s.name != "frac"]
     fracs = sorted((c for c in rows if c.startswith("frac_")), key=lambda c: (len(c), c))
-    if fracs:
-        rows[fracs] = rows[fracs].where(rows[fracs].notna() | ~(rows["_count"] > 0), 0.0)
+    if fracs:  # a class absent from a measured zone: 0 (unmeasured, failed: none)
+        measured = (rows["_count"] > 0).to_numpy()[:, None]
+        rows[fracs] = rows[fracs].where(rows[fracs].notna() | ~measured, 0.0)
     for column in [*stats, "valid_fraction", "cloud_fraction", "note", "error", "item_ids", "collection_id"]:
         if column not in rows:
             rows[column] = None
