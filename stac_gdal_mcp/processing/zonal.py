@@ -6,6 +6,10 @@ a call would read and write (headers and tile indexes only), `run` computes the 
 writes it (GeoParquet or CSV) with a record naming every asset read.
 
 How one item is measured: see `zonal_pixels`; items on dask.distributed: `zonal_cluster`.
+`per="day"` measures the items of one collection, solar day (`load.solar_days`, odc-stac's) and
+CRS together, as one mosaic (`day_groups`, `zonal_pixels.mosaic`). A zone-observation whose
+valid share is under `min_valid_fraction` keeps count and fractions and gets a note instead of
+statistics (`too_little`).
 
 A failed read is never data: the item's rows carry `error` and no statistic (every zone's, when it
 failed before its footprint was known: it may cover any of them). Zones outside an item's raster

@@ -14,6 +14,10 @@ How one item is measured (`measure_item`, items concurrently on the process's re
 5. per window: each item's scale/offset applied, nodata and (with `mask_clouds`) every pixel that
    is not clear masked, the expression evaluated, and `exact_extract` run on the window with the
    group's zones: partial pixels count by the share of their area inside the zone.
+
+The items of one day (`per="day"`) are measured the same way on one grid, the first item's
+widened over all of them on its lattice (`group_grid`); per window each item's values are
+computed as above and `mosaic` takes each pixel from the first item where it is usable.
 """
 
 from __future__ import annotations
