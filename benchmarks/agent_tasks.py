@@ -104,10 +104,30 @@ def collection_of(collection_id: str, items: list[dict]) -> dict:
     assets = {k: {f: v for f, v in a.items() if f != "href"} for k, a in items[0].get("assets", {}).items()}
     return {
         "type": "Collection", "stac_version": "1.0.0", "id": collection_id,
-        "title": collection_id.replace("-", " ").title(), "description": f"Real-shaped {collection_id} items.",
+        "title": collection_id.replace("-", " ").title(),
+        "description": f"Real-shaped {collection_id} items.",
         "license": "proprietary", "links": [], "item_assets": assets,
         "extent": {"spatial": {"bbox": [spatial]}, "temporal": {"interval": [[times[0], times[-1]]]}},
     }  # fmt: skip
+
+
+def sample_items(cog_url: str) -> tuple[list[dict], list[dict]]:
+    """The bundled sample catalog's synthetic scenes (COGs with a known truth.json), their asset
+    hrefs on the Range server at `cog_url`, in collections `sample-<collection>`."""
+    from stac_gdal_mcp.settings import SAMPLE_CATALOG
+
+    collections, items = [], []
+    for folder in sorted(p for p in SAMPLE_CATALOG.parent.iterdir() if (p / "collection.json").is_file()):
+        collection = json.loads((folder / "collection.json").read_text())
+        collection.update(id=f"sample-{folder.name}", links=[])
+        collections.append(collection)
+        for path in sorted(folder.glob("*/*.json")):
+            item = json.loads(path.read_text())
+            item.update(collection=collection["id"], links=[])
+            for asset in item["assets"].values():
+                asset["href"] = f"{cog_url}/{folder.name}/{item['id']}/{asset['href'].removeprefix('./')}"
+            items.append(item)
+    return collections, items
 
 
 def test_bed_items() -> tuple[list[dict], list[dict]]:
@@ -231,9 +251,8 @@ def report(ours: dict, peer: dict | None, tools: tuple[int, int | None]) -> bool
         print(f"{task.name:<20} | {_cell(mine)} | {_cell(theirs)}{verdict}")
     print(f"{'tools/list':<20} | {tools[0]:>30,} | {tools[1] if tools[1] is not None else '-':>30}")
     for name, (_, tally) in ours.items():
-        print(
-            f"  {name}: {', '.join(f'{t} {x:,}+{s:,} B' for t, x, s in tally.answers)}; {tally.seconds * 1000:.0f} ms"
-        )
+        answers = ", ".join(f"{t} {x:,}+{s:,} B" for t, x, s in tally.answers)
+        print(f"  {name}: {answers}; {tally.seconds * 1000:.0f} ms")
     return good
 
 
@@ -291,9 +310,17 @@ def main() -> int:
     args = parser.parse_args()
     only = {n for n in args.only.split(",") if n}
     peer_command = shutil.which(args.peer) or (args.peer if Path(args.peer).is_file() else None)
+    from stac_gdal_mcp.settings import SAMPLE_CATALOG
+    from testbed import serve_directory
+
     collections, items = test_bed_items()
-    with tempfile.TemporaryDirectory() as tmp, start_pgstac(tempfile.gettempdir(), context=False) as api:
-        api.load(collections, items)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        start_pgstac(tempfile.gettempdir(), context=False) as api,
+        serve_directory(SAMPLE_CATALOG.parent) as cogs,
+    ):
+        sample_collections, sample = sample_items(cogs.url)
+        api.load(collections + sample_collections, items + sample)
         env = _config(Path(tmp), api.url)
         serve = [sys.executable, "-m", "stac_gdal_mcp", "serve"]
         ours, our_tools = asyncio.run(run_side(serve, env, {}, api, "ours", only))
@@ -306,7 +333,9 @@ def main() -> int:
         else:
             print(f"stac-mcp not found at {args.peer}: only our side runs (see the module docstring)")
         paged, counted = count_seconds(api, Path(tmp)) if not only or "count" in only else (None, None)
-    print(f"{len(items):,} items in {len(collections)} collections on pgstac (no numberMatched)")
+    print(
+        f"{len(items) + len(sample):,} items in {len(collections) + len(sample_collections)} collections on pgstac (no numberMatched)"
+    )
     ok = report(ours, peer, (our_tools, peer_tools))
     if paged is not None:
         print(

@@ -286,6 +286,33 @@ def save_check(answer, truth) -> bool:
     return path.is_file() and sorted(pq.read_table(path, columns=["id"]).column("id").to_pylist()) == truth
 
 
+# --- cloud fraction inside an AOI, per scene of a season (pixels) ---------------------------------
+
+SAMPLE_S2 = "sample-sentinel-2-l2a"
+SCENES = [13.57, 45.90, 13.66, 45.96]  # holds every sample Sentinel-2 scene whole
+
+
+async def cloud_ours(call):
+    args = {"aoi": SCENES, "search": {"collections": [SAMPLE_S2], "datetime": "2024-06-01/2024-09-30"}}
+    answer = _json(await call("cloud_cover_stats", args))
+    return {row["item_id"]: row.get("cloud_fraction") for row in answer["items"]}
+
+
+def cloud_truth(api):
+    """The generator's truth of each scene's mask (stac_gdal_mcp/data/sample/truth.json: the
+    classes it drew, not read back by our code)."""
+    from stac_gdal_mcp.settings import SAMPLE_CATALOG
+
+    truth = json.loads((SAMPLE_CATALOG.parent / "truth.json").read_text())
+    return {i.id: truth[i.id]["cloud_fraction"] for i in _search(api, collections=[SAMPLE_S2])}
+
+
+def cloud_check(answer, truth) -> bool:
+    return set(answer) == set(truth) and all(
+        answer[k] is not None and abs(answer[k] - truth[k]) <= 0.005 for k in truth
+    )
+
+
 TASKS = [
     Task(
         "clearest_scene",
@@ -351,6 +378,15 @@ TASKS = [
         equal,
         None,
         "answers 'Found 0 items' without saying why",
+    ),
+    Task(
+        "cloud_fraction",
+        "How cloudy was my area in each Sentinel-2 scene of summer 2024?",
+        cloud_ours,
+        cloud_truth,
+        cloud_check,
+        None,
+        "has no tool that reads pixels",
     ),
     Task(
         "save_search",
