@@ -226,3 +226,19 @@ async def test_a_dry_run_is_bounded_by_the_job_time_limit(tmp_path):
         result = await client.call_tool("zonal_stats", arguments, raise_on_error=False)
     text = result.content[0].text
     assert result.is_error and "limits.job_timeout_s" in text and "\n" not in text, text[:300]
+
+
+@pytest.mark.parametrize("encoding", ["WKB", "geoarrow"])
+def test_a_geoparquet_in_another_crs_and_encoding_reads_as_geopandas_does(workspace, encoding):
+    workspace.mkdir(parents=True, exist_ok=True)
+    fields = geopandas.GeoDataFrame(
+        {"name": ["a", "b"]},
+        geometry=[box(400_000, 5_000_000, 400_500, 5_000_400), box(401_000, 5_000_000, 401_300, 5_000_900)],
+        crs=32633,
+    )
+    fields.to_parquet(workspace / f"utm-{encoding}.parquet", geometry_encoding=encoding)
+    zones = read_zones(f"utm-{encoding}.parquet", roots=[workspace], id_property="name")
+    want = fields.to_crs(4326)
+    assert zones.ids == ("a", "b")
+    for got, expected in zip(zones.geometries, want.geometry):
+        assert got.equals_exact(expected, tolerance=1e-9)

@@ -177,7 +177,8 @@ def _parquet_batches(path: Path, label: str, id_property: str | None) -> Iterato
 
     source = pq.ParquetFile(path)
     metadata = source.schema_arrow.metadata or {}
-    geometry = json.loads(metadata.get(b"geo", b"{}")).get("primary_column", "geometry")
+    geo = json.loads(metadata.get(b"geo", b"{}"))
+    geometry = geo.get("primary_column", "geometry")
     names = source.schema_arrow.names
     _has(names, id_property, label)
     if geometry not in names:
@@ -187,9 +188,25 @@ def _parquet_batches(path: Path, label: str, id_property: str | None) -> Iterato
     ]
     id_column = id_property or (index[0] if index and index[0] in names else None)
     columns = [geometry] + ([id_column] if id_column else [])
+    encoding = str(geo.get("columns", {}).get(geometry, {}).get("encoding", "WKB")).upper()
+    if encoding != "WKB":  # GeoArrow native (GeoParquet 1.1): geopandas decodes it, whole
+        yield from _native_batches(path, columns, id_column)
+        return
     for batch in source.iter_batches(BATCH_ZONES, columns=columns):
         wkb = batch.column(0).to_numpy(zero_copy_only=False)
         yield wkb, (batch.column(1).to_pylist() if id_column else None)
+
+
+def _native_batches(path: Path, columns: list[str], id_column: str | None) -> Iterator[tuple]:
+    """The batches of a GeoParquet whose geometries are GeoArrow native (not WKB), read whole (its
+    count is already checked) and handed on as WKB."""
+    import geopandas
+    import shapely
+
+    frame = geopandas.read_parquet(path, columns=columns)
+    for start in range(0, len(frame), BATCH_ZONES):
+        part = frame.iloc[start : start + BATCH_ZONES]
+        yield shapely.to_wkb(part.geometry.to_numpy()), (part[id_column].tolist() if id_column else None)
 
 
 def _has(names: list[str], id_property: str | None, label: str) -> None:
