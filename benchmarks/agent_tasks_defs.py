@@ -313,6 +313,62 @@ def cloud_check(answer, truth) -> bool:
     )
 
 
+# --- per-field statistics (pixels) ---------------------------------------------------------------
+
+FIELDS = {
+    "type": "FeatureCollection",
+    "features": [
+        {
+            "type": "Feature",
+            "properties": {"name": name},
+            "geometry": {"type": "Polygon", "coordinates": [ring]},
+        }
+        for name, ring in (
+            (
+                "vineyard",
+                [[13.600, 45.920], [13.610, 45.920], [13.610, 45.930], [13.600, 45.930], [13.600, 45.920]],
+            ),
+            ("orchard", [[13.620, 45.925], [13.630, 45.925], [13.625, 45.935], [13.620, 45.925]]),
+        )
+    ],
+}
+FIELD_SCENE = "S2A_33TUL_20240619_0_L2A"
+
+
+async def zonal_ours(call):
+    args = {
+        "geometries": FIELDS, "search": {"collections": [SAMPLE_S2], "ids": [FIELD_SCENE]}, "expression": "red",
+        "stats": ["mean"], "mask_clouds": False, "id_property": "name",
+    }  # fmt: skip
+    answer = _json(await call("zonal_stats", args))
+    return {row["zone_id"]: row["mean"] for row in answer["rows"]}
+
+
+def zonal_truth(api):
+    """exactextract on the scene's red COG (the file the test bed serves), the fields taken to
+    its CRS with pyproj, the mean scaled as its raster:bands say."""
+    import rasterio
+    from exactextract import exact_extract
+    from pyproj import Transformer
+
+    from stac_gdal_mcp.settings import SAMPLE_CATALOG
+
+    folder = SAMPLE_CATALOG.parent / "sentinel-2-l2a" / FIELD_SCENE
+    band = json.loads((folder / f"{FIELD_SCENE}.json").read_text())["assets"]["red"]["raster:bands"][0]
+    with rasterio.open(folder / "red.tif") as src:
+        to_crs = Transformer.from_crs("EPSG:4326", src.crs, always_xy=True)
+    features = [
+        {**f, "geometry": {"type": "Polygon", "coordinates": [[list(to_crs.transform(*p)) for p in f["geometry"]["coordinates"][0]]]}}
+        for f in FIELDS["features"]
+    ]  # fmt: skip
+    rows = exact_extract(str(folder / "red.tif"), features, "mean", include_cols=["name"])
+    return {r["properties"]["name"]: r["properties"]["mean"] * band["scale"] + band["offset"] for r in rows}
+
+
+def zonal_check(answer, truth) -> bool:
+    return set(answer) == set(truth) and all(abs(answer[k] - truth[k]) <= 0.002 for k in truth)
+
+
 TASKS = [
     Task(
         "clearest_scene",
@@ -385,6 +441,15 @@ TASKS = [
         cloud_ours,
         cloud_truth,
         cloud_check,
+        None,
+        "has no tool that reads pixels",
+    ),
+    Task(
+        "field_statistics",
+        "What is the mean red reflectance of each of my fields on 19 June 2024?",
+        zonal_ours,
+        zonal_truth,
+        zonal_check,
         None,
         "has no tool that reads pixels",
     ),
