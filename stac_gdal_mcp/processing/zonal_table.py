@@ -1,0 +1,137 @@
+"""The long table of a zonal statistics call, from the rows `zonal.table` gathers: one row per
+zone, collection and day when `per="day"` (`per_day`), the quality flag (`too_little`: under
+`min_valid_fraction`, a note instead of statistics), the public columns, the zones' geometry and
+the provenance (`finish`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .zonal_pixels import Call
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SOFTWARE = ("exactextract", "rasterio", "shapely", "pandas")
+
+
+def per_day(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per zone, collection and solar day: the day's mosaic (one per CRS: a day across
+    UTM zones has one per zone) that saw most of the zone, with the ids of every item of the
+    day over it."""
+    keys = ["_zone", "collection_id", "date"]
+    rows = rows.assign(_rank=rows["_count"].fillna(-1.0))
+    best = rows.sort_values("_rank", ascending=False, kind="stable").drop_duplicates(keys)
+    ids = (
+        rows.dropna(subset=["item_ids"])
+        .groupby(keys, dropna=False)["item_ids"]
+        .agg(lambda v: " ".join(sorted(v)))
+    )
+    best = best.drop(columns=["item_ids", "_rank"]).join(ids, on=keys)
+    return best.sort_values(["_zone", "datetime"], kind="stable")
+
+
+def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFrame:
+    """The public columns, the zones' geometry, and the provenance in `attrs`."""
+    import geopandas
+    import numpy as np
+    import pandas as pd
+
+    from ..outputs import package_versions
+    from .records import Provenance
+
+    request = call.request
+    zones = request.zones
+    stats = [s.column for s in request.stats if s.name != "frac"]
+    fracs = sorted((c for c in rows if c.startswith("frac_")), key=lambda c: (len(c), c))
+    if fracs:  # a class absent from a measured zone: 0 (unmeasured, failed: none)
+        measured = (rows["_count"] > 0).to_numpy()[:, None]
+        rows[fracs] = rows[fracs].where(rows[fracs].notna() | ~measured, 0.0)
+    for column in [*stats, "valid_fraction", "cloud_fraction", "note", "error", "item_ids", "collection_id"]:
+        if column not in rows:
+            rows[column] = None
+    for column in [*stats, "valid_fraction", "cloud_fraction"]:
+        if column != "unique":
+            rows[column] = pd.to_numeric(rows[column], errors="coerce")
+    if "count" in stats:  # zones outside the rasters: count 0 (a failed read stays unknown)
+        rows["count"] = rows["count"].fillna(rows["_count"])
+    dropped = too_little(rows, [c for c in [*stats, *fracs] if c != "count"], request.min_valid_fraction)
+    head = ["zone_id", "datetime"] + (["date"] if request.per == "day" else [])
+    columns = [
+        *head,
+        "collection_id",
+        "item_ids",
+        *stats,
+        *fracs,
+        "valid_fraction",
+        "cloud_fraction",
+        "note",
+        "error",
+    ]
+    zone = rows["_zone"].to_numpy()
+    rows["zone_id"] = pd.Series(list(zones.ids)).to_numpy()[zone]
+    shapes = np.empty(len(zones), dtype=object)
+    shapes[:] = zones.geometries
+    frame = geopandas.GeoDataFrame(
+        {c: rows[c].array for c in columns},
+        geometry=geopandas.array.from_shapely(shapes[zone], crs="EPSG:4326"),
+    )
+    del rows
+    failed = [m for m in metas if m and m["error"]]
+    notes = list(call.notes)
+    if dropped:
+        notes.append(
+            f"{dropped} of {len(frame)} rows had less valid area than min_valid_fraction="
+            f"{request.min_valid_fraction:g} of their zone: no statistics, a note (0 keeps them)"
+        )
+    if failed:
+        ids = ", ".join(m["item_id"] for m in failed[:5]) + (", ..." if len(failed) > 5 else "")
+        notes.append(
+            f"{len(failed)} items could not be read ({ids}): their rows carry `error` and no statistic"
+        )
+    if not call.items:
+        notes.append("no items to measure: widen the search (datetime, collections) or check the zones")
+    sources = [s for m in metas if m and not m["error"] for s in m["sources"]]
+    title = f"{', '.join(stats + (['frac'] if fracs else []))} of {request.expression} per zone"
+    frame.attrs.update(
+        Provenance(
+            kind="zonal_stats",
+            operation="zonal_stats",
+            parameters=request.parameters(),
+            sources=sources,
+            title=title,
+            lineage=f"{title} and {request.per}, exact (coverage-weighted) statistics with exactextract "
+            f"on the native grids of {len(sources)} assets",
+            software=package_versions(*SOFTWARE),
+            properties={"zones_bbox": [round(v, 6) for v in zones.search_area().bounds]},
+            facts={
+                "expression": request.expression,
+                "stats": [s.column for s in request.stats],
+                "per": request.per,
+                "mask_clouds": request.mask_clouds,
+                "zones": len(zones),
+                "items": len(call.items) - sum(len(m["item_id"].split()) for m in failed),
+                "notes": notes,
+                "failed_items": [{"item_id": m["item_id"], "error": m["error"]} for m in failed],
+                "classes": {k: v for m in metas if m for k, v in m.get("classes", {}).items()},
+            },
+        ).to_attrs()
+    )
+    return frame
+
+
+def too_little(rows: pd.DataFrame, columns: list[str], least: float) -> int:
+    """Rows whose valid (clear, with data) share of the zone is under `least` lose `columns`
+    (every statistic but count) and get a note saying why; how many did."""
+    low = rows["error"].isna() & rows["note"].isna() & (rows["valid_fraction"] < least)
+    if not low.any():
+        return 0
+    rows.loc[low, columns] = None
+    share = (rows.loc[low, "valid_fraction"] * 100).map(lambda v: f"{v:.3g}")
+    rows.loc[low, "note"] = (
+        "only "
+        + share
+        + f"% of the zone valid (clear, with data), under min_valid_fraction={least:g}: no statistics"
+    )
+    return int(low.sum())
