@@ -38,9 +38,6 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
     import numpy as np
     import pandas as pd
 
-    from ..outputs import package_versions
-    from .records import Provenance
-
     request = call.request
     zones = request.zones
     stats = [s.column for s in request.stats if s.name != "frac"]
@@ -78,11 +75,22 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
         geometry=geopandas.array.from_shapely(shapes[zone], crs="EPSG:4326"),
     )
     del rows
+    frame.attrs.update(provenance(call, metas, len(frame), dropped, stats + (["frac"] if fracs else [])))
+    return frame
+
+
+def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: list[str]) -> dict:
+    """The table's provenance (`attrs`): sources, parameters, and the facts its answer tells
+    (notes: rows under min_valid_fraction, items that failed, no items)."""
+    from ..outputs import package_versions
+    from .records import Provenance
+
+    request, zones = call.request, call.request.zones
     failed = [m for m in metas if m and m["error"]]
     notes = list(call.notes)
     if dropped:
         notes.append(
-            f"{dropped} of {len(frame)} rows had less valid area than min_valid_fraction="
+            f"{dropped} of {rows} rows had less valid area than min_valid_fraction="
             f"{request.min_valid_fraction:g} of their zone: no statistics, a note (0 keeps them)"
         )
     if failed:
@@ -93,32 +101,29 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
     if not call.items:
         notes.append("no items to measure: widen the search (datetime, collections) or check the zones")
     sources = [s for m in metas if m and not m["error"] for s in m["sources"]]
-    title = f"{', '.join(stats + (['frac'] if fracs else []))} of {request.expression} per zone"
-    frame.attrs.update(
-        Provenance(
-            kind="zonal_stats",
-            operation="zonal_stats",
-            parameters=request.parameters(),
-            sources=sources,
-            title=title,
-            lineage=f"{title} and {request.per}, exact (coverage-weighted) statistics with exactextract "
-            f"on the native grids of {len(sources)} assets",
-            software=package_versions(*SOFTWARE),
-            properties={"zones_bbox": [round(v, 6) for v in zones.search_area().bounds]},
-            facts={
-                "expression": request.expression,
-                "stats": [s.column for s in request.stats],
-                "per": request.per,
-                "mask_clouds": request.mask_clouds,
-                "zones": len(zones),
-                "items": len(call.items) - sum(len(m["item_id"].split()) for m in failed),
-                "notes": notes,
-                "failed_items": [{"item_id": m["item_id"], "error": m["error"]} for m in failed],
-                "classes": {k: v for m in metas if m for k, v in m.get("classes", {}).items()},
-            },
-        ).to_attrs()
-    )
-    return frame
+    title = f"{', '.join(shown)} of {request.expression} per zone"
+    return Provenance(
+        kind="zonal_stats",
+        operation="zonal_stats",
+        parameters=request.parameters(),
+        sources=sources,
+        title=title,
+        lineage=f"{title} and {request.per}, exact (coverage-weighted) statistics with exactextract "
+        f"on the native grids of {len(sources)} assets",
+        software=package_versions(*SOFTWARE),
+        properties={"zones_bbox": [round(v, 6) for v in zones.search_area().bounds]},
+        facts={
+            "expression": request.expression,
+            "stats": [s.column for s in request.stats],
+            "per": request.per,
+            "mask_clouds": request.mask_clouds,
+            "zones": len(zones),
+            "items": len(call.items) - sum(len(m["item_id"].split()) for m in failed),
+            "notes": notes,
+            "failed_items": [{"item_id": m["item_id"], "error": m["error"]} for m in failed],
+            "classes": {k: v for m in metas if m for k, v in m.get("classes", {}).items()},
+        },
+    ).to_attrs()
 
 
 def too_little(rows: pd.DataFrame, columns: list[str], least: float) -> int:
