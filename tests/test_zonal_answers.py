@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 import rasterio
@@ -20,24 +21,22 @@ from exactextract import exact_extract
 from pyproj import Transformer
 from shapely import transform as shapely_transform
 from shapely.geometry import mapping, shape
-from test_zonal_mcp import call, field, session  # noqa: F401 (session: the sample catalog's fixture)
+from test_zonal_mcp import FIELDS as SAMPLE_FIELDS
+from test_zonal_mcp import SEARCH, call, session  # noqa: F401 (session: the sample catalog's fixture)
 
+import stac_gdal_mcp
 from stac_gdal_mcp.maps import build_map_view
 from stac_gdal_mcp.processing import zonal_chart
 
-SAMPLE = "stac_gdal_mcp/data/sample/sentinel-2-l2a"
+SAMPLE = Path(stac_gdal_mcp.__file__).parent / "data" / "sample" / "sentinel-2-l2a"
 SCENE = "S2A_33TUL_20240619_0_L2A"
 
 
+# the sample fields of test_zonal_mcp, the third with an id matplotlib would read as mathtext
 FIELDS = {
     "type": "FeatureCollection",
-    "features": [
-        field("vineyard", 13.600, 45.927, 13.610, 45.935),
-        field("meadow", 13.610, 45.920, 13.620, 45.927),
-        field("$x^2$ plot", 13.6035, 45.9205, 13.6085, 45.925),
-    ],
+    "features": [*SAMPLE_FIELDS["features"][:2], {**SAMPLE_FIELDS["features"][2], "id": "$x^2$ plot"}],
 }
-SEARCH = {"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-09-30"}
 
 
 def local_frac(path) -> list[dict]:
@@ -62,7 +61,7 @@ async def test_class_fractions_without_cloud_mask_equal_exactextract_frac(sessio
                                   "stats": ["frac", "majority"], "mask_clouds": False})  # fmt: skip
     assert result.get("isError") is not True
     answer = result["structuredContent"]
-    want = local_frac(f"{SAMPLE}/{SCENE}/scl.tif")
+    want = local_frac(SAMPLE / SCENE / "scl.tif")
     columns = sorted({c for w in want for c in w}, key=lambda c: (len(c), c))
     assert [s for s in answer["stats"] if s.startswith("frac_")] == columns
     for row, fractions in zip(answer["rows"], want):
@@ -71,7 +70,7 @@ async def test_class_fractions_without_cloud_mask_equal_exactextract_frac(sessio
     saved = geopandas.read_parquet(session.outputs.path(answer["table"]["id"]))
     for (_, row), fractions in zip(saved.iterrows(), want):
         assert [row[c] for c in columns] == pytest.approx([fractions.get(c, 0.0) for c in columns], rel=1e-9)
-    with open(f"{SAMPLE}/{SCENE}/{SCENE}.json") as f:
+    with open(SAMPLE / SCENE / f"{SCENE}.json") as f:
         declared = {
             str(c["value"]): c["description"] for c in json.load(f)["assets"]["scl"]["classification:classes"]
         }
