@@ -22,6 +22,7 @@ from pydantic import Field
 from ..models import Model
 from .load import OutputRef
 from .zonal import provenance_of
+from .zonal_chart import expression_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,7 +36,7 @@ class ZoneLayer(Model):
     """The zones on a map: GeoJSON Features (id: the zone id; properties: value, datetime)."""
 
     stat: str = Field(description="the statistic the zones are coloured by (the first one asked)")
-    expression: str
+    expression: str = Field(description="the index's name (NDVI), else the formula or band")
     features: list[dict[str, Any]] = Field(
         description="id: zone id; properties: value, datetime, and note when the latest row has no value"
     )
@@ -126,7 +127,7 @@ def zone_layer(frame: pd.DataFrame) -> ZoneLayer:
                 },
             }
         )
-    return ZoneLayer(stat=column, expression=facts["expression"], features=features)
+    return ZoneLayer(stat=column, expression=expression_name(facts["expression"]), features=features)
 
 
 def _why_not(latest, last) -> dict:
