@@ -46,7 +46,10 @@ PRINTED = {
         (r"^fields: 6, solar days: 5, rows: 30$", 1),
         (r"^clearest day: 2024-06-19 \(100% of the fields' area clear\)$", 1),
         (r"^field-days without a clear pixel: [1-9]\d* \(mean missing on each: True\)$", 1),
-        (r"^field-days under min_valid_fraction=0\.5: [1-9]\d* \(no mean on each: True; with min_valid_fraction=0: [1-9]\d* have one\)$", 1),
+        (
+            r"^field-days under min_valid_fraction=0\.5: [1-9]\d* \(no mean on each: True; with min_valid_fraction=0: [1-9]\d* have one\)$",
+            1,
+        ),
         (r"^land cover of 6 fields on \d{4}-\d\d-\d\d, each row sums to 1: True$", 1),
         (r"^saved zonal-stats-\S+\.parquet: 30 rows, [1-9]\d* derived_from links$", 1),
         (r"^same values as the table: True$", 1),
