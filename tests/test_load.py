@@ -176,3 +176,21 @@ async def test_queued_jobs_take_no_thread(make_settings, build):
         f"list_catalogs took {elapsed:.2f} s behind {queued_at_call} queued jobs"
     )
     assert not [r for r in results if r.is_error]
+
+
+def test_jobs_change_the_interpreters_settings_only_while_they_run():
+    """tools/jobs.responsive: the first job sets rarer full collections and a short switch
+    interval, later ones keep them, the last one to end gives the interpreter's back."""
+    from stac_gdal_mcp.server.tools.jobs import FULL_COLLECTION_EVERY, SWITCH_INTERVAL_S, responsive
+
+    before = (gc.get_threshold(), sys.getswitchinterval())
+    during = (
+        (*before[0][:2], max(before[0][2], FULL_COLLECTION_EVERY)),
+        min(before[1], SWITCH_INTERVAL_S),
+    )
+    with responsive():
+        assert (gc.get_threshold(), sys.getswitchinterval()) == during
+        with pytest.raises(RuntimeError), responsive():  # a second job, failing
+            raise RuntimeError
+        assert (gc.get_threshold(), sys.getswitchinterval()) == during  # the first still runs
+    assert (gc.get_threshold(), sys.getswitchinterval()) == before

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import gc
 import sys
+import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +51,6 @@ async def run_job(ctx: Context | None, session: Session, fn, /, *args, **kwargs)
 
 async def _run_in_thread(job, slots, fn, /, *args, **kwargs) -> Any:
     """`fn` in a worker thread, holding the job slot taken for it (released at the end)."""
-    import threading
-
     import anyio
     from anyio import to_thread
 
@@ -79,30 +78,33 @@ async def _run_in_thread(job, slots, fn, /, *args, **kwargs) -> Any:
 # offered to a waiting thread after 1 ms (not 5 ms). Measured in docs/reliability.md, 6.
 FULL_COLLECTION_EVERY = 100
 SWITCH_INTERVAL_S = 0.001
-_running = 0  # jobs inside `responsive()` (entered and left on the event loop's thread only)
+_running = 0  # jobs inside `responsive()`, of every server of the process
 _saved: tuple | None = None  # the collector's thresholds and the switch interval before them
+_lock = threading.Lock()  # (servers of one process may run on event loops in several threads)
 
 
 @contextmanager
 def responsive():
     """While the first to the last concurrent job runs, rarer full collections and a shorter
     switch interval (see the module docstring); the interpreter's own settings come back after
-    the last job. Entered on the event loop's thread only."""
+    the last job."""
     global _running, _saved
-    if _running == 0:
-        _saved = (gc.get_threshold(), sys.getswitchinterval())
-        young, middle, full = _saved[0]
-        gc.set_threshold(young, middle, max(full, FULL_COLLECTION_EVERY))
-        sys.setswitchinterval(min(_saved[1], SWITCH_INTERVAL_S))
-    _running += 1
+    with _lock:
+        if _running == 0:
+            _saved = (gc.get_threshold(), sys.getswitchinterval())
+            young, middle, full = _saved[0]
+            gc.set_threshold(young, middle, max(full, FULL_COLLECTION_EVERY))
+            sys.setswitchinterval(min(_saved[1], SWITCH_INTERVAL_S))
+        _running += 1
     try:
         yield
     finally:
-        _running -= 1
-        if _running == 0 and _saved is not None:
-            gc.set_threshold(*_saved[0])
-            sys.setswitchinterval(_saved[1])
-            _saved = None
+        with _lock:
+            _running -= 1
+            if _running == 0 and _saved is not None:
+                gc.set_threshold(*_saved[0])
+                sys.setswitchinterval(_saved[1])
+                _saved = None
 
 
 async def _wait_for_slot(ctx: Context | None, job, slots, poll_s: float = 0.2) -> None:
