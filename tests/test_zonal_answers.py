@@ -128,3 +128,16 @@ def test_one_day_gets_a_week_axis_not_years(session):  # noqa: F811
     assert 5 <= high - low <= 8  # days
     day = mdates.date2num(frame["datetime"].iloc[0].tz_localize(None))
     assert abs((low + high) / 2 - day) < 1
+
+
+async def test_no_item_measured_still_answers_with_a_chart(session):  # noqa: F811
+    """No scene in the dates: every zone 'no item covers this zone', and the charts (series and
+    class fractions) are drawn empty rather than failing the call."""
+    for stats in (["mean"], ["frac"]):
+        arguments = {"geometries": FIELDS, "search": {"collections": ["sentinel-2-l2a"], "datetime": "2020-01"},
+                     "expression": "scl", "stats": stats, "mask_clouds": False, "per": "day"}  # fmt: skip
+        result = await call(session, arguments)
+        assert result.get("isError") is not True, result["content"]
+        rows = result["structuredContent"]["rows"]
+        assert [r["note"] for r in rows] == ["no item covers this zone"] * 3
+        assert [c["mimeType"] for c in result["content"] if c["type"] == "image"] == ["image/png"]

@@ -46,10 +46,11 @@ def plain(text) -> str:
 
 
 def chart_png(frame: pd.DataFrame, stat: str, classes: dict | None = None) -> bytes:
-    """The chart of the table: class fractions when `stat` is a frac column, else the series."""
-    if stat.startswith("frac_"):
+    """The chart of the table: class fractions when `stat` is frac, else the series (a table
+    without the column, as when no item was measured, gives an empty chart, not an error)."""
+    if stat.startswith("frac"):
         return fractions_png(frame, classes or {})
-    return series_png(frame, stat)
+    return series_png(frame if stat in frame else frame.assign(**{stat: float("nan")}), stat)
 
 
 def _figure():
@@ -126,6 +127,9 @@ def fractions_png(frame: pd.DataFrame, classes: dict) -> bytes:
 
     columns = [c for c in frame.columns if c.startswith("frac_")]
     figure, axes = _figure()
+    if not columns:  # no zone measured
+        frame = frame.assign(frac_none=float("nan"))
+        columns = ["frac_none"]
     latest = (
         frame.dropna(subset=columns, how="all").sort_values("datetime").groupby("zone_id", sort=False).tail(1)
     )
