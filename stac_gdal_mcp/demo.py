@@ -117,7 +117,10 @@ async def step_search(client, say):
                     k: item["properties"].get(k)
                     for k in ("datetime", "eo:cloud_cover", "proj:code", "platform")
                 },
-                "assets": {k: ", ".join(a.get("roles") or []) for k, a in item["assets"].items()},
+                "assets": {  # an asset names its roles only when not the item's asset_defaults
+                    k: ", ".join(a.get("roles", item.get("asset_defaults", {}).get("roles")) or [])
+                    for k, a in item["assets"].items()
+                },
             },
         )
         uri = f"stac://sample/collections/{first['collection']}/items/{first['id']}"

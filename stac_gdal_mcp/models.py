@@ -122,6 +122,9 @@ class SearchResult(Model):
     matched: int | None = None
     next_cursor: str | None = Field(None, description="pass back as `cursor` to get the next page")
     notes: list[str] = []
+    matched_is: str | None = Field(
+        None, description="how `matched` was counted (detail='count'): exact, the catalog's count, at least"
+    )
 
 
 class CollectionSummary(Model):

@@ -215,6 +215,10 @@ class Session:
         several = catalog_ids(self.core, catalog)
         if len(several) > 1:  # one merged, de-duplicated result (discovery/federated.py)
             page = federated_search(self.core, several, **args)
+        elif detail == "count":  # how many match, exact (discovery/count.py)
+            from .discovery.count import count_items
+
+            page = count_items(self.core, several[0], **args)
         else:
             page = search_items(self.core, catalog=several[0], **args)
         return SearchResults(page, self, catalog=catalog, limit=limit, detail=detail, arguments=args)

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from ..catalogs import LocalCatalog, PageTrail, ResultBudget
 from ..catalogs.geoparquet import GeoparquetCatalog
+from ..models import SearchResult
 from .fields import Fields
 
 if TYPE_CHECKING:
     from ..core import Core
-    from .federated import FederatedSearchResult
 
 COUNT_PAGE = 1000  # items asked per page while counting (an API may send fewer)
 COUNT_MAX = 100_000  # matches counted one by one at most
@@ -28,22 +28,33 @@ EXACT, CATALOG_COUNT, AT_LEAST = "exact", "the catalog's count", "at least"
 ID_ONLY = Fields(include=("id",), exclude=("links",))  # an API adds each item's links unless told
 
 
-def count_matches(core: Core, cat, cursor: str | None, args: dict, notes: list[str]) -> FederatedSearchResult:
-    """The number of items of `cat` matching `args`, and how it was counted (module docstring)."""
-    from .federated import FederatedSearchResult
-    from .search import search_page
-
+def count_items(
+    core: Core,
+    catalog: str | None = None,
+    *,
+    cursor: str | None = None,
+    limit=None,
+    detail="count",
+    fields=None,
+    **args,
+) -> SearchResult:
+    """The number of items of catalog `catalog` matching the search arguments `args`, and how
+    it was counted (module docstring); `limit`, `detail` and `fields` are not a count's."""
+    cat = core.catalogs.get(catalog)
+    notes: list[str] = []
     if cursor:
         from ..errors import InvalidArgument
 
         raise InvalidArgument("detail='count' counts a whole search: call it without a cursor")
+    from .search import search_page
+
     if isinstance(cat, GeoparquetCatalog | LocalCatalog):
         _, matched, _ = search_page(core, cat, 1, None, ResultBudget(None), args, notes)
         how = EXACT if matched is not None else None
     else:
         matched, how = _count_api(core, cat, args, notes)
     notes[:] = [n for n in notes if not n.startswith("no items matched")] or notes
-    return FederatedSearchResult(items=[], returned=0, matched=matched, matched_is=how, notes=notes)
+    return SearchResult(items=[], returned=0, matched=matched, matched_is=how, notes=notes)
 
 
 def _count_api(core: Core, cat, args: dict, notes: list[str]) -> tuple[int, str]:

@@ -88,9 +88,6 @@ class FederatedSearchResult(SearchResult):
     catalogs: list[CatalogCount] | None = Field(
         None, description="per catalog: matched, returned, duplicates dropped, error (federated search only)"
     )
-    matched_is: str | None = Field(
-        None, description="how `matched` was counted (detail='count'): exact, the catalog's count, at least"
-    )
 
 
 # --------------------------------------------------------------------------- catalogs
@@ -541,7 +538,9 @@ def _next_cursor(core: Core, label: str, streams, search: Search, seen, kept, no
 def _count_each(core: Core, catalogs: list[str], cursor, args: dict) -> FederatedSearchResult:
     """detail="count" over several catalogs: each counted alone, the counts added up (an
     acquisition held by two catalogs counts twice)."""
-    counts = [search_items(core, catalog=cid, cursor=cursor, detail="count", **args) for cid in catalogs]
+    from .count import count_items
+
+    counts = [count_items(core, cid, cursor=cursor, **args) for cid in catalogs]
     kinds = {c.matched_is for c in counts}  # type: ignore[attr-defined]
     how = "at least" if "at least" in kinds else "exact" if kinds == {"exact"} else "the catalogs' counts"
     return FederatedSearchResult(
@@ -569,7 +568,12 @@ def search(
     ids = catalog_ids(core, catalog)
     if len(ids) > 1:
         return federated_search(core, ids, cursor=cursor, **args)
-    result = search_items(core, catalog=ids[0], cursor=cursor, **args)
+    if args.get("detail") == "count":
+        from .count import count_items
+
+        result = count_items(core, ids[0], cursor=cursor, **args)
+    else:
+        result = search_items(core, catalog=ids[0], cursor=cursor, **args)
     return FederatedSearchResult.model_construct(**dict(result), catalogs=None)
 
 

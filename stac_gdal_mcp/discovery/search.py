@@ -22,7 +22,7 @@ from ..catalogs import LocalCatalog, PageTrail, RemoteCatalog, ResultBudget, cur
 from ..catalogs.bounds import ID_CHARS
 from ..catalogs.geoparquet import GeoparquetCatalog
 from ..catalogs.security import shown
-from ..errors import CollectionNotFound, InvalidCursor, NotSupported
+from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, NotSupported
 from ..models import SearchResult
 from ..stac import find_link
 from . import aliases
@@ -281,15 +281,13 @@ def search_items(
     to limits.max_result_bytes (items an operation reads, which are never sent as an answer;
     the budget would page them finer and cut an item larger than it). `fields` (fields.py): the
     parts of full items, or (summaries) the summary keys, the catalog is asked for and answered
-    with. detail="count": only how many items match (count.py)."""
+    with. (detail="count", only how many items match, is count.py's.)"""
     cat = core.catalogs.get(catalog)
     notes: list[str] = []
     limit = p.page_limit(limit, detail, core.settings.limits, notes)
     chosen = parse_fields(fields)
     if detail == "count":
-        from .count import count_matches
-
-        return count_matches(core, cat, cursor, args, notes)
+        raise InvalidArgument("detail='count' is count.count_items' (Session.search dispatches it)")
     wanted = chosen if detail == "full" else (chosen and api_fields(summary_keys(chosen)))
     budget = answer_budget(core.settings, detail) if bounded else ResultBudget(None)
     features, matched, next_cursor = search_page(core, cat, limit, cursor, budget, args, notes, wanted)

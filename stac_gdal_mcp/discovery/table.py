@@ -175,17 +175,14 @@ def _one_value(group: list[dict], key: str) -> bool:
     return all(row.get(key) == first for row in group)
 
 
-def search_answer(
-    core, page, catalog: str | list[str] | None, keys: list[str], chosen: bool = False
-) -> dict[str, Any]:
+def search_answer(core, page, ids: list[str], keys: list[str], chosen: bool = False) -> dict[str, Any]:
     """The text answer of search_items at detail="summary": `page` (a search result whose items
     are summaries, as objects or JSON) as a table of `keys` (`summary_table`), with its count
-    (`matched_is`: how it was counted), cursor, notes and, federated, its catalogs."""
+    (`matched_is`: how it was counted), cursor, notes and, federated, its catalogs (`ids`: the
+    catalogs searched)."""
     from ..models import ItemSummary
-    from .federated import catalog_ids
 
     items = [i.model_dump(mode="json") if isinstance(i, ItemSummary) else i for i in page.items]
-    ids = catalog_ids(core, catalog)
     where = ids[0] if len(ids) == 1 else "{catalog}"
     item_uri = f"stac://{where}/collections/{{collection}}/items/{{id}}"
     hrefs = [item["thumbnail"] for item in items if item.get("thumbnail")]

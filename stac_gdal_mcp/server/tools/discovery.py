@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from ...discovery.federated import FederatedSearchResult
+from ...discovery.federated import FederatedSearchResult, catalog_ids
 from ...discovery.fields import parse_fields
 from ...discovery.summaries import item_view
 from ...discovery.table import SUMMARY_PATHS, count_text, records_table, search_answer, summary_keys
@@ -123,7 +123,8 @@ def search_items(
     keys = summary_keys(parse_fields(fields))
     if len(keys) < len(SUMMARY_PATHS):
         page = page.model_copy(update={"items": [_dumped(i, keys) for i in page.items]})
-    return text_result(search_answer(session.core, page, catalog, keys), page)
+    ids = catalog_ids(session.core, catalog)
+    return text_result(search_answer(session.core, page, ids, keys, fields is not None), page)
 
 
 def text_result(text: dict | str, value):
