@@ -12,11 +12,13 @@ quotes them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -67,7 +69,8 @@ async def test_cheap_calls_answer_while_twenty_jobs_run(make_settings, build, bu
         limits={"job_timeout_s": 600 * TIME_SCALE},
     )
     interpreter = (gc.get_threshold(), sys.getswitchinterval())
-    async with Client(build(settings)) as client:
+    full_collections: list[float] = []  # seconds each, while the jobs ran
+    async with Client(build(settings)) as client, _full_collections(full_collections):
         messages: list[str] = []
 
         async def progress(done, total, message):
@@ -105,11 +108,37 @@ async def test_cheap_calls_answer_while_twenty_jobs_run(make_settings, build, bu
         + f"; peak RSS {peak_mb:.0f} MB",
         file=sys.stderr,
     )
+    print(
+        f"full collections while the jobs ran: {len(full_collections)}, "
+        f"{sum(full_collections):.1f} s (the event loop stood still meanwhile)",
+        file=sys.stderr,
+    )
     p99, slowest, text = _figures(every)
     assert p99 < CHEAP_CALL_P99_S * TIME_SCALE, text
     assert slowest < CHEAP_CALL_MAX_S * TIME_SCALE, text
+    # with CPython's defaults there were 6-7 (0.6-3.0 s each under load): see docs/reliability.md
+    assert len(full_collections) <= 2, full_collections
     # the interpreter's settings while jobs ran (tools/jobs.responsive) are back
     assert (gc.get_threshold(), sys.getswitchinterval()) == interpreter
+
+
+@contextlib.asynccontextmanager
+async def _full_collections(durations: list[float]):
+    """Appends to `durations` the seconds of each full (generation 2) collection meanwhile."""
+    started: dict[int, float] = {}
+
+    def on_gc(phase, info):
+        if info["generation"] == 2:
+            if phase == "start":
+                started[threading.get_ident()] = time.monotonic()
+            elif threading.get_ident() in started:
+                durations.append(time.monotonic() - started.pop(threading.get_ident()))
+
+    gc.callbacks.append(on_gc)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(on_gc)
 
 
 def _figures(latencies: list[float]) -> tuple[float, float, str]:
