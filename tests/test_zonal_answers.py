@@ -141,3 +141,14 @@ async def test_no_item_measured_still_answers_with_a_chart(session):  # noqa: F8
         rows = result["structuredContent"]["rows"]
         assert [r["note"] for r in rows] == ["no item covers this zone"] * 3
         assert [c["mimeType"] for c in result["content"] if c["type"] == "image"] == ["image/png"]
+
+
+async def test_every_first_statistic_per_day_answers_with_a_chart(session):  # noqa: F811
+    """The per-day chart of whatever statistic comes first: class lists (unique) and whole
+    numbers (majority) too, never a failed call."""
+    for stats in (["unique"], ["majority"], ["variety", "count"]):
+        arguments = {"geometries": FIELDS, "search": {"collections": ["sentinel-2-l2a"], "datetime": "2024-06/2024-07"},
+                     "expression": "scl", "stats": stats, "per": "day"}  # fmt: skip
+        result = await call(session, arguments)
+        assert result.get("isError") is not True, (stats, result["content"])
+        assert [c["mimeType"] for c in result["content"] if c["type"] == "image"] == ["image/png"]

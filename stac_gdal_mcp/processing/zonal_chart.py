@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING
 
 from .tables import index_name
@@ -88,14 +89,16 @@ def series_figure(frame: pd.DataFrame, column: str):
     figure, axes = _figure()
     zones = list(dict.fromkeys(frame["zone_id"]))
     times = frame["datetime"].dt.tz_localize(None)
-    dropped = frame[column].isna() & frame["note"].fillna("").str.contains("min_valid_fraction")
-    bottom = np.nanmin(frame[column]) if frame[column].notna().any() else 0.0
+    # numbers only (`unique` holds lists of classes: nothing to draw against time)
+    values = frame[column].map(lambda v: v if isinstance(v, numbers.Real) else np.nan).astype("float64")
+    dropped = values.isna() & frame["note"].fillna("").str.contains("min_valid_fraction")
+    bottom = np.nanmin(values) if values.notna().any() else 0.0
     for zone_id in zones[:CHART_ZONES]:
         mine = (frame["zone_id"] == zone_id).to_numpy()
         order = np.argsort(times[mine].to_numpy(), kind="stable")
         line = axes.plot(
             times[mine].to_numpy()[order],
-            frame.loc[mine, column].to_numpy(dtype="float64")[order],
+            values[mine].to_numpy()[order],
             marker="o",
             linewidth=1,
             label=plain(zone_id),
