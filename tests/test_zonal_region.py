@@ -238,3 +238,14 @@ def test_a_broken_file_is_refused_in_one_line(region):
     path.write_bytes(b"PAR1" + b"\x00" * 64)
     with pytest.raises(InvalidArgument, match="geometries file 'fields.parquet' cannot be read"):
         session.zonal_stats(str(path), **ARGUMENTS)
+
+
+def test_repeated_ids_are_refused_before_a_pixel_is_read(region, cog_server):
+    session, path = region()
+    frame = zones_frame(300)
+    frame.loc[299, "field_id"] = "f00007"
+    frame.to_parquet(path)
+    cog_server.reset_stats()
+    with pytest.raises(InvalidArgument, match="zone ids must be unique; repeated: 'f00007'"):
+        session.zonal_stats(str(path), **ARGUMENTS)
+    assert cog_server.stats()["bytes"] == 0 and session.outputs.list() == []
