@@ -313,6 +313,52 @@ def cloud_check(answer, truth) -> bool:
     )
 
 
+# --- an NDVI series of an AOI (pixels) ------------------------------------------------------------
+
+NDVI_AOI = [13.595, 45.915, 13.63, 45.94]
+
+
+async def ndvi_ours(call):
+    args = {"aoi": NDVI_AOI, "search": {"collections": [SAMPLE_S2], "datetime": "2024-06-01/2024-09-30"}}
+    answer = _json(await call("time_series", {**args, "mask_clouds": False}))
+    return {row["date"]: row["value"] for row in answer["rows"]}
+
+
+def ndvi_truth(api):
+    """Per scene, the mean NDVI of the pixels whose centres fall in the AOI (taken to the
+    scene's CRS with pyproj, rasterio's geometry_mask), red and nir scaled as their raster:bands
+    say, no-data left out: rasterio and numpy on the COGs the test bed serves."""
+    import numpy as np
+    import rasterio
+    from pyproj import Transformer
+    from rasterio.features import geometry_mask
+
+    from stac_gdal_mcp.settings import SAMPLE_CATALOG
+
+    out = {}
+    for item in _search(api, collections=[SAMPLE_S2]):
+        folder, layers = SAMPLE_CATALOG.parent / "sentinel-2-l2a" / item.id, []
+        for key in ("red", "nir"):
+            band = item.assets[key].extra_fields["raster:bands"][0]
+            with rasterio.open(folder / f"{key}.tif") as src:
+                to_crs = Transformer.from_crs("EPSG:4326", src.crs, always_xy=True)
+                w, s, e, n = NDVI_AOI
+                ring = [to_crs.transform(x, y) for x, y in ((w, s), (e, s), (e, n), (w, n), (w, s))]
+                data = src.read(1)
+                inside = ~geometry_mask(
+                    [{"type": "Polygon", "coordinates": [ring]}], data.shape, src.transform
+                )
+                layers.append((data * band["scale"] + band["offset"], inside & (data != band["nodata"])))
+        (red, red_ok), (nir, nir_ok) = layers
+        ndvi = (nir - red) / (nir + red)
+        out[item.datetime.strftime("%Y-%m-%d")] = float(np.mean(ndvi[red_ok & nir_ok]))
+    return out
+
+
+def ndvi_check(answer, truth) -> bool:
+    return set(answer) == set(truth) and all(abs(answer[k] - truth[k]) <= 0.001 for k in truth)
+
+
 # --- per-field statistics (pixels) ---------------------------------------------------------------
 
 FIELDS = {
@@ -441,6 +487,15 @@ TASKS = [
         cloud_ours,
         cloud_truth,
         cloud_check,
+        None,
+        "has no tool that reads pixels",
+    ),
+    Task(
+        "ndvi_series",
+        "How did NDVI change over my area through summer 2024?",
+        ndvi_ours,
+        ndvi_truth,
+        ndvi_check,
         None,
         "has no tool that reads pixels",
     ),
