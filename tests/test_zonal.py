@@ -513,3 +513,11 @@ def test_a_local_cluster_gives_the_threaded_table(make_settings, pgstac_api, sce
         pd.DataFrame(on_cluster.to_wkb()), pd.DataFrame(on_threads.to_wkb()), check_exact=True
     )
     assert on_cluster.attrs == on_threads.attrs
+    # one day's two tiles mosaicked in a worker: the threads' mosaic
+    tiles = {"expression": "ndvi", "stats": ["mean", "count"], "per": "day", "min_valid_fraction": 0,
+             "items": [{"collection_id": S2, "item_id": i} for i in TILES]}  # fmt: skip
+    on_cluster, on_threads = run(remote, fields(), **tiles), run(session, fields(), **tiles)
+    assert set(on_threads["item_ids"].dropna()) == {"S2A_T1 S2A_T2"} and on_threads["count"].gt(0).any()
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(on_cluster.to_wkb()), pd.DataFrame(on_threads.to_wkb()), check_exact=True
+    )
