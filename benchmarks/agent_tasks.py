@@ -296,7 +296,7 @@ def _config(folder: Path, url: str) -> dict:
     return {
         **os.environ,
         "STAC_GDAL_MCP_CONFIG": str(config),
-        "STAC_GDAL_MCP_WORKSPACE": str(folder / "workspace"),
+        "STAC_GDAL_MCP_WORKSPACE": os.environ.setdefault("AGENT_TASKS_WORKSPACE", str(folder / "workspace")),
         "STAC_GDAL_MCP_LOG_LEVEL": "WARNING",
     }
 

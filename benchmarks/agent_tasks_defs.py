@@ -12,8 +12,10 @@ counts calls and bytes) and return the final answer; `truth(api)` computes the e
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 LANDSAT, S2 = "landsat-c2-l2", "sentinel-2-l2a"
@@ -316,6 +318,7 @@ def cloud_check(answer, truth) -> bool:
 # --- an NDVI series of an AOI (pixels) ------------------------------------------------------------
 
 NDVI_AOI = [13.595, 45.915, 13.63, 45.94]
+SUMMER = "2024-06-01/2024-09-30"
 
 
 async def ndvi_ours(call):
@@ -357,6 +360,54 @@ def ndvi_truth(api):
 
 def ndvi_check(answer, truth) -> bool:
     return set(answer) == set(truth) and all(abs(answer[k] - truth[k]) <= 0.001 for k in truth)
+
+
+# --- a composite (pixels) ------------------------------------------------------------------------
+
+
+async def composite_ours(call):
+    args = {"aoi": NDVI_AOI, "bands": ["red"], "search": {"collections": [SAMPLE_S2], "datetime": SUMMER}}
+    answer = _json(await call("composite", {**args, "mask_clouds": False}))
+    return Path(os.environ["AGENT_TASKS_WORKSPACE"]) / "outputs" / answer["output"]["file"]
+
+
+def composite_truth(api):
+    """The scenes' red bands (scaled by their raster:bands, no-data left out), as rasterio reads
+    them from the COGs the test bed serves."""
+    from stac_gdal_mcp.settings import SAMPLE_CATALOG
+
+    return [
+        (
+            SAMPLE_CATALOG.parent / "sentinel-2-l2a" / i.id / "red.tif",
+            i.assets["red"].extra_fields["raster:bands"][0],
+        )
+        for i in _search(api, collections=[SAMPLE_S2], datetime=SUMMER)
+    ]
+
+
+def composite_check(path, scenes) -> bool:
+    """The composite equals numpy's median of the scenes on its grid, where it has a value, and
+    has one on every pixel of the AOI."""
+    import numpy as np
+    import rasterio
+    from rasterio.windows import from_bounds
+
+    with rasterio.open(path) as out:
+        got, bounds, shape = out.read(1, masked=True).filled(np.nan), out.bounds, out.shape
+    stack = []
+    for file, band in scenes:
+        with rasterio.open(file) as src:
+            data = src.read(
+                1, window=from_bounds(*bounds, src.transform), boundless=True, fill_value=band["nodata"]
+            )
+        stack.append(np.where(data == band["nodata"], np.nan, data * band["scale"] + band["offset"]))
+    expected = np.nanmedian(np.stack(stack), axis=0)
+    here = np.isfinite(got)
+    return (
+        expected.shape == shape
+        and here.sum() > 0.9 * got.size
+        and np.allclose(got[here], expected[here], atol=1e-4)
+    )
 
 
 # --- per-field statistics (pixels) ---------------------------------------------------------------
@@ -496,6 +547,15 @@ TASKS = [
         ndvi_ours,
         ndvi_truth,
         ndvi_check,
+        None,
+        "has no tool that reads pixels",
+    ),
+    Task(
+        "composite",
+        "Make me a cloud-free-looking red composite of my area for summer 2024.",
+        composite_ours,
+        composite_truth,
+        composite_check,
         None,
         "has no tool that reads pixels",
     ),
