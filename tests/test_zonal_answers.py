@@ -78,6 +78,13 @@ async def test_class_fractions_without_cloud_mask_equal_exactextract_frac(sessio
         c.removeprefix("frac_"): declared[c.removeprefix("frac_")] for c in columns
     } | {str(int(r["majority"])): declared[str(int(r["majority"]))] for r in answer["rows"]}
     assert "Vegetation" in answer["classes"].values()
+    frame = session.zonal_stats(FIELDS, items=items, expression="scl", stats=["frac"], mask_clouds=False)
+    colors = frame.attrs["stac_gdal_mcp"]["facts"]["class_colors"]  # the chart's bars
+    with open(SAMPLE / SCENE / f"{SCENE}.json") as f:
+        hints = {
+            str(c["value"]): c["color_hint"] for c in json.load(f)["assets"]["scl"]["classification:classes"]
+        }
+    assert colors["4"] == f"#{hints['4'].lower()}" and set(colors) == set(hints) - {"0"}
     (image,) = [c for c in result["content"] if c["type"] == "image"]
     assert image["mimeType"] == "image/png"
 

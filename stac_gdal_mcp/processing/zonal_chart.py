@@ -50,7 +50,8 @@ def chart_png(frame: pd.DataFrame, stat: str, classes: dict | None = None) -> by
     """The chart of the table: class fractions when `stat` is frac, else the series (a table
     without the column, as when no item was measured, gives an empty chart, not an error)."""
     if stat.startswith("frac"):
-        return fractions_png(frame, classes or {})
+        colors = frame.attrs["stac_gdal_mcp"]["facts"].get("class_colors", {})
+        return fractions_png(frame, classes or {}, colors)
     return series_png(frame if stat in frame else frame.assign(**{stat: float("nan")}), stat)
 
 
@@ -124,8 +125,9 @@ def series_figure(frame: pd.DataFrame, column: str):
     return figure
 
 
-def fractions_png(frame: pd.DataFrame, classes: dict) -> bytes:
-    """The class fractions of each zone's latest observation that has them, stacked bars."""
+def fractions_png(frame: pd.DataFrame, classes: dict, colors: dict | None = None) -> bytes:
+    """The class fractions of each zone's latest observation that has them, stacked bars, each
+    class in its classification colour when the asset gives one."""
     import numpy as np
 
     columns = [c for c in frame.columns if c.startswith("frac_")]
@@ -145,7 +147,16 @@ def fractions_png(frame: pd.DataFrame, classes: dict) -> bytes:
     for column in columns:
         values = latest[column].fillna(0.0).to_numpy(dtype="float64")
         value = column.removeprefix("frac_")
-        axes.barh(labels, values, left=left, label=plain(f"{value} {classes.get(value, '')}".strip()))
+        color = (colors or {}).get(value)
+        axes.barh(
+            labels,
+            values,
+            left=left,
+            label=plain(f"{value} {classes.get(value, '')}".strip()),
+            edgecolor="0.3" if color else None,
+            linewidth=0.3,
+            **({"color": color} if color else {}),
+        )
         left += values
     more = f" (first {CHART_ZONES} of {len(zones)} zones)" if len(zones) > CHART_ZONES else ""
     name = expression_name(frame.attrs["stac_gdal_mcp"]["facts"]["expression"])

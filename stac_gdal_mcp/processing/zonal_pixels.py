@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,9 +133,10 @@ def item_inputs(core, call: Call, item: dict) -> ItemInputs:
     return inputs
 
 
-def class_names(item: dict, request) -> dict[str, str]:
-    """Class value -> name (the classification extension's description, else its name) of the
-    asset a one-band expression reads; {} for a formula or an asset without classes."""
+def class_names(item: dict, request) -> dict[str, dict]:
+    """Class value -> {"name": the classification extension's description, else its name;
+    "color": its color_hint as #rrggbb, or None} of the asset a one-band expression reads; {} for
+    a formula or an asset without classes."""
     from .access import find_asset
     from .masks import classification
 
@@ -142,10 +144,19 @@ def class_names(item: dict, request) -> dict[str, str]:
         return {}
     _, asset = find_asset(item, request.names[0])
     return {
-        str(_label(c["value"])): str(c.get("description") or c.get("name") or c["value"])
+        str(_label(c["value"])): {
+            "name": str(c.get("description") or c.get("name") or c["value"]),
+            "color": _hex_color(c.get("color_hint")),
+        }
         for c in classification(asset, "classification:classes")
         if "value" in c and not c.get("nodata")
     }
+
+
+def _hex_color(hint) -> str | None:
+    """A classification color_hint ("00A000") as "#00a000", None when it is not one."""
+    text = str(hint or "")
+    return f"#{text.lower()}" if re.fullmatch(r"[0-9A-Fa-f]{6}", text) else None
 
 
 @dataclass(frozen=True)

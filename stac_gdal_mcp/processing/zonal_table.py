@@ -121,7 +121,10 @@ def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: li
             "items": len(call.items) - sum(len(m["item_id"].split()) for m in failed),
             "notes": notes,
             "failed_items": [{"item_id": m["item_id"], "error": m["error"]} for m in failed],
-            "classes": {k: v for m in metas if m for k, v in m.get("classes", {}).items()},
+            "classes": {k: c["name"] for m in metas if m for k, c in m.get("classes", {}).items()},
+            "class_colors": {
+                k: c["color"] for m in metas if m for k, c in m.get("classes", {}).items() if c["color"]
+            },
         },
     ).to_attrs()
 
