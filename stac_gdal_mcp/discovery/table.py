@@ -67,7 +67,7 @@ def _key(path: str) -> str:
 def api_fields(keys: list[str]) -> Fields:
     """The item paths a catalog need send for summaries of `keys` (fields extension)."""
     paths = [path for key in keys for path in SUMMARY_PATHS[key]]
-    return Fields(include=tuple(dict.fromkeys(paths)))
+    return Fields(include=tuple(dict.fromkeys(paths)), exclude=("links",))  # an API adds them
 
 
 def summary_table(
