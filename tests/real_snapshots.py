@@ -103,7 +103,7 @@ def repeated(base, n: int):
 def write(
     tbl, path: Path, described: list[dict] | None = None, row_group_size: int = 10_000, meta=None
 ) -> Path:
-    """`tbl` (sorted by datetime, so row groups prune: see `by_time`) as one stac-geoparquet file,
+    """`tbl` (in time order, so row groups prune: see `by_time`) as one stac-geoparquet file,
     with the metadata stac-geoparquet writes (geo, stac-geoparquet and its collections)."""
     import pyarrow.parquet as pq
 
@@ -159,8 +159,8 @@ def write_pc_layout(
     tbl, root: Path, months_per_part: int = 1, described: list[dict] | None = None
 ) -> list[Path]:
     """The Planetary Computer layout: `<root>/<collection>.parquet/part-NNNN_<start>_<end>.parquet`,
-    one part per `months_per_part` months (start and end as the PC names them, %Y-%m-%dT%H:%M:%S)."""
-    tbl = by_time(tbl, "collection")
+    one part per `months_per_part` months (start and end as the PC names them, %Y-%m-%dT%H:%M:%S).
+    `tbl` sorted by collection and time (`by_time(tbl, "collection")`)."""
     meta = _metadata(tbl, described)
     years, months = _months(tbl)
     slots = [(y * 12 + m - 1) // months_per_part for y, m in zip(years, months, strict=True)]
@@ -177,17 +177,14 @@ def write_pc_layout(
 
 
 def write_hive_layout(tbl, root: Path, described: list[dict] | None = None) -> list[Path]:
-    """Hive folders `<root>/collection=<c>/year=<y>/month=<m>/part-0.parquet` (the columns kept in
-    the files too, as stac-geoparquet writers keep them)."""
-    tbl = by_time(tbl, "collection")
+    """Hive folders `<root>/collection=<c>/year=<y>/month=<m>/part-<k>.parquet` (the columns kept
+    in the files too, as stac-geoparquet writers keep them). `tbl` sorted as for `write_pc_layout`."""
     meta = _metadata(tbl, described)
     years, months = _months(tbl)
     keys = list(zip(tbl["collection"].to_pylist(), years, months, strict=True))
-    return [
-        write(
-            tbl.slice(first, n),
-            root / f"collection={c}" / f"year={y}" / f"month={m}" / "part-0.parquet",
-            meta=meta,
-        )
-        for (c, y, m), first, n in _runs(keys)
-    ]
+    written, numbered = [], {}
+    for (c, y, m), first, n in _runs(keys):
+        number = numbered[c, y, m] = numbered.get((c, y, m), -1) + 1
+        folder = root / f"collection={c}" / f"year={y}" / f"month={m}"
+        written.append(write(tbl.slice(first, n), folder / f"part-{number}.parquet", meta=meta))
+    return written

@@ -52,6 +52,7 @@ from .security import shown
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
 REQUIRED = ("id", "geometry")  # columns without which a file is not stac-geoparquet
 NOT_QUERYABLE = {"type", "stac_version", "stac_extensions", "links", "assets", "bbox"}
@@ -67,6 +68,19 @@ class _Files:
     schema: dict[str, pa.DataType]
     described: dict[str, dict]
     filesystem: Any = None
+    spans: dict[str, tuple | None] | None = None  # file -> (earliest start, latest end) of its items
+
+    def parts(self, root: str, collections, start, end) -> list[str] | None:
+        """The files as read_parquet reads them, less the parts whose names prove they hold no
+        item of `collections` in [start, end] (snapshot_layout.py); None when none is left out."""
+        from .snapshot_layout import can_match, part
+
+        kept = [
+            source
+            for path, source in zip(self.paths, self.sources, strict=True)
+            if can_match(part(_relative(path, root)), collections, start, end, (self.spans or {}).get(path))
+        ]
+        return None if len(kept) == len(self.paths) else kept
 
     @property
     def sources(self) -> list[str]:
@@ -110,7 +124,7 @@ class GeoparquetCatalog:
         """The files, checked again when one was added, removed or changed."""
         if self.config.url is not None:
             return self._remote_files()
-        paths = sorted(glob.glob(self.pattern, recursive=True))
+        paths = sorted(p for p in glob.glob(self.pattern, recursive=True) if Path(p).is_file())
         if not paths:
             raise ConfigError(f"catalog '{self.id}': no stac-geoparquet file matches {self.pattern}")
         stamp = tuple((p, *_stamp(p)) for p in paths)
@@ -143,16 +157,28 @@ class GeoparquetCatalog:
                     self.__dict__.pop("database", None)
             return self._files
 
+    def parts(self, collections: list[str] | None, start, end) -> list[str] | None:
+        """The parts a search of `collections` in [start, end] must read (None: every file)."""
+        files = self.files
+        if self.config.url is not None:
+            root = self.config.url.rsplit("/", 1)[0] + "/"
+        else:
+            path = Path(self.config.path).expanduser()
+            root = str(path.resolve()) + "/" if path.is_dir() else ""
+        return files.parts(root, collections, start, end)
+
     def column(self, name: str) -> str:
         """The SQL of a property: its column (datetime and end_datetime as pgstac reads them)."""
         schema = self.files.schema
         name = name.removeprefix("properties.")
-        if name == "datetime" and "start_datetime" in schema:
-            return 'coalesce("datetime", "start_datetime")' if "datetime" in schema else '"start_datetime"'
-        if name == "end_datetime":
-            ends = [quote(c) for c in ("end_datetime", "datetime") if c in schema]
-            if ends:
-                return f"coalesce({', '.join(ends)})" if len(ends) > 1 else ends[0]
+        ranged = "start_datetime" in schema and "end_datetime" in schema
+        if name in ("datetime", "end_datetime") and ranged:  # pgstac: a range wins over datetime
+            bound = quote("start_datetime" if name == "datetime" else "end_datetime")
+            if "datetime" not in schema:
+                return bound
+            return f'(CASE WHEN "start_datetime" IS NOT NULL AND "end_datetime" IS NOT NULL THEN {bound} ELSE "datetime" END)'
+        if name == "end_datetime" and "datetime" in schema:
+            return '"datetime"'
         if name not in schema:
             raise InvalidFilter(
                 f"catalog '{self.id}': no column '{name}' in {_files_named(self.files.paths)}; "
@@ -430,8 +456,11 @@ def _check_files(catalog_id: str, paths: list[str], stamp: tuple, filesystem=Non
     files) a sidecar collections JSON."""
     schema: dict = {}
     described: dict[str, dict] = {}
+    spans = {}
     for path in paths:
-        file_schema = _read_schema(catalog_id, path, filesystem)
+        footer = _read_footer(catalog_id, path, filesystem)
+        file_schema = footer.schema.to_arrow_schema()
+        spans[path] = time_span(footer)
         missing = [c for c in REQUIRED if c not in file_schema.names]
         if missing:
             raise GeoparquetError(
@@ -443,19 +472,19 @@ def _check_files(catalog_id: str, paths: list[str], stamp: tuple, filesystem=Non
         described.update(_described(file_schema.metadata or {}))
     for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
         described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
-    return _Files(stamp=stamp, paths=paths, schema=schema, described=described, filesystem=filesystem)
+    return _Files(stamp, paths, schema, described, filesystem, spans)
 
 
-def _read_schema(catalog_id: str, path: str, filesystem=None) -> pa.Schema:
-    """A file's schema from its footer; an unreadable footer in one line naming the file. A
-    failed HTTP read is raised as it is (it says what went wrong with the URL)."""
+def _read_footer(catalog_id: str, path: str, filesystem=None) -> pq.FileMetaData:
+    """A file's footer; an unreadable footer in one line naming the file. A failed HTTP read is
+    raised as it is (it says what went wrong with the URL)."""
     import pyarrow.parquet as pq
 
     try:
         if filesystem is None:
-            return pq.read_schema(path)
+            return pq.read_metadata(path)
         with filesystem.open(filesystem.sources[path]) as opened:
-            return pq.read_schema(opened)
+            return pq.read_metadata(opened)
     except StacGdalMcpError:
         raise
     except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a bad footer
@@ -523,6 +552,34 @@ def _json_type(kind: pa.DataType) -> str:
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
         return "geometry"
     return "array" if pa.types.is_list(kind) or pa.types.is_large_list(kind) else "object"
+
+
+def time_span(footer: pq.FileMetaData) -> tuple | None:
+    """(earliest start, latest end) of the items of a file as pgstac reads them (datetime, or
+    start_datetime and end_datetime), from its row groups' statistics; None where one is missing."""
+    names = footer.schema.names
+    columns = {n: names.index(n) for n in ("datetime", "start_datetime", "end_datetime") if n in names}
+    if not columns:
+        return None
+    lows, highs = [], []
+    for g in range(footer.num_row_groups):
+        group = footer.row_group(g)
+        for name, index in columns.items():
+            chunk = group.column(index)
+            if chunk.path_in_schema != name:
+                return None
+            stats = chunk.statistics
+            if stats is None or (not stats.has_min_max and stats.null_count != group.num_rows):
+                return None
+            if stats.has_min_max:
+                (highs if name == "end_datetime" else lows).append(stats.min)
+                (lows if name == "start_datetime" else highs).append(stats.max)
+    return (min(lows), max(highs)) if lows and highs else None
+
+
+def _relative(path: str, root: str) -> str:
+    """`path` below `root` (a folder, or a URL's folder), else as it is."""
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 def _stamp(path: str) -> tuple[int, int]:

@@ -66,6 +66,8 @@ def parquet_page(
         cat.collection(cid)  # an unknown collection is an error, not an empty answer
     plan = make_plan(cat, search)
     offset = cursors.offset(state) if state is not None else 0
+    if plan.files == []:  # no part can hold a match (snapshot_layout.py)
+        return [], 0, None
     if state is not None:
         items, following = page(cat, plan, offset, limit, budget)
         matched = cursors.checked(state, "matched", int)
@@ -87,6 +89,7 @@ def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:
         if values:
             where.append(f"{cat.column(name)} IN ({', '.join('?' for _ in values)})")
             params += values
+    start = end = None
     if search.datetime:  # the item's [datetime, end_datetime] meets the interval (pgstac)
         start, end = p.datetime_interval(search.datetime)
         if end is not None:
@@ -96,6 +99,7 @@ def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:
             where.append(f"{cat.column('end_datetime')} >= ?")
             params.append(start)
     plan = Plan("", [], *order(cat, search.sortby))
+    plan.files = cat.parts(search.collections, start, end)
     _spatial(cat, plan, search, where, params)
     condition = and_all(search.cql2_conditions())
     if condition is not None:
