@@ -221,3 +221,25 @@ def records_table(listing, name: str) -> dict[str, Any]:
     columns = list(dict.fromkeys(k for r in records for k in r))
     table = {"columns": columns, "rows": [[r.get(k) for k in columns] for r in records]} if records else {}
     return {**table, **{k: v for k, v in out.items() if v != []}}
+
+
+def answer_text(core, page, ids: list[str], detail: str, fields) -> tuple[dict | str, Any]:
+    """(the text an agent reads, the page as structured content) of a search_items answer:
+    a count's line; full items without the empty keys; summaries as the table of the keys
+    `fields` chooses, the structured items holding only those keys too."""
+    if detail == "count":
+        return count_text(page), page
+    if detail == "full":
+        return {k: v for k, v in page.model_dump(mode="json").items() if v is not None and v != []}, page
+    from ..models import ItemSummary
+    from .fields import parse_fields
+
+    keys = summary_keys(parse_fields(fields))
+    if len(keys) < len(SUMMARY_PATHS):
+        items = [i.model_dump(mode="json") if isinstance(i, ItemSummary) else i for i in page.items]
+        wanted = [
+            {k: v for k, v in i.items() if k in keys or (k == "asset_roles" and "assets" in keys)}
+            for i in items
+        ]
+        page = page.model_copy(update={"items": wanted})
+    return search_answer(core, page, ids, keys, fields is not None), page

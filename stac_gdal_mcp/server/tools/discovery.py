@@ -8,9 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ...discovery.federated import FederatedSearchResult, catalog_ids
-from ...discovery.fields import parse_fields
 from ...discovery.summaries import item_view
-from ...discovery.table import SUMMARY_PATHS, count_text, records_table, search_answer, summary_keys
+from ...discovery.table import answer_text, records_table
 from ...models import CatalogList, CollectionDetail, CollectionList, ItemSummary, Queryables
 from ...session import Session
 from ...stac import is_thumbnail
@@ -115,16 +114,7 @@ def search_items(
     page = results.page  # several catalogs: already one merged result (discovery/federated.py)
     page = page if isinstance(page, FederatedSearchResult) else FederatedSearchResult(**dict(page))
     page = page.model_copy(update={"items": _local_thumbnails(session, page.items)})
-    if detail == "count":
-        return text_result(count_text(page), page)
-    if detail == "full":  # the text without the empty keys
-        text = {k: v for k, v in page.model_dump(mode="json").items() if v is not None and v != []}
-        return text_result(text, page)
-    keys = summary_keys(parse_fields(fields))
-    if len(keys) < len(SUMMARY_PATHS):
-        page = page.model_copy(update={"items": [_dumped(i, keys) for i in page.items]})
-    ids = catalog_ids(session.core, catalog)
-    return text_result(search_answer(session.core, page, ids, keys, fields is not None), page)
+    return text_result(*answer_text(session.core, page, catalog_ids(session.core, catalog), detail, fields))
 
 
 def text_result(text: dict | str, value):
@@ -138,11 +128,6 @@ def text_result(text: dict | str, value):
     text = text if isinstance(text, str) else pydantic_core.to_json(text).decode()
     text_block = TextContent(type="text", text=text)
     return ToolResult(content=[text_block], structured_content=value.model_dump(mode="json"))
-
-
-def _dumped(item, keys: list[str]) -> dict:
-    item = item.model_dump(mode="json") if isinstance(item, ItemSummary) else item
-    return {k: v for k, v in item.items() if k in keys or (k == "asset_roles" and "assets" in keys)}
 
 
 THUMBNAIL_URI = "stac://{catalog}/collections/{collection_id}/items/{item_id}/thumbnail"
