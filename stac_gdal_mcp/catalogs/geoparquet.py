@@ -130,9 +130,14 @@ class GeoparquetCatalog:
         stamp = tuple((p, *_stamp(p)) for p in paths)
         with self._lock:  # tool calls run in threads: check the files once per version
             if self._files is None or self._files.stamp != stamp:
-                self._files = _check_files(self.id, paths, stamp)
+                self._files = _check_files(self.id, paths, stamp, self.max_footer)
                 self.__dict__.pop("database", None)  # no footer cached from another version
             return self._files
+
+    @property
+    def max_footer(self) -> int:
+        """Bytes a file's footer may have: limits.query_memory_mb / 8."""
+        return self.settings.limits.query_memory_mb * 1024**2 // 8
 
     @cached_property
     def reader(self):
@@ -153,7 +158,9 @@ class GeoparquetCatalog:
                 self._checked = time.monotonic()
                 if self._files is None or self._files.stamp != (version,):
                     filesystem = RangeFileSystem(self.reader, [version])
-                    self._files = _check_files(self.id, [version.url], (version,), filesystem)
+                    self._files = _check_files(
+                        self.id, [version.url], (version,), self.max_footer, filesystem
+                    )
                     self.__dict__.pop("database", None)
             return self._files
 
@@ -244,7 +251,7 @@ class GeoparquetCatalog:
 
         first = self.files.paths[0]
         out = []
-        for item in rows_as_items(table):
+        for item in self._converted(table):
             item["properties"] = without_nulls(item["properties"])
             item["assets"] = without_nulls(item.get("assets") or {})
             for asset in item["assets"].values():
@@ -256,6 +263,21 @@ class GeoparquetCatalog:
                     )
             out.append(item)
         return out
+
+    def _converted(self, table: pa.Table) -> list[dict]:
+        """`rows_as_items`, a value that is not WKB refused in one line naming the files."""
+        import shapely
+
+        try:
+            return list(rows_as_items(table))
+        except shapely.errors.ShapelyError as exc:
+            raise self.not_wkb(exc) from None
+
+    def not_wkb(self, exc: Exception) -> GeoparquetError:
+        return GeoparquetError(
+            f"catalog '{self.id}': {_files_named(self.files.paths)} holds a geometry that is not WKB "
+            f"({_first_line(exc)[:120]}); not stac-geoparquet"
+        )
 
     def queryables(self, collection_id: str | None = None) -> list[Queryable]:
         """The columns that can be filtered and sorted on, typed from the Parquet schema."""
@@ -334,6 +356,8 @@ class GeoparquetCatalog:
                 f"catalog '{self.id}': the query needed more than limits.query_memory_mb="
                 f"{limits.query_memory_mb} MB; narrow the search or sort on fewer rows"
             )
+        if isinstance(exc, duckdb.InvalidInputException) and "binary data" in str(exc):
+            return self.not_wkb(exc)  # DuckDB reads a GeoParquet geometry column as GEOMETRY
         if isinstance(exc, (duckdb.ConversionException, duckdb.BinderException)):
             return InvalidFilter(f"catalog '{self.id}': {_first_line(exc)}")
         return GeoparquetError(
@@ -450,7 +474,7 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _check_files(catalog_id: str, paths: list[str], stamp: tuple, filesystem=None) -> _Files:
+def _check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int, filesystem=None) -> _Files:
     """Read each file's footer (a URL's through `filesystem`): readable Parquet, stac-geoparquet
     columns; the merged schema and the collections described in the files' metadata or (local
     files) a sidecar collections JSON."""
@@ -458,8 +482,9 @@ def _check_files(catalog_id: str, paths: list[str], stamp: tuple, filesystem=Non
     described: dict[str, dict] = {}
     spans = {}
     for path in paths:
-        footer = _read_footer(catalog_id, path, filesystem)
+        footer = _read_footer(catalog_id, path, filesystem, max_footer)
         file_schema = footer.schema.to_arrow_schema()
+        _check_types(catalog_id, path, file_schema)
         spans[path] = time_span(footer)
         missing = [c for c in REQUIRED if c not in file_schema.names]
         if missing:
@@ -475,15 +500,15 @@ def _check_files(catalog_id: str, paths: list[str], stamp: tuple, filesystem=Non
     return _Files(stamp, paths, schema, described, filesystem, spans)
 
 
-def _read_footer(catalog_id: str, path: str, filesystem=None) -> pq.FileMetaData:
-    """A file's footer; an unreadable footer in one line naming the file. A failed HTTP read is
-    raised as it is (it says what went wrong with the URL)."""
+def _read_footer(catalog_id: str, path: str, filesystem, max_footer: int) -> pq.FileMetaData:
+    """A file's footer, its size checked first (`_check_footer_size`); an unreadable footer in one
+    line naming the file. A failed HTTP read is raised as it is (it says what went wrong)."""
     import pyarrow.parquet as pq
 
     try:
-        if filesystem is None:
-            return pq.read_metadata(path)
-        with filesystem.open(filesystem.sources[path]) as opened:
+        with open(path, "rb") if filesystem is None else filesystem.open(filesystem.sources[path]) as opened:
+            _check_footer_size(catalog_id, path, opened, max_footer)
+            opened.seek(0)
             return pq.read_metadata(opened)
     except StacGdalMcpError:
         raise
@@ -492,6 +517,53 @@ def _read_footer(catalog_id: str, path: str, filesystem=None) -> pq.FileMetaData
             f"catalog '{catalog_id}': {_named(path)} is not a readable Parquet file ({_first_line(exc)}); "
             "truncated or corrupt? download it again"
         ) from None
+
+
+_TYPES = {  # the stac-geoparquet columns whose type a search relies on: what they must be
+    "id": ("a string", lambda t, pa: pa.types.is_string(t) or pa.types.is_large_string(t)),
+    "collection": ("a string", lambda t, pa: pa.types.is_string(t) or pa.types.is_large_string(t)),
+    "geometry": ("WKB (binary)", lambda t, pa: pa.types.is_binary(t) or pa.types.is_large_binary(t)),
+    "bbox": ("a struct of xmin, ymin, xmax, ymax", lambda t, pa: pa.types.is_struct(t)),
+    "assets": ("a struct", lambda t, pa: pa.types.is_struct(t)),
+    **{
+        name: ("a timestamp", lambda t, pa: pa.types.is_timestamp(t) or pa.types.is_null(t))
+        for name in ("datetime", "start_datetime", "end_datetime")
+    },
+}
+
+
+def _check_types(catalog_id: str, path: str, schema: pa.Schema) -> None:
+    """Refuse, in one line naming the file and the column, a stac-geoparquet column of another type."""
+    import pyarrow as pa
+
+    for name, (what, fits) in _TYPES.items():
+        if name in schema.names and not fits(schema.field(name).type, pa):
+            raise GeoparquetError(
+                f"catalog '{catalog_id}': {_named(path)} is not stac-geoparquet: its column '{name}' is "
+                f"{schema.field(name).type}, not {what}"
+            )
+
+
+def _check_footer_size(catalog_id: str, path: str, opened, max_footer: int) -> None:
+    """Refuse a footer larger than `max_footer` bytes from the 8 bytes that end the file (its
+    length and PAR1), before it is read or parsed: a hostile file or server cannot make the
+    footer's allocation."""
+    import struct
+
+    opened.seek(0, 2)
+    size = opened.tell()
+    if size < 12:
+        raise GeoparquetError(
+            f"catalog '{catalog_id}': {_named(path)} is not a readable Parquet file (too short)"
+        )
+    opened.seek(size - 8)
+    tail = opened.read(8)
+    length = struct.unpack("<I", tail[:4])[0]
+    if tail[4:] == b"PAR1" and length > max_footer:
+        raise LimitExceeded(
+            f"catalog '{catalog_id}': {_named(path)} has a Parquet footer of {length / 1024**2:.0f} MB, more "
+            f"than {max_footer // 1024**2} MB (limits.query_memory_mb / 8); not read"
+        )
 
 
 def _described(metadata: dict) -> dict[str, dict]:

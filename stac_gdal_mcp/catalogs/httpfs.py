@@ -18,6 +18,7 @@ connection errors and HTTP 429/5xx. Messages show the URL only through `redact.m
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -201,10 +202,14 @@ class RangeReader:
         raise AssertionError("unreachable")
 
     def _attempt(self, url: str, headers: dict, wanted: int) -> tuple[int, dict, bytes]:
-        """One exchange within network.timeout_s as a whole. Only a 206 answer's body is read:
-        a server that ignores Range would send the whole file."""
+        """One exchange within network.timeout_s as a whole: each read waits at most for what is
+        left of it (a server dripping a byte at a time fails at the deadline, not per block).
+        Only a 206 answer's body is read: a server that ignores Range would send the whole file."""
+        import requests
+
         timeout = self.settings.network.timeout_s
         deadline = time.monotonic() + timeout
+        late = CatalogUnavailable(self._why(url, f"no complete answer within {timeout:g} s"))
         response = self.remote.session.get(
             url, headers=headers, timeout=(min(timeout, 10.0), timeout), allow_redirects=False, stream=True
         )
@@ -212,13 +217,22 @@ class RangeReader:
             if response.status_code != 206:
                 return response.status_code, dict(response.headers), b""
             chunks, size = [], 0
-            for chunk in response.iter_content(_CHUNK):
-                if time.monotonic() > deadline:
-                    raise CatalogUnavailable(self._why(url, f"no complete answer within {timeout:g} s"))
+            while size < wanted:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise late
+                with contextlib.suppress(Exception):  # bound the next recv by what is left
+                    response.raw.connection.sock.settimeout(max(0.05, left))
+                try:
+                    chunk = response.raw.read1(min(_CHUNK, wanted - size))
+                except Exception as exc:
+                    if time.monotonic() >= deadline or "timed out" in str(exc).lower():
+                        raise late from None
+                    raise requests.ConnectionError(str(exc)) from None  # retried as requests' own
+                if not chunk:
+                    break
                 chunks.append(chunk)
                 size += len(chunk)
-                if size >= wanted:
-                    break
             return 206, dict(response.headers), b"".join(chunks)[:wanted]
 
     def _body(self, url: str, status: int, headers: dict, body: bytes, asked: tuple, version) -> bytes:

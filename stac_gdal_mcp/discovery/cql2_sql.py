@@ -29,6 +29,11 @@ Column = Callable[[str], str]
 _COMPARE = {"=": "=", "<>": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _ARITHMETIC = {"+", "-", "*", "/"}
 _TEMPORAL = {"t_intersects", "t_before", "t_after", "t_disjoint"}
+_ARITY = {  # arguments each operator takes (CQL2); and/or take one or more
+    **dict.fromkeys([*_COMPARE, *_ARITHMETIC, *_TEMPORAL, "like", "in", "s_intersects"], 2),
+    **dict.fromkeys(["not", "isnull", "casei", "accenti"], 1),
+    "between": 3,
+}
 
 
 @dataclass
@@ -87,7 +92,7 @@ class _Translator:
             return "TRUE" if node else "FALSE"
         if not isinstance(node, dict) or "op" not in node:
             raise InvalidFilter(f"filter: {str(node)[:80]} is not a condition")
-        op, args = str(node["op"]).lower(), node.get("args") or []
+        op, args = str(node["op"]).lower(), _args(node)
         if op in ("and", "or"):
             parts = [self.node(a, positive) for a in args]
             return "(" + f" {op.upper()} ".join(parts) + ")"
@@ -122,6 +127,8 @@ class _Translator:
             if "timestamp" in node or "date" in node:
                 return self.param(instant(node))
             op = str(node.get("op", "")).lower()
+            if op in _ARITY:
+                _args(node)
             if op == "casei":
                 return f"lower({self.value(node['args'][0])})"
             if op == "accenti":
@@ -181,6 +188,20 @@ class _Translator:
             f"({box}.xmin <= {self.param(east)} AND {box}.xmax >= {self.param(west)} "
             f"AND {box}.ymin <= {self.param(north)} AND {box}.ymax >= {self.param(south)})"
         )
+
+
+def _args(node: dict) -> list:
+    """The arguments of an operator node, as many as it takes (else one line, as STAC APIs say)."""
+    op, args = str(node["op"]).lower(), node.get("args")
+    args = [] if args is None else args
+    if not isinstance(args, list):
+        raise InvalidFilter(f"filter: the args of '{op[:40]}' must be a list")
+    wanted = _ARITY.get(op)
+    if op in ("and", "or") and not args:
+        raise InvalidFilter(f"filter: '{op}' takes one or more arguments, got none")
+    if wanted is not None and len(args) != wanted:
+        raise InvalidFilter(f"filter: '{op}' takes {wanted} argument{'s' * (wanted > 1)}, got {len(args)}")
+    return args
 
 
 def _bounds(literal: Any) -> tuple[float, float, float, float]:

@@ -35,7 +35,7 @@ EXACT_COUNT_MAX = 100_000  # rows whose footprint is tested one by one to count 
 RESIDUAL_COUNT_MAX = 10_000  # rows converted to items and tested with cql2 to count `matched`
 SCAN_CHUNK = 500  # candidates found at a time when a CQL2 residual drops some of them
 FETCH_FIRST = 50  # whole rows read first; then as many as FETCH_BYTES holds at their size
-FETCH_BYTES = 16 * 1024**2
+FETCH_BYTES = 16 * 1024**2  # (the count of a CQL2 residual starts with one row: it reads them all)
 
 
 @dataclass
@@ -214,7 +214,7 @@ def whole_rows(
 
 
 def _matching(
-    cat: GeoparquetCatalog, plan: Plan, found: pa.Table, deadline: float, need: int
+    cat: GeoparquetCatalog, plan: Plan, found: pa.Table, deadline: float, need: int, first: int = FETCH_FIRST
 ) -> Iterator[tuple[int, dict | None]]:
     """(row index, item) of the candidates `found` that pass the exact tests, read whole only as
     they are asked for (the caller stops when its page is full). Without a CQL2 residual the
@@ -223,10 +223,10 @@ def _matching(
 
     keep = np.arange(found.num_rows)
     if plan.area is not None and found.num_rows:
-        keep = keep[_intersects(found.column("geometry"), plan.area)]
+        keep = keep[_intersects(cat, found.column("geometry"), plan.area)]
     keep = keep.tolist()
     wanted = keep if plan.residual is not None else keep[:need]
-    for indices, table in whole_rows(cat, found, wanted, min(need, FETCH_FIRST)):
+    for indices, table in whole_rows(cat, found, wanted, min(need, first)):
         for index, item in zip(indices, cat.items(table), strict=True):
             if plan.residual is None or plan.residual.matches(item):
                 yield index, item
@@ -258,7 +258,7 @@ def count(cat: GeoparquetCatalog, plan: Plan) -> int | None:
             return None
         try:
             deadline = time.monotonic() + cat.settings.limits.query_timeout_s
-            return sum(1 for _ in _matching(cat, plan, candidates, deadline, RESIDUAL_COUNT_MAX))
+            return sum(1 for _ in _matching(cat, plan, candidates, deadline, RESIDUAL_COUNT_MAX, first=1))
         except LimitExceeded:
             return None
     sure, sure_params = (plan.sure, plan.sure_params or []) if plan.sure else ("FALSE", [])
@@ -273,14 +273,18 @@ def count(cat: GeoparquetCatalog, plan: Plan) -> int | None:
     doubtful = counts["doubtful"].combine_chunks().flatten()
     if len(doubtful) > EXACT_COUNT_MAX:
         return None
-    found = int(_intersects(doubtful, plan.area).sum()) if len(doubtful) else 0
+    found = int(_intersects(cat, doubtful, plan.area).sum()) if len(doubtful) else 0
     return counts["sure"][0].as_py() + found
 
 
-def _intersects(geometry: pa.ChunkedArray, area) -> Any:
-    """A boolean array: which WKB footprints intersect `area` (vectorised shapely)."""
+def _intersects(cat: GeoparquetCatalog, geometry: pa.ChunkedArray, area) -> Any:
+    """A boolean array: which WKB footprints intersect `area` (vectorised shapely); a value that
+    is not WKB refused in one line."""
     import numpy as np
     import shapely
 
-    shapes = shapely.from_wkb(np.asarray(geometry.to_pylist(), dtype=object))
+    try:
+        shapes = shapely.from_wkb(np.asarray(geometry.to_pylist(), dtype=object))
+    except shapely.errors.ShapelyError as exc:
+        raise cat.not_wkb(exc) from None
     return shapely.intersects(shapes, area)
