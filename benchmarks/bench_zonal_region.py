@@ -203,8 +203,8 @@ def region_main(zones: int, days: int, child) -> None:
                 frame.to_parquet(workspace / f"fields-{n}.parquet")
             spec = {"folder": str(folder), "workspace": str(workspace), "items": str(catalog)}
             results = {}
-            with dask_cluster(folder) as address:
-                for n in sizes:
+            for n in sizes:  # a fresh cluster each: no tile kept in a worker's GDAL cache from the last
+                with dask_cluster(folder) as address:
                     server.reset_stats()
                     results[n] = child(
                         {**spec, "mode": "region", "zones": f"fields-{n}.parquet", "scheduler": address},
