@@ -18,6 +18,15 @@ the temp directory), one query - bbox + datetime + cloud filter + sortby, first 
    the same page again (blocks cached).
 
 Run: python benchmarks/bench_geoparquet.py [--items N]
+
+`--snapshots N` (issue 27): N rows of the real Planetary Computer items of 13 collections
+(tests/real_snapshots.py: about 750 leaf columns) written as one wide file and in the Planetary
+Computer's part layout; for each, on disk (and the wide file over the Range server): the first
+page and a 20-page walk at limit 100, ours vs DuckDB's own best SQL by hand (SELECT * ... ORDER BY
+... LIMIT 100 OFFSET k, with late_materialization_max_rows raised so it fits in 512 MB), the parts
+a one-month one-collection search opens, and peak RSS (ours only, measured before DuckDB's run).
+Over HTTP DuckDB's baseline reads the local file: its httpfs extension is downloaded on first use,
+which this machine cannot. 10,000,000 items were not generated here (see docs/catalogs.md).
 """
 
 from __future__ import annotations
@@ -192,6 +201,85 @@ def over_http(path: Path) -> None:
             )
 
 
+def by_hand(con, source: str, offset: int) -> list[str]:
+    """DuckDB's own best SQL for one page of the default search (datetime desc, pgstac's ties),
+    the rows turned into items (stac-geoparquet's conversion, as `rows_as_items` does it)."""
+    from stac_gdal_mcp.catalogs.geoparquet import rows_as_items
+
+    when = "(CASE WHEN start_datetime IS NOT NULL AND end_datetime IS NOT NULL THEN start_datetime ELSE datetime END)"
+    table = con.sql(
+        f"SELECT * FROM {source} ORDER BY {when} DESC NULLS FIRST, collection DESC, id DESC "
+        f"LIMIT {PAGE} OFFSET {offset}"
+    ).to_arrow_table()
+    return [item["id"] for item in rows_as_items(table)]  # turned into items, as ours are
+
+
+def snapshots(rows: int) -> None:
+    """The --snapshots rows (see the module docstring)."""
+    import duckdb
+    import real_snapshots as rs
+    from measure import peak_rss_mb, reset_peak
+
+    from stac_gdal_mcp import Session
+    from stac_gdal_mcp.discovery import params as p
+    from stac_gdal_mcp.settings import load_settings
+
+    root = Path(tempfile.gettempdir()) / f"bench-snapshots-{rows}"
+    items = rs.real_items()
+    if not (root / "done").exists():
+        tbl = rs.by_time(rs.repeated(rs.table(rs.copies(items, 1)), -(-rows // len(items))), "collection")
+        rs.write(tbl, root / "one.parquet", rs.collections(items))
+        rs.write_pc_layout(tbl, root / "pc", described=rs.collections(items))
+        (root / "done").touch()
+        del tbl
+    parts = sorted(f for f in (root / "pc").rglob("*.parquet") if f.is_file())
+    print(
+        f"snapshot: {rows:,} rows of the real items; one file {(root / 'one.parquet').stat().st_size / 1024**2:.0f} MiB, "
+        f"{len(parts)} parts {sum(f.stat().st_size for f in parts) / 1024**2:.0f} MiB"
+    )
+
+    def run(name: str, catalog: dict, files: list[Path]) -> None:
+        settings = load_settings(
+            catalogs=[{"id": "gp", **catalog}], default_catalog="gp", network={"allow_private_hosts": True}
+        )
+        con = duckdb.connect(config={"memory_limit": "512MB"})
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute("SET late_materialization_max_rows = 10000")
+        listed = ", ".join(f"'{f}'" for f in files)
+        source = f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false)"
+        with Session(settings) as session:
+            session.search(limit=1)  # the files checked once (footers), not measured
+            reset_peak()
+            ((first_s, page),) = median_s(lambda: session.search(limit=PAGE))
+            started, cursor = time.perf_counter(), page.next_cursor
+            for _ in range(19):
+                cursor = session.search(limit=PAGE, cursor=cursor).next_cursor
+            walk_s = time.perf_counter() - started + first_s
+            rss = peak_rss_mb()  # ours only: DuckDB by hand runs after
+            ((hand_s, ids),) = median_s(lambda: by_hand(con, source, 0))
+            assert list(page.ids) == ids, "ours and DuckDB differ"
+            started = time.perf_counter()
+            for k in range(20):
+                by_hand(con, source, k * PAGE)
+            hand_walk_s = time.perf_counter() - started
+            cat = session.core.catalogs.get("gp")
+            start, end = p.datetime_interval("2023-01-01T00:00:00Z/2023-01-31T23:59:59Z")
+            kept = cat.parts(["naip"], start, end)
+            kept = files if kept is None else kept
+        print(
+            f"  {name}: first page {first_s * 1000:.0f} ms vs DuckDB {hand_s * 1000:.0f} ms ({first_s / hand_s:.2f}x); "
+            f"20 pages {walk_s:.1f} s vs {hand_walk_s:.1f} s ({walk_s / hand_walk_s:.2f}x); peak RSS {rss:.0f} MiB; "
+            f"naip January 2023 opens {len(kept)} of {len(files)} files"
+        )
+
+    run("one wide file on disk", {"path": str(root / "one.parquet")}, [root / "one.parquet"])
+    run("Planetary Computer parts on disk", {"path": str(root / "pc")}, parts)
+    from testbed import serve_directory
+
+    with serve_directory(root, nodelay=True) as server:
+        run("one wide file over HTTP", {"url": f"{server.url}/one.parquet"}, [root / "one.parquet"])
+
+
 def main() -> None:
     import duckdb
     from measure import peak_rss_mb, reset_peak
@@ -202,7 +290,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--http-only", action="store_true", help="only row 5 (over HTTP)")
+    parser.add_argument("--snapshots", type=int, help="N rows of the real items, wide and in parts")
     args = parser.parse_args()
+    if args.snapshots:
+        snapshots(args.snapshots)
+        return
     path = generate(Path(tempfile.gettempdir()) / f"bench-geoparquet-{args.items}.parquet", args.items)
     print(f"file: {path.stat().st_size / 1024**2:.0f} MiB, {args.items:,} items")
     if args.http_only:
