@@ -30,7 +30,6 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,47 +46,13 @@ from ..errors import (
 from ..models import Queryable
 from ..settings import CatalogConfig, Settings
 from .local import LocalCatalog
-from .redact import masked_url
 from .security import shown
+from .snapshot_files import Files, check_files, files_named, first_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-REQUIRED = ("id", "geometry")  # columns without which a file is not stac-geoparquet
 NOT_QUERYABLE = {"type", "stac_version", "stac_extensions", "links", "assets", "bbox"}
-
-
-@dataclass
-class _Files:
-    """The checked files of one version: paths (or URLs), merged schema, collections described in
-    them, and for URLs the filesystem DuckDB reads them through (httpfs.RangeFileSystem)."""
-
-    stamp: tuple
-    paths: list[str]
-    schema: dict[str, pa.DataType]
-    described: dict[str, dict]
-    filesystem: Any = None
-    spans: dict[str, tuple | None] | None = None  # file -> (earliest start, latest end) of its items
-
-    def parts(self, root: str, collections, start, end) -> list[str] | None:
-        """The files as read_parquet reads them, less the parts whose names prove they hold no
-        item of `collections` in [start, end] (snapshot_layout.py); None when none is left out."""
-        from .snapshot_layout import can_match, part
-
-        kept = [
-            source
-            for path, source in zip(self.paths, self.sources, strict=True)
-            if can_match(part(_relative(path, root)), collections, start, end, (self.spans or {}).get(path))
-        ]
-        return None if len(kept) == len(self.paths) else kept
-
-    @property
-    def sources(self) -> list[str]:
-        """The files as read_parquet reads them."""
-        if self.filesystem is None:
-            return self.paths
-        return [self.filesystem.sources[p] for p in self.paths]
 
 
 class GeoparquetCatalog:
@@ -99,7 +64,7 @@ class GeoparquetCatalog:
         self.config = config
         self.settings = settings
         self._lock = threading.RLock()  # collections read the files under it
-        self._files: _Files | None = None
+        self._files: Files | None = None
         self._implied: tuple[tuple, dict[str, dict]] | None = None
         self._checked = 0.0  # when the version of a url was last asked (time.monotonic)
 
@@ -120,7 +85,7 @@ class GeoparquetCatalog:
         return str(path if path.is_absolute() else path.resolve())
 
     @property
-    def files(self) -> _Files:
+    def files(self) -> Files:
         """The files, checked again when one was added, removed or changed."""
         if self.config.url is not None:
             return self._remote_files()
@@ -130,7 +95,7 @@ class GeoparquetCatalog:
         stamp = tuple((p, *_stamp(p)) for p in paths)
         with self._lock:  # tool calls run in threads: check the files once per version
             if self._files is None or self._files.stamp != stamp:
-                self._files = _check_files(self.id, paths, stamp, self.max_footer)
+                self._files = check_files(self.id, paths, stamp, self.max_footer)
                 self.__dict__.pop("database", None)  # no footer cached from another version
             return self._files
 
@@ -146,7 +111,7 @@ class GeoparquetCatalog:
 
         return RangeReader(self.config, self.settings)
 
-    def _remote_files(self) -> _Files:
+    def _remote_files(self) -> Files:
         """The file at `url`, its version asked again (one range request) after REVALIDATE_S,
         and at once when a read found it changed; checked again when the version differs."""
         from .httpfs import REVALIDATE_S, RangeFileSystem, checked_url
@@ -158,9 +123,7 @@ class GeoparquetCatalog:
                 self._checked = time.monotonic()
                 if self._files is None or self._files.stamp != (version,):
                     filesystem = RangeFileSystem(self.reader, [version])
-                    self._files = _check_files(
-                        self.id, [version.url], (version,), self.max_footer, filesystem
-                    )
+                    self._files = check_files(self.id, [version.url], (version,), self.max_footer, filesystem)
                     self.__dict__.pop("database", None)
             return self._files
 
@@ -188,7 +151,7 @@ class GeoparquetCatalog:
             return '"datetime"'
         if name not in schema:
             raise InvalidFilter(
-                f"catalog '{self.id}': no column '{name}' in {_files_named(self.files.paths)}; "
+                f"catalog '{self.id}': no column '{name}' in {files_named(self.files.paths)}; "
                 "get_queryables lists the columns"
             )
         return quote(name)
@@ -205,7 +168,7 @@ class GeoparquetCatalog:
             implied = self._implied[1]
         return {**implied, **{k: v for k, v in files.described.items() if k in implied or not implied}}
 
-    def _implied_collections(self, files: _Files) -> dict[str, dict]:
+    def _implied_collections(self, files: Files) -> dict[str, dict]:
         if "collection" not in files.schema:
             return {}
         box = (
@@ -275,8 +238,8 @@ class GeoparquetCatalog:
 
     def not_wkb(self, exc: Exception) -> GeoparquetError:
         return GeoparquetError(
-            f"catalog '{self.id}': {_files_named(self.files.paths)} holds a geometry that is not WKB "
-            f"({_first_line(exc)[:120]}); not stac-geoparquet"
+            f"catalog '{self.id}': {files_named(self.files.paths)} holds a geometry that is not WKB "
+            f"({first_line(exc)[:120]}); not stac-geoparquet"
         )
 
     def queryables(self, collection_id: str | None = None) -> list[Queryable]:
@@ -359,9 +322,9 @@ class GeoparquetCatalog:
         if isinstance(exc, duckdb.InvalidInputException) and "binary data" in str(exc):
             return self.not_wkb(exc)  # DuckDB reads a GeoParquet geometry column as GEOMETRY
         if isinstance(exc, (duckdb.ConversionException, duckdb.BinderException)):
-            return InvalidFilter(f"catalog '{self.id}': {_first_line(exc)}")
+            return InvalidFilter(f"catalog '{self.id}': {first_line(exc)}")
         return GeoparquetError(
-            f"catalog '{self.id}': reading {_files_named(self.files.paths)} failed: {_first_line(exc)}"
+            f"catalog '{self.id}': reading {files_named(self.files.paths)} failed: {first_line(exc)}"
         )
 
 
@@ -474,123 +437,6 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int, filesystem=None) -> _Files:
-    """Read each file's footer (a URL's through `filesystem`): readable Parquet, stac-geoparquet
-    columns; the merged schema and the collections described in the files' metadata or (local
-    files) a sidecar collections JSON."""
-    schema: dict = {}
-    described: dict[str, dict] = {}
-    spans = {}
-    for path in paths:
-        footer = _read_footer(catalog_id, path, filesystem, max_footer)
-        file_schema = footer.schema.to_arrow_schema()
-        _check_types(catalog_id, path, file_schema)
-        spans[path] = time_span(footer)
-        missing = [c for c in REQUIRED if c not in file_schema.names]
-        if missing:
-            raise GeoparquetError(
-                f"catalog '{catalog_id}': {_named(path)} is not stac-geoparquet: it has no "
-                f"{' or '.join(repr(c) for c in missing)} column (columns: {', '.join(file_schema.names[:12])})"
-            )
-        for field in file_schema:
-            schema.setdefault(field.name, field.type)
-        described.update(_described(file_schema.metadata or {}))
-    for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
-        described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
-    return _Files(stamp, paths, schema, described, filesystem, spans)
-
-
-def _read_footer(catalog_id: str, path: str, filesystem, max_footer: int) -> pq.FileMetaData:
-    """A file's footer, its size checked first (`_check_footer_size`); an unreadable footer in one
-    line naming the file. A failed HTTP read is raised as it is (it says what went wrong)."""
-    import pyarrow.parquet as pq
-
-    try:
-        with open(path, "rb") if filesystem is None else filesystem.open(filesystem.sources[path]) as opened:
-            _check_footer_size(catalog_id, path, opened, max_footer)
-            opened.seek(0)
-            return pq.read_metadata(opened)
-    except StacGdalMcpError:
-        raise
-    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a bad footer
-        raise GeoparquetError(
-            f"catalog '{catalog_id}': {_named(path)} is not a readable Parquet file ({_first_line(exc)}); "
-            "truncated or corrupt? download it again"
-        ) from None
-
-
-_TYPES = {  # the stac-geoparquet columns whose type a search relies on: what they must be
-    "id": ("a string", lambda t, pa: pa.types.is_string(t) or pa.types.is_large_string(t)),
-    "collection": ("a string", lambda t, pa: pa.types.is_string(t) or pa.types.is_large_string(t)),
-    "geometry": ("WKB (binary)", lambda t, pa: pa.types.is_binary(t) or pa.types.is_large_binary(t)),
-    "bbox": ("a struct of xmin, ymin, xmax, ymax", lambda t, pa: pa.types.is_struct(t)),
-    "assets": ("a struct", lambda t, pa: pa.types.is_struct(t)),
-    **{
-        name: ("a timestamp", lambda t, pa: pa.types.is_timestamp(t) or pa.types.is_null(t))
-        for name in ("datetime", "start_datetime", "end_datetime")
-    },
-}
-
-
-def _check_types(catalog_id: str, path: str, schema: pa.Schema) -> None:
-    """Refuse, in one line naming the file and the column, a stac-geoparquet column of another type."""
-    import pyarrow as pa
-
-    for name, (what, fits) in _TYPES.items():
-        if name in schema.names and not fits(schema.field(name).type, pa):
-            raise GeoparquetError(
-                f"catalog '{catalog_id}': {_named(path)} is not stac-geoparquet: its column '{name}' is "
-                f"{schema.field(name).type}, not {what}"
-            )
-
-
-def _check_footer_size(catalog_id: str, path: str, opened, max_footer: int) -> None:
-    """Refuse a footer larger than `max_footer` bytes from the 8 bytes that end the file (its
-    length and PAR1), before it is read or parsed: a hostile file or server cannot make the
-    footer's allocation."""
-    import struct
-
-    opened.seek(0, 2)
-    size = opened.tell()
-    if size < 12:
-        raise GeoparquetError(
-            f"catalog '{catalog_id}': {_named(path)} is not a readable Parquet file (too short)"
-        )
-    opened.seek(size - 8)
-    tail = opened.read(8)
-    length = struct.unpack("<I", tail[:4])[0]
-    if tail[4:] == b"PAR1" and length > max_footer:
-        raise LimitExceeded(
-            f"catalog '{catalog_id}': {_named(path)} has a Parquet footer of {length / 1024**2:.0f} MB, more "
-            f"than {max_footer // 1024**2} MB (limits.query_memory_mb / 8); not read"
-        )
-
-
-def _described(metadata: dict) -> dict[str, dict]:
-    """Collections in a file's `stac-geoparquet` metadata (spec 1.1 `collections`, or the older
-    single `collection`)."""
-    try:
-        meta = json.loads(metadata.get(b"stac-geoparquet", b"{}"))
-    except ValueError:
-        return {}
-    found = dict(meta.get("collections") or {})
-    single = meta.get("collection")
-    if isinstance(single, dict) and single.get("id"):
-        found.setdefault(single["id"], single)
-    return {k: v for k, v in found.items() if isinstance(v, dict)}
-
-
-def _sidecar(catalog_id: str, path: Path) -> dict[str, dict]:
-    if not path.is_file():
-        return {}
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise GeoparquetError(f"catalog '{catalog_id}': {path} is not JSON ({_first_line(exc)})") from None
-    listed = doc.get("collections", [doc]) if isinstance(doc, dict) else doc
-    return {c["id"]: c for c in listed if isinstance(c, dict) and c.get("id")}
-
-
 def _implied(cid: str, bounds: list, start, end) -> dict:
     def iso(value):
         return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -626,49 +472,6 @@ def _json_type(kind: pa.DataType) -> str:
     return "array" if pa.types.is_list(kind) or pa.types.is_large_list(kind) else "object"
 
 
-def time_span(footer: pq.FileMetaData) -> tuple | None:
-    """(earliest start, latest end) of the items of a file as pgstac reads them (datetime, or
-    start_datetime and end_datetime), from its row groups' statistics; None where one is missing."""
-    names = footer.schema.names
-    columns = {n: names.index(n) for n in ("datetime", "start_datetime", "end_datetime") if n in names}
-    if not columns:
-        return None
-    lows, highs = [], []
-    for g in range(footer.num_row_groups):
-        group = footer.row_group(g)
-        for name, index in columns.items():
-            chunk = group.column(index)
-            if chunk.path_in_schema != name:
-                return None
-            stats = chunk.statistics
-            if stats is None or (not stats.has_min_max and stats.null_count != group.num_rows):
-                return None
-            if stats.has_min_max:
-                (highs if name == "end_datetime" else lows).append(stats.min)
-                (lows if name == "start_datetime" else highs).append(stats.max)
-    return (min(lows), max(highs)) if lows and highs else None
-
-
-def _relative(path: str, root: str) -> str:
-    """`path` below `root` (a folder, or a URL's folder), else as it is."""
-    return path[len(root) :] if root and path.startswith(root) else path
-
-
 def _stamp(path: str) -> tuple[int, int]:
     st = Path(path).stat()
     return st.st_mtime_ns, st.st_size
-
-
-def _named(path: str) -> str:
-    """A file's path, or its URL masked (no secret query parameters, no user:password)."""
-    return masked_url(path) if "://" in path else path
-
-
-def _files_named(paths: list[str]) -> str:
-    first = _named(paths[0])
-    return first if len(paths) == 1 else f"{first} and {len(paths) - 1} more files"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]

@@ -1,0 +1,215 @@
+"""The checked files of a stac-geoparquet catalog (geoparquet.py): each file's footer read once per
+version, its size measured first (a footer larger than limits.query_memory_mb / 8 is refused from
+the file's last 8 bytes), its stac-geoparquet columns checked for presence and type (one line
+naming the file and the column), the time span of its items taken from its row-group statistics
+(to prune parts, snapshot_layout.py), and the collections described in its metadata or a sidecar
+`collections.json`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import GeoparquetError, LimitExceeded, StacGdalMcpError
+from .redact import masked_url
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+REQUIRED = ("id", "geometry")  # columns without which a file is not stac-geoparquet
+
+
+@dataclass
+class Files:
+    """The checked files of one version: paths (or URLs), merged schema, collections described in
+    them, and for URLs the filesystem DuckDB reads them through (httpfs.RangeFileSystem)."""
+
+    stamp: tuple
+    paths: list[str]
+    schema: dict[str, pa.DataType]
+    described: dict[str, dict]
+    filesystem: Any = None
+    spans: dict[str, tuple | None] | None = None  # file -> (earliest start, latest end) of its items
+
+    def parts(self, root: str, collections, start, end) -> list[str] | None:
+        """The files as read_parquet reads them, less the parts whose names prove they hold no
+        item of `collections` in [start, end] (snapshot_layout.py); None when none is left out."""
+        from .snapshot_layout import can_match, part
+
+        kept = [
+            source
+            for path, source in zip(self.paths, self.sources, strict=True)
+            if can_match(part(relative(path, root)), collections, start, end, (self.spans or {}).get(path))
+        ]
+        return None if len(kept) == len(self.paths) else kept
+
+    @property
+    def sources(self) -> list[str]:
+        """The files as read_parquet reads them."""
+        if self.filesystem is None:
+            return self.paths
+        return [self.filesystem.sources[p] for p in self.paths]
+
+
+def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int, filesystem=None) -> Files:
+    """Read each file's footer (a URL's through `filesystem`): readable Parquet, stac-geoparquet
+    columns; the merged schema and the collections described in the files' metadata or (local
+    files) a sidecar collections JSON."""
+    schema: dict = {}
+    described: dict[str, dict] = {}
+    spans = {}
+    for path in paths:
+        footer = _read_footer(catalog_id, path, filesystem, max_footer)
+        file_schema = footer.schema.to_arrow_schema()
+        _check_types(catalog_id, path, file_schema)
+        spans[path] = time_span(footer)
+        missing = [c for c in REQUIRED if c not in file_schema.names]
+        if missing:
+            raise GeoparquetError(
+                f"catalog '{catalog_id}': {_named(path)} is not stac-geoparquet: it has no "
+                f"{' or '.join(repr(c) for c in missing)} column (columns: {', '.join(file_schema.names[:12])})"
+            )
+        for field in file_schema:
+            schema.setdefault(field.name, field.type)
+        described.update(_described(file_schema.metadata or {}))
+    for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
+        described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
+    return Files(stamp, paths, schema, described, filesystem, spans)
+
+
+def _read_footer(catalog_id: str, path: str, filesystem, max_footer: int) -> pq.FileMetaData:
+    """A file's footer, its size checked first (`_check_footer_size`); an unreadable footer in one
+    line naming the file. A failed HTTP read is raised as it is (it says what went wrong)."""
+    import pyarrow.parquet as pq
+
+    try:
+        with open(path, "rb") if filesystem is None else filesystem.open(filesystem.sources[path]) as opened:
+            _check_footer_size(catalog_id, path, opened, max_footer)
+            opened.seek(0)
+            return pq.read_metadata(opened)
+    except StacGdalMcpError:
+        raise
+    except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a bad footer
+        raise GeoparquetError(
+            f"catalog '{catalog_id}': {_named(path)} is not a readable Parquet file ({first_line(exc)}); "
+            "truncated or corrupt? download it again"
+        ) from None
+
+
+_TYPES = {  # the stac-geoparquet columns whose type a search relies on: what they must be
+    "id": ("a string", lambda t, pa: pa.types.is_string(t) or pa.types.is_large_string(t)),
+    "collection": ("a string", lambda t, pa: pa.types.is_string(t) or pa.types.is_large_string(t)),
+    "geometry": ("WKB (binary)", lambda t, pa: pa.types.is_binary(t) or pa.types.is_large_binary(t)),
+    "bbox": ("a struct of xmin, ymin, xmax, ymax", lambda t, pa: pa.types.is_struct(t)),
+    "assets": ("a struct", lambda t, pa: pa.types.is_struct(t)),
+    **{
+        name: ("a timestamp", lambda t, pa: pa.types.is_timestamp(t) or pa.types.is_null(t))
+        for name in ("datetime", "start_datetime", "end_datetime")
+    },
+}
+
+
+def _check_types(catalog_id: str, path: str, schema: pa.Schema) -> None:
+    """Refuse, in one line naming the file and the column, a stac-geoparquet column of another type."""
+    import pyarrow as pa
+
+    for name, (what, fits) in _TYPES.items():
+        if name in schema.names and not fits(schema.field(name).type, pa):
+            raise GeoparquetError(
+                f"catalog '{catalog_id}': {_named(path)} is not stac-geoparquet: its column '{name}' is "
+                f"{schema.field(name).type}, not {what}"
+            )
+
+
+def _check_footer_size(catalog_id: str, path: str, opened, max_footer: int) -> None:
+    """Refuse a footer larger than `max_footer` bytes from the 8 bytes that end the file (its
+    length and PAR1), before it is read or parsed: a hostile file or server cannot make the
+    footer's allocation."""
+    import struct
+
+    opened.seek(0, 2)
+    size = opened.tell()
+    if size < 12:
+        raise GeoparquetError(
+            f"catalog '{catalog_id}': {_named(path)} is not a readable Parquet file (too short)"
+        )
+    opened.seek(size - 8)
+    tail = opened.read(8)
+    length = struct.unpack("<I", tail[:4])[0]
+    if tail[4:] == b"PAR1" and length > max_footer:
+        raise LimitExceeded(
+            f"catalog '{catalog_id}': {_named(path)} has a Parquet footer of {length / 1024**2:.0f} MB, more "
+            f"than {max_footer // 1024**2} MB (limits.query_memory_mb / 8); not read"
+        )
+
+
+def _described(metadata: dict) -> dict[str, dict]:
+    """Collections in a file's `stac-geoparquet` metadata (spec 1.1 `collections`, or the older
+    single `collection`)."""
+    try:
+        meta = json.loads(metadata.get(b"stac-geoparquet", b"{}"))
+    except ValueError:
+        return {}
+    found = dict(meta.get("collections") or {})
+    single = meta.get("collection")
+    if isinstance(single, dict) and single.get("id"):
+        found.setdefault(single["id"], single)
+    return {k: v for k, v in found.items() if isinstance(v, dict)}
+
+
+def _sidecar(catalog_id: str, path: Path) -> dict[str, dict]:
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise GeoparquetError(f"catalog '{catalog_id}': {path} is not JSON ({first_line(exc)})") from None
+    listed = doc.get("collections", [doc]) if isinstance(doc, dict) else doc
+    return {c["id"]: c for c in listed if isinstance(c, dict) and c.get("id")}
+
+
+def time_span(footer: pq.FileMetaData) -> tuple | None:
+    """(earliest start, latest end) of the items of a file as pgstac reads them (datetime, or
+    start_datetime and end_datetime), from its row groups' statistics; None where one is missing."""
+    names = footer.schema.names
+    columns = {n: names.index(n) for n in ("datetime", "start_datetime", "end_datetime") if n in names}
+    if not columns:
+        return None
+    lows, highs = [], []
+    for g in range(footer.num_row_groups):
+        group = footer.row_group(g)
+        for name, index in columns.items():
+            chunk = group.column(index)
+            if chunk.path_in_schema != name:
+                return None
+            stats = chunk.statistics
+            if stats is None or (not stats.has_min_max and stats.null_count != group.num_rows):
+                return None
+            if stats.has_min_max:
+                (highs if name == "end_datetime" else lows).append(stats.min)
+                (lows if name == "start_datetime" else highs).append(stats.max)
+    return (min(lows), max(highs)) if lows and highs else None
+
+
+def relative(path: str, root: str) -> str:
+    """`path` below `root` (a folder, or a URL's folder), else as it is."""
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+def _named(path: str) -> str:
+    """A file's path, or its URL masked (no secret query parameters, no user:password)."""
+    return masked_url(path) if "://" in path else path
+
+
+def files_named(paths: list[str]) -> str:
+    first = _named(paths[0])
+    return first if len(paths) == 1 else f"{first} and {len(paths) - 1} more files"
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
