@@ -17,6 +17,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,31 @@ def test_a_one_month_search_of_one_collection_opens_only_its_parts(big, layout, 
         want = [f for f in parts if "/collection=naip/year=2023/month=1/" in f]
     assert want and sorted(read) == sorted(want)
     assert len(read) < len(parts) / 10
+
+
+def test_without_duckdbs_spatial_extension_footprints_are_tested_by_shapely(make_settings, small):
+    """DuckDB's `spatial` extension is not installed here (it would be downloaded): the catalog
+    finds that out by loading it, with downloads off and in well under a second, and keeps the
+    bbox prefilter in SQL with shapely's exact test after (the answers are pgstac's, above)."""
+    import duckdb
+
+    from stac_gdal_mcp.discovery.parquet_search import make_plan
+    from stac_gdal_mcp.discovery.query import check_search
+
+    listed = "SELECT installed FROM duckdb_extensions() WHERE extension_name = 'spatial'"
+    independent = duckdb.connect().execute(listed).fetchall()
+    assert independent == [(False,)], "spatial is installed here: this test checks its absence"
+    _, _, paths = small
+    with Session(
+        make_settings(catalogs=[{"id": "gp", "path": str(paths["one"])}], default_catalog="gp")
+    ) as s:
+        catalog = s.core.catalogs.get("gp")
+        started = time.monotonic()
+        assert catalog.spatial is False
+        assert time.monotonic() - started < 1.0
+        setting = catalog.database.execute(
+            "SELECT current_setting('autoinstall_known_extensions')"
+        ).fetchall()
+        assert setting == [(False,)]
+        plan = make_plan(catalog, check_search(bbox=[-125, 24, -66, 50]))
+        assert plan.area is not None and "ST_Intersects" not in plan.where and "bbox.xmin" in plan.where

@@ -97,6 +97,7 @@ class GeoparquetCatalog:
             if self._files is None or self._files.stamp != stamp:
                 self._files = check_files(self.id, paths, stamp, self.max_footer)
                 self.__dict__.pop("database", None)  # no footer cached from another version
+                self.__dict__.pop("spatial", None)
             return self._files
 
     @property
@@ -125,6 +126,7 @@ class GeoparquetCatalog:
                     filesystem = RangeFileSystem(self.reader, [version])
                     self._files = check_files(self.id, [version.url], (version,), self.max_footer, filesystem)
                     self.__dict__.pop("database", None)
+                    self.__dict__.pop("spatial", None)
             return self._files
 
     def parts(self, collections: list[str] | None, start, end) -> list[str] | None:
@@ -273,6 +275,7 @@ class GeoparquetCatalog:
         database = duckdb.connect(config={"memory_limit": f"{self.settings.limits.query_memory_mb}MB"})
         database.execute("SET GLOBAL TimeZone = 'UTC'")
         database.execute("SET GLOBAL parquet_metadata_cache = true")
+        database.execute("SET GLOBAL autoinstall_known_extensions = false")  # nothing downloaded
         if filesystem is not None:  # the url, read with range requests (httpfs.py)
             database.register_filesystem(filesystem)
             # a page's rows fetched by row id after the top-N (DuckDB's default: LIMIT <= 50
@@ -281,6 +284,26 @@ class GeoparquetCatalog:
             rows = 2 * self.settings.limits.max_items + 1  # parquet_search.page's largest chunk
             database.execute(f"SET GLOBAL late_materialization_max_rows = {max(rows, 50)}")
         return database
+
+    @cached_property
+    def spatial(self) -> bool:
+        """Whether DuckDB's `spatial` extension is installed here and takes the files' footprints:
+        loaded (LOAD, never installed: nothing is downloaded) and an ST_Intersects over the
+        geometry column bound without reading a row. Then bbox/intersects are tested exactly in
+        SQL (parquet_search._spatial); else by the bbox prefilter in SQL and shapely after."""
+        import duckdb
+
+        con = self.database.cursor()
+        try:
+            con.execute("LOAD spatial")
+            point = bytes.fromhex("0101000000" + "00" * 16)  # POINT (0 0) as WKB
+            sql = f"SELECT ST_Intersects(ST_GeomFromWKB(geometry), ST_GeomFromWKB(?)) FROM {self.source()} LIMIT 0"
+            con.execute(sql, [point]).fetchall()
+            return True
+        except duckdb.Error:
+            return False
+        finally:
+            con.close()
 
     def run(self, sql: str, params: list | None = None) -> pa.Table:
         """One query under limits.query_memory_mb and limits.query_timeout_s; DuckDB's errors

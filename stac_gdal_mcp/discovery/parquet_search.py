@@ -115,7 +115,8 @@ def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:
 
 
 def _spatial(cat: GeoparquetCatalog, plan: Plan, search: Search, where: list, params: list) -> None:
-    """bbox / intersects: the bbox overlap in SQL, the exact test kept in `plan.area`."""
+    """bbox / intersects: the bbox overlap in SQL (it prunes row groups), the exact test in SQL
+    where DuckDB's spatial extension is installed (`cat.spatial`), else kept in `plan.area`."""
     from shapely.geometry import box, shape
 
     if search.bbox is not None:
@@ -128,6 +129,13 @@ def _spatial(cat: GeoparquetCatalog, plan: Plan, search: Search, where: list, pa
     west, south, east, north = plan.area.bounds
     where.append("bbox.xmin <= ? AND bbox.xmax >= ? AND bbox.ymin <= ? AND bbox.ymax >= ?")
     params += [east, west, north, south]
+    if cat.spatial:  # DuckDB's spatial extension, installed here: the exact test in SQL
+        import shapely
+
+        where.append("ST_Intersects(ST_GeomFromWKB(geometry), ST_GeomFromWKB(?))")
+        params.append(shapely.to_wkb(plan.area))
+        plan.area = None
+        return
     if search.bbox is not None:  # a footprint whose bbox lies inside the box surely meets it
         plan.sure = "bbox.xmin >= ? AND bbox.xmax <= ? AND bbox.ymin >= ? AND bbox.ymax <= ?"
         plan.sure_params = [west, east, south, north]
