@@ -248,13 +248,26 @@ async def test_unknown_search_argument_is_one_line_naming_the_known_ones(mcp):
     async with Client(mcp) as client:
         result = await client.call_tool(
             "composite",
+            {"aoi": AOI, "bands": ["red"], "search": {"catalog": "sample", "cloud": 10}},
+            raise_on_error=False,
+        )
+    text = result.content[0].text
+    assert result.is_error and "\n" not in text
+    assert text.startswith("invalid arguments for composite: search: unknown search argument 'cloud'; ")
+    assert "collections, datetime" in text
+
+
+async def test_an_area_inside_search_names_the_tools_own_area_argument(mcp):
+    async with Client(mcp) as client:
+        result = await client.call_tool(
+            "composite",
             {"aoi": AOI, "bands": ["red"], "search": {"catalog": "sample", "bbox": AOI}},
             raise_on_error=False,
         )
     text = result.content[0].text
     assert result.is_error and "\n" not in text
-    assert text.startswith("invalid arguments for composite: search: unknown search argument 'bbox'; ")
-    assert "collections, datetime" in text
+    assert "'bbox' is not part of `search`: the area is the tool's own argument" in text
+    assert "unknown search argument" not in text
 
 
 async def test_unknown_search_arguments_with_line_breaks_stay_on_one_short_line(mcp):
