@@ -227,8 +227,10 @@ def test_100k_rows_pages_deep_in_the_files_are_duckdbs_answer_in_bounded_memory(
     """Each limit, on the first page and 3 pages deep, within query_memory_mb (default 512 MB,
     the process's whole peak RSS, Python and libraries included)."""
     target = big["root"] / ("one.parquet" if layout == "one" else layout)
-    skips = (0, 3) if layout == "one" else (3,)  # the parts: deep pages only (each layout costs time)
-    searches = [{"limit": limit, "skip": skip} for limit in (1, 50, 250, 500) for skip in skips]
+    if layout == "one":
+        searches = [{"limit": limit, "skip": skip} for limit in (1, 50, 250, 500) for skip in (0, 3)]
+    else:  # the parts: two deep pages (the one file proves every limit; each search costs time)
+        searches = [{"limit": 50, "skip": 3}, {"limit": 500, "skip": 1}]
     searches.append({"limit": 100, "collections": ["naip"], "datetime": "2023-01-01/2023-01-31T23:59:59Z"})
     answers, rss = _probe(target, [dict(s) for s in searches], tmp_path)
     for search, answer in zip(searches, answers, strict=True):
