@@ -50,6 +50,9 @@ class CatalogConfig(BaseModel):
     title: str | None = None
     url: str | None = None
     path: Path | None = None
+    # stac-geoparquet parts given one by one: files, folders or globs (`paths`), or files' URLs (`urls`)
+    paths: list[Path] | None = None
+    urls: list[str] | None = None
     signing: Literal["planetary-computer"] | None = None
     # signing = "planetary-computer": the SAS token endpoint (default: the planetary-computer
     # package's, PC_SDK_SAS_URL) and the hosts whose asset hrefs are signed ("." + a domain
@@ -61,19 +64,31 @@ class CatalogConfig(BaseModel):
 
     @model_validator(mode="after")
     def _one_location(self) -> CatalogConfig:
-        if (self.url is None) == (self.path is None):
-            raise ValueError(f"catalog '{self.id}': give exactly one of `url` or `path`")
-        if self.url is not None and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"catalog '{self.id}': url must start with http:// or https://")
+        given = [k for k in ("url", "path", "paths", "urls") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"catalog '{self.id}': give exactly one of `url` or `path` (or, for stac-geoparquet parts, "
+                "`paths` or `urls`)"
+            )
+        if given[0] in ("paths", "urls") and not getattr(self, given[0]):
+            raise ValueError(f"catalog '{self.id}': `{given[0]}` is empty")
+        for url in [self.url] if self.url is not None else self.urls or []:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"catalog '{self.id}': url must start with http:// or https://")
         return self
 
     @property
     def location(self) -> str:
+        listed = self.urls or [str(p) for p in self.paths or []]
+        if listed:
+            return listed[0] if len(listed) == 1 else f"{listed[0]} and {len(listed) - 1} more"
         return self.url if self.url is not None else str(self.path)
 
     @property
     def kind(self) -> Literal["api", "local", "geoparquet"]:
         """geoparquet: a .parquet file, a folder or a glob (catalogs/geoparquet.py); else api or local."""
+        if self.paths is not None or self.urls is not None:
+            return "geoparquet"
         path = None if self.path is None else Path(self.path).expanduser()
         named = urlsplit(self.url).path if self.url else self.location  # a signed URL's query aside
         if named.lower().endswith((".parquet", ".geoparquet")) or (

@@ -25,6 +25,7 @@ import real_snapshots as rs
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.settings import load_settings
+from testbed.rangeserver import serve_directory
 
 PREFIX = "real-"  # our own collection ids: other modules load theirs into the same pgstac
 LAYOUTS = ("one", "pc", "hive")
@@ -289,3 +290,26 @@ def test_without_duckdbs_spatial_extension_footprints_are_tested_by_shapely(make
         assert setting == [(False,)]
         plan = make_plan(catalog, check_search(bbox=[-125, 24, -66, 50]))
         assert plan.area is not None and "ST_Intersects" not in plan.where and "bbox.xmin" in plan.where
+
+
+def test_parts_given_one_by_one_as_paths_or_urls(make_settings, small):
+    """`paths = [...]` (folders and files) and `urls = [...]` (parts over the Range server) give
+    the answers of the one file, for the collections they hold."""
+    _, _, layouts = small
+    folders = [layouts["pc"] / f"{S2}.parquet", layouts["pc"] / f"{S1}.parquet"]
+    files = sorted(f for f in folders[1].glob("*.parquet"))
+    args = {"collections": [S2, S1], "limit": 7}
+    with serve_directory(layouts["pc"]) as server:
+        urls = [
+            f"{server.url}/{f.relative_to(layouts['pc'])}" for f in [*folders[0].glob("*.parquet"), *files]
+        ]
+        catalogs = [
+            {"id": "one", "path": str(layouts["one"])},
+            {"id": "paths", "paths": [str(folders[0]), *map(str, files)]},
+            {"id": "urls", "urls": urls},
+        ]
+        with Session(make_settings(catalogs=catalogs, default_catalog="one")) as s:
+            want = walk(s, "one", **args)
+            assert want[0] and want[1] == 4 * 5 + 4 * 5  # four real items of each, five copies
+            assert walk(s, "paths", **args) == want
+            assert walk(s, "urls", **args) == want

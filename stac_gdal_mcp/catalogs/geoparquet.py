@@ -77,21 +77,33 @@ class GeoparquetCatalog:
     # --- files ---------------------------------------------------------------------------------
 
     @property
-    def pattern(self) -> str:
-        """The files as a glob: the path itself, every .parquet under a folder, or the glob."""
-        path = Path(self.config.path).expanduser()
-        if path.is_dir():
-            return str(path.resolve() / "**" / "*.parquet")
-        return str(path if path.is_absolute() else path.resolve())
+    def patterns(self) -> list[str]:
+        """The files as globs: each path itself, every .parquet under a folder, or the glob."""
+        out = []
+        for given in self.config.paths or [self.config.path]:
+            path = Path(given).expanduser()
+            if path.is_dir():
+                out.append(str(path.resolve() / "**" / "*.parquet"))
+            else:
+                out.append(str(path if path.is_absolute() else path.resolve()))
+        return out
+
+    @property
+    def urls(self) -> list[str] | None:
+        """The files' URLs (`url` or `urls`), None for files on disk."""
+        return self.config.urls or ([self.config.url] if self.config.url is not None else None)
 
     @property
     def files(self) -> Files:
         """The files, checked again when one was added, removed or changed."""
-        if self.config.url is not None:
+        if self.urls is not None:
             return self._remote_files()
-        paths = sorted(p for p in glob.glob(self.pattern, recursive=True) if Path(p).is_file())
+        found = {p for pattern in self.patterns for p in glob.glob(pattern, recursive=True)}
+        paths = sorted(p for p in found if Path(p).is_file())
         if not paths:
-            raise ConfigError(f"catalog '{self.id}': no stac-geoparquet file matches {self.pattern}")
+            raise ConfigError(
+                f"catalog '{self.id}': no stac-geoparquet file matches {', '.join(self.patterns)}"
+            )
         stamp = tuple((p, *_stamp(p)) for p in paths)
         with self._lock:  # tool calls run in threads: check the files once per version
             if self._files is None or self._files.stamp != stamp:
@@ -107,37 +119,49 @@ class GeoparquetCatalog:
 
     @cached_property
     def reader(self):
-        """HTTP range reads of the catalog's url, through its own RemoteCatalog (httpfs.py)."""
+        """HTTP range reads of the catalog's URLs, through its own RemoteCatalog (httpfs.py), whose
+        root is their common folder (the configured headers go to the URLs under it only)."""
         from .httpfs import RangeReader
 
+        if self.config.urls:
+            self.config = self.config.model_copy(update={"url": self.root, "urls": self.config.urls})
         return RangeReader(self.config, self.settings)
 
+    @property
+    def root(self) -> str:
+        """The folder (or URL folder) the files are below, '' when they share none."""
+        if self.urls is not None:  # the folders (path segments) every URL shares
+            common = []
+            for segments in zip(*(u.split("/")[:-1] for u in self.urls)):
+                if len(set(segments)) > 1:
+                    break
+                common.append(segments[0])
+            return "/".join(common) + "/"
+        if self.config.path is not None and Path(self.config.path).expanduser().is_dir():
+            return str(Path(self.config.path).expanduser().resolve()) + "/"
+        return ""
+
     def _remote_files(self) -> Files:
-        """The file at `url`, its version asked again (one range request) after REVALIDATE_S,
-        and at once when a read found it changed; checked again when the version differs."""
+        """The files at `url` / `urls`, their versions asked again (one range request each) after
+        REVALIDATE_S, and at once when a read found one changed; checked again when one differs."""
         from .httpfs import REVALIDATE_S, RangeFileSystem, checked_url
 
         with self._lock:
             stale = self.reader.changed or time.monotonic() - self._checked > REVALIDATE_S
             if self._files is None or stale:
-                version = self.reader.version(checked_url(self.id, self.config.url))
+                versions = tuple(self.reader.version(checked_url(self.id, u)) for u in self.urls)
                 self._checked = time.monotonic()
-                if self._files is None or self._files.stamp != (version,):
-                    filesystem = RangeFileSystem(self.reader, [version])
-                    self._files = check_files(self.id, [version.url], (version,), self.max_footer, filesystem)
+                if self._files is None or self._files.stamp != versions:
+                    filesystem = RangeFileSystem(self.reader, list(versions))
+                    urls = [v.url for v in versions]
+                    self._files = check_files(self.id, urls, versions, self.max_footer, filesystem)
                     self.__dict__.pop("database", None)
                     self.__dict__.pop("spatial", None)
             return self._files
 
     def parts(self, collections: list[str] | None, start, end) -> list[str] | None:
         """The parts a search of `collections` in [start, end] must read (None: every file)."""
-        files = self.files
-        if self.config.url is not None:
-            root = self.config.url.rsplit("/", 1)[0] + "/"
-        else:
-            path = Path(self.config.path).expanduser()
-            root = str(path.resolve()) + "/" if path.is_dir() else ""
-        return files.parts(root, collections, start, end)
+        return self.files.parts(self.root, collections, start, end)
 
     def column(self, name: str) -> str:
         """The SQL of a property: its column (datetime and end_datetime as pgstac reads them)."""
@@ -222,7 +246,7 @@ class GeoparquetCatalog:
             for asset in item["assets"].values():
                 href = asset.get("href") or ""
                 if href and "://" not in href and not href.startswith("/"):
-                    local = self.config.url is None
+                    local = self.urls is None
                     asset["href"] = (
                         str((Path(first).parent / href).resolve()) if local else urljoin(first, href)
                     )
@@ -328,7 +352,7 @@ class GeoparquetCatalog:
         import duckdb
 
         limits = self.settings.limits
-        failure = self.reader.failure if self.config.url is not None else None
+        failure = self.reader.failure if self.urls is not None else None
         if failure is not None:
             self.reader.failure = None
             return failure

@@ -54,7 +54,11 @@ class Catalogs:
 
     def local_roots(self) -> list[Path]:
         """Folders of local catalogs: their files may be read as inputs."""
-        return [catalog_root(c.path) for c in self.settings.catalogs if c.path is not None]
+        return [
+            catalog_root(p)
+            for c in self.settings.catalogs
+            for p in ([c.path] if c.path is not None else c.paths or [])
+        ]
 
     def info(self, check_reachable: bool = False) -> list[CatalogInfo]:
         out = []
@@ -62,8 +66,8 @@ class Catalogs:
             info = CatalogInfo(
                 id=config.id,
                 title=config.title,
-                url=masked_url(config.url) if config.url else None,
-                path=str(config.path) if config.path else None,
+                url=masked_url(config.url or (config.urls or [""])[0]) or None,
+                path=config.location if config.path or config.paths else None,
                 kind=config.kind,
                 signing=config.signing,
             )
@@ -78,7 +82,7 @@ class Catalogs:
                     info.reachable = True
                 except StacGdalMcpError as exc:
                     info.reachable, info.error = False, masked(exc)
-            elif config.path:
+            elif config.path or config.paths:
                 info.features = self.get(config.id).features
             out.append(info)
         if all(c.id != "workspace" for c in self.settings.catalogs):
