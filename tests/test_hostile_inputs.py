@@ -3,6 +3,10 @@ them, through an in-memory client on the bundled sample catalog. Each must answe
 calling tool"; a dry run may instead say WOULD BE REFUSED), and nothing is left half-written (the
 checks of tests/test_fuzz.py). Items without geometry: tests/test_faults_geometry.py.
 
+stac-geoparquet catalogs (issue 30): CQL2 operators with too few or too many arguments, and files
+with the wrong schema (built by tests/test_geoparquet_hostile.py's fixtures), through search_items
+and save_search.
+
 Also: a composite over the whole world is refused at once by its own limits, and creation options
 are checked against the driver's own list (GDAL's DMD_CREATIONOPTIONLIST).
 """
@@ -15,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from test_fuzz import Harness, _workspace_consistent, problems_of
+from test_geoparquet_hostile import TOO_FEW_OR_MANY, good, wrong  # noqa: F401 (its files: fixtures)
 
 import stac_gdal_mcp
 
@@ -125,15 +130,17 @@ def harness(tmp_path_factory):
 
 
 def _check(harness: Harness, corpus) -> list[str]:
+    """The failures of a corpus; its word may be several (a tuple), each to be named."""
     failures = []
     for name, arguments, word in corpus:
         result = harness.call(name, arguments)
         text = result.content[0].text if result.content else ""
         problems = problems_of(harness, name, arguments, result)
+        words = (word,) if isinstance(word, str) else word
         if not result.is_error and "WOULD BE REFUSED" not in text:  # a dry run says what it would refuse
             problems.append("accepted")
-        elif word.lower() not in text.lower():
-            problems.append(f"does not name {word!r}")
+        else:
+            problems += [f"does not name {w!r}" for w in words if w.lower() not in text.lower()]
         if problems:
             failures.append(f"{name} {json.dumps(arguments)[:160]}: {'; '.join(problems)}: {text[:200]!r}")
     return failures
@@ -252,3 +259,58 @@ def test_notes_about_long_zone_ids_are_capped(harness):
     assert not result.is_error, result.content[0].text[:300]
     notes = result.structured_content["notes"]
     assert sum("repaired" in n for n in notes) == 3 and len(json.dumps(notes)) < 3000, len(json.dumps(notes))
+
+
+# stac-geoparquet catalogs (issue 30): each file of tests/test_geoparquet_hostile.py is the
+# catalog of its own server (the files are built once for this module)
+WORLD = [-180, -90, 180, 90]
+
+
+@pytest.fixture(scope="module")
+def geoparquet_harnesses(good, wrong, tmp_path_factory):  # noqa: F811 (the imported fixtures)
+    root = tmp_path_factory.mktemp("geoparquet")
+    made = {}
+    try:
+        for name, path in {"good": good, **wrong}.items():
+            made[name] = Harness(root / f"workspace-{name}", catalog=path)
+        yield made
+    finally:
+        for h in made.values():
+            h.close()
+
+
+def test_cql2_operators_with_the_wrong_number_of_arguments_answer_one_clear_line(geoparquet_harnesses):
+    harness = geoparquet_harnesses["good"]
+    corpus = []
+    for op, cql2 in TOO_FEW_OR_MANY.items():
+        words = ("filter", f"'{op}' takes")
+        corpus += [
+            ("search_items", {"filter": cql2, "filter_lang": "cql2-json"}, words),
+            ("search_items", {"filter": cql2}, words),
+            ("save_search", {"search": {"filter": cql2, "filter_lang": "cql2-json"}}, words),
+        ]
+    failures = _check(harness, corpus)
+    assert not failures, "\n".join(failures)
+    assert not _workspace_consistent(harness)
+
+
+def test_geoparquet_files_of_the_wrong_schema_answer_one_clear_line(geoparquet_harnesses, wrong):  # noqa: F811
+    """Named by the file's name and its column, never by the server's path to it."""
+    failures = []
+    for name, path in wrong.items():
+        harness = geoparquet_harnesses[name]
+        words = (path.name, "not WKB" if name == "bad-wkb" else f"column '{name}'")
+        corpus = [
+            ("search_items", {}, words),
+            ("search_items", {"bbox": WORLD}, words),  # the footprints
+            ("search_items", {"detail": "count"}, words),
+            ("save_search", {}, words),
+            ("save_search", {"bbox": WORLD}, words),
+        ]
+        failures += [f"{name}: {f}" for f in _check(harness, corpus)]
+        for tool, arguments, _ in corpus:
+            text = harness.call(tool, arguments).content[0].text
+            if str(path.parent) in text or str(path.parent.resolve()) in text:
+                failures.append(f"{name}: {tool} {arguments} shows the server's path: {text[:200]!r}")
+        failures += [f"{name}: {p}" for p in _workspace_consistent(harness)]
+    assert not failures, "\n".join(failures)
