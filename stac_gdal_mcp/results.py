@@ -203,8 +203,7 @@ class SearchResults:
             page = self
         elif self._arguments is not None:  # a summary's fields choose its keys, not the item's
             again = {**self._arguments, "limit": size, "detail": "full"}
-            if self._detail != "full":
-                again.pop("fields", None)
+            again.pop("fields", None)
             page = self._session.search(catalog=self._catalog, **again)
         else:
             raise InvalidArgument("these results do not know their search: search again with detail='full'")
@@ -319,7 +318,7 @@ class SearchResults:
         if keys and format != "geoparquet":
             raise InvalidArgument("partition_by is for format='geoparquet' (hive folders of Parquet files)")
         writer = self.to_geoparquet if format == "geoparquet" else self.to_ndjson
-        partitioned = {"partition_by": keys} if keys else {}
+        partitioned = {"partition_by": list(keys)} if keys else {}  # to_ndjson takes none
         cap = core.settings.limits.max_output_bytes
         with core.outputs.writing(suffix, output_name, stem="search", dataset=bool(keys)) as out:
             written = writer(out.path, max_items, on_page=on_page, max_bytes=cap, **partitioned)
@@ -331,7 +330,7 @@ class SearchResults:
                     **self.search_arguments,
                     "format": format,
                     "max_items": max_items,
-                    **{k: list(v) for k, v in partitioned.items()},
+                    **partitioned,
                 },
                 sources=[SourceRef(href=_search_href(core, c), catalog=c) for c in catalogs],
                 media_type=media_type,
