@@ -68,18 +68,12 @@ def read_zone_file(given: str, roots: list[Path], limits, *, id_property=None, j
                 f"geometries file {label} has {count:,} features, more than limits.max_zones="
                 f"{limits.max_zones:,}"
             )
-        to_wgs84 = _to_wgs84(path, label)
+        to_wgs84 = wgs84_transform(path, label)
         ids, shapes = [], []
-        for wkb, found in _batches(path, label, id_property):
-            job.check()
+        for wkb, found, start in batches(path, label, id_property, job.check):
             geoms = shapely.from_wkb(wkb, on_invalid="ignore")
             shapes.append(geoms if to_wgs84 is None else to_wgs84(geoms))
-            start = len(ids)
-            ids += (
-                list(range(start, start + len(wkb)))
-                if found is None
-                else [_file_id(v, start + k, id_property) for k, v in enumerate(found)]
-            )
+            ids += list(range(start, start + len(wkb))) if found is None else found
     except StacGdalMcpError:  # the checks' own (a limit, the job's time limit or cancellation)
         raise
     except Exception as exc:  # a broken file (pyogrio, pyarrow): one line naming it
@@ -129,7 +123,7 @@ def _crs(path: Path):
     return column.get("crs", "OGC:CRS84")
 
 
-def _to_wgs84(path: Path, label: str):
+def wgs84_transform(path: Path, label: str):
     """A function taking shapely geometries to WGS84 (None: they already are); checked on the file's
     CRS before any geometry is read."""
     import pyproj
@@ -151,8 +145,19 @@ def _to_wgs84(path: Path, label: str):
     return lambda geoms: shapely.transform(geoms, transformer.transform, interleaved=False)
 
 
-def _batches(path: Path, label: str, id_property: str | None) -> Iterator[tuple]:
-    """(WKB array, ids or None) of at most BATCH_ZONES features, only the needed columns read."""
+def batches(path: Path, label: str, id_property: str | None, check=lambda: None) -> Iterator[tuple]:
+    """(WKB array, ids or None, position of the first) of at most BATCH_ZONES features, only the
+    needed columns read, the ids checked (`checked_id`); `check()` between batches (the job's)."""
+    start = 0
+    for wkb, found in _read_batches(path, label, id_property):
+        check()
+        ids = None if found is None else [_file_id(v, start + k, id_property) for k, v in enumerate(found)]
+        yield wkb, ids, start
+        start += len(wkb)
+
+
+def _read_batches(path: Path, label: str, id_property: str | None) -> Iterator[tuple]:
+    """(WKB array, ids as stored or None) of at most BATCH_ZONES features."""
     if path.suffix.lower() in PARQUET:
         yield from _parquet_batches(path, label, id_property)
         return

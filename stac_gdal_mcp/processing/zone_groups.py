@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from .zone_checks import Zones, check_unique, one_id_type, zones_of
-from .zone_files import _batches, _file_id, _to_wgs84
+from .zone_files import batches, wgs84_transform
 
 BUCKET_ZONES = 50_000  # rows of one bucket, sorted in memory
 
@@ -43,14 +43,8 @@ class ZoneFile:
     limits: Any
 
     def batches(self, check) -> Iterator[tuple]:
-        """(WKB array, ids or None, position of the first) per batch; `check()` between batches."""
-        start = 0
-        for wkb, ids in _batches(self.path, self.label, self.id_property):
-            check()
-            if ids is not None:
-                ids = [_file_id(v, start + k, self.id_property) for k, v in enumerate(ids)]
-            yield wkb, ids, start
-            start += len(wkb)
+        """(WKB array, ids or None, position of the first) per batch (`zone_files.batches`)."""
+        return batches(self.path, self.label, self.id_property, check)
 
     def sorted(self, check=lambda: None) -> SortedZones:
         """The first pass: each zone checked (`zones_of`), its place along the curve, and the
@@ -59,7 +53,7 @@ class ZoneFile:
         import numpy as np
         import shapely
 
-        to_wgs84 = _to_wgs84(self.path, self.label)
+        to_wgs84 = wgs84_transform(self.path, self.label)
         centres, lows, highs = [], [], []
         for wkb, ids, start in self.batches(check):
             geoms = shapely.from_wkb(wkb, on_invalid="ignore")
@@ -96,7 +90,7 @@ class SortedZones:
             folder = Path(tmp)
             self._bucketed(folder, check)
             self._unique_ids(folder)
-            to_wgs84 = _to_wgs84(self.file.path, self.file.label)
+            to_wgs84 = wgs84_transform(self.file.path, self.file.label)
             for bucket in sorted(folder.iterdir(), key=lambda p: int(p.name)):
                 yield from self._cut(bucket, group_zones, to_wgs84)
 
