@@ -113,6 +113,7 @@ class _Stage:
         self.collection_ids: dict[str, None] = {}
         self.bytes = 0
         self.items = 0
+        self.parts = 0  # parts staged so far: their names, 0.parquet, 1.parquet... in item order
         # small chunks under a small cap, so the cap is passed by little before the write stops
         self.chunk = chunk or (10_000 if max_bytes is None else max(10, min(10_000, max_bytes // 20_000)))
 
@@ -145,7 +146,8 @@ class _Stage:
                 table = parse_stac_items_to_arrow(members).read_all()
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, ValueError) as exc:
                 raise _unwritable(members, exc) from None
-            part = self.root / f"{len(list(self.root.iterdir()))}.parquet"
+            part = self.root / f"{self.parts}.parquet"
+            self.parts += 1
             if self.keys:  # sorted in row groups of STAGED_ROWS: a time slice reads only its own
                 ordered = _by_time(table).combine_chunks()
                 to_parquet(
