@@ -259,6 +259,7 @@ class SearchResults:
         import json
         import tempfile
 
+        from .catalogs.snapshot_write import cap_passed
         from .files import remove
 
         path = Path(path)
@@ -271,11 +272,7 @@ class SearchResults:
                     out.write(json.dumps(item, separators=(",", ":"), ensure_ascii=False) + "\n")
                     written += 1
                     if max_bytes is not None and out.tell() > max_bytes:
-                        raise LimitExceeded(
-                            f"the items written passed {max_bytes:,} bytes (limits.max_output_bytes) "
-                            f"after {written:,} items: stopped, nothing kept; save fewer items "
-                            "(max_items) or narrow the search"
-                        )
+                        raise cap_passed(max_bytes, written)
             except BaseException:
                 out.close()
                 remove(Path(out.name))

@@ -166,11 +166,7 @@ class _Stage:
 
     def check(self, total: int) -> None:
         if self.max_bytes is not None and total > self.max_bytes:
-            raise LimitExceeded(
-                f"the items written passed {self.max_bytes:,} bytes (limits.max_output_bytes) after "
-                f"{self.items:,} items: stopped, nothing kept; save fewer items (max_items) or narrow "
-                "the search"
-            )
+            raise cap_passed(self.max_bytes, self.items)
 
     def _group(self, item: dict) -> tuple:
         values = []
@@ -270,6 +266,14 @@ class _Stage:
                 part.unlink()
             staged -= mine
             finished += file.stat().st_size
+
+
+def cap_passed(max_bytes: int, items: int) -> LimitExceeded:
+    """The error of a write stopped by its byte cap (here, and in `SearchResults.to_ndjson`)."""
+    return LimitExceeded(
+        f"the items written passed {max_bytes:,} bytes (limits.max_output_bytes) after {items:,} "
+        "items: stopped, nothing kept; save fewer items (max_items) or narrow the search"
+    )
 
 
 def _write(reader: pa.RecordBatchReader, out: Path, collections: dict, check: Callable[[int], None]) -> None:
