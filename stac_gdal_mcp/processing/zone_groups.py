@@ -18,6 +18,7 @@ position), twice:
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -106,14 +107,14 @@ class SortedZones:
                 at = self.place[rows]
                 columns = {"_row": rows, "_wkb": pa.array(wkb, pa.binary()), "_place": at}
                 if ids is not None:
-                    columns["_id"] = pa.array([str(i) for i in ids]) if _mixed(ids) else pa.array(ids)
+                    columns["_id"] = pa.array(one_id_type(ids))
                 columns["_bucket"] = at // BUCKET_ZONES
                 yield from pa.table(columns).to_batches()
 
-        batches = tagged()
-        first = next(batches)
+        stream = tagged()
+        first = next(stream)
         ds.write_dataset(
-            pa.RecordBatchReader.from_batches(first.schema, _chain(first, batches)),
+            pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], stream)),
             folder,
             format="parquet",
             partitioning=ds.partitioning(pa.schema([("_bucket", pa.int64())])),
@@ -148,14 +149,3 @@ class SortedZones:
                 id_property=self.file.id_property,
                 unique=False,
             )
-
-
-def _mixed(ids: list) -> bool:
-    """Ids of text and numbers together (then all taken as text, as for a small file)."""
-    texts = sum(isinstance(i, str) for i in ids)
-    return 0 < texts < len(ids)
-
-
-def _chain(first, rest):
-    yield first
-    yield from rest
