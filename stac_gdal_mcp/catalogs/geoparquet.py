@@ -123,9 +123,8 @@ class GeoparquetCatalog:
         root is their common folder (the configured headers go to the URLs under it only)."""
         from .httpfs import RangeReader
 
-        if self.config.urls:
-            self.config = self.config.model_copy(update={"url": self.root, "urls": self.config.urls})
-        return RangeReader(self.config, self.settings)
+        config = self.config.model_copy(update={"url": self.root}) if self.config.urls else self.config
+        return RangeReader(config, self.settings)
 
     @property
     def root(self) -> str:
