@@ -42,10 +42,6 @@ class Fields:
         include = [*ALWAYS, *self.include] if self.include else []
         return ",".join([*include, *(f"-{name}" for name in self.exclude)])
 
-    def names(self) -> list[str]:
-        """The fields as they were asked, `-name` for an excluded one (for cursors and records)."""
-        return [*self.include, *(f"-{name}" for name in self.exclude)]
-
 
 def path_of(name: str) -> str:
     """The dotted item path a field name means (`datetime` -> `properties.datetime`)."""
