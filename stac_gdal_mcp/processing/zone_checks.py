@@ -66,6 +66,14 @@ def checked_id(value, index: int, what: str):
     )
 
 
+def property_id(value, index: int, id_property: str):
+    """A zone id from feature `index`'s property `id_property` (`value`: None when it has none),
+    checked as `checked_id` does."""
+    if value is None:
+        raise InvalidArgument(f"feature {index} has no property {shown(id_property, 80)} (id_property)")
+    return checked_id(value, index, f"its property {shown(id_property, 80)}")
+
+
 def zones_of(ids: list, shapes, limits, *, id_property: str | None = None, unique: bool = True) -> Zones:
     """`Zones` of ids and shapely geometries (EPSG:4326) after the checks of the module docstring:
     vertices per zone, finite coordinates, repair, area, WGS84 bounds, one id type, unique ids."""

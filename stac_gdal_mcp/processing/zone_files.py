@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..catalogs.security import check_local_path, relative_label, scrubbed, shown
 from ..errors import InvalidArgument, LimitExceeded, StacGdalMcpError
-from .zone_checks import Zones, checked_id, one_id_type, zones_of
+from .zone_checks import Zones, one_id_type, property_id, zones_of
 
 SUFFIXES = (".geojson", ".json", ".gpkg", ".fgb", ".parquet", ".geoparquet")
 PARQUET = (".parquet", ".geoparquet")
@@ -83,12 +83,6 @@ def read_zone_file(given: str, roots: list[Path], limits, *, id_property=None, j
     return zones_of(one_id_type(ids), np.concatenate(shapes), limits, id_property=id_property)
 
 
-def _file_id(value, index: int, id_property: str | None):
-    if value is None:
-        raise InvalidArgument(f"feature {index} has no property {shown(id_property, 80)} (id_property)")
-    return checked_id(value, index, f"its property {shown(id_property, 80)}")
-
-
 def unreadable(exc: BaseException, path: Path, label: str | None = None) -> InvalidArgument:
     """One line for a file a library cannot read, its message without the server's folders."""
     message = scrubbed(str(exc).replace(str(path), path.name), [path.parent])
@@ -151,7 +145,7 @@ def batches(path: Path, label: str, id_property: str | None, check=lambda: None)
     start = 0
     for wkb, found in _read_batches(path, label, id_property):
         check()
-        ids = None if found is None else [_file_id(v, start + k, id_property) for k, v in enumerate(found)]
+        ids = None if found is None else [property_id(v, start + k, id_property) for k, v in enumerate(found)]
         yield wkb, ids, start
         start += len(wkb)
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..catalogs.security import shown
 from ..errors import InvalidArgument, LimitExceeded
-from .zone_checks import Zones, checked_id, default_limits, shown_id, zones_of
+from .zone_checks import Zones, checked_id, default_limits, property_id, shown_id, zones_of
 
 __all__ = ["Zones", "read_zones", "shown_id"]
 
@@ -167,10 +167,7 @@ def _feature_id(feature: dict, index: int, id_property: str | None):
     if not isinstance(properties, dict):
         raise InvalidArgument(f"feature {index}: its properties must be an object")
     if id_property:
-        found = properties.get(id_property)
-        if found is None:
-            raise InvalidArgument(f"feature {index} has no property {shown(id_property, 80)} (id_property)")
-        return checked_id(found, index, f"its property {shown(id_property, 80)}")
+        return property_id(properties.get(id_property), index, id_property)
     found = feature.get("id")
     return index if found is None else checked_id(found, index, "its id")
 
