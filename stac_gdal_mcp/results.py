@@ -259,13 +259,13 @@ class SearchResults:
         import json
         import tempfile
 
-        from .catalogs.snapshot_write import cap_passed
+        from .catalogs.snapshot_write import cap_passed, temporary_prefix
         from .files import remove
 
         path = Path(path)
         written = 0
         with tempfile.NamedTemporaryFile(
-            "w", dir=path.parent, prefix=f".{path.name}-", suffix=".tmp", delete=False, encoding="utf-8"
+            "w", dir=path.parent, prefix=temporary_prefix(path), suffix=".tmp", delete=False, encoding="utf-8"
         ) as out:
             try:
                 for item in self.full_items(max_items, on_page=on_page):

@@ -184,6 +184,20 @@ def test_cancelling_removes_the_partial_file(session):
     assert files == [] and folders == [], (files, folders)  # the store's liveness marker aside
 
 
+@pytest.mark.parametrize("format", ["ndjson", "geoparquet"])
+def test_a_store_starting_mid_save_leaves_the_partial_file_alone(session, format):
+    """Another store starting on the workspace while a save is written (a second server) sweeps
+    `.tmp/` of what dead writers left: the save's own temporaries are named after their owner,
+    so they are kept and the save completes."""
+    from stac_gdal_mcp.outputs.store import OutputStore
+
+    def progress(done, total, message):
+        OutputStore(session.settings).close()  # sweeps .tmp/ as it starts
+
+    record = session.save_search(catalog="api", format=format, max_items=1000, job=Job(progress), **SEARCH)
+    assert record.model_dump()["properties"]["search:items"] == len(searched(session, "api", **SEARCH))
+
+
 async def test_bad_arguments_are_one_line(session):
     for args, words in (
         ({"format": "csv"}, "format must be one of geoparquet, ndjson"),

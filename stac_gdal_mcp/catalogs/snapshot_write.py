@@ -84,11 +84,7 @@ def write_snapshot(
     keys = partition_keys(partition_by)
     path = Path(path)
     _check_target(path, folder=bool(keys))
-    # beside the output; hidden, unless the output is the store's (`<pid>-<session>-...` in the
-    # workspace's .tmp/, whose entries are swept by owner): then named after it, so it is its owner's
-    owned = re.match(r"\d+-[0-9a-f]{8}", path.name) is not None
-    prefix = f"{path.name}.work-" if owned else f".{path.name}-"
-    with tempfile.TemporaryDirectory(prefix=prefix, dir=path.parent) as work:
+    with tempfile.TemporaryDirectory(prefix=temporary_prefix(path), dir=path.parent) as work:
         stage = _Stage(Path(work), keys, max_bytes, chunk_size)
         written = stage.add_all(items)
         described = collections(list(stage.collection_ids)) if callable(collections) else collections
@@ -101,6 +97,14 @@ def write_snapshot(
             stage.write_one(out, by_id, row_group_size)
             os.replace(out, path)
     return written
+
+
+def temporary_prefix(path: Path) -> str:
+    """The name prefix of a temporary beside `path`: hidden, unless `path` is the store's pending
+    output (`<pid>-<session>-...` in the workspace's .tmp/, whose entries are swept by owner, a
+    hidden one as stale): then named after it, so it is its owner's and kept while it lives."""
+    owned = re.match(r"\d+-[0-9a-f]{8}", path.name) is not None
+    return f"{path.name}.work-" if owned else f".{path.name}-"
 
 
 class _Stage:
