@@ -22,7 +22,7 @@ from pydantic import Field
 from ..models import Model
 from .load import OutputRef
 from .zonal import provenance_of
-from .zonal_chart import expression_name
+from .zonal_chart import FRACTION_COLUMNS, expression_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,9 +63,6 @@ class ZonalResult(Model):
     )
 
 
-FRACTIONS = ("valid_fraction", "cloud_fraction")
-
-
 def rounded(column: str, value):
     """`value` of `column` at the precision it carries: a coverage-weighted pixel count to 0.1,
     a fraction to 4 decimals (0.9999999971 -> 1.0), any other number to 4 significant digits
@@ -74,7 +71,7 @@ def rounded(column: str, value):
         return value
     if column == "count":
         value = round(value, 1)
-    elif column in FRACTIONS or column.startswith("frac_"):
+    elif column in FRACTION_COLUMNS or column.startswith("frac_"):
         value = round(value, 4)
     elif value:
         value = round(value, max(0, 3 - math.floor(math.log10(abs(value)))))
