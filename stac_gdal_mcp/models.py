@@ -87,7 +87,7 @@ class ItemSummary(Model):
             bands = asset.get("bands") if isinstance(asset, dict) else None
             if bands and len(bands) == 1 and key.startswith(bands[0]):
                 del asset["bands"]
-        common = _common_roles(self.assets.values())
+        common = common_roles(a.roles for a in self.assets.values())
         if common:
             for key, asset in assets.items():
                 roles = self.assets[key].roles
@@ -99,16 +99,24 @@ class ItemSummary(Model):
         return out
 
 
-def _common_roles(assets) -> list[str] | None:
-    """The roles list most assets have, when at least two share it and it is not ["data"] (the
-    default) - None otherwise."""
+def most_shared(values):
+    """The value at least two of `values` share, most often (None when none is shared; empty
+    values are not counted)."""
+    import json
     from collections import Counter
 
-    counts = Counter(tuple(a.roles) for a in assets if a.roles)
+    counts = Counter(json.dumps(v) for v in values if v)
     if not counts:
         return None
-    roles, n = counts.most_common(1)[0]
-    return list(roles) if n >= 2 and list(roles) != ["data"] else None
+    value, n = counts.most_common(1)[0]
+    return json.loads(value) if n >= 2 else None
+
+
+def common_roles(roles_lists) -> list[str] | None:
+    """The roles list most assets have (`roles_lists`: each asset's), when at least two share it
+    and it is not ["data"] (the default) - None otherwise."""
+    roles = most_shared(list(r) for r in roles_lists)
+    return roles if roles != ["data"] else None
 
 
 class SearchResult(Model):

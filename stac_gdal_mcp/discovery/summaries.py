@@ -16,6 +16,7 @@ from ..models import (
     CollectionDetail,
     CollectionSummary,
     ItemSummary,
+    most_shared,
 )
 from ..stac import band_common_names, is_thumbnail, item_datetime, proj_code, thumbnail_href
 
@@ -172,7 +173,7 @@ def item_view(item: dict, fields=None) -> dict:
         if bands:
             view["bands"] = bands
         assets[key] = view
-    defaults = {k: _most_common([a.get(k) for a in assets.values()]) for k in ("type", "roles")}
+    defaults = {k: most_shared([a.get(k) for a in assets.values()]) for k in ("type", "roles")}
     defaults = {k: v for k, v in defaults.items() if v is not None}
     for view in assets.values():
         for k, v in defaults.items():
@@ -184,15 +185,3 @@ def item_view(item: dict, fields=None) -> dict:
         out["asset_defaults"] = defaults
     out["assets"] = assets
     return out
-
-
-def _most_common(values: list):
-    """The value at least two of `values` share, most often (None when none is shared)."""
-    import json
-    from collections import Counter
-
-    counts = Counter(json.dumps(v) for v in values if v)
-    if not counts:
-        return None
-    value, n = counts.most_common(1)[0]
-    return json.loads(value) if n >= 2 else None

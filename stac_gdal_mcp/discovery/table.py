@@ -159,11 +159,9 @@ def _collection_assets(group: list[dict]) -> dict:
 def _said_once(assets: dict) -> dict:
     """{"asset_roles": the roles most assets have, "assets": each naming its roles only when
     they differ} (as an ItemSummary says them)."""
-    from collections import Counter
+    from ..models import common_roles
 
-    counts = Counter(tuple(a["roles"]) for a in assets.values())
-    shared, n = counts.most_common(1)[0] if counts else ((), 0)
-    common = list(shared) if n >= 2 else ["data"]
+    common = common_roles(a["roles"] for a in assets.values()) or ["data"]
     out = {key: {k: v for k, v in a.items() if k != "roles" or v != common} for key, a in assets.items()}
     return {"asset_roles": common, "assets": out} if common != ["data"] else {"assets": out}
 
