@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GeoparquetError, LimitExceeded, StacGdalMcpError
 from .redact import masked_url
+from .snapshot_layout import can_match, part
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -32,18 +33,16 @@ class Files:
     paths: list[str]
     schema: dict[str, pa.DataType]
     described: dict[str, dict]
+    spans: dict[str, tuple | None]  # file -> (earliest start, latest end) of its items, None: unknown
     filesystem: Any = None
-    spans: dict[str, tuple | None] | None = None  # file -> (earliest start, latest end) of its items
 
     def parts(self, root: str, collections, start, end) -> list[str] | None:
         """The files as read_parquet reads them, less the parts whose names prove they hold no
         item of `collections` in [start, end] (snapshot_layout.py); None when none is left out."""
-        from .snapshot_layout import can_match, part
-
         kept = [
             source
             for path, source in zip(self.paths, self.sources, strict=True)
-            if can_match(part(relative(path, root)), collections, start, end, (self.spans or {}).get(path))
+            if can_match(part(relative(path, root)), collections, start, end, self.spans[path])
         ]
         return None if len(kept) == len(self.paths) else kept
 
@@ -78,7 +77,7 @@ def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int
         described.update(_described(file_schema.metadata or {}))
     for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
         described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
-    return Files(stamp, paths, schema, described, filesystem, spans)
+    return Files(stamp, paths, schema, described, spans, filesystem)
 
 
 def _read_footer(catalog_id: str, path: str, filesystem, max_footer: int) -> pq.FileMetaData:
