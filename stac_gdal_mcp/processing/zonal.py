@@ -266,7 +266,6 @@ def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tu
     job stops. `measure`: where the pixels are read (`measure_assets` here, `Cluster.measure`
     on dask.distributed)."""
     import pandas as pd
-    from shapely.geometry import shape
 
     group = unit if isinstance(unit, list) else [unit]
     meta = {
@@ -284,10 +283,7 @@ def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tu
         meta["datetime"] = item_datetime(items[0])
         if call.request.per == "day":
             meta["date"] = solar_day(call, items)
-        footprints = [shape(i["geometry"]) for i in items if i.get("geometry")]
-        whole = len(footprints) < len(items)  # an item without footprint may cover any zone
-        found = {z for f in footprints for z in call.zones_under(f)}
-        indexes = list(range(len(call.request.zones))) if whole else sorted(found)
+        indexes = call.zones_of_items(items)
         if not indexes:
             return meta, None
         inputs = [item_inputs(core, call, item) for item in items]
@@ -435,15 +431,9 @@ def estimate(core, request: ZonalRequest):
     result = Estimate(operation="zonal_stats", notes=list(call.notes))
 
     def one(ref_or_item) -> tuple[str, int]:
-        from shapely.geometry import shape
-
         deadline.check()
         item = full_item(call, ref_or_item)
-        indexes = (
-            call.zones_under(shape(item["geometry"]))
-            if item.get("geometry")
-            else list(range(len(request.zones)))
-        )
+        indexes = call.zones_of_items([item])
         if not indexes:
             return item["id"], 0
         inputs = item_inputs(core, call, item)

@@ -62,6 +62,16 @@ class Call:
             self.tree = shapely.STRtree(list(self.request.zones.geometries))
         return sorted(int(i) for i in self.tree.query(footprint, predicate="intersects"))
 
+    def zones_of_items(self, items: list[dict]) -> list[int]:
+        """Indexes of the zones the items' footprints meet; every zone when an item has no
+        footprint (it may cover any)."""
+        from shapely.geometry import shape
+
+        footprints = [shape(i["geometry"]) for i in items if i.get("geometry")]
+        if len(footprints) < len(items):
+            return list(range(len(self.request.zones)))
+        return sorted({z for f in footprints for z in self.zones_under(f)})
+
     def in_crs(self, crs) -> list:
         """Every zone in `crs`, vertex by vertex (as GeoPandas' `to_crs`: the polygons a user
         would hand exactextract for the raster)."""
