@@ -58,23 +58,16 @@ def count_items(
 
 
 def _count_api(core: Core, cat, args: dict, notes: list[str]) -> tuple[int, str]:
-    from .query import SEARCH_KEYWORDS, check_names, check_search
     from .search import (
         MAX_SCAN_PAGES,
         _check_api_collections,
-        _resolved_collections,
         api_pages,
+        checked_search,
         first_page,
         plan_api_search,
     )
 
-    check_names(args, SEARCH_KEYWORDS)
-    if args.get("collections") is not None:
-        args = {
-            **args,
-            "collections": _resolved_collections(core.settings, cat.id, args["collections"], notes),
-        }
-    search = check_search(**args)
+    search = checked_search(core.settings, cat.id, args, notes)
     plan = plan_api_search(cat, search, page_size=COUNT_PAGE, fields=ID_ONLY)
     notes += plan.notes
     if plan.client_filter is None:  # one item asked first: the API's count, when it gives one

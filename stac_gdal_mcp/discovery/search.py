@@ -321,13 +321,7 @@ def search_page(
         )
         notes += cursors.checked(state, "notes", list) or []
     else:
-        check_names(args, SEARCH_KEYWORDS)
-        if args.get("collections") is not None:  # as this catalog names them (aliases.py)
-            args = {
-                **args,
-                "collections": _resolved_collections(core.settings, cat.id, args["collections"], notes),
-            }
-        search = check_search(**args)
+        search = checked_search(core.settings, cat.id, args, notes)
 
     if isinstance(cat, GeoparquetCatalog):  # SQL over stac-geoparquet files (parquet_search.py)
         search = _search_from_cursor(state) if state is not None else search
@@ -342,6 +336,18 @@ def search_page(
             + p.latitude_first_hint(search.bbox if search is not None else None)
         )
     return features, matched, core.cursors.encode("items", cat.id, next_state) if next_state else None
+
+
+def checked_search(settings, catalog_id: str, args: dict, notes: list[str]) -> Search:
+    """The search arguments `args` checked, their collections as catalog `catalog_id` names them
+    (aliases.py; what that did goes to `notes`)."""
+    check_names(args, SEARCH_KEYWORDS)
+    if args.get("collections") is not None:
+        args = {
+            **args,
+            "collections": _resolved_collections(settings, catalog_id, args["collections"], notes),
+        }
+    return check_search(**args)
 
 
 def answer_budget(settings, detail: str) -> ResultBudget:
