@@ -107,10 +107,15 @@ class GeoparquetCatalog:
         stamp = tuple((p, *_stamp(p)) for p in paths)
         with self._lock:  # tool calls run in threads: check the files once per version
             if self._files is None or self._files.stamp != stamp:
-                self._files = check_files(self.id, paths, stamp, self.max_footer)
-                self.__dict__.pop("database", None)  # no footer cached from another version
-                self.__dict__.pop("spatial", None)
+                self._new_version(check_files(self.id, paths, stamp, self.max_footer))
             return self._files
+
+    def _new_version(self, files: Files) -> None:
+        """Keep the checked `files`; drop what was cached of the previous version (the connection
+        with its footer cache, the spatial probe)."""
+        self._files = files
+        self.__dict__.pop("database", None)
+        self.__dict__.pop("spatial", None)
 
     @property
     def max_footer(self) -> int:
@@ -153,9 +158,7 @@ class GeoparquetCatalog:
                 if self._files is None or self._files.stamp != versions:
                     filesystem = RangeFileSystem(self.reader, list(versions))
                     urls = [v.url for v in versions]
-                    self._files = check_files(self.id, urls, versions, self.max_footer, filesystem)
-                    self.__dict__.pop("database", None)
-                    self.__dict__.pop("spatial", None)
+                    self._new_version(check_files(self.id, urls, versions, self.max_footer, filesystem))
             return self._files
 
     def parts(self, collections: list[str] | None, start, end) -> list[str] | None:
