@@ -6,6 +6,7 @@ type (text when text and numbers are mixed), unique ids. Messages quote ids shor
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from numbers import Number
@@ -29,7 +30,12 @@ class Zones:
 
     def search_area(self):
         """A simple polygon over every zone, for finding items: the union of the zones' bounding
-        boxes, or their convex hull when that union has many vertices."""
+        boxes, or their convex hull when that union has many vertices (worked out once: a
+        per-day call asks it per day, and it takes most of a second for 10,000 zones)."""
+        return self._search_area
+
+    @functools.cached_property
+    def _search_area(self):
         import shapely
         from shapely.geometry import box
 
