@@ -34,13 +34,8 @@ class Fields:
 
     def as_api(self) -> dict[str, list[str]]:
         """The `fields` member of a POST search body (what a conforming API is sent)."""
-        include = [*ALWAYS, *self.include] if self.include else []
+        include = list(dict.fromkeys([*ALWAYS, *self.include])) if self.include else []
         return {"include": include, "exclude": list(self.exclude)}
-
-    def as_get(self) -> str:
-        """The `fields` query parameter of a GET search: `id,properties.datetime,-links`."""
-        include = [*ALWAYS, *self.include] if self.include else []
-        return ",".join([*include, *(f"-{name}" for name in self.exclude)])
 
 
 def path_of(name: str) -> str:

@@ -151,8 +151,8 @@ def first_page(catalog: RemoteCatalog, body: dict) -> Page:
 def _as_get_params(body: dict) -> dict:
     out = {}
     for key, value in body.items():
-        if key == "fields":
-            out[key] = Fields(tuple(value["include"]), tuple(value["exclude"])).as_get()
+        if key == "fields":  # `id,collection,properties.datetime,-links`
+            out[key] = ",".join([*value["include"], *(f"-{name}" for name in value["exclude"])])
         elif key in ("collections", "ids"):
             out[key] = ",".join(value)
         elif key == "bbox":
