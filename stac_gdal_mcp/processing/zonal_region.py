@@ -126,8 +126,6 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
 
     from shapely.geometry import box
 
-    from .selection import Collections
-
     job = job or Job()
     job.limit_time(core.settings.limits.job_timeout_s)
     ordered = request.zones.sorted(check=job.check)  # (the file read once: places and extent)
@@ -142,9 +140,8 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
     ):
         for k, zones in enumerate(groups):
             job.check()
-            part = zonal.Call(
-                request.group(zones), call.catalog, items, [], Collections(call.catalog), call.limits
-            )
+            # (the collections' documents, fetched once for every group: `call.collections`)
+            part = zonal.Call(request.group(zones), call.catalog, items, [], call.collections, call.limits)
             metas, frames = zonal.measure_items(core, part, job, report=False)
             frame = zonal.table(core, part, metas, frames)
             _write(frame, out.path / f"{PARTITION}={k:05d}", core.settings.limits.max_output_bytes)
