@@ -259,10 +259,11 @@ def relative_label(path: str | Path, roots: list[Path]) -> str:
 
 def folders_pattern(roots) -> re.Pattern:
     """One pattern matching any of `roots` (as given and resolved, longest first) where it stands
-    as a folder or leads a path under it (not a sibling such as "<root>2")."""
+    as a folder or leads a path under it (not a sibling such as "<root>2"), and where it starts a
+    path (not inside another such as "/var<root>/x")."""
     forms = {f.rstrip("/") for r in roots for f in (str(r), str(Path(r).expanduser().resolve()))}
     alternatives = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True) if f)
-    return re.compile(f"(?:{alternatives or '(?!)'})" + r"(/|(?![\w-]|\.\w))")
+    return re.compile(r"(?<![\w./-])" + f"(?:{alternatives or '(?!)'})" + r"(/|(?![\w-]|\.\w))")
 
 
 def scrubbed(message: str, roots) -> str:
