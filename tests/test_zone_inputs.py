@@ -181,6 +181,13 @@ def test_paths_are_named_as_the_workspace_lists_them(workspace, tmp_path):
         assert str(workspace) not in message and str(tmp_path) not in message and "\n" not in message, message
 
 
+def test_only_paths_under_an_allowed_folder_lose_it():
+    from stac_gdal_mcp.catalogs.security import scrubbed
+
+    message = "cannot open /var/tmp/ws/a.gpkg nor /tmp/ws/b.gpkg in /tmp/ws"
+    assert scrubbed(message, ["/tmp/ws"]) == "cannot open /var/tmp/ws/a.gpkg nor b.gpkg in ."
+
+
 def test_a_file_in_a_crs_off_the_earth_is_one_line(workspace):
     workspace.mkdir(parents=True, exist_ok=True)
     frame = geopandas.GeoDataFrame({"name": ["crater"]}, geometry=[box(0, 0, 1, 1)], crs="IAU_2015:49900")
