@@ -201,7 +201,7 @@ def test_collections_and_queryables(local_session, stac_items):
 
 
 def test_a_search_written_as_geoparquet_reads_back_everywhere(session, stac_items, tmp_path):
-    """All pages of an API search (full items) streamed into a file by write_geoparquet, in
+    """All pages of an API search (full items) streamed into a file by write_snapshot, in
     chunks smaller than the result so that differing properties are unified: stac-geoparquet,
     rustac and DuckDB read the same items back, and the file searched as a catalog answers as the
     API does."""
@@ -210,7 +210,7 @@ def test_a_search_written_as_geoparquet_reads_back_everywhere(session, stac_item
     import rustac
     from stac_geoparquet.arrow import stac_table_to_items
 
-    from stac_gdal_mcp.catalogs.geoparquet import write_geoparquet
+    from stac_gdal_mcp.catalogs.snapshot_write import write_snapshot
 
     def every_item():
         results = session.search(catalog="api", collections=BOTH, limit=9, detail="full", sortby="id")
@@ -220,7 +220,7 @@ def test_a_search_written_as_geoparquet_reads_back_everywhere(session, stac_item
 
     out = tmp_path / "saved.parquet"
     collections, _ = stac_items
-    assert write_geoparquet(every_item(), out, collections=collections, chunk_size=10) == len(stac_items[1])
+    assert write_snapshot(every_item(), out, collections=collections, chunk_size=10) == len(stac_items[1])
     want, _ = pages(session, "api", 50, sortby="id")
     assert [i["id"] for i in stac_table_to_items(pq.read_table(out))] == want
     assert [i["id"] for i in rustac.read_sync(str(out))["features"]] == want
@@ -355,13 +355,13 @@ def test_every_query_is_bounded_in_time_and_memory(bad, parquet):
         roomy.run("SELECT list(x || 'padding padding padding') FROM range(10000000) t(x)")
 
 
-def test_write_geoparquet_keeps_the_order_of_many_chunks(stac_items, tmp_path):
+def test_write_snapshot_keeps_the_order_of_many_chunks(stac_items, tmp_path):
     """More than ten chunks (stac-geoparquet reads its parts back as a folder, whose names sort as
     text: 10.parquet before 2.parquet): the file holds the items in the order given, and the
     collections of the items seen when `collections` is a function of their ids."""
     import pyarrow.parquet as pq
 
-    from stac_gdal_mcp.catalogs.geoparquet import write_geoparquet
+    from stac_gdal_mcp.catalogs.snapshot_write import write_snapshot
 
     collections, items = stac_items
     asked = []
@@ -372,10 +372,8 @@ def test_write_geoparquet_keeps_the_order_of_many_chunks(stac_items, tmp_path):
 
     out = tmp_path / "ordered.parquet"
     assert len(items) > 12 * 3
-    assert write_geoparquet(iter(items), out, collections=described, chunk_size=3) == len(items)
+    assert write_snapshot(iter(items), out, collections=described, chunk_size=3) == len(items)
     assert pq.read_table(out, columns=["id"])["id"].to_pylist() == [i["id"] for i in items]
     assert asked == [list(dict.fromkeys(i["collection"] for i in items))]
     meta = json.loads(pq.read_schema(out).metadata[b"stac-geoparquet"])
     assert sorted(meta["collections"]) == sorted(c["id"] for c in collections)
-    assert write_geoparquet(iter(items), tmp_path / "five.parquet", max_items=5, chunk_size=2) == 5
-    assert pq.read_table(tmp_path / "five.parquet")["id"].to_pylist() == [i["id"] for i in items[:5]]

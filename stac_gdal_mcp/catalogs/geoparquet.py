@@ -29,7 +29,7 @@ import glob
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import (
     ConfigError,
     GeoparquetError,
-    InvalidArgument,
     InvalidFilter,
     ItemNotFound,
     LimitExceeded,
@@ -375,71 +374,6 @@ class GeoparquetCatalog:
         return GeoparquetError(
             f"catalog '{self.id}': reading {files_named(self.files.paths)} failed: {first_line(exc)}"
         )
-
-
-def write_geoparquet(
-    items: Iterable[dict],
-    path: str | Path,
-    *,
-    collections: Iterable[dict] | Callable[[list[str]], Iterable[dict]] = (),
-    max_items: int | None = None,
-    chunk_size: int = 10_000,
-) -> int:
-    """Write STAC item dicts as one stac-geoparquet file (stac_geoparquet.arrow), streamed: items
-    are parsed `chunk_size` at a time into Parquet parts in a temporary folder beside `path` (so
-    items whose properties differ are unified without holding them all), then written in their
-    order as one file under a temporary name and renamed to `path`: nothing half-written is left
-    there. `collections` (or a function of the collection ids of the items, called once they are
-    read) go into the file's metadata (stac-geoparquet 1.1), so a catalog on the file lists them.
-    Returns the number of items written (at most `max_items`)."""
-    import itertools
-    import os
-    import tempfile
-
-    from stac_geoparquet.arrow import parse_stac_items_to_arrow, to_parquet
-
-    path = Path(path)
-    written, seen = 0, {}
-
-    def counted() -> Iterator[dict]:
-        nonlocal written
-        for item in itertools.islice(items, max_items):
-            written += 1
-            seen[item.get("collection")] = None
-            yield item
-
-    stream = counted()
-    first = next(stream, None)
-    if first is None:
-        raise InvalidArgument(f"no items to write to {path}")
-    with tempfile.TemporaryDirectory(prefix=f".{path.name}-", dir=path.parent) as work:
-        parts = Path(work) / "parts"
-        parts.mkdir()
-        schema = parse_stac_items_to_arrow(  # reads every item, into parts 0.parquet, 1.parquet...
-            itertools.chain([first], stream), chunk_size=chunk_size, schema="ChunksToDisk", tmpdir=parts
-        ).schema
-        if callable(collections):
-            collections = collections([c for c in seen if c is not None])
-        partial = Path(work) / "whole.parquet"
-        to_parquet(
-            _in_order(parts, schema, chunk_size),
-            partial,
-            collections={c["id"]: c for c in collections} or None,
-        )
-        os.replace(partial, path)
-    return written
-
-
-def _in_order(parts: Path, schema: pa.Schema, chunk_size: int) -> pa.RecordBatchReader:
-    """The parts as one stream in the order they were written: stac-geoparquet (0.8) reads them
-    back as a dataset of the folder, whose names sort as text (10.parquet before 2.parquet), which
-    would reorder the items of more than ten chunks."""
-    import pyarrow as pa
-    import pyarrow.dataset as ds
-
-    files = sorted(parts.glob("*.parquet"), key=lambda f: int(f.stem))
-    dataset = ds.dataset([str(f) for f in files], schema=schema, format="parquet")
-    return pa.RecordBatchReader.from_batches(schema, dataset.to_batches(batch_size=chunk_size))
 
 
 def rows_as_items(table: pa.Table) -> Iterator[dict]:
