@@ -139,8 +139,8 @@ def window_tiles(path: Path, aoi: list[float]) -> tuple[int, int, int, tuple]:
 def main() -> None:
     import rasterio
 
+    from stac_gdal_mcp.operations.cloud import cloud_cover_stats
     from stac_gdal_mcp.processing.access import gdal_env
-    from stac_gdal_mcp.processing.cloud import cloud_cover_stats
     from testbed import serve_directory
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -46,7 +46,7 @@ AOI = aoi_5km(ORIGIN[0] + 400 * 20, ORIGIN[1] - 400 * 20)  # crosses the tile co
 
 
 def main() -> None:
-    from stac_gdal_mcp.processing.cloud import cloud_cover_stats
+    from stac_gdal_mcp.operations.cloud import cloud_cover_stats
     from testbed import serve_directory
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

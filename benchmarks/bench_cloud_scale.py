@@ -85,7 +85,7 @@ def odc_defaults(items: list[dict]) -> list[float | None]:
 
 
 def one_size(folder: Path, count: int, delay: float, concurrency: int | None, nodelay: bool = False) -> dict:
-    from stac_gdal_mcp.processing.cloud import cloud_cover_stats
+    from stac_gdal_mcp.operations.cloud import cloud_cover_stats
     from testbed import serve_directory
 
     scl = make_scl(folder / f"scl{SMALL}.tif", size=SMALL, seed=7)
@@ -141,7 +141,7 @@ class _Remote:
 def latency_figures(
     folder: Path, delay: float, concurrency: int | None, remote: bool = False, nodelay: bool = False
 ) -> None:
-    from stac_gdal_mcp.processing.cloud import cloud_cover_stats
+    from stac_gdal_mcp.operations.cloud import cloud_cover_stats
     from testbed import serve_directory
 
     scl = make_scl(folder / f"scl{SMALL}.tif", size=SMALL, seed=7)

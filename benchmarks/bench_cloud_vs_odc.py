@@ -39,8 +39,8 @@ def odc_baseline(core, items: list[dict], aoi: list[float]) -> list[dict]:
     from rasterio.warp import transform_geom
     from shapely.geometry import box, mapping
 
+    from stac_gdal_mcp.operations.cloud import ONE_THREAD_PER_READ
     from stac_gdal_mcp.processing.access import gdal_env
-    from stac_gdal_mcp.processing.cloud import ONE_THREAD_PER_READ
 
     with rasterio.Env(**{**gdal_env(core.settings), **ONE_THREAD_PER_READ}):
         ds = load(
@@ -73,7 +73,7 @@ def odc_baseline(core, items: list[dict], aoi: list[float]) -> list[dict]:
 
 
 def main() -> None:
-    from stac_gdal_mcp.processing.cloud import cloud_cover_stats
+    from stac_gdal_mcp.operations.cloud import cloud_cover_stats
     from testbed import serve_directory
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

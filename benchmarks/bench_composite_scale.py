@@ -95,7 +95,7 @@ def aoi_of(item: dict) -> list[float]:
 
 def run_ours(folder: Path, items: list[dict], scheduler: str | None) -> dict:
     from stac_gdal_mcp.core import Core
-    from stac_gdal_mcp.processing.composite import composite, save_array
+    from stac_gdal_mcp.operations.composite import composite, save_array
     from stac_gdal_mcp.settings import load_settings
 
     path = folder / f"items-{uuid.uuid4().hex[:6]}.json"
@@ -130,7 +130,7 @@ def baseline_median(items: list[dict]):
     import xarray as xr
     from odc.stac import load
 
-    from stac_gdal_mcp.processing.composite import TILE
+    from stac_gdal_mcp.operations.composite import TILE
 
     ds = load(
         [pystac.Item.from_dict(i, migrate=False) for i in items],

@@ -94,7 +94,7 @@ def field_aoi() -> list[float]:
 def main() -> None:
     from bench_cloud_bytes import local_catalog
 
-    from stac_gdal_mcp.processing.series import time_series
+    from stac_gdal_mcp.operations.series import time_series
     from testbed import serve_directory
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -114,7 +114,7 @@ def projected(features):
 
 
 def run_ours(core, zones, items, **arguments):
-    from stac_gdal_mcp.processing import zonal
+    from stac_gdal_mcp.operations import zonal
 
     request = zonal.check(core, zones, collections=["sentinel-2-l2a"], max_items=len(items), **arguments)
     start = time.perf_counter()

@@ -129,7 +129,7 @@ def region_child(spec: dict) -> dict:
     from measure import peak_rss_mb, reset_peak
 
     from stac_gdal_mcp import Session
-    from stac_gdal_mcp.processing import zonal
+    from stac_gdal_mcp.operations import zonal
     from stac_gdal_mcp.settings import load_settings
 
     folder = Path(spec["folder"])

@@ -96,7 +96,7 @@ def main() -> None:
         ).stdout
         old.write_text(text)
         before = run(old, path)
-        after = run(ROOT / "stac_gdal_mcp/processing/zones.py", path)
+        after = run(ROOT / "stac_gdal_mcp/operations/zonal/zones.py", path)
     print(f"{'':12}{'baseline':>12}{'now':>12}{'ratio':>9}")
     for key, unit in (("seconds", "s"), ("peak_mb", "MiB")):
         print(

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .core import Core
+    from .operations.cloud import CloudCoverResult, ItemCloudCover
     from .outputs import OutputRecord
-    from .processing.cloud import CloudCoverResult, ItemCloudCover
     from .processing.jobs import Job
 
 
@@ -509,7 +509,7 @@ class CloudCover:
 
     def to_dataframe(self) -> pd.DataFrame:
         """The ranking as a DataFrame, one row per item in its order (a copy each call)."""
-        from .processing.tables import cloud_cover_frame
+        from .operations.tables import cloud_cover_frame
 
         if self._frame is None:
             self._frame = cloud_cover_frame(self.result)

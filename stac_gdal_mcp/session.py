@@ -383,7 +383,7 @@ class Session:
         >>> record.properties.proj_code, record.file.type.split(";")[0]
         ('EPSG:4326', 'image/tiff')
         """
-        from .processing import warp
+        from .operations import warp
 
         source = self.asset(
             source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
@@ -427,7 +427,7 @@ class Session:
         >>> record.file.type
         'image/png'
         """
-        from .processing import convert
+        from .operations import convert
 
         source = self.asset(
             source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
@@ -467,7 +467,7 @@ class Session:
         >>> image.png[:4], image.width <= 64
         (b'\\x89PNG', True)
         """
-        from .processing import preview as previews
+        from .operations import preview as previews
         from .processing.requests import AssetRef
         from .results import Preview
 
@@ -518,7 +518,7 @@ class Session:
         >>> ranking[["item_id", "cloud_fraction", "scene_cloud_cover"]].tail(1).to_dict("records")
         [{'item_id': 'S2B_33TUL_20240604_0_L2A', 'cloud_fraction': ..., 'scene_cloud_cover': 62.0}]
         """
-        from .processing import cloud
+        from .operations import cloud
         from .results import CloudCover, SearchResults
 
         if isinstance(items, SearchResults):
@@ -562,7 +562,7 @@ class Session:
         >>> float(ndvi.isel(time=1).mean()) > 0.3
         True
         """
-        from .processing.composite import band_names
+        from .operations.composite import band_names
         from .processing.load import as_dataset, prepare
 
         names = band_names(bands)
@@ -596,7 +596,7 @@ class Session:
         >>> list(table["date"]), [round(v, 3) for v in table["value"]]
         (['2024-06-04', '2024-06-19', '2024-07-14'], [0.517, 0.648, 0.52])
         """
-        from .processing import series
+        from .operations import series
 
         load = self._load(aoi, search, catalog, mask_clouds, resolution, crs, max_items, gdal_options)
         request = series.check(load, expression, reducer)
@@ -628,7 +628,7 @@ class Session:
         >>> rgb.dims, rgb.band.values.tolist(), rgb.attrs["items"]
         (('band', 'y', 'x'), ['red', 'green', 'blue'], 5)
         """
-        from .processing import composite
+        from .operations import composite
 
         load = self._load(aoi, search, catalog, mask_clouds, resolution, crs, max_items, gdal_options)
         request = composite.check(load, bands, method)
@@ -681,7 +681,8 @@ class Session:
         >>> session.save(table).file.type
         'application/vnd.apache.parquet'
         """
-        from .processing import zonal, zonal_region
+        from .operations import zonal
+        from .operations.zonal import region as zonal_region
         from .results import SearchResults
 
         if isinstance(items, SearchResults):
@@ -766,19 +767,19 @@ class Session:
 
         provenance = Provenance.of(result) if isinstance(result, pd.DataFrame) else None
         if provenance is not None and provenance.kind == "zonal_stats":
-            from .processing import zonal
+            from .operations import zonal
 
             return zonal.save(
                 self.core, result, format=(format or "parquet").lower(), output_name=output_name, job=job
             )
         if isinstance(result, pd.DataFrame):
-            from .processing.series import save
+            from .operations.series import save
 
             return save(self.core, result, format=(format or "csv").lower(), output_name=output_name, job=job)
         if isinstance(result, xr.DataArray):  # (not `.values`: that would compute a lazy array)
             if format not in (None, "COG"):
                 raise InvalidArgument("arrays are saved as COG")
-            from .processing.composite import save_array
+            from .operations.composite import save_array
 
             return save_array(self.core, result, output_name=output_name, job=job)
         raise InvalidArgument(

@@ -112,7 +112,7 @@ def expected_ndvi(day_scenes, aoi, reducer="mean", mask_clouds=True):
 
 def run_time_series(session, aoi, **arguments):
     """The time_series tool's result, made as the tool makes it (Session, save CSV and chart)."""
-    from stac_gdal_mcp.processing import series
+    from stac_gdal_mcp.operations import series
 
     frame = session.time_series(aoi, **arguments)
     return series.result(frame, session.save(frame), session.save(frame, format="png"))
@@ -120,7 +120,7 @@ def run_time_series(session, aoi, **arguments):
 
 def run_composite(session, aoi, **arguments):
     """The composite tool's result, made as the tool makes it (Session, save the COG)."""
-    from stac_gdal_mcp.processing import composite
+    from stac_gdal_mcp.operations import composite
 
     array = session.composite(aoi, **arguments)
     return composite.result(array, session.save(array))

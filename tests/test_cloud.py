@@ -23,7 +23,7 @@ from shapely.geometry import Polygon, box, mapping
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import InvalidArgument, OperationCancelled
-from stac_gdal_mcp.processing.cloud import cloud_cover_stats
+from stac_gdal_mcp.operations.cloud import cloud_cover_stats
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.server import build_server
 from stac_gdal_mcp.testing import synthetic
@@ -438,7 +438,7 @@ def test_items_on_one_grid_share_the_aoi_grid(tmp_path):
     counts are those worked out for each item alone."""
     from rasterio.transform import from_origin
 
-    from stac_gdal_mcp.processing.cloud import AoiGrids, aoi_window_counts
+    from stac_gdal_mcp.operations.cloud import AoiGrids, aoi_window_counts
     from stac_gdal_mcp.processing.masks import KNOWN_ASSETS, MaskSource
 
     rng = np.random.default_rng(5)

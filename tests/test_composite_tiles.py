@@ -16,7 +16,7 @@ from helpers import scaled, usable_pixels
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import OperationCancelled
-from stac_gdal_mcp.processing import composite as composites
+from stac_gdal_mcp.operations import composite as composites
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.testing import synthetic
 

@@ -21,10 +21,10 @@ from test_processing_access import write_cog
 
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import LimitExceeded, OperationCancelled
+from stac_gdal_mcp.operations.convert import convert_asset
+from stac_gdal_mcp.operations.warp import reproject_asset
 from stac_gdal_mcp.processing.access import resolve_input
-from stac_gdal_mcp.processing.convert import convert_asset
 from stac_gdal_mcp.processing.jobs import Job
-from stac_gdal_mcp.processing.warp import reproject_asset
 
 HUGE = 200_000
 

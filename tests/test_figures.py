@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 from matplotlib.dates import date2num
 
-from stac_gdal_mcp.processing.tables import chart_figure, index_name, write_chart
+from stac_gdal_mcp.operations.tables import chart_figure, index_name, write_chart
 
 DAYS = [(4, 0.41, 0.8), (9, None, 0.0), (14, 0.52, 0.95), (19, 0.55, 0.6), (24, None, 0.0)]
 ROWS = [SimpleNamespace(datetime=f"2024-06-{d:02d}T10:06:00Z", value=v, valid_fraction=f) for d, v, f in DAYS]

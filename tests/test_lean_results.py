@@ -12,7 +12,7 @@ import json
 import pytest
 from fastmcp import Client
 
-from stac_gdal_mcp.processing.cloud import ZERO_NOTE, ZERO_OMITTED
+from stac_gdal_mcp.operations.cloud import ZERO_NOTE, ZERO_OMITTED
 from stac_gdal_mcp.testing import synthetic
 
 S2 = "sentinel-2-l2a"

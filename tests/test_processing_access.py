@@ -16,13 +16,7 @@ from helpers import write_cog  # (test_faults_processing imports it from here to
 
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import AccessDenied, AssetNotFound, AssetUnreadable, InvalidArgument
-from stac_gdal_mcp.processing.access import (
-    find_asset,
-    gdal_env,
-    open_raster,
-    resolve_input,
-    unsigned_href,
-)
+from stac_gdal_mcp.processing.access import find_asset, gdal_env, open_raster, resolve_input, unsigned_href
 
 COG = "image/tiff; application=geotiff; profile=cloud-optimized"
 

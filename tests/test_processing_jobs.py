@@ -17,11 +17,11 @@ from mcp.shared.exceptions import MCPError
 
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import LimitExceeded, OperationCancelled, ProcessingFailed
+from stac_gdal_mcp.operations.convert import convert_asset
+from stac_gdal_mcp.operations.warp import reproject_asset
 from stac_gdal_mcp.processing import formats
 from stac_gdal_mcp.processing.access import resolve_input
-from stac_gdal_mcp.processing.convert import convert_asset
 from stac_gdal_mcp.processing.jobs import Job
-from stac_gdal_mcp.processing.warp import reproject_asset
 from stac_gdal_mcp.server import build_server
 from testbed import serve_directory
 

@@ -180,7 +180,7 @@ def test_a_folder_catalog_does_not_open_its_parent(tmp_path, make_settings):
     read, the folder above it may not (the root was taken as resolve().parent)."""
     from stac_gdal_mcp import Session
     from stac_gdal_mcp.errors import AccessDenied
-    from stac_gdal_mcp.processing import zonal
+    from stac_gdal_mcp.operations import zonal
 
     parent = tmp_path / "parent"
     (parent / "snap").mkdir(parents=True)

@@ -25,7 +25,7 @@ from shapely.geometry import box, mapping, shape
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import InvalidArgument, OperationCancelled
-from stac_gdal_mcp.processing import zonal
+from stac_gdal_mcp.operations import zonal
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.testing import synthetic
 

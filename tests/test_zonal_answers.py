@@ -26,7 +26,7 @@ from test_zonal_mcp import SEARCH, call, session  # noqa: F401 (session: the sam
 
 import stac_gdal_mcp
 from stac_gdal_mcp.maps import build_map_view
-from stac_gdal_mcp.processing import zonal_chart
+from stac_gdal_mcp.operations.zonal import chart as zonal_chart
 
 SAMPLE = Path(stac_gdal_mcp.__file__).parent / "data" / "sample" / "sentinel-2-l2a"
 SCENE = "S2A_33TUL_20240619_0_L2A"

@@ -174,7 +174,7 @@ def test_rows_past_max_result_bytes_are_in_the_saved_table(session):
     itself is not bounded by it here, since searches answer by the same limit)."""
     import geopandas
 
-    from stac_gdal_mcp.processing import zonal_result
+    from stac_gdal_mcp.operations.zonal import result as zonal_result
 
     frame = session.zonal_stats(FIELDS, **SEARCH)
     record = session.save(frame)

@@ -21,7 +21,8 @@ from test_distributed import cluster  # noqa: F401
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import InvalidArgument, LimitExceeded, OperationCancelled
-from stac_gdal_mcp.processing import zonal, zonal_region
+from stac_gdal_mcp.operations import zonal
+from stac_gdal_mcp.operations.zonal import region as zonal_region
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.testing import synthetic
 

@@ -15,7 +15,7 @@ import shapely
 from shapely.geometry import box, mapping
 
 from stac_gdal_mcp.errors import AccessDenied, InvalidArgument, LimitExceeded, StacGdalMcpError
-from stac_gdal_mcp.processing.zones import read_zones
+from stac_gdal_mcp.operations.zonal.zones import read_zones
 from stac_gdal_mcp.settings import LimitSettings
 
 SQUARE = mapping(box(13.60, 45.92, 13.61, 45.93))

@@ -48,12 +48,7 @@ from ..catalogs import ResultBudget
 from ..catalogs import cursors as cur
 from ..catalogs.bounds import ID_CHARS, cut
 from ..catalogs.security import shown
-from ..errors import (
-    CollectionNotFound,
-    InvalidArgument,
-    InvalidCursor,
-    StacGdalMcpError,
-)
+from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, StacGdalMcpError
 from ..models import Model, SearchResult
 from ..stac import item_datetime
 from . import aliases

@@ -57,8 +57,8 @@ def _record_call(record, png: bytes | None = None) -> dict:
 
 def _series_call(frame, provenance) -> dict:
     """A time series table: its rows and notes (no saved files), the chart as the tool draws it."""
-    from ..processing.series import rows_of
-    from ..processing.tables import write_chart
+    from ..operations.series import rows_of
+    from ..operations.tables import write_chart
 
     facts = provenance.facts
     rows = rows_of(frame)
@@ -78,7 +78,7 @@ def _series_call(frame, provenance) -> dict:
 
 def _zonal_call(frame, provenance) -> dict:
     """A zonal statistics table: its zones with the first statistic's latest value."""
-    from ..processing.zonal_result import zone_layer
+    from ..operations.zonal.result import zone_layer
 
     facts = provenance.facts
     structured = {

@@ -4,12 +4,14 @@
   environment for cloud reads, opening with errors translated.
 - `jobs`: progress reporting and cancellation for long operations.
 - `grids`: pure geometry: bbox -> window, output grids, overview choice, size limits.
-- `inspect`, `warp`, `convert`, `preview`: the operations; `formats`: writing each output format.
+- `inspect`: a COG's header; `formats`: writing each output format.
 - `records`: the raster part of an output record, read back from the written file.
-- `masks`: cloud-mask schemes; `cloud`: cloud cover inside an AOI, per item.
-- `load`: time series and composites of many items through odc-stac, with `aoi` (the area of
-  interest), `selection` (which items, their masks), `expressions` (band math),
-  `dask_runtime` (where the dask graphs run) and `tables` (the time series' CSV and chart).
+- `masks`: cloud-mask schemes.
+- `load`: stacks of many items through odc-stac, with `aoi` (the area of interest), `selection`
+  (which items, their masks), `expressions` (band math) and `dask_runtime` (where the dask
+  graphs run).
+
+This is what the operations (`stac_gdal_mcp.operations`, one layer up) stand on.
 
 Heavy imports (rasterio, numpy) happen inside functions so that importing this package is cheap.
 """

@@ -12,8 +12,8 @@ from fastmcp import Context
 from fastmcp.dependencies import CurrentContext
 from pydantic import Field
 
-from ...processing import cloud, series
-from ...processing import composite as composites
+from ...operations import cloud, series
+from ...operations import composite as composites
 from ...processing.estimate import Estimate
 from ...session import Session
 from ..images import QuicklookArg, chart_content, quicklook_content

@@ -12,10 +12,10 @@ from fastmcp import Context
 from fastmcp.dependencies import CurrentContext
 from pydantic import Field
 
+from ...operations.preview import STRETCH, describe_stretch
 from ...outputs import OutputList, OutputRecord, OutputSummary
 from ...processing.grids import RESAMPLING
 from ...processing.inspect import AssetInfo
-from ...processing.preview import STRETCH, describe_stretch
 from ...processing.requests import AssetRef
 from ...session import Session
 from ..images import QuicklookArg, quicklook_content, with_colour_bar

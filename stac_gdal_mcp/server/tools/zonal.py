@@ -14,7 +14,8 @@ from fastmcp import Context
 from fastmcp.dependencies import CurrentContext
 from pydantic import Field
 
-from ...processing import zonal_chart, zonal_result
+from ...operations.zonal import chart as zonal_chart
+from ...operations.zonal import result as zonal_result
 from ...processing.estimate import Estimate
 from ...session import Session
 from ..images import png_content

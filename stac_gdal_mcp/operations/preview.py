@@ -18,22 +18,16 @@ from typing import TYPE_CHECKING
 from ..discovery.collections import get_item
 from ..errors import AssetNotFound, InvalidArgument
 from ..outputs import OutputRecord
-from .access import (
-    AssetSource,
-    asset_source,
-    check_read_size,
-    gdal_errors,
-    open_reader,
-)
-from .formats import FORMATS, colorize, stretch_to_8bit, write_8bit
-from .grids import bbox_window
-from .jobs import Job, timed
-from .records import raster_bands, raster_facts
+from ..processing.access import AssetSource, asset_source, check_read_size, gdal_errors, open_reader
+from ..processing.formats import FORMATS, colorize, stretch_to_8bit, write_8bit
+from ..processing.grids import bbox_window
+from ..processing.jobs import Job, timed
+from ..processing.records import raster_bands, raster_facts
 
 if TYPE_CHECKING:
     from ..core import Core
-    from .estimate import Estimate
-    from .requests import AssetRef
+    from ..processing.estimate import Estimate
+    from ..processing.requests import AssetRef
 
 MAX_PREVIEW_SIZE = 2048
 PERCENTILES = (2, 98)
@@ -73,7 +67,7 @@ def describe_stretch(stretch: dict) -> str:
 
 def preview_assets(item: dict, assets: Sequence[str] | None) -> list[str]:
     """Which assets of `item` a preview shows (names as given; resolved with find_asset)."""
-    from .access import find_asset
+    from ..processing.access import find_asset
 
     if assets:
         if len(assets) not in (1, 3):
@@ -126,7 +120,7 @@ def check(
 
 def estimate(core: Core, request: PreviewRequest) -> Estimate:
     """What `run` would read and write (headers only)."""
-    from .estimate import estimate_preview
+    from ..processing.estimate import estimate_preview
 
     return estimate_preview(core, request)
 

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
 from ..outputs import OutputRecord
-from . import formats
-from .access import AssetSource, check_read_size, gdal_errors, open_reader
-from .formats import finish, row_strips, stretch_to_8bit, write_8bit, write_chunks
-from .grids import bbox_window, check_output_size
-from .jobs import Job, timed
-from .records import describe_raster, raster_bands, raster_facts
+from ..processing import formats
+from ..processing.access import AssetSource, check_read_size, gdal_errors, open_reader
+from ..processing.formats import finish, row_strips, stretch_to_8bit, write_8bit, write_chunks
+from ..processing.grids import bbox_window, check_output_size
+from ..processing.jobs import Job, timed
+from ..processing.records import describe_raster, raster_bands, raster_facts
 
 if TYPE_CHECKING:
     from ..core import Core
-    from .estimate import Estimate
+    from ..processing.estimate import Estimate
 
 PERCENTILES = (2, 98)
 
@@ -112,7 +112,7 @@ def driver_options(driver: str) -> dict:
     import ctypes
     import xml.etree.ElementTree as ET
 
-    from .gdal_calls import _lib
+    from ..processing.gdal_calls import _lib
 
     lib = _lib()
     lib.GDALGetMetadataItem.restype = ctypes.c_char_p
@@ -164,7 +164,7 @@ def check_creation_option(driver: str, name: str, value: str) -> None:
 
 def estimate(core: Core, request: ConvertRequest) -> Estimate:
     """What `run` would read and write (header only)."""
-    from .estimate import estimate_convert
+    from ..processing.estimate import estimate_convert
 
     return estimate_convert(core, request)
 

@@ -14,11 +14,10 @@ from pydantic import Field
 
 from ..errors import InvalidArgument
 from ..models import Model
-from . import tables
-from .dask_runtime import compute_each, scheduler_name
-from .expressions import evaluate, parse_expression
-from .jobs import Job, timed
-from .load import (
+from ..processing.dask_runtime import compute_each, scheduler_name
+from ..processing.expressions import evaluate, parse_expression
+from ..processing.jobs import Job, timed
+from ..processing.load import (
     SOFTWARE,
     FailedItem,
     GridInfo,
@@ -29,8 +28,9 @@ from .load import (
     prepare,
     sources_read,
 )
-from .records import Provenance
-from .requests import Load
+from ..processing.records import Provenance
+from ..processing.requests import Load
+from . import tables
 from .tables import CSV_COLUMNS, write_chart, write_csv
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def check(load: Load, expression: str = "ndvi", reducer: Reducer = "mean") -> Ti
 
 def estimate(core, request: TimeSeriesRequest):
     """What `run` would read (headers only)."""
-    from .estimate.loads import estimate_load
+    from ..processing.estimate.loads import estimate_load
 
     return estimate_load(core, request.load, list(request.names), operation="time_series")
 

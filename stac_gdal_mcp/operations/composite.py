@@ -18,9 +18,9 @@ from pydantic import Field
 
 from ..errors import InvalidArgument
 from ..models import Model
-from .dask_runtime import scheduler_name
-from .jobs import Job, timed
-from .load import (
+from ..processing.dask_runtime import scheduler_name
+from ..processing.jobs import Job, timed
+from ..processing.load import (
     SOFTWARE,
     FailedItem,
     GridInfo,
@@ -30,8 +30,8 @@ from .load import (
     prepare,
     sources_read,
 )
-from .records import Provenance
-from .requests import Load
+from ..processing.records import Provenance
+from ..processing.requests import Load
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -84,7 +84,7 @@ def check(load: Load, bands, method: Method = "median") -> CompositeRequest:
 
 def estimate(core, request: CompositeRequest):
     """What computing and saving the composite would read and write (headers only)."""
-    from .estimate.loads import estimate_load
+    from ..processing.estimate.loads import estimate_load
 
     return estimate_load(core, request.load, list(request.names), operation="composite", chunk=TILE)
 
@@ -290,9 +290,9 @@ def save_array(
     are then also written into the array's `attrs`."""
     import rasterio
 
-    from .formats import COG_TYPE, FORMATS, creation_options, finish, write_chunks
-    from .grids import check_output_size
-    from .records import describe_raster
+    from ..processing.formats import COG_TYPE, FORMATS, creation_options, finish, write_chunks
+    from ..processing.grids import check_output_size
+    from ..processing.records import describe_raster
 
     provenance = Provenance.of(array)
     plan = _plan_of(array)
@@ -405,7 +405,7 @@ def _composite_tiles(core, plan: _Plan, job: Job, outcome: _Outcome):
     import numpy as np
     from rasterio.windows import Window
 
-    from .dask_runtime import PartFailed, compute_stream
+    from ..processing.dask_runtime import PartFailed, compute_stream
 
     inside, errors = plan.prep.inside, {}
     retries = 0
@@ -455,7 +455,7 @@ _AHEAD = 2  # output tiles computed at once
 def _failing_days(core, job: Job, plan: _Plan, days, tile) -> dict:
     """{day: error} of the days whose reads fail in `tile`, each computed on its own."""
     from ..errors import AssetUnreadable
-    from .dask_runtime import compute
+    from ..processing.dask_runtime import compute
 
     bad = {}
     for day in days:
@@ -473,8 +473,8 @@ def _parts(core, array, job: Job):
     import numpy as np
     from rasterio.windows import Window
 
-    from .dask_runtime import compute_stream
-    from .formats import row_strips
+    from ..processing.dask_runtime import compute_stream
+    from ..processing.formats import row_strips
 
     count, height, width = array.shape
     data = array.data

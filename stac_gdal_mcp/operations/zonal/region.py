@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgument, LimitExceeded
-from . import zonal
-from .jobs import Job
-from .zone_checks import Zones
-from .zone_files import count_zones, zones_path
-from .zone_groups import ZoneFile
+from ...errors import InvalidArgument, LimitExceeded
+from ...processing.jobs import Job
+from .. import zonal
+from .checks import Zones
+from .files import count_zones, zones_path
+from .groups import ZoneFile
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,7 +45,7 @@ PARTITION = "zone_group"
 def zones_file(core, geometries) -> tuple[Path, str] | None:
     """(the checked path, its label) of `geometries` when it names a file region scale can stream
     (GeoParquet, GeoPackage, FlatGeobuf), else None."""
-    from .access import local_roots
+    from ...processing.access import local_roots
 
     if not isinstance(geometries, (str, Path)) or str(geometries).lstrip().startswith(("{", "[")):
         return None
@@ -181,7 +181,7 @@ def _write(frame, folder: Path, max_bytes: int) -> None:
 
 
 def _facts(request: RegionRequest, head, totals: Totals, call_notes: list, items: int, saved_as) -> tuple:
-    from .records import Provenance
+    from ...processing.records import Provenance
 
     provenance = Provenance.of(head)
     failed = [{"item_id": i, "error": e} for i, e in totals.failed.items()]
@@ -248,7 +248,7 @@ def _answer(request: RegionRequest, head, totals: Totals, call, output_id: str):
 def estimate(core, request: RegionRequest):
     """What `run` would read: the estimate of each group of zones (as `zonal.estimate`), summed; a
     file whose read size is unknown to a group's estimate stays unknown (listed first)."""
-    from .estimate.result import MAX_FILES_LISTED, Estimate, OutputSize
+    from ...processing.estimate.result import MAX_FILES_LISTED, Estimate, OutputSize
 
     result = Estimate(operation="zonal_stats", output=OutputSize(rows=0, format="partitioned GeoParquet"))
     ids, files, unknown, read, requests = {}, {}, False, 0, 0

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import StacGdalMcpError
-from .jobs import Job
-from .zonal_pixels import Call, ItemInputs, failure, measure_assets
+from ...errors import StacGdalMcpError
+from ...processing.jobs import Job
+from .pixels import Call, ItemInputs, failure, measure_assets
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ class Cluster:
     def __init__(self, core, call: Call):
         import uuid
 
-        from .dask_runtime import dask_client
+        from ...processing.dask_runtime import dask_client
 
         self.client = dask_client(core.settings.dask_scheduler)
         self.key = uuid.uuid4().hex

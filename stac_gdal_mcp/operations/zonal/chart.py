@@ -16,7 +16,7 @@ from __future__ import annotations
 import numbers
 from typing import TYPE_CHECKING
 
-from .tables import index_name
+from ..tables import index_name
 
 if TYPE_CHECKING:
     import pandas as pd

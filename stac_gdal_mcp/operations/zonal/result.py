@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ..models import Model
-from .load import OutputRef
-from .zonal import provenance_of
-from .zonal_chart import FRACTION_COLUMNS, expression_name
+from ...models import Model
+from ...processing.load import OutputRef
+from . import provenance_of
+from .chart import FRACTION_COLUMNS, expression_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..outputs import OutputRecord
+    from ...outputs import OutputRecord
 
 DECIMALS = 6  # coordinates of the zones sent back (about 0.1 m)
 

@@ -27,9 +27,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..catalogs.security import shown
-from ..errors import InvalidArgument, LimitExceeded
-from .zone_checks import Zones, checked_id, default_limits, property_id, shown_id, zones_of
+from ...catalogs.security import shown
+from ...errors import InvalidArgument, LimitExceeded
+from .checks import Zones, checked_id, default_limits, property_id, shown_id, zones_of
 
 __all__ = ["Zones", "read_zones", "shown_id"]
 
@@ -52,7 +52,7 @@ def read_zones(
     if isinstance(geometries, Path) or (
         isinstance(geometries, str) and not geometries.strip().startswith(("{", "["))
     ):
-        from .zone_files import read_zone_file
+        from .files import read_zone_file
 
         if roots is None:
             raise InvalidArgument("geometries names a file, but no folder is allowed here; give GeoJSON")

@@ -91,7 +91,7 @@ def write_csv(path: Path, rows: Sequence) -> None:
 
 def index_name(formula: str) -> str | None:
     """The index a formula is ("NDVI" for '(nir - red) / (nir + red)'), or None."""
-    from .expressions import INDICES
+    from ..processing.expressions import INDICES
 
     return next((name.upper() for name, text in INDICES.items() if text in formula), None)
 

@@ -34,12 +34,12 @@ from pydantic import Field, model_serializer
 
 from ..errors import InvalidArgument, LimitExceeded, StacGdalMcpError
 from ..models import Model
+from ..processing.access import ONE_THREAD_PER_READ, asset_source, open_reader, read_each
+from ..processing.aoi import aoi_geometry, coordinates, decimation, project_aoi, rasterize_aoi
+from ..processing.jobs import Job, timed
+from ..processing.masks import MaskSource, check_mask_format
+from ..processing.selection import Collections, item_mask, select_items
 from ..stac import item_datetime
-from .access import ONE_THREAD_PER_READ, asset_source, open_reader, read_each
-from .aoi import aoi_geometry, coordinates, decimation, project_aoi, rasterize_aoi
-from .jobs import Job, timed
-from .masks import MaskSource, check_mask_format
-from .selection import Collections, item_mask, select_items
 
 log = logging.getLogger(__name__)
 
@@ -403,7 +403,7 @@ class Selection(NamedTuple):
 
 def estimate(core, request: CloudCoverRequest):
     """What `run` would read (the masks' headers only)."""
-    from .estimate import estimate_cloud_cover
+    from ..processing.estimate import estimate_cloud_cover
 
     return estimate_cloud_cover(core, request)
 

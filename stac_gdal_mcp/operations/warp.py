@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..outputs import OutputRecord
-from . import formats
-from .access import AssetSource, check_read_size, gdal_errors, open_raster, open_reader
-from .formats import creation_options, finish, overview_resampling, row_strips, write_chunks
-from .grids import (
+from ..processing import formats
+from ..processing.access import AssetSource, check_read_size, gdal_errors, open_raster, open_reader
+from ..processing.formats import creation_options, finish, overview_resampling, row_strips, write_chunks
+from ..processing.grids import (
     check_output_size,
     choose_overview,
     crs_label,
@@ -31,12 +31,12 @@ from .grids import (
     source_pixels_read,
     warp_grid,
 )
-from .jobs import Job, timed
-from .records import describe_raster
+from ..processing.jobs import Job, timed
+from ..processing.records import describe_raster
 
 if TYPE_CHECKING:
     from ..core import Core
-    from .estimate import Estimate
+    from ..processing.estimate import Estimate
 
 WARP_FORMATS = ("COG", "GTiff", "netCDF")
 WARP_THREADS = 2  # GDAL warper threads per strip
@@ -78,7 +78,7 @@ def check(
 
 def estimate(core: Core, request: ReprojectRequest) -> Estimate:
     """What `run` would read and write (header only)."""
-    from .estimate import estimate_reproject
+    from ..processing.estimate import estimate_reproject
 
     return estimate_reproject(core, request)
 

@@ -25,20 +25,11 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import InvalidArgument, StacGdalMcpError
-from ..stac import item_datetime
-from .jobs import Job
-from .zonal_pixels import (
-    Call,
-    class_names,
-    failure,
-    item_grid,
-    item_inputs,
-    measure_assets,
-    source_window,
-    windows,
-)
-from .zonal_table import finish, per_day
+from ...errors import InvalidArgument, StacGdalMcpError
+from ...processing.jobs import Job
+from ...stac import item_datetime
+from .pixels import Call, class_names, failure, item_grid, item_inputs, measure_assets, source_window, windows
+from .table import finish, per_day
 from .zones import Zones, read_zones
 
 if TYPE_CHECKING:
@@ -191,8 +182,8 @@ def check(
 ) -> ZonalRequest:
     """The arguments of a call checked into a `ZonalRequest` (zones read, expression parsed,
     statistics named), before any item is searched or pixel read."""
-    from .access import local_roots
-    from .expressions import parse_expression
+    from ...processing.access import local_roots
+    from ...processing.expressions import parse_expression
 
     if per not in ("item", "day"):
         raise InvalidArgument("per must be 'item' (a row per zone and item) or 'day' (per solar day)")
@@ -232,7 +223,7 @@ def check(
 
 def select(core, request: ZonalRequest) -> Call:
     """The items a request measures: the caller's, or a search over the zones (capped)."""
-    from .selection import Collections, select_items
+    from ...processing.selection import Collections, select_items
 
     cat = core.catalogs.get(request.catalog)
     found, notes = select_items(
@@ -306,7 +297,7 @@ def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tu
 
 def solar_day(call: Call, items: list[dict]) -> str:
     """The solar day of the items (odc-stac's, `load.solar_days`) at the zones' longitude."""
-    from .load import solar_days
+    from ...processing.load import solar_days
 
     return solar_days(items[:1], call.request.zones.search_area().centroid.x)[0][0]
 
@@ -315,7 +306,7 @@ def day_groups(call: Call) -> list:
     """The units `per="day"` measures: the items of one collection, solar day and CRS together,
     in acquisition order (the mosaic's order); an item that cannot be fetched on its own (its
     measure then fails in words)."""
-    from .load import item_crs, solar_days
+    from ...processing.load import item_crs, solar_days
 
     lon = call.request.zones.search_area().centroid.x
     groups, together = [], {}
@@ -355,12 +346,12 @@ def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[l
     workers = max(1, min(core.settings.limits.max_concurrency, ITEMS_IN_FLIGHT, total))
     if total and report:
         job.progress(0, total, f"zonal statistics of {len(call.request.zones)} zones on {total} items")
-    from .access import read_each
+    from ...processing.access import read_each
 
     with contextlib.ExitStack() as stack:
         measure = measure_assets
         if total and core.settings.dask_scheduler:  # a worker thread per item in flight
-            from .zonal_cluster import Cluster
+            from .cluster import Cluster
 
             cluster = stack.enter_context(contextlib.closing(Cluster(core, call)))
             workers = max(1, min(sum(cluster.client.nthreads().values()), total))
@@ -421,8 +412,8 @@ def estimate(core, request: ZonalRequest):
 
     import shapely
 
-    from .estimate.reads import Planner
-    from .estimate.result import Estimate, OutputSize
+    from ...processing.estimate.reads import Planner
+    from ...processing.estimate.result import Estimate, OutputSize
 
     deadline = Job()  # a dry run is bounded by limits.job_timeout_s too (issue 30)
     deadline.limit_time(core.settings.limits.job_timeout_s)
@@ -478,7 +469,7 @@ MEDIA_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv"}
 
 
 def provenance_of(frame):
-    from .records import Provenance
+    from ...processing.records import Provenance
 
     return Provenance.required(frame, "zonal_stats", "zonal statistics")
 

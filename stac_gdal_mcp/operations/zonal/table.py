@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .zonal_pixels import Call
+from .pixels import Call
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -82,8 +82,8 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
 def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: list[str]) -> dict:
     """The table's provenance (`attrs`): sources, parameters, and the facts its answer tells
     (notes: rows under min_valid_fraction, items that failed, no items)."""
-    from ..outputs import package_versions
-    from .records import Provenance
+    from ...outputs import package_versions
+    from ...processing.records import Provenance
 
     request, zones = call.request, call.request.zones
     failed = [m for m in metas if m and m["error"]]

@@ -16,9 +16,9 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..catalogs.security import check_local_path, relative_label, scrubbed, shown
-from ..errors import InvalidArgument, LimitExceeded, StacGdalMcpError
-from .zone_checks import Zones, one_id_type, property_id, zones_of
+from ...catalogs.security import check_local_path, relative_label, scrubbed, shown
+from ...errors import InvalidArgument, LimitExceeded, StacGdalMcpError
+from .checks import Zones, one_id_type, property_id, zones_of
 
 SUFFIXES = (".geojson", ".json", ".gpkg", ".fgb", ".parquet", ".geoparquet")
 PARQUET = (".parquet", ".geoparquet")
@@ -56,7 +56,7 @@ def read_zone_file(given: str, roots: list[Path], limits, *, id_property=None, j
     import numpy as np
     import shapely
 
-    from .jobs import Job
+    from ...processing.jobs import Job
 
     path, label = zones_path(given, roots)
     job = job or Job()

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from numbers import Number
 
-from ..catalogs.security import shown
-from ..errors import InvalidArgument, LimitExceeded
+from ...catalogs.security import shown
+from ...errors import InvalidArgument, LimitExceeded
 
 NOTES_KEPT = 5  # notes of repaired zones kept; then one note counts the rest
 
@@ -53,7 +53,7 @@ def shown_id(zone_id) -> str:
 def default_limits(limits):
     """`limits` (the settings' limits), or their defaults when None."""
     if limits is None:
-        from ..settings import LimitSettings
+        from ...settings import LimitSettings
 
         return LimitSettings()
     return limits

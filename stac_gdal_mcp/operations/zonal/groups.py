@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidArgument
-from .zone_checks import Zones, check_unique, one_id_type, zones_of
-from .zone_files import batches, wgs84_transform
+from ...errors import InvalidArgument
+from .checks import Zones, check_unique, one_id_type, zones_of
+from .files import batches, wgs84_transform
 
 BUCKET_ZONES = 50_000  # rows of one bucket, sorted in memory
 

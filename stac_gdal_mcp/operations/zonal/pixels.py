@@ -29,9 +29,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import LimitExceeded, NotSupported, StacGdalMcpError
-from ..stac import raster_band
-from .jobs import Job
+from ...errors import LimitExceeded, NotSupported, StacGdalMcpError
+from ...processing.jobs import Job
+from ...stac import raster_band
 from .zones import shown_id
 
 WINDOW_PIXELS = 2048 * 2048  # a group's window at most (larger zones are read one by one)
@@ -119,9 +119,9 @@ class ItemInputs:
 
 def item_inputs(core, call: Call, item: dict) -> ItemInputs:
     """The assets of the expression's bands (and the cloud mask) of one item, resolved."""
-    from .access import asset_source, find_asset
-    from .masks import asset_nodata
-    from .selection import item_mask
+    from ...processing.access import asset_source, find_asset
+    from ...processing.masks import asset_nodata
+    from ...processing.selection import item_mask
 
     bands = {}
     for name in call.request.names:
@@ -147,8 +147,8 @@ def class_names(item: dict, request) -> dict[str, dict]:
     """Class value -> {"name": the classification extension's description, else its name;
     "color": its color_hint as #rrggbb, or None} of the asset a one-band expression reads; {} for
     a formula or an asset without classes."""
-    from .access import find_asset
-    from .masks import classification
+    from ...processing.access import find_asset
+    from ...processing.masks import classification
 
     if len(request.names) != 1 or not isinstance(request.tree.body, ast.Name):
         return {}
@@ -314,7 +314,7 @@ def window_values(request, inputs: ItemInputs, read):
     None. `read(band)` gives (pixels, covered) of one asset on the window."""
     import numpy as np
 
-    from .expressions import evaluate
+    from ...processing.expressions import evaluate
 
     usable, cloud, arrays = None, None, {}
     for name, band in inputs.bands.items():
@@ -475,7 +475,7 @@ def reading(readers: dict, grid: Grid, window: Window):
 def measure_assets(settings, call: Call, inputs: list[ItemInputs], indexes: list[int], job: Job):
     """The rows of zones `indexes` on the assets of one item, or of one day's items mosaicked in
     the order given (opened here, closed after)."""
-    from .access import ONE_THREAD_PER_READ, open_reader
+    from ...processing.access import ONE_THREAD_PER_READ, open_reader
 
     with contextlib.ExitStack() as stack:
         readers = [
