@@ -29,11 +29,11 @@ if TYPE_CHECKING:
 PERCENTILES = (2, 98)
 
 
-def _eight_bit(reader, request: ConvertRequest, path, indexes, window, transform, job: Job):
+def _eight_bit(reader, request: ConvertRequest, out, indexes, window, transform, job: Job):
     """Write the window as an 8-bit PNG/JPEG picture; (its raster facts, how it was rendered)."""
     import numpy as np
 
-    fmt = request.fmt
+    fmt, path = request.fmt, out.path
     data = reader.run(lambda s: s.read(indexes, window=window, masked=True))
     valid = ~np.ma.getmaskarray(data).any(axis=0)
     job.progress(1, 2, "read")
@@ -180,20 +180,13 @@ def run(core: Core, request: ConvertRequest, job: Job | None = None) -> OutputRe
     from rasterio.windows import Window
 
     job = timed(job, core)
-    source, fmt, options, bbox, bbox_crs = (
-        request.source,
-        request.fmt,
-        request.options,
-        request.bbox,
-        request.bbox_crs,
-    )
-    bands, output_name = request.bands, request.output_name
+    source, fmt, bbox, bbox_crs = request.source, request.fmt, request.bbox, request.bbox_crs
     settings = core.settings
     store = core.outputs
     with open_reader(source, settings, job=job) as reader, gdal_errors(source, "converting"):
         src = reader.src
         window = bbox_window(src, bbox, bbox_crs) if bbox is not None else Window(0, 0, src.width, src.height)
-        indexes = band_indexes(bands, src.count, fmt.eight_bit)
+        indexes = band_indexes(request.bands, src.count, fmt.eight_bit)
         dtype = src.dtypes[indexes[0] - 1]
         if len({src.dtypes[i - 1] for i in indexes}) > 1:
             raise InvalidArgument("the chosen bands have different data types; convert them separately")
@@ -206,68 +199,83 @@ def run(core: Core, request: ConvertRequest, job: Job | None = None) -> OutputRe
             hint="pass a smaller bbox or fewer bands",
         )
         transform = src.window_transform(window)
-        parameters = {
-            "output_format": fmt.name,
-            "bbox": list(bbox) if bbox else None,
-            "bbox_crs": bbox_crs if bbox else None,
-            "bands": indexes,
-            "creation_options": options,
-            "window": {
-                "col_off": int(window.col_off),
-                "row_off": int(window.row_off),
-                "width": width,
-                "height": height,
-            },
-        }
+        parameters = _parameters(request, indexes, window)
         job.progress(0, 1, "planned")
-        with store.writing(fmt.suffix, output_name, stem=f"convert-{source.stem}") as out:
-            if fmt.eight_bit:
-                facts, how = _eight_bit(reader, request, out.path, indexes, window, transform, job)
-            else:
-                parts = row_strips(width, height, len(indexes), dtype)
-                strips = len(parts)
-                total = strips + 1
-
-                def window_strips():
-                    for r0, h in parts:
-                        part = Window(window.col_off, window.row_off + r0, width, h)
-                        yield Window(0, r0, width, h), reader.run(lambda s, w=part: s.read(indexes, window=w))
-
-                write_chunks(
-                    out.scratch(".tif"),
-                    crs=reader.src.crs,
-                    transform=transform,
-                    width=width,
-                    height=height,
-                    count=len(indexes),
-                    dtype=dtype,
-                    nodata=reader.src.nodata,
-                    chunks=window_strips(),
-                    descriptions=[reader.src.descriptions[i - 1] for i in indexes],
-                    scales=[reader.src.scales[i - 1] for i in indexes],
-                    offsets=[reader.src.offsets[i - 1] for i in indexes],
-                    on_chunk=lambda n: job.progress(n, total, f"read strip {n}/{strips}"),
-                )
-                job.check()
-                finish(
-                    fmt,
-                    out.scratch_paths[0],
-                    out.path,
-                    formats.with_predictor(fmt, options, dtype),
-                    job=job,
-                    step=strips,
-                    total=total,
-                )
-                facts = describe_raster(out.path)
-                how = "values unchanged"
+        with store.writing(fmt.suffix, request.output_name, stem=f"convert-{source.stem}") as out:
+            write = _eight_bit if fmt.eight_bit else _values
+            facts, how = write(reader, request, out, indexes, window, transform, job)
             job.progress(1, 1, "written")
             subset = f" window {parameters['window']} (bbox {list(bbox)} in {bbox_crs})" if bbox else ""
-            return store.commit(
-                out,
-                operation="convert_asset",
-                parameters=parameters,
-                sources=[source.source_ref()],
-                media_type=fmt.media_type,
-                raster=facts,
-                lineage=f"{source.label} bands {indexes}{subset} written as {fmt.name}; {how}",
-            )
+            lineage = f"{source.label} bands {indexes}{subset} written as {fmt.name}; {how}"
+            return commit_raster(store, out, request, "convert_asset", parameters, facts, lineage)
+
+
+def _values(reader, request: ConvertRequest, out, indexes, window, transform, job: Job):
+    """Write the window's values in the request's format, strip by strip through a working
+    GeoTIFF; (its raster facts, how it was written)."""
+    from rasterio.windows import Window
+
+    fmt, src = request.fmt, reader.src
+    width, height = int(window.width), int(window.height)
+    dtype = src.dtypes[indexes[0] - 1]
+    parts = row_strips(width, height, len(indexes), dtype)
+    strips, total = len(parts), len(parts) + 1
+
+    def window_strips():
+        for r0, h in parts:
+            part = Window(window.col_off, window.row_off + r0, width, h)
+            yield Window(0, r0, width, h), reader.run(lambda s, w=part: s.read(indexes, window=w))
+
+    write_chunks(
+        out.scratch(".tif"),
+        crs=src.crs,
+        transform=transform,
+        width=width,
+        height=height,
+        count=len(indexes),
+        dtype=dtype,
+        nodata=src.nodata,
+        chunks=window_strips(),
+        descriptions=[src.descriptions[i - 1] for i in indexes],
+        scales=[src.scales[i - 1] for i in indexes],
+        offsets=[src.offsets[i - 1] for i in indexes],
+        on_chunk=lambda n: job.progress(n, total, f"read strip {n}/{strips}"),
+    )
+    job.check()
+    options = formats.with_predictor(fmt, request.options, dtype)
+    finish(fmt, out.scratch_paths[0], out.path, options, job=job, step=strips, total=total)
+    return describe_raster(out.path), "values unchanged"
+
+
+def _parameters(request: ConvertRequest, indexes: list[int], window) -> dict:
+    """The record's parameters of a conversion."""
+    bbox = request.bbox
+    return {
+        "output_format": request.fmt.name,
+        "bbox": list(bbox) if bbox else None,
+        "bbox_crs": request.bbox_crs if bbox else None,
+        "bands": indexes,
+        "creation_options": request.options,
+        "window": {
+            "col_off": int(window.col_off),
+            "row_off": int(window.row_off),
+            "width": int(window.width),
+            "height": int(window.height),
+        },
+    }
+
+
+def commit_raster(
+    store, out, request, operation: str, parameters: dict, facts: dict, lineage: str
+) -> OutputRecord:
+    """Commit the raster `out` written from the request's one source asset: its record names
+    the operation, its parameters, the source, the format's media type, facts and lineage."""
+    return store.commit(
+        out,
+        operation=operation,
+        parameters=parameters,
+        sources=[request.source.source_ref()],
+        media_type=request.fmt.media_type,
+        raster=facts,
+        lineage=lineage,
+    )

@@ -33,6 +33,7 @@ from ..processing.grids import (
 )
 from ..processing.jobs import Job, timed
 from ..processing.records import describe_raster
+from .convert import commit_raster
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -92,75 +93,17 @@ def run(core: Core, request: ReprojectRequest, job: Job | None = None) -> Output
     """Warp the request's source (or its part inside `bbox`) to its CRS; return the output's
     record. Its dry run is `estimate`."""
     job = timed(job, core)
-    source, fmt, crs, method = request.source, request.fmt, request.crs, request.method
-    bbox, bbox_crs, resampling = request.bbox, request.bbox_crs, request.resampling
-    settings = core.settings
+    source, fmt, resampling = request.source, request.fmt, request.resampling
     grid, level, src = _plan(core, request)
-    count, dtype, nodata, descriptions = src.count, src.dtypes[0], src.nodata, src.descriptions
-    scales, offsets = src.scales, src.offsets
     job.progress(0, 1, "planned")
-
-    parts = row_strips(grid.width, grid.height, count, dtype)
-    strips = len(parts)
+    strips = len(row_strips(grid.width, grid.height, src.count, src.dtypes[0]))
     total = strips + 1
-    parameters = {
-        "dst_crs": crs_label(crs),
-        "resolution": list(grid.resolution),
-        "bbox": list(bbox) if bbox else None,
-        "bbox_crs": bbox_crs if bbox else None,
-        "resampling": resampling,
-        "output_format": fmt.name,
-        "source_overview_level": level,
-    }
     store = core.outputs
     with store.writing(fmt.suffix, request.output_name, stem=f"reproject-{source.stem}") as out:
         working = out.scratch(".tif")
-        with open_reader(source, settings, overview_level=level, job=job) as reader:
-
-            def warp_strip(src, row0: int, height: int):
-                from rasterio.vrt import WarpedVRT
-                from rasterio.windows import Window
-
-                # A WarpedVRT read fails when a source read fails (rasterio's reproject() ignores
-                # GDAL's warp status and would leave the strip as no-data).
-                with WarpedVRT(
-                    src,
-                    crs=crs,
-                    transform=grid.transform,
-                    width=grid.width,
-                    height=grid.height,
-                    resampling=method,
-                    src_nodata=nodata,
-                    nodata=nodata,
-                    warp_extras={"NUM_THREADS": WARP_THREADS},
-                ) as vrt:
-                    return vrt.read(window=Window(0, row0, grid.width, height))
-
-            def warped_strips():
-                from rasterio.windows import Window
-
-                for row0, height in parts:
-                    array = reader.run(lambda src, r=row0, h=height: warp_strip(src, r, h), "warping")
-                    yield Window(0, row0, grid.width, height), array
-
-            with gdal_errors(source, "warping"):
-                write_chunks(
-                    working,
-                    crs=crs,
-                    transform=grid.transform,
-                    width=grid.width,
-                    height=grid.height,
-                    count=count,
-                    dtype=dtype,
-                    nodata=nodata,
-                    chunks=warped_strips(),
-                    descriptions=descriptions,
-                    scales=scales,
-                    offsets=offsets,
-                    on_chunk=lambda n: job.progress(n, total, f"warped strip {n}/{strips}"),
-                )
+        _warp_strips(core, request, grid, level, src, working, job)
         job.check()
-        options = formats.with_predictor(fmt, creation_options(fmt), dtype)
+        options = formats.with_predictor(fmt, creation_options(fmt), src.dtypes[0])
         with gdal_errors(source, f"writing {fmt.name} from"):
             finish(
                 fmt,
@@ -174,20 +117,87 @@ def run(core: Core, request: ReprojectRequest, job: Job | None = None) -> Output
             )
             facts = describe_raster(out.path)
         job.progress(total, total, "written")
-        return store.commit(
+        return commit_raster(
+            store,
             out,
-            operation="reproject_asset",
-            parameters=parameters,
-            sources=[source.source_ref()],
-            media_type=fmt.media_type,
-            raster=facts,
-            lineage=(
-                f"{source.label} warped to {crs_label(crs)} at {_res_text(grid.resolution)} with {resampling} "
-                f"resampling{' from source overview level ' + str(level) if level is not None else ''}"
-                f"{' inside bbox ' + str(list(bbox)) + ' (' + bbox_crs + ')' if bbox else ''}; "
-                f"written as {fmt.name}"
-            ),
+            request,
+            "reproject_asset",
+            _parameters(request, grid, level),
+            facts,
+            _lineage(request, grid, level),
         )
+
+
+def _warp_strips(core: Core, request: ReprojectRequest, grid, level, src, working, job: Job) -> None:
+    """Warp the source, strip by strip of the output grid, into the working GeoTIFF `working`."""
+    from rasterio.windows import Window
+
+    source, nodata = request.source, src.nodata
+    parts = row_strips(grid.width, grid.height, src.count, src.dtypes[0])
+    strips, total = len(parts), len(parts) + 1
+    on_grid = {"crs": request.crs, "transform": grid.transform, "width": grid.width, "height": grid.height}
+
+    def warp_strip(reader_src, row0: int, height: int):
+        from rasterio.vrt import WarpedVRT
+
+        # A WarpedVRT read fails when a source read fails (rasterio's reproject() ignores
+        # GDAL's warp status and would leave the strip as no-data).
+        extras = {"NUM_THREADS": WARP_THREADS}
+        with WarpedVRT(
+            reader_src,
+            resampling=request.method,
+            src_nodata=nodata,
+            nodata=nodata,
+            warp_extras=extras,
+            **on_grid,
+        ) as vrt:
+            return vrt.read(window=Window(0, row0, grid.width, height))
+
+    with open_reader(source, core.settings, overview_level=level, job=job) as reader:
+
+        def warped_strips():
+            for row0, height in parts:
+                array = reader.run(lambda s, r=row0, h=height: warp_strip(s, r, h), "warping")
+                yield Window(0, row0, grid.width, height), array
+
+        with gdal_errors(source, "warping"):
+            write_chunks(
+                working,
+                count=src.count,
+                dtype=src.dtypes[0],
+                nodata=nodata,
+                chunks=warped_strips(),
+                descriptions=src.descriptions,
+                scales=src.scales,
+                offsets=src.offsets,
+                on_chunk=lambda n: job.progress(n, total, f"warped strip {n}/{strips}"),
+                **on_grid,
+            )
+
+
+def _parameters(request: ReprojectRequest, grid, level) -> dict:
+    """The record's parameters of a reprojection."""
+    bbox = request.bbox
+    return {
+        "dst_crs": crs_label(request.crs),
+        "resolution": list(grid.resolution),
+        "bbox": list(bbox) if bbox else None,
+        "bbox_crs": request.bbox_crs if bbox else None,
+        "resampling": request.resampling,
+        "output_format": request.fmt.name,
+        "source_overview_level": level,
+    }
+
+
+def _lineage(request: ReprojectRequest, grid, level) -> str:
+    """The record's lineage sentence of a reprojection."""
+    bbox, bbox_crs = request.bbox, request.bbox_crs
+    return (
+        f"{request.source.label} warped to {crs_label(request.crs)} at {_res_text(grid.resolution)} with "
+        f"{request.resampling} resampling{' from source overview level ' + str(level) if level is not None else ''}"
+        f"{' inside bbox ' + str(list(bbox)) + ' (' + bbox_crs + ')' if bbox else ''}; "
+        f"written as {request.fmt.name}"
+    )
 
 
 def _plan(core: Core, request: ReprojectRequest):
