@@ -24,24 +24,21 @@ the call.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from pydantic import Field, model_serializer
 
-from ..errors import InvalidArgument, LimitExceeded, StacGdalMcpError
+from ..errors import InvalidArgument, LimitExceeded
 from ..models import Model
-from ..processing.access import ONE_THREAD_PER_READ, asset_source, open_reader, read_each
+from ..processing.access import ONE_THREAD_PER_READ, asset_source, open_reader
 from ..processing.aoi import aoi_geometry, coordinates, decimation, project_aoi, rasterize_aoi
+from ..processing.items import each, fetch, one_item, reference
 from ..processing.jobs import Job, timed
 from ..processing.masks import MaskSource, check_mask_format
-from ..processing.selection import Collections, item_mask, select_items
+from ..processing.selection import Collections, Selection, item_mask, select
 from ..stac import item_datetime
-
-log = logging.getLogger(__name__)
 
 Sort = Literal["clear", "cloud", "datetime", "-datetime", "search"]
 DEFAULT_MAX_ITEMS = 50
@@ -259,14 +256,10 @@ def measure_item(
 ) -> ItemCloudCover:
     """One row: never raises for a problem with this item, reports it in `error`.
     `grids`: the call's AOI grids, shared by its items (see AoiGrids)."""
-    ref = (
-        ref_or_item
-        if "item_id" in ref_or_item
-        else {"collection_id": ref_or_item.get("collection"), "item_id": ref_or_item["id"]}
-    )
+    ref = reference(ref_or_item)
     row = ItemCloudCover(**ref)
-    try:
-        item = ref_or_item if "assets" in ref_or_item else cat.item(ref["collection_id"], ref["item_id"])
+    with one_item("cloud_cover_stats", ref["item_id"]) as outcome:
+        item = fetch(cat, ref_or_item)
         props = item.get("properties") or {}
         row.datetime = item_datetime(item)
         row.scene_cloud_cover = props.get("eo:cloud_cover")
@@ -290,11 +283,7 @@ def measure_item(
             )
         for key, value in counts.items():
             setattr(row, key, value)
-    except StacGdalMcpError as exc:
-        row.error = str(exc)
-    except Exception as exc:  # a broken file or a network failure inside GDAL: this row only
-        log.warning("cloud_cover_stats: item %s failed: %s", ref["item_id"], exc)
-        row.error = f"{type(exc).__name__}: {exc}"
+    row.error = outcome.error
     return row
 
 
@@ -354,17 +343,15 @@ class CloudCoverRequest:
 
     def select(self, core) -> Selection:
         """The items to measure - for the call and for its dry run alike."""
-        cat = core.catalogs.get(self.catalog)
-        selected, notes = select_items(
+        return select(
             core,
             self.aoi,
             catalog=self.catalog,
-            items=None if self.items is None else list(self.items),
-            search=dict(self.search),
+            items=self.items,
+            search=self.search,
             max_items=self.max_items,
             default_max=DEFAULT_MAX_ITEMS,
         )
-        return Selection(cat, selected, notes, Collections(cat))
 
 
 def check(
@@ -392,15 +379,6 @@ def check(
     )
 
 
-class Selection(NamedTuple):
-    """The items a cloud cover request measures."""
-
-    catalog: Any
-    items: list  # item refs or items, as `select_items` gives them
-    notes: list[str]
-    collections: Collections
-
-
 def estimate(core, request: CloudCoverRequest):
     """What `run` would read (the masks' headers only)."""
     from ..processing.estimate import estimate_cloud_cover
@@ -419,21 +397,30 @@ def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverR
     cat, selected, notes, collections = request.select(core)
     aoi_geom, resolution, sort = request.aoi, request.resolution, request.sort
     total = len(selected)
-    rows: list[ItemCloudCover | None] = [None] * total
-    workers = max(1, min(core.settings.limits.max_concurrency, total))
     job = timed(job, core)
     grids = AoiGrids(aoi_geom, resolution, core.settings.limits.max_output_pixels)
-    if total:
-        job.progress(0, total, f"measuring cloud cover of {total} items")
-    args = [
-        (core, cat, it, aoi_geom, collections, resolution, request.resampling, request.asset, grids)
-        for it in selected
-    ]
-    # items on the process's long-lived reader threads (GDAL's per-thread set-up is paid once)
-    with contextlib.closing(read_each(measure_item, args, workers)) as results:
-        for done, (index, row) in enumerate(results, start=1):
-            rows[index] = row
-            job.progress(done, total, f"{row.item_id}: {_outcome(row)}")
+
+    def measure(ref_or_item) -> ItemCloudCover:
+        return measure_item(
+            core,
+            cat,
+            ref_or_item,
+            aoi_geom,
+            collections,
+            resolution,
+            request.resampling,
+            request.asset,
+            grids,
+        )
+
+    rows = each(
+        job,
+        selected,
+        measure,
+        workers=max(1, min(core.settings.limits.max_concurrency, total)),
+        start=f"measuring cloud cover of {total} items",
+        describe=lambda row: f"{row.item_id}: {_outcome(row)}",
+    )
     measured = [r for r in rows if r is not None]
     failed = sum(1 for r in measured if r.error)
     if not measured:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import InvalidArgument, MaskNotFound, StacGdalMcpError
 from .masks import MaskSource, find_mask
@@ -23,6 +23,41 @@ def search_arguments(aoi_geom, search: dict) -> dict:
     else:
         search["intersects"] = mapping(aoi_geom)
     return search
+
+
+class Selection(NamedTuple):
+    """The items an operation measures, with what it needs to read them."""
+
+    catalog: Any
+    items: list  # item references or whole items, as `select_items` gives them
+    notes: list[str]
+    collections: Collections
+
+
+def select(
+    core,
+    area,
+    *,
+    catalog: str | None,
+    items: list | tuple | None,
+    search: dict,
+    max_items: int | None,
+    default_max: int,
+    notes: list[str] = (),
+) -> Selection:
+    """The caller's `items`, or a search over `area` (a WGS84 geometry) in `catalog` capped at
+    `max_items` (`select_items`); `notes` come first in the selection's notes."""
+    cat = core.catalogs.get(catalog)
+    found, found_notes = select_items(
+        core,
+        area,
+        catalog=catalog,
+        items=None if items is None else list(items),
+        search=dict(search),
+        max_items=max_items,
+        default_max=default_max,
+    )
+    return Selection(cat, found, [*notes, *found_notes], Collections(cat))
 
 
 def select_items(

@@ -19,23 +19,30 @@ get a row with count 0 and a note; zones no item covers get one such row.
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...errors import InvalidArgument, StacGdalMcpError
+from ...errors import InvalidArgument
+from ...processing.items import fetch, one_item, reference
 from ...processing.jobs import Job
 from ...stac import item_datetime
-from .pixels import Call, class_names, failure, item_grid, item_inputs, measure_assets, source_window, windows
+from .pixels import (
+    Call,
+    class_names,
+    item_grid,
+    item_inputs,
+    measure_assets,
+    on_cluster,
+    source_window,
+    windows,
+)
 from .table import finish, per_day
 from .zones import Zones, read_zones
 
 if TYPE_CHECKING:
     import pandas as pd
-
-log = logging.getLogger(__name__)
 
 DEFAULT_MAX_ITEMS = 50
 # a zone-observation with less valid (clear, with data) area than this share of the zone gets no
@@ -223,20 +230,19 @@ def check(
 
 def select(core, request: ZonalRequest) -> Call:
     """The items a request measures: the caller's, or a search over the zones (capped)."""
-    from ...processing.selection import Collections, select_items
+    from ...processing.selection import select as select_items
 
-    cat = core.catalogs.get(request.catalog)
-    found, notes = select_items(
+    chosen = select_items(
         core,
         request.zones.search_area(),
         catalog=request.catalog,
-        items=None if request.items is None else list(request.items),
+        items=request.items,
         search=request.search_arguments,
         max_items=request.max_items,
         default_max=DEFAULT_MAX_ITEMS,
+        notes=_capped(request.zones.notes),
     )
-    notes = [*_capped(request.zones.notes), *notes]
-    return Call(request, cat, found, notes, Collections(cat), core.settings.limits)
+    return Call(request, *chosen, core.settings.limits)
 
 
 def _capped(notes, most: int = 5) -> list[str]:
@@ -245,23 +251,22 @@ def _capped(notes, most: int = 5) -> list[str]:
 
 
 def full_item(call: Call, ref_or_item: dict) -> dict:
-    if "assets" in ref_or_item:
-        return ref_or_item
-    return call.catalog.item(ref_or_item["collection_id"], ref_or_item["item_id"])
+    return fetch(call.catalog, ref_or_item)
 
 
 def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tuple[dict, Any]:
     """(facts of the item, its rows as a DataFrame or None when it covers no zone). `unit`: an
     item (or its reference), or the items of one solar day (`per="day"`: a list, mosaicked in
     its order). Never raises for a problem of this item (its rows carry `error`), only when the
-    job stops. `measure`: where the pixels are read (`measure_assets` here, `Cluster.measure`
-    on dask.distributed)."""
+    job stops. `measure`: where the pixels are read (`measure_assets` here, `on_cluster` on
+    dask.distributed)."""
     import pandas as pd
 
     group = unit if isinstance(unit, list) else [unit]
+    refs = [reference(r) for r in group]
     meta = {
-        "item_id": " ".join(str(r.get("item_id") or r.get("id")) for r in group),
-        "collection_id": group[0].get("collection_id") or group[0].get("collection"),
+        "item_id": " ".join(str(r["item_id"]) for r in refs),
+        "collection_id": refs[0]["collection_id"],
         "datetime": None,
         "date": None,
         "sources": [],
@@ -269,7 +274,7 @@ def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tu
         "error": None,
     }
     indexes: list[int] | None = None  # the item's zones: unknown until its footprint is read
-    try:
+    with one_item("zonal_stats", meta["item_id"], job) as outcome:
         items = [full_item(call, r) for r in group]
         meta["datetime"] = item_datetime(items[0])
         if call.request.per == "day":
@@ -282,17 +287,11 @@ def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tu
         frame = measure(core.settings, call, inputs, indexes, job)
         meta["sources"] = [s.source_ref() for one in inputs for s in one.sources]
         return meta, frame
-    except Exception as exc:  # this item only (a broken file, a failed read), unless the job stops
-        if job.should_stop:
-            raise
-        message = failure(exc)
-        log.warning("zonal_stats: item %s failed: %s", meta["item_id"], message)
-        meta["error"] = message
-        if indexes is None:  # failed before its zones were matched: it may cover any of them
-            indexes = list(range(len(call.request.zones)))
-        return meta, pd.DataFrame(
-            {"_zone": indexes, "_count": math.nan, "error": message}
-        ) if indexes else None
+    meta["error"] = outcome.error
+    if indexes is None:  # failed before its zones were matched: it may cover any of them
+        indexes = list(range(len(call.request.zones)))
+    frame = pd.DataFrame({"_zone": indexes, "_count": math.nan, "error": outcome.error})
+    return meta, frame if indexes else None
 
 
 def solar_day(call: Call, items: list[dict]) -> str:
@@ -337,33 +336,34 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
 
 def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[list, list]:
     """(facts, rows) of each of the call's items (`per="day"`: of each day's mosaic), on the
-    reader threads or the dask cluster;
+    reader threads, their pixels read there or on the dask cluster (`processing.items`);
     `report`: a progress step per item (zonal_region reports per group of zones instead)."""
+    from ...processing.items import Cluster, each
+
     units = day_groups(call) if call.request.per == "day" else call.items
     total = len(units)
-    metas: list = [None] * total
-    frames: list = [None] * total
     workers = max(1, min(core.settings.limits.max_concurrency, ITEMS_IN_FLIGHT, total))
-    if total and report:
-        job.progress(0, total, f"zonal statistics of {len(call.request.zones)} zones on {total} items")
-    from ...processing.access import read_each
-
     with contextlib.ExitStack() as stack:
         measure = measure_assets
         if total and core.settings.dask_scheduler:  # a worker thread per item in flight
-            from .cluster import Cluster
+            cluster = stack.enter_context(contextlib.closing(Cluster(core, call.request)))
+            workers = max(1, min(cluster.threads, total))
+            measure = on_cluster(cluster)
+        results = each(
+            job,
+            units,
+            lambda unit: measure_item(core, call, unit, job, measure),
+            workers=workers,
+            start=f"zonal statistics of {len(call.request.zones)} zones on {total} items" if report else None,
+            describe=_outcome,
+        )
+    return [meta for meta, _ in results], [frame for _, frame in results]
 
-            cluster = stack.enter_context(contextlib.closing(Cluster(core, call)))
-            workers = max(1, min(sum(cluster.client.nthreads().values()), total))
-            measure = cluster.measure
-        args = [(core, call, unit, job, measure) for unit in units]
-        results = stack.enter_context(contextlib.closing(read_each(measure_item, args, workers)))
-        for done, (index, (meta, frame)) in enumerate(results, start=1):
-            metas[index], frames[index] = meta, frame
-            rows = 0 if frame is None else len(frame)
-            if report:
-                job.progress(done, total, f"{meta['item_id']}: {meta['error'] or f'{rows} zones measured'}")
-    return metas, frames
+
+def _outcome(result: tuple) -> str:
+    meta, frame = result
+    rows = 0 if frame is None else len(frame)
+    return f"{meta['item_id']}: {meta['error'] or f'{rows} zones measured'}"
 
 
 def table(core, call: Call, metas: list[dict], frames: list) -> pd.DataFrame:
@@ -408,12 +408,11 @@ def table(core, call: Call, metas: list[dict], frames: list) -> pd.DataFrame:
 def estimate(core, request: ZonalRequest):
     """What `run` would read and write: per item, the very windows it would read of each asset,
     looked up in the COGs' tile indexes (headers only). Items that would fail are noted."""
-    from concurrent.futures import ThreadPoolExecutor
-
     import shapely
 
     from ...processing.estimate.reads import Planner
     from ...processing.estimate.result import Estimate, OutputSize
+    from ...processing.items import plan_each
 
     deadline = Job()  # a dry run is bounded by limits.job_timeout_s too (issue 30)
     deadline.limit_time(core.settings.limits.job_timeout_s)
@@ -422,7 +421,6 @@ def estimate(core, request: ZonalRequest):
     result = Estimate(operation="zonal_stats", notes=list(call.notes))
 
     def one(ref_or_item) -> tuple[str, int]:
-        deadline.check()
         item = full_item(call, ref_or_item)
         indexes = call.zones_of_items([item])
         if not indexes:
@@ -445,19 +443,10 @@ def estimate(core, request: ZonalRequest):
                         )
         return item["id"], len(indexes)
 
-    rows, ids = 0, []
-    workers = max(1, min(core.settings.limits.max_concurrency, len(call.items) or 1))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="estimate") as pool:
-        futures = [pool.submit(one, it) for it in call.items]
-        for it, future in zip(call.items, futures):
-            deadline.check()
-            try:
-                item_id, count = future.result()
-            except StacGdalMcpError as exc:
-                result.notes.append(f"item '{it.get('item_id') or it.get('id')}' would fail: {exc}")
-                continue
-            ids.append(item_id)
-            rows += count
+    workers = min(core.settings.limits.max_concurrency, len(call.items) or 1)
+    planned = plan_each(deadline, call.items, one, result.notes, workers)
+    ids = [item_id for item_id, _ in planned]
+    rows = sum(count for _, count in planned)
     result.item_ids = ids
     result.output = OutputSize(rows=rows, format="GeoParquet or CSV")
     return planner.fill(result)

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import LimitExceeded, NotSupported, StacGdalMcpError
+from ...errors import LimitExceeded, NotSupported
 from ...processing.jobs import Job
 from ...stac import raster_band
 from .zones import shown_id
@@ -488,6 +488,23 @@ def measure_assets(settings, call: Call, inputs: list[ItemInputs], indexes: list
         return measure_zones(call, inputs, readers, indexes, job)
 
 
-def failure(exc: BaseException) -> str:
-    """An item's failure in one line (our errors say it in words)."""
-    return str(exc) if isinstance(exc, StacGdalMcpError) else f"{type(exc).__name__}: {exc}"
+def on_cluster(cluster):
+    """`measure_assets` on a worker of `cluster` (`processing.items.Cluster`, sharing the call's
+    request): the client resolves the item, a worker reads and measures it."""
+
+    def measure(settings, call: Call, inputs: list[ItemInputs], indexes: list[int], job: Job):
+        return cluster.run(job, measure_on_worker, settings, inputs, indexes)
+
+    return measure
+
+
+_WORKER_CALLS: dict[str, Call] = {}
+
+
+def measure_on_worker(request, key: str, settings, inputs: list[ItemInputs], indexes: list[int]):
+    """The rows of one item on a dask worker; a worker keeps one call's zone projections."""
+    call = _WORKER_CALLS.get(key)
+    if call is None:
+        _WORKER_CALLS.clear()
+        call = _WORKER_CALLS[key] = Call(request, None, [], [], None, settings.limits)
+    return measure_assets(settings, call, inputs, indexes, Job())

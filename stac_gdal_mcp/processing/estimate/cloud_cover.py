@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from ...errors import StacGdalMcpError
 from .reads import Planner, decimated_read
 from .result import Estimate, LimitCheck, OutputSize
 
@@ -22,6 +20,8 @@ def estimate_cloud_cover(core: Core, request) -> Estimate:
     window of its mask (at the overview GDAL picks for `resolution`). Items whose mask cannot be
     found are noted."""
     from ..access import asset_source
+    from ..items import fetch, plan_each
+    from ..jobs import timed
     from ..masks import check_mask_format
     from ..selection import item_mask
 
@@ -34,14 +34,9 @@ def estimate_cloud_cover(core: Core, request) -> Estimate:
     )
     planner = Planner(core)
     estimate = Estimate(operation="cloud_cover_stats", notes=list(notes))
-    ids, largest = [], 0
 
     def one(ref_or_item) -> tuple[str, int]:
-        item = (
-            ref_or_item
-            if "assets" in ref_or_item
-            else cat.item(ref_or_item["collection_id"], ref_or_item["item_id"])
-        )
+        item = fetch(cat, ref_or_item)
         mask = item_mask(item, collections, asset)
         source = asset_source(core, item, mask.asset, catalog=cat.id)
         check_mask_format(source)
@@ -54,18 +49,10 @@ def estimate_cloud_cover(core: Core, request) -> Estimate:
             )
             return item["id"], out_shape[0] * out_shape[1]
 
-    workers = max(1, min(core.settings.limits.max_concurrency, len(selected) or 1))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="estimate") as pool:
-        futures = [pool.submit(one, it) for it in selected]
-        for it, future in zip(selected, futures):
-            try:
-                item_id, pixels = future.result()
-            except StacGdalMcpError as exc:
-                name = it.get("item_id") or it.get("id")
-                estimate.notes.append(f"item '{name}' would fail: {exc}")
-                continue
-            ids.append(item_id)
-            largest = max(largest, pixels)
+    workers = min(core.settings.limits.max_concurrency, len(selected) or 1)
+    planned = plan_each(timed(None, core), selected, one, estimate.notes, workers)
+    ids = [item_id for item_id, _ in planned]
+    largest = max((pixels for _, pixels in planned), default=0)
     estimate.item_ids = ids
     limit = core.settings.limits.max_output_pixels
     estimate.limits = [

@@ -1,0 +1,163 @@
+"""The item pipeline of the operations over many items (cloud cover, zonal statistics): the items
+selected once (`selection.select`), each item's reference parsed once (`reference`), then every
+item (or group of items) measured on the process's reader threads, at most `workers` at a time,
+with a progress step per item and cancel between items (`each`); the pixel work of an item may
+run on the dask.distributed cluster at `settings.dask_scheduler` instead (`Cluster`). An item's
+failure is its own, in one line (`failure`), kept in its row (`one_item`), never taken as data.
+Dry runs plan the items the same way (`plan_each`)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..errors import StacGdalMcpError
+from .jobs import Job
+
+log = logging.getLogger(__name__)
+
+
+def reference(ref_or_item: dict) -> dict:
+    """{collection_id, item_id} of an item reference (as `select_items` gives them) or an item."""
+    if "item_id" in ref_or_item:
+        return {"collection_id": ref_or_item.get("collection_id"), "item_id": ref_or_item["item_id"]}
+    return {"collection_id": ref_or_item.get("collection"), "item_id": ref_or_item.get("id")}
+
+
+def fetch(catalog, ref_or_item: dict) -> dict:
+    """The whole item: as given, or fetched from `catalog` by its reference."""
+    if "assets" in ref_or_item:
+        return ref_or_item
+    return catalog.item(ref_or_item["collection_id"], ref_or_item["item_id"])
+
+
+def failure(exc: BaseException) -> str:
+    """An item's failure in one line (our errors say it in words)."""
+    return str(exc) if isinstance(exc, StacGdalMcpError) else f"{type(exc).__name__}: {exc}"
+
+
+class Outcome:
+    """What `one_item` saw: the item's failure in one line, or None."""
+
+    error: str | None = None
+
+
+@contextlib.contextmanager
+def one_item(operation: str, item_id, job: Job | None = None) -> Iterator[Outcome]:
+    """The work of one item: a failure inside (a broken file, a failed read, a missing mask) is
+    this item's only - kept in `.error`, logged once - unless `job` should stop, which goes on."""
+    outcome = Outcome()
+    try:
+        yield outcome
+    except Exception as exc:
+        if job is not None and job.should_stop:
+            raise
+        outcome.error = failure(exc)
+        log.warning("%s: item %s failed: %s", operation, item_id, outcome.error)
+
+
+def each(
+    job: Job,
+    units: list,
+    measure: Callable[[Any], Any],
+    *,
+    workers: int,
+    start: str | None,
+    describe: Callable[[Any], str],
+) -> list:
+    """`measure(unit)` of every unit, in the units' order, at most `workers` at a time on the
+    reader threads (`access.read_each`). `start`: the first progress step's message, then one
+    step per unit done, `describe(result)` its message (None: no progress reported - the caller
+    reports); a cancelled or timed-out job stops at the next step and drops the units not
+    started."""
+    from .access import read_each
+
+    total = len(units)
+    results: list = [None] * total
+    if total and start is not None:
+        job.progress(0, total, start)
+    with contextlib.closing(read_each(measure, [(unit,) for unit in units], workers)) as finished:
+        for done, (index, result) in enumerate(finished, start=1):
+            results[index] = result
+            if start is not None:
+                job.progress(done, total, describe(result))
+    return results
+
+
+def plan_each(job: Job, units: list, plan: Callable[[Any], tuple], notes: list[str], workers: int) -> list:
+    """A dry run's `each`: `plan(unit)` of every unit on `workers` threads, in order, within the
+    job's time; a unit that would fail (in our words) gets a note and is left out."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def bounded(unit):
+        job.check()
+        return plan(unit)
+
+    planned = []
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="estimate") as pool:
+        futures = [pool.submit(bounded, unit) for unit in units]
+        for unit, future in zip(units, futures):
+            job.check()
+            try:
+                planned.append(future.result())
+            except StacGdalMcpError as exc:
+                notes.append(f"item '{reference(unit)['item_id']}' would fail: {exc}")
+    return planned
+
+
+class ItemFailed(StacGdalMcpError):
+    """An item's failure on a dask worker, in the words the worker gave (see `failure`)."""
+
+
+class Cluster:
+    """One call's items measured on the dask.distributed cluster at `settings.dask_scheduler`:
+    the client resolves each item (catalog, assets) as on threads, a worker runs its pixel work
+    (`run`). `shared` (what every item's work needs: the request, its zones) travels once,
+    scattered to every worker; `key` names the call on the workers."""
+
+    def __init__(self, core, shared):
+        import uuid
+
+        from .dask_runtime import dask_client
+
+        self.client = dask_client(core.settings.dask_scheduler)
+        self.key = uuid.uuid4().hex
+        self.shared = self.client.scatter(shared, broadcast=True, hash=False)
+
+    @property
+    def threads(self) -> int:
+        return sum(self.client.nthreads().values())
+
+    def run(self, job: Job, fn: Callable, *args):
+        """`fn(shared, key, *args)` on a worker; waits for it, checking the job (a stop cancels
+        it); its failure raised here as `ItemFailed`, in the worker's words."""
+        future = self.client.submit(_on_worker, fn, self.shared, self.key, *args, pure=False)
+        try:
+            while True:
+                try:
+                    result, error = future.result(timeout=0.2)
+                    break
+                except TimeoutError:
+                    job.check()
+        except BaseException:
+            future.cancel()
+            raise
+        if error is not None:
+            raise ItemFailed(error)
+        return result
+
+    def close(self) -> None:
+        """Let the workers drop what was shared."""
+        self.shared.release()
+
+
+def _on_worker(fn: Callable, *args) -> tuple[Any, str | None]:
+    """(result, None) or (None, the failure in one line) of `fn(*args)` on a dask worker (our
+    errors do not travel back whole)."""
+    try:
+        return fn(*args), None
+    except Exception as exc:
+        log.warning("an item failed on a dask worker: %s", failure(exc))
+        return None, failure(exc)
