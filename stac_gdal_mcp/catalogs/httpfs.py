@@ -1,10 +1,10 @@
 """stac-geoparquet files read over HTTP range requests (`url = "https://…/items.parquet"`), for
 DuckDB and pyarrow: an fsspec filesystem (`RangeFileSystem`, protocol `stacgp`) whose files are
-a catalog's URLs, read through the catalog's own HTTP machinery (remote.py's `RemoteCatalog`):
-its requests session (through the network guard where the policy needs one), the network policy
-checked on the URL and on every redirect hop, the configured headers sent to the URL itself
-only, `network.timeout_s` for each request as a whole and `network.max_retries` retries of
-connection errors and HTTP 429/5xx. Messages show the URL only through `redact.masked_url`.
+a catalog's URLs, read through the catalogs' one guarded HTTP client (http.py, as STAC APIs
+are): the network policy checked on the URL and on every redirect hop, the configured headers
+sent to URLs under the files' common folder only, `network.timeout_s` for each request as a
+whole and `network.max_retries` retries of connection errors and HTTP 429/5xx. Messages show
+the URL only through `redact.masked_url`.
 
 - A file's version is asked with `Range: bytes=0-0`: the answer's Content-Range gives the size,
   its ETag and Last-Modified the version. A server that answers with the whole file (200) does
@@ -18,15 +18,13 @@ connection errors and HTTP 429/5xx. Messages show the URL only through `redact.m
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from functools import cached_property
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
@@ -36,17 +34,15 @@ from ..errors import (
     GeoparquetError,
     NotFound,
     StacGdalMcpError,
-    Unreachable,
 )
 from ..settings import CatalogConfig, Settings
+from .http import GuardedHttp
 from .redact import masked, masked_url
-from .remote import MAX_REDIRECTS, RETRY_STATUS, RemoteCatalog, _backoff, _proxy_refusal
 
 PROTOCOL = "stacgp"
 BLOCK = 256 * 1024  # bytes fetched and cached together
 CACHE_BYTES = 256 * 1024**2  # blocks kept per catalog
 REVALIDATE_S = 5.0  # a file's version is asked again after this long
-_CHUNK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -77,14 +73,14 @@ def checked_url(catalog_id: str, url: str) -> str:
 
 
 class RangeReader:
-    """HTTP range reads of a catalog's files through its RemoteCatalog, with a block cache.
+    """HTTP range reads of a catalog's files through its guarded client, with a block cache.
     `failure` is the last error a read raised (DuckDB reports it as its own, without its kind);
     `changed` is set when an answer showed the file changed."""
 
     def __init__(self, config: CatalogConfig, settings: Settings):
         self.catalog_id = config.id
         self.settings = settings
-        self.remote = RemoteCatalog(config, settings)
+        self.http = GuardedHttp(config, settings, (config.url or "").rstrip("/"), self._why)
         self.failure: StacGdalMcpError | None = None
         self.changed = False
         self._lock = threading.Lock()
@@ -155,85 +151,13 @@ class RangeReader:
             while self._cached > CACHE_BYTES:
                 self._cached -= len(self._blocks.popitem(last=False)[1])
 
-    # --- HTTP ----------------------------------------------------------------------------------
-
     def _get(self, url: str, first: int, last: int, version: Version | None = None) -> tuple[dict, bytes]:
-        """GET bytes `first`..`last` (inclusive) of `url`, redirects followed here with the
-        network policy checked on every hop: (answer headers, body) of a 206 answer."""
-        where = url
-        for _hop in range(MAX_REDIRECTS + 1):
-            try:
-                self.remote.check_url(where)
-            except (Unreachable, AccessDenied) as exc:
-                raise type(exc)(f"catalog '{self.catalog_id}': {masked(exc)}") from None
-            status, headers, body = self._send(where, first, last)
-            location = headers.get("Location")
-            if status in (301, 302, 303, 307, 308) and location:
-                where = urljoin(where, location)
-                continue
-            return headers, self._body(url, status, headers, body, (first, last), version)
-        raise CatalogUnavailable(self._why(url, f"more than {MAX_REDIRECTS} redirects"))
-
-    def _send(self, url: str, first: int, last: int) -> tuple[int, dict, bytes]:
-        """One range request, retried on connection errors and HTTP 429/5xx as RemoteCatalog does."""
-        import requests
-
-        headers = dict(self.remote._auth_headers) if self.remote.under_root(url) else {}
-        headers["Range"] = f"bytes={first}-{last}"
-        attempts = 1 + self.settings.network.max_retries
-        for attempt in range(attempts):
-            final = attempt == attempts - 1
-            try:
-                status, answer, body = self._attempt(url, headers, last - first + 1)
-            except requests.exceptions.ProxyError as exc:
-                raise AccessDenied(f"catalog '{self.catalog_id}': {_proxy_refusal(exc)}") from None
-            except requests.exceptions.RequestException as exc:
-                transient = isinstance(
-                    exc, (requests.ConnectionError, requests.exceptions.ChunkedEncodingError)
-                )
-                if final or not transient or isinstance(exc, requests.exceptions.ConnectTimeout):
-                    raise CatalogUnavailable(self._why(url, f"{type(exc).__name__}: {exc}")) from None
-                time.sleep(_backoff(attempt))
-                continue
-            if status in RETRY_STATUS and not final:
-                time.sleep(_backoff(attempt, answer.get("Retry-After")))
-                continue
-            return status, answer, body
-        raise AssertionError("unreachable")
-
-    def _attempt(self, url: str, headers: dict, wanted: int) -> tuple[int, dict, bytes]:
-        """One exchange within network.timeout_s as a whole: each read waits at most for what is
-        left of it (a server dripping a byte at a time fails at the deadline, not per block).
-        Only a 206 answer's body is read: a server that ignores Range would send the whole file."""
-        import requests
-
-        timeout = self.settings.network.timeout_s
-        deadline = time.monotonic() + timeout
-        late = CatalogUnavailable(self._why(url, f"no complete answer within {timeout:g} s"))
-        response = self.remote.session.get(
-            url, headers=headers, timeout=(min(timeout, 10.0), timeout), allow_redirects=False, stream=True
+        """Bytes `first`..`last` (inclusive) of `url` through the guarded client: (answer headers,
+        body) of a 206 answer, or the one-line error another answer means."""
+        answer = self.http.get_range(url, first, last)
+        return answer.headers, self._body(
+            url, answer.status, answer.headers, answer.body, (first, last), version
         )
-        with response:
-            if response.status_code != 206:
-                return response.status_code, dict(response.headers), b""
-            chunks, size = [], 0
-            while size < wanted:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise late
-                with contextlib.suppress(Exception):  # bound the next recv by what is left
-                    response.raw.connection.sock.settimeout(max(0.05, left))
-                try:
-                    chunk = response.raw.read1(min(_CHUNK, wanted - size))
-                except Exception as exc:
-                    if time.monotonic() >= deadline or "timed out" in str(exc).lower():
-                        raise late from None
-                    raise requests.ConnectionError(str(exc)) from None  # retried as requests' own
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-            return 206, dict(response.headers), b"".join(chunks)[:wanted]
 
     def _body(self, url: str, status: int, headers: dict, body: bytes, asked: tuple, version) -> bytes:
         """The body of a range answer, or the one-line error its status means."""
