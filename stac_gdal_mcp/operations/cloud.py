@@ -34,6 +34,7 @@ from ..errors import InvalidArgument, LimitExceeded
 from ..models import Model
 from ..processing.access import ONE_THREAD_PER_READ, asset_source, open_reader
 from ..processing.aoi import aoi_geometry, coordinates, decimation, project_aoi, rasterize_aoi
+from ..processing.bands import GridWindow, mask_nodata, window_of
 from ..processing.items import each, fetch, one_item, reference
 from ..processing.jobs import Job, timed
 from ..processing.masks import MaskSource, check_mask_format
@@ -128,10 +129,8 @@ class AoiGrid:
     """The AOI on one mask grid: what every item on that grid (same CRS, transform, size and
     decimation: a time stack of one tile) shares, so it is worked out once per call."""
 
-    k: int  # decimation
     native: float  # native pixel size
-    rows: tuple[int, int]  # the AOI's window on the decimated grid (may reach outside the raster)
-    cols: tuple[int, int]
+    window: GridWindow  # the AOI's window on the decimated grid (may reach outside the raster)
     inside: Any  # pixels of the window inside the AOI (read-only)
     covered: Any  # pixels of the window inside the raster (read-only)
     crs: str | None
@@ -160,31 +159,24 @@ class AoiGrids:
         import numpy as np
         from rasterio.transform import Affine
 
-        grid = src.transform @ Affine.scale(k)
-        height, width = math.ceil(src.height / k), math.ceil(src.width / k)
         geom = self._geoms.get(wkt)
         if geom is None:
             geom = self._geoms[wkt] = project_aoi(self.aoi_4326, src.crs)
-        xs, ys = coordinates(geom)
-        cols, rows = ~grid @ (np.array(xs), np.array(ys))
-        col0, col1 = math.floor(cols.min()), math.ceil(cols.max())
-        row0, row1 = math.floor(rows.min()), math.ceil(rows.max())
-        shape = (max(row1 - row0, 1), max(col1 - col0, 1))
+        window = window_of(*coordinates(geom), src.transform, src.width, src.height, k)
+        shape = window.shape
         if self.max_pixels and shape[0] * shape[1] > self.max_pixels:
             factor = math.ceil(math.sqrt(shape[0] * shape[1] / self.max_pixels)) * k
             raise LimitExceeded(
                 f"the AOI covers {shape[0] * shape[1]:,} mask pixels at {native * k:g} m, more than "
                 f"limits.max_output_pixels={self.max_pixels:,}; pass resolution={native * factor:g} or coarser"
             )
-        inside = rasterize_aoi(geom, shape, grid @ Affine.translation(col0, row0))
+        grid = src.transform @ Affine.scale(k)
+        inside = rasterize_aoi(geom, shape, grid @ Affine.translation(window.cols[0], window.rows[0]))
         covered = np.zeros(shape, dtype=bool)
-        r0, r1 = max(row0, 0), min(row1, height)
-        c0, c1 = max(col0, 0), min(col1, width)
-        if r0 < r1 and c0 < c1:
-            covered[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0] = True
+        covered[window.placed] = True
         inside.flags.writeable = covered.flags.writeable = False
         crs = src.crs.to_string() if src.crs else None
-        return AoiGrid(k, native, (row0, row1), (col0, col1), inside, covered, crs)
+        return AoiGrid(native, window, inside, covered, crs)
 
 
 def aoi_window_counts(
@@ -206,24 +198,17 @@ def aoi_window_counts(
         raise InvalidArgument("class values can only be resampled with 'nearest' or 'mode'")
     grids = grids or AoiGrids(aoi_4326, resolution, max_pixels)
     g = grids.for_dataset(src)
-    k, (row0, row1), (col0, col1) = g.k, g.rows, g.cols
-    height, width = math.ceil(src.height / k), math.ceil(src.width / k)
+    window = g.window
     data = np.zeros(g.inside.shape, dtype=src.dtypes[0])
-    r0, r1 = max(row0, 0), min(row1, height)
-    c0, c1 = max(col0, 0), min(col1, width)
-    if r0 < r1 and c0 < c1:
+    native_window = window.native(src.width, src.height)
+    if native_window is not None:
         from rasterio.windows import Window
 
-        native_window = Window(
-            c0 * k, r0 * k, min(c1 * k, src.width) - c0 * k, min(r1 * k, src.height) - r0 * k
+        data[window.placed] = src.read(
+            1, window=Window(*native_window), out_shape=window.inside_shape, resampling=Resampling[resampling]
         )
-        block = src.read(
-            1, window=native_window, out_shape=(r1 - r0, c1 - c0), resampling=Resampling[resampling]
-        )
-        data[r0 - row0 : r1 - row0, c0 - col0 : c1 - col0] = block
 
-    nodata = source.nodata if source.nodata is not None else src.nodata
-    classes = source.scheme.decode(data, nodata=nodata)
+    classes = source.scheme.decode(data, nodata=mask_nodata(source.nodata, src.nodata))
     valid = g.inside & g.covered & ~classes.nodata
     n_aoi, n_valid = int(np.count_nonzero(g.inside)), int(np.count_nonzero(valid))
 
@@ -238,7 +223,7 @@ def aoi_window_counts(
         "nodata_fraction": round(1 - n_valid / n_aoi, 6) if n_aoi else None,
         "valid_pixels": n_valid,
         "aoi_pixels": n_aoi,
-        "resolution": g.native * k,
+        "resolution": g.native * window.k,
         "crs": g.crs,
     }
 
@@ -438,3 +423,22 @@ def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverR
         failed=failed,
         notes=notes,
     )
+
+
+# --- the result: a `CloudCover` ranking (registry.py) ----------------------------------------------
+
+RESULT_KINDS = ("cloud_cover",)
+
+
+def answer(core, cover, records, limits, **options):
+    """The cloud_cover_stats tool's answer: the ranking (nothing is saved)."""
+    from .registry import Answer
+
+    return Answer(cover.result)
+
+
+def map_call(cover) -> dict:
+    """A ranking as the map draws it: the ranking and its AOI."""
+    from .registry import call
+
+    return call("cloud_cover_stats", {}, cover.result.model_dump(mode="json"))

@@ -26,8 +26,9 @@ from pydantic import Field
 
 from ..errors import InvalidArgument, MaskNotFound, NotFound, NotSupported, StacGdalMcpError
 from ..models import Model
-from ..stac import band_entries, proj_code, raster_band
+from ..stac import band_entries, proj_code
 from . import access
+from .bands import mask_nodata, scale_offset, valid
 from .masks import MaskSource
 from .requests import Load
 
@@ -305,21 +306,17 @@ def load_stack(
     usable = None if inside is None else xr.DataArray(inside, dims=("y", "x"), coords={"y": ds.y, "x": ds.x})
     if stack.mask is not None:
         raw = ds[stack.mask.asset]
-        nodata = stack.mask.nodata if stack.mask.nodata is not None else raw.attrs.get("nodata")
-        clear = stack.mask.scheme.decode(raw, nodata=nodata).clear
+        clear = stack.mask.scheme.decode(
+            raw, nodata=mask_nodata(stack.mask.nodata, raw.attrs.get("nodata"))
+        ).clear
         usable = clear if usable is None else usable & clear
     bands = {}
     for name, key in stack.assets.items():
         raw = ds[key]
         scale, offset = _per_day(days, key, ds.time)
         value = raw.astype("float32") * scale + offset
-        nodata = raw.attrs.get("nodata")
-        valid = (
-            raw.notnull()
-            if nodata is None or (isinstance(nodata, float) and np.isnan(nodata))
-            else raw != nodata
-        )
-        bands[name] = value.where(valid if usable is None else valid & usable)
+        data = valid(raw, raw.attrs.get("nodata"))
+        bands[name] = value.where(data if usable is None else data & usable)
     return Loaded(stack, bands, days)
 
 
@@ -329,9 +326,9 @@ def _per_day(days, key: str, time):
 
     scales, offsets = [], []
     for _, _, members in days:
-        band = raster_band(members[0]["assets"][key])
-        scales.append(float(band.get("scale", 1.0)))
-        offsets.append(float(band.get("offset", 0.0)))
+        scale, offset = scale_offset(members[0]["assets"][key])
+        scales.append(scale)
+        offsets.append(offset)
     coords = {"time": time}
     return (
         xr.DataArray(scales, dims="time", coords=coords).astype("float32"),

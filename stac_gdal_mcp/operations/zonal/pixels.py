@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import LimitExceeded, NotSupported
+from ...processing.bands import Band
+from ...processing.bands import valid as stored_data
 from ...processing.jobs import Job
-from ...stac import raster_band
 from .zones import shown_id
 
 WINDOW_PIXELS = 2048 * 2048  # a group's window at most (larger zones are read one by one)
@@ -94,16 +95,6 @@ def project_zones(geometries, crs) -> list:
 
 
 @dataclass
-class Band:
-    """One asset read for an item: its source, and how its values become numbers."""
-
-    source: Any  # access.AssetSource
-    scale: float = 1.0
-    offset: float = 0.0
-    nodata: float | None = None
-
-
-@dataclass
 class ItemInputs:
     bands: dict[str, Band]  # band name of the expression -> its asset
     mask: Any = None  # masks.MaskSource or None
@@ -120,19 +111,12 @@ class ItemInputs:
 def item_inputs(core, call: Call, item: dict) -> ItemInputs:
     """The assets of the expression's bands (and the cloud mask) of one item, resolved."""
     from ...processing.access import asset_source, find_asset
-    from ...processing.masks import asset_nodata
     from ...processing.selection import item_mask
 
     bands = {}
     for name in call.request.names:
         key, meta = find_asset(item, name)
-        band = raster_band(meta)
-        bands[name] = Band(
-            asset_source(core, item, key, catalog=call.catalog.id),
-            float(band.get("scale", 1.0)),
-            float(band.get("offset", 0.0)),
-            asset_nodata(meta),
-        )
+        bands[name] = Band.of(asset_source(core, item, key, catalog=call.catalog.id), meta)
     inputs = ItemInputs(bands)
     if call.request.mask_clouds:
         mask = item_mask(item, call.collections)
@@ -303,11 +287,6 @@ def sample(reader, grid: Grid, window: Window):
     return block[np.ix_(np.maximum(rows, 0), np.maximum(cols, 0))], covered
 
 
-def _valid(data, covered, nodata):
-    valid = covered & (data == data)  # NaN is never valid
-    return valid if nodata is None else valid & (data != nodata)
-
-
 def window_values(request, inputs: ItemInputs, read):
     """(value, cloud) masked arrays of one window: value masked where a band is nodata, outside
     its asset, not finite or (with mask_clouds) not clear; cloud 1/0 where the mask is valid, or
@@ -319,7 +298,7 @@ def window_values(request, inputs: ItemInputs, read):
     usable, cloud, arrays = None, None, {}
     for name, band in inputs.bands.items():
         data, covered = read(band)
-        valid = _valid(data, covered, band.nodata)
+        valid = covered & stored_data(data, band.nodata)
         usable = valid if usable is None else usable & valid
         arrays[name] = (data, band)
     if inputs.mask is not None:
@@ -329,12 +308,12 @@ def window_values(request, inputs: ItemInputs, read):
         usable &= known & classes.clear
         cloud = np.ma.masked_array(classes.cloud.astype("float64"), mask=~known)
     (name, (data, band)), *others = arrays.items()
-    plain = not others and isinstance(request.tree.body, ast.Name) and (band.scale, band.offset) == (1, 0)
+    plain = not others and isinstance(request.tree.body, ast.Name) and band.plain
     if plain:
         value = data  # a band as stored (class values stay integers: majority, frac, ... exact)
     else:
         with np.errstate(all="ignore"):
-            bands = {n: d.astype("float64") * b.scale + b.offset for n, (d, b) in arrays.items()}
+            bands = {n: b.values(d) for n, (d, b) in arrays.items()}
             value = np.asarray(evaluate(request.tree, bands), dtype="float64")
         usable &= np.isfinite(value)
     return np.ma.masked_array(value, mask=~usable), cloud

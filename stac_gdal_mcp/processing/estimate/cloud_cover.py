@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from .reads import Planner, decimated_read
@@ -75,22 +74,10 @@ def estimate_cloud_cover(core: Core, request) -> Estimate:
 def cloud_window(src, aoi_geom, resolution):
     """The native window `aoi_window_counts` reads and its decimated shape (rows, cols);
     (None, ...) when the AOI misses the mask."""
-    import numpy as np
-    from rasterio.transform import Affine
-
     from ..aoi import coordinates, decimation, project_aoi
+    from ..bands import window_of
 
-    native = abs(src.transform.a)
-    k = decimation(native, resolution)
-    grid = src.transform @ Affine.scale(k)
-    height, width = math.ceil(src.height / k), math.ceil(src.width / k)
+    k = decimation(abs(src.transform.a), resolution)
     xs, ys = coordinates(project_aoi(aoi_geom, src.crs))
-    cols, rows = ~grid @ (np.array(xs), np.array(ys))
-    col0, col1 = math.floor(cols.min()), math.ceil(cols.max())
-    row0, row1 = math.floor(rows.min()), math.ceil(rows.max())
-    r0, r1 = max(row0, 0), min(row1, height)
-    c0, c1 = max(col0, 0), min(col1, width)
-    if not (r0 < r1 and c0 < c1):
-        return None, (0, 0)
-    spec = (c0 * k, r0 * k, min(c1 * k, src.width) - c0 * k, min(r1 * k, src.height) - r0 * k)
-    return spec, (r1 - r0, c1 - c0)
+    window = window_of(xs, ys, src.transform, src.width, src.height, k)
+    return window.native(src.width, src.height), window.inside_shape
