@@ -1,10 +1,11 @@
 """The map MCP App: its ui:// resource, its view data, and the page in a real headless Chromium.
 
-The page (as served: map.html with the Natural Earth TopoJSON inlined) is loaded with tool results
+The page builds no view: it draws `build_map_view`'s. It is loaded with the views of tool results
 recorded on the sample catalog (tests/ui_fixtures/, written by scripts/record_ui_fixtures.py):
-through the `#data=` fragment, through `window.postMessage`, embedded in a standalone page
-(`map_page`), and inside an iframe of a minimal MCP Apps host (ui/initialize, tool-input,
-tool-result, and the tools/call and resources/read the page makes for footprints and thumbnails).
+through the `#data=` fragment, embedded in a standalone page (`map_page`), and as the server
+sends them (in the result's `_meta`, live from the server on the sample catalog) through
+`window.postMessage` and inside an iframe of a minimal MCP Apps host (ui/initialize, tool-input,
+tool-result, and the resources/read the page makes for thumbnails).
 Screenshots are checked pixel by pixel: where each footprint's bbox projects, the outline has the
 colour the docs give it; each call's AOI is drawn; far from everything is land or sea, as the
 Natural Earth polygons (decoded here, in Python, with shapely) say, and known places (the
@@ -20,6 +21,7 @@ by playwright; when either is missing the browser tests skip locally and fail un
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import itertools
@@ -35,7 +37,8 @@ from pathlib import Path
 import pytest
 
 from stac_gdal_mcp.maps import build_map_view, map_html, map_page
-from stac_gdal_mcp.server.map_app import MAP_URI, map_app_config, register_map_app
+from stac_gdal_mcp.maps.view import footprint_search
+from stac_gdal_mcp.server.map_app import MAP_URI, VIEW_META, map_app_config, register_map_app, view_as_sent
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "ui_fixtures"
@@ -81,6 +84,17 @@ def clear_color(fraction) -> str:
     if fraction is None:
         return UNMEASURED
     return next(color for minimum, color in CLEAR_CLASSES if fraction >= minimum)
+
+
+def ranking_calls(*then: str) -> list[dict]:
+    """The recorded ranking, the search of its scenes' footprints, then the fixtures `then`."""
+    return [fixture(name) for name in ("cloud_cover_stats", "cloud_cover_stats.footprints", *then)]
+
+
+def sent(call: dict) -> dict:
+    """`call` with its result as the server sends it to an MCP Apps host (the view in `_meta`)."""
+    result = {**call["result"], "_meta": {**call["result"].get("_meta", {}), VIEW_META: view_as_sent([call])}}
+    return {**call, "result": result}
 
 
 def item_bboxes(search_fixture: dict) -> dict[str, list[float]]:
@@ -129,7 +143,7 @@ def test_page_makes_no_network_fetches():
     assert urls == {"http://www.w3.org/2000/svg"}, f"only the SVG namespace may look like a URL: {urls}"
     # the served page is the source with the bundled Natural Earth TopoJSON inlined, and no config
     assert json.loads(_slot(html, "world-110m")) == json.loads(WORLD.read_text())
-    assert _slot(html, "map-config") == "{}" and _slot(html, "map-calls") == ""
+    assert _slot(html, "map-config") == "{}" and _slot(html, "map-view") == ""
     assert _slot(PAGE.read_text(), "world-110m") == ""
     assert len(html.encode()) < 300_000
 
@@ -146,14 +160,14 @@ def test_basemap_is_declared_in_the_csp_and_checked():
             map_html(bad)
 
 
-def test_standalone_page_carries_its_calls_safely():
+def test_standalone_page_carries_its_view_safely():
     hostile = {
         "arguments": {},
         "result": {"structuredContent": {"notes": ["</script><script>alert(1)</script>"]}},
     }
     html = map_page([hostile])
     assert "</script><script>alert(1)" not in html
-    assert json.loads(_slot(html, "map-calls")) == {"calls": [hostile]}
+    assert json.loads(_slot(html, "map-view"))["notes"] == ["</script><script>alert(1)</script>"]
 
 
 async def test_resource_and_tool_meta_follow_the_ui_extension():
@@ -200,16 +214,13 @@ def test_view_of_a_search():
 
 
 def test_view_of_a_ranking_with_its_footprints_and_a_quicklook():
-    stats, footprints, preview = (
-        fixture("cloud_cover_stats"),
-        fixture("cloud_cover_stats.footprints"),
-        fixture("preview"),
-    )
+    stats, footprints, preview = ranking_calls("preview")
     rows = stats["result"]["structuredContent"]["items"]
 
     alone = build_map_view([stats])
     assert [r["id"] for r in alone["ranking"]] == [r["item_id"] for r in rows]
-    assert alone["footprints"] == []  # the rows carry no footprint: the page asks for them
+    assert alone["footprints"] == []  # the rows carry no footprint: the server searches them
+    assert footprint_search(alone, stats["arguments"]) == footprints["arguments"]
     assert alone["aois"] == [
         {"bbox": stats["arguments"]["aoi"], "geometry": None, "tool": "cloud_cover_stats"}
     ]
@@ -254,6 +265,66 @@ def test_view_of_aoi_given_as_geometry_or_json_text_and_of_errors():
     assert build_map_view([utm])["aois"] == []
     failed = {"result": {"isError": True, "content": [{"type": "text", "text": "collection 'x' not found"}]}}
     assert build_map_view([failed])["errors"] == ["collection 'x' not found"]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory) -> dict[str, dict]:
+    """The ranking and preview fixtures' calls answered by the server on the sample catalog to a
+    host that declares MCP Apps (`<tool>`; `cloud_cover_stats.plain`: to a client that does not),
+    and the search of the ranking's footprints; made before a browser starts its own event loop."""
+    from fastmcp import Client
+    from fastmcp.apps import UI_EXTENSION_ID
+    from mcp.client.extension import advertise
+
+    from stac_gdal_mcp import Session
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    stats, footprints, preview = ranking_calls("preview")
+
+    async def answers(session) -> dict[str, dict]:
+        mcp = build_server(session=session)
+        async with Client(mcp, extensions=[advertise(UI_EXTENSION_ID)]) as host, Client(mcp) as plain:
+            asked = [("cloud_cover_stats", host, stats), ("cloud_cover_stats.plain", plain, stats)]
+            asked += [("preview", host, preview), ("search_items", plain, footprints)]
+            out = {}
+            for name, client, call in asked:
+                result = await client.call_tool_mcp(call["tool"], call["arguments"])
+                out[name] = {
+                    **call,
+                    "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
+                }
+            return out
+
+    workspace = tmp_path_factory.mktemp("live")
+    with Session(load_settings(default_catalog="sample", workspace=workspace)) as session:
+        return asyncio.run(answers(session))
+
+
+def test_the_server_sends_the_view_to_mcp_apps_hosts(live):
+    """A host that declares MCP Apps gets the view in the result's _meta (a ranking's with the
+    footprints the server searched, a quicklook by its image block); the answer itself is the one
+    any client gets, and a client without the extension gets no view."""
+    stats, plain = live["cloud_cover_stats"], live["cloud_cover_stats.plain"]
+    assert VIEW_META not in plain["result"].get("_meta", {})
+    assert {k: v for k, v in stats["result"].items() if k != "_meta"} == {
+        k: v for k, v in plain["result"].items() if k != "_meta"
+    }
+    view = stats["result"]["_meta"][VIEW_META]
+    assert view == build_map_view([stats, live["search_items"]])
+    rows = stats["result"]["structuredContent"]["items"]
+    assert {fp["id"]: fp["rank"] for fp in view["footprints"]} == {
+        r["item_id"]: i for i, r in enumerate(rows)
+    }
+    assert {fp["id"]: fp["bbox"] for fp in view["footprints"]} == item_bboxes(live["search_items"])
+
+    preview = live["preview"]
+    (out,) = preview["result"]["_meta"][VIEW_META]["outputs"]
+    index = next(i for i, c in enumerate(preview["result"]["content"]) if c["type"] == "image")
+    assert out["image"] == {"content": index}  # the quicklook travels once
+    (built,) = build_map_view([preview])["outputs"]
+    assert built["image"].endswith(preview["result"]["content"][index]["data"])
+    assert {**out, "image": built["image"]} == built
 
 
 # --- in Chromium -----------------------------------------------------------------------------------
@@ -311,7 +382,8 @@ def page(browser, served):
 
 
 def open_with_fragment(pg, calls: list[dict]) -> None:
-    pg.goto(pg.served.as_uri() + "#data=" + urllib.parse.quote(json.dumps({"calls": calls})))
+    """The served page drawing the view of `calls`, given in the fragment."""
+    pg.goto(pg.served.as_uri() + "#data=" + urllib.parse.quote(json.dumps(build_map_view(calls))))
     pg.wait_for_selector("body[data-state=rendered]")
 
 
@@ -542,6 +614,32 @@ def drawn_order(view_footprints: list[dict], ranked: bool) -> list[dict]:
     return [fp for _, fp in indexed]
 
 
+def check_quicklook(img, proj, call, others) -> int:
+    """The PNG's own pixels where the output's bbox projects (uniform spots, off the outlines of
+    `others`); returns how many were compared (90 % must match)."""
+    from PIL import Image
+
+    (content,) = [c for c in call["result"]["content"] if c["type"] == "image"]
+    png = Image.open(io.BytesIO(base64.b64decode(content["data"]))).convert("RGBA")
+    w, s, e, n = call["result"]["structuredContent"]["bbox"]
+    compared = matched = 0
+    for fx in [k / 10 for k in range(1, 10)]:
+        for fy in [k / 10 for k in range(1, 10)]:
+            px, py = int(fx * png.width), int(fy * png.height)
+            spot = [png.getpixel((i, j)) for i in range(px - 2, px + 3) for j in range(py - 2, py + 3)]
+            if any(p[3] < 255 for p in spot) or max(max(c) - min(c) for c in zip(*[p[:3] for p in spot])) > 8:
+                continue
+            x, y = proj.px(w + fx * (e - w), n - fy * (n - s))
+            if any(distance_to_outline(proj, b, x, y) < 6 for b in others):
+                continue
+            compared += 1
+            matched += color_near(
+                img, x, y, "#{:02x}{:02x}{:02x}".format(*png.getpixel((px, py))[:3]), radius=1, tolerance=24
+            )
+    assert matched >= 0.9 * compared, f"{matched} of {compared} quicklook pixels found"
+    return compared
+
+
 @pytest.mark.testbed
 def test_search_footprints_drawn_where_their_bboxes_project(page, tmp_path):
     search = fixture("search_items")
@@ -561,14 +659,7 @@ def test_search_footprints_drawn_where_their_bboxes_project(page, tmp_path):
 
 @pytest.mark.testbed
 def test_ranking_with_footprints_and_quicklook(page, tmp_path):
-    from PIL import Image
-
-    stats, footprints, preview = (
-        fixture("cloud_cover_stats"),
-        fixture("cloud_cover_stats.footprints"),
-        fixture("preview"),
-    )
-    calls = [stats, footprints, preview]
+    calls = stats, footprints, preview = ranking_calls("preview")
     open_with_fragment(page, calls)
     img = screenshot(page, tmp_path / "map-ranking.png")
     DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
@@ -589,25 +680,7 @@ def test_ranking_with_footprints_and_quicklook(page, tmp_path):
     assert check_outlines(img, proj, [(aoi, AOI)], others=[]) >= 8
     assert check_ground(img, proj, [aoi, record["bbox"]] + [i["bbox"] for i in items]) >= 20
 
-    # the quicklook: the PNG's own pixels where its bbox projects (uniform spots, off the outlines)
-    (content,) = [c for c in preview["result"]["content"] if c["type"] == "image"]
-    png = Image.open(io.BytesIO(base64.b64decode(content["data"]))).convert("RGBA")
-    w, s, e, n = record["bbox"]
-    compared = matched = 0
-    for fx in [k / 10 for k in range(1, 10)]:
-        for fy in [k / 10 for k in range(1, 10)]:
-            px, py = int(fx * png.width), int(fy * png.height)
-            spot = [png.getpixel((i, j)) for i in range(px - 2, px + 3) for j in range(py - 2, py + 3)]
-            if any(p[3] < 255 for p in spot) or max(max(c) - min(c) for c in zip(*[p[:3] for p in spot])) > 8:
-                continue
-            x, y = proj.px(w + fx * (e - w), n - fy * (n - s))
-            if any(distance_to_outline(proj, b, x, y) < 6 for b in [aoi, record["bbox"]]):
-                continue
-            compared += 1
-            matched += color_near(
-                img, x, y, "#{:02x}{:02x}{:02x}".format(*png.getpixel((px, py))[:3]), radius=1, tolerance=24
-            )
-    assert compared >= 10 and matched >= 0.9 * compared, f"{matched} of {compared} quicklook pixels found"
+    assert check_quicklook(img, proj, preview, others=[aoi, record["bbox"]]) >= 10
 
     # hovering a row brings that scene's outline on top, in its class colour
     for row in rows:
@@ -639,26 +712,27 @@ def test_ranking_with_footprints_and_quicklook(page, tmp_path):
 
 
 @pytest.mark.testbed
-def test_output_record_without_quicklook_and_post_message_input(page, tmp_path):
-    reproject = fixture("reproject_asset")
+def test_output_and_quicklook_posted_as_the_server_sends_them(page, live, tmp_path):
+    """A preview's result as the server sends it (its view in _meta, the quicklook named by its
+    image block) posted as the host's notifications: drawn at its bbox with the PNG's pixels."""
+    preview = live["preview"]
     page.goto(page.served.as_uri())
     page.evaluate(
         """(call) => {
-            window.postMessage({jsonrpc: '2.0', method: 'ui/notifications/host-context-changed',
-                                params: {toolInfo: {tool: {name: call.tool}}}}, '*');
             window.postMessage({jsonrpc: '2.0', method: 'ui/notifications/tool-input', params: {arguments: call.arguments}}, '*');
             window.postMessage({jsonrpc: '2.0', method: 'ui/notifications/tool-result', params: call.result}, '*');
         }""",
-        reproject,
+        preview,
     )
     page.wait_for_selector("body[data-state=rendered]")
-    assert page.evaluate("window.stacMap.view") == build_map_view([reproject])
+    assert page.evaluate("window.stacMap.view") == build_map_view([preview])
     img = screenshot(page, tmp_path / "map-output.png")
     proj = Projection(page)
-    record = reproject["result"]["structuredContent"]
+    record = preview["result"]["structuredContent"]
     proj.check([record["bbox"]])
-    assert check_outlines(img, proj, [(reproject["arguments"]["bbox"], AOI)]) >= 8
+    assert check_outlines(img, proj, [(preview["arguments"]["bbox"], AOI)]) >= 8
     assert record["id"] in page.inner_text("#status")
+    assert check_quicklook(img, proj, preview, others=[preview["arguments"]["bbox"], record["bbox"]]) >= 10
 
 
 # Two calls' AOIs at opposite corners of the northern Adriatic, and places there that are land or
@@ -752,12 +826,7 @@ def test_coastline_and_each_calls_aoi_where_they_belong(page, tmp_path):
 def test_a_ranking_keeps_its_aoi_beside_a_later_search(page, tmp_path):
     """Drawing a ranking and then a wider search: both AOIs stay (the search's bbox does not
     replace the ranking's AOI)."""
-    stats, footprints, search = (
-        fixture("cloud_cover_stats"),
-        fixture("cloud_cover_stats.footprints"),
-        fixture("search_items"),
-    )
-    calls = [stats, footprints, search]
+    calls = stats, _, search = ranking_calls("search_items")
     open_with_fragment(page, calls)
     img = screenshot(page, tmp_path / "map-two-aois.png")
     assert page.evaluate("window.stacMap.view") == build_map_view(calls)
@@ -771,7 +840,7 @@ def test_a_ranking_keeps_its_aoi_beside_a_later_search(page, tmp_path):
 
 HOST = """<!doctype html><html><head><meta charset="utf-8"><style>body{margin:0}iframe{border:0;width:900px;height:700px;display:block}</style></head>
 <body><iframe id="app" sandbox="allow-scripts"></iframe><script>
-const CALL = __CALL__, FOOTPRINTS = __FOOTPRINTS__, PAGE = __PAGE__, THUMBS = __THUMBS__;
+const CALL = __CALL__, PAGE = __PAGE__, THUMBS = __THUMBS__;
 window.received = []; window.toolCalls = []; window.reads = [];
 const frame = document.getElementById('app');
 window.addEventListener('message', (event) => {
@@ -787,7 +856,7 @@ window.addEventListener('message', (event) => {
     send({jsonrpc: '2.0', method: 'ui/notifications/tool-result', params: CALL.result});
   } else if (m.method === 'tools/call') {
     window.toolCalls.push(m.params);
-    send({jsonrpc: '2.0', id: m.id, result: FOOTPRINTS.result});
+    send({jsonrpc: '2.0', id: m.id, error: {code: -32601, message: 'this host calls no tool for the page'}});
   } else if (m.method === 'resources/read') {
     window.reads.push(m.params.uri);
     send({jsonrpc: '2.0', id: m.id, result: {contents: [{uri: m.params.uri, mimeType: 'image/png', blob: THUMBS[m.params.uri]}]}});
@@ -813,14 +882,16 @@ def _js(value) -> str:
 
 
 @pytest.mark.testbed
-def test_in_a_host_over_the_mcp_apps_protocol(page, tmp_path):
+def test_in_a_host_over_the_mcp_apps_protocol(page, live, tmp_path):
     """The page in a sandboxed iframe under the host's default CSP: handshake, tool-input and
-    tool-result from the host, footprints asked with tools/call search_items, thumbnails named by
-    resource URIs read with resources/read and shown in the table, size reported."""
-    stats, footprints = fixture("cloud_cover_stats"), fixture("cloud_cover_stats.footprints")
+    tool-result (the ranking as the server sent it: its view in _meta, with the footprints the
+    server found) from the host, no tool called by the page, thumbnails named by resource URIs read
+    with resources/read and shown in the table, size reported."""
+    stats, footprints = live["cloud_cover_stats"], live["search_items"]
+    scenes = footprints["result"]["structuredContent"]["items"]
     thumbs, colors = {}, {}
-    for n, item in enumerate(footprints["result"]["structuredContent"]["items"]):
-        item["thumbnail"] = f"stac-gdal://thumbnails/{item['id']}"  # as a server names a local thumbnail
+    for n, item in enumerate(scenes):  # the server names a local catalog's thumbnails by resource URIs
+        assert item["thumbnail"].startswith("stac://sample/")
         colors[item["id"]] = (40 + 25 * n, 200 - 20 * n, 90)
         thumbs[item["thumbnail"]] = solid_png(colors[item["id"]])
     app = map_html().replace(
@@ -828,7 +899,6 @@ def test_in_a_host_over_the_mcp_apps_protocol(page, tmp_path):
     )
     host = (
         HOST.replace("__CALL__", _js(stats))
-        .replace("__FOOTPRINTS__", _js(footprints))
         .replace("__PAGE__", _js(app))
         .replace("__THUMBS__", _js(thumbs))
         .replace("__CAPS__", _js({"serverTools": {}, "serverResources": {}}))
@@ -840,9 +910,7 @@ def test_in_a_host_over_the_mcp_apps_protocol(page, tmp_path):
     frame = page.frame_locator("#app")
     frame.locator("body[data-state=rendered] #map path.fp").first.wait_for()
     app_frame = next(f for f in page.frames if f != page.main_frame)
-    app_frame.wait_for_function(
-        f"document.querySelectorAll('#map path.fp').length === {len(footprints['result']['structuredContent']['items'])}"
-    )
+    assert app_frame.evaluate("document.querySelectorAll('#map path.fp').length") == len(scenes)
     page.wait_for_function(
         "window.received.some(m => m.method === 'ui/notifications/size-changed' && m.params.height > 500)"
     )
@@ -853,9 +921,7 @@ def test_in_a_host_over_the_mcp_apps_protocol(page, tmp_path):
     assert methods[:2] == ["ui/initialize", "ui/notifications/initialized"]
     init = received[0]["params"]
     assert init["protocolVersion"] == "2026-01-26" and init["appInfo"]["name"] and "appCapabilities" in init
-    assert page.evaluate("window.toolCalls") == [
-        {"name": "search_items", "arguments": footprints["arguments"]}
-    ]
+    assert page.evaluate("window.toolCalls") == []
     assert app_frame.evaluate("window.stacMap.view") == build_map_view([stats, footprints])
     app_frame.wait_for_function(f"document.querySelectorAll('#list img.thumb').length === {len(thumbs)}")
     assert sorted(page.evaluate("window.reads")) == sorted(thumbs)
@@ -870,10 +936,7 @@ def test_in_a_host_over_the_mcp_apps_protocol(page, tmp_path):
     proj = Projection(app_frame, offset=(box["x"], box["y"]))
     rows = stats["result"]["structuredContent"]["items"]
     clear = {r["item_id"]: r["clear_fraction"] for r in rows}
-    items = [
-        {"bbox": i["bbox"], "clear": clear[i["id"]]}
-        for i in footprints["result"]["structuredContent"]["items"]
-    ]
+    items = [{"bbox": i["bbox"], "clear": clear[i["id"]]} for i in scenes]
     aoi = stats["arguments"]["aoi"]
     proj.check([i["bbox"] for i in items] + [aoi])
     drawn = [(fp["bbox"], clear_color(fp["clear"])) for fp in drawn_order(items, ranked=True)]
@@ -1026,8 +1089,7 @@ def test_basemap_off_when_the_host_does_not_allow_its_origin(page, tmp_path, til
     search = fixture("search_items")
     app = map_html(origin + "/{z}/{x}/{y}.png", "test tiles")
     host = (
-        HOST.replace("__CALL__", _js(search))
-        .replace("__FOOTPRINTS__", _js({}))
+        HOST.replace("__CALL__", _js(sent(search)))
         .replace("__PAGE__", _js(app))
         .replace("__THUMBS__", _js({}))
         .replace("__CAPS__", _js({"serverTools": {}, "sandbox": {"csp": {"resourceDomains": []}}}))
@@ -1043,7 +1105,7 @@ def test_basemap_off_when_the_host_does_not_allow_its_origin(page, tmp_path, til
 
 @pytest.mark.testbed
 def test_standalone_page_with_inlined_thumbnails(page, tmp_path):
-    """map_page (what `make demo` writes): the calls are in the page, no fragment, no host; each
+    """map_page (what `make demo` writes): the view is in the page, no fragment, no host; each
     scene's thumbnail, given as a data: URI for the item's own thumbnail reference, is in its row."""
     search = fixture("search_items")
     items = search["result"]["structuredContent"]["items"]
@@ -1212,7 +1274,7 @@ def test_session_map_shows_inline_as_the_standalone_page(sample_session, tmp_pat
     path = mapped.save(tmp_path / "map.html")
     assert tag == "iframe" and attrs["srcdoc"] == path.read_text(encoding="utf-8") == mapped.html()
     assert attrs["sandbox"] == "allow-scripts"
-    assert json.loads(_slot(attrs["srcdoc"], "map-calls")) == {"calls": mapped.calls}
+    assert json.loads(_slot(attrs["srcdoc"], "map-view")) == mapped.view
     assert build_map_view(mapped.calls) == mapped.view
 
 

@@ -2,9 +2,10 @@
 1:110m land, borders and populated places inlined (data/naturalearth/), so it draws a coastline
 and names places with no network.
 
-`map_html(basemap, attribution)` is the page a host shows beside a tool result (it is given the
-calls); `map_page(calls)` is the same page with the calls in it: a file to open in a browser or to
-show in a notebook. Both are package data read as files: the page is the same whoever serves it.
+`map_html(basemap, attribution)` is the page a host shows beside a tool result (the result
+carries its view); `map_page(calls)` is the same page with the view of the calls in it
+(`build_map_view`): a file to open in a browser or to show in a notebook. The page is package
+data read as a file: the same whoever serves it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
+
+from .view import build_map_view
 
 MAP_HTML = ("maps", "map.html")  # inside the stac_gdal_mcp package
 WORLD = ("data", "naturalearth", "countries-110m.json")
@@ -62,12 +65,12 @@ def tile_origin(basemap: str) -> str:
 def map_html(
     basemap: str | None = None,
     attribution: str | None = None,
-    calls: list | None = None,
+    view: Mapping[str, Any] | None = None,
     thumbnails: Mapping[str, str] | None = None,
 ) -> str:
     """The page: map.html with the world map inlined and its configuration (`basemap`: a tile URL
-    template, off when None; `thumbnails`: thumbnail as given -> `data:` URI); with `calls`, a
-    standalone page that draws them (see `map_page`)."""
+    template, off when None; `thumbnails`: thumbnail as given -> `data:` URI); with `view`
+    (`build_map_view`'s), a standalone page that draws it (see `map_page`)."""
     config: dict[str, Any] = {}
     if basemap:
         config["basemap"] = {"url": basemap, "attribution": attribution or ""}
@@ -78,13 +81,13 @@ def map_html(
     html = _fill(html, "places-110m", _bundled(*PLACES))
     if config:
         html = _fill(html, "map-config", _script_json(config))
-    if calls is not None:
-        html = _fill(html, "map-calls", _script_json({"calls": list(calls)}))
+    if view is not None:
+        html = _fill(html, "map-view", _script_json(view))
     return html
 
 
 def map_page(calls: Iterable[Mapping[str, Any]], **options: Any) -> str:
     """A standalone HTML page of the map drawing `calls` (`{"tool", "arguments", "result"}` each,
-    as for `build_map_view`): open it in a browser or show it in a notebook. `options` as for
-    `map_html` (basemap, attribution, thumbnails)."""
-    return map_html(calls=[dict(c) for c in calls], **options)
+    as for `build_map_view`, which builds the view it holds): open it in a browser or show it in a
+    notebook. `options` as for `map_html` (basemap, attribution, thumbnails)."""
+    return map_html(view=build_map_view(calls), **options)

@@ -1,10 +1,11 @@
-"""The map's view data, computed in Python from tool calls: each call's AOI, scene footprints
-(with the clear fraction and rank when a cloud_cover_stats ranking is present, and their
-thumbnails), the ranking, time series, zonal statistics' zones (coloured by the first statistic)
-and the outputs (bbox, footprint and quicklook as a data URI).
+"""The map's view data, computed from tool calls: each call's AOI, scene footprints (with the
+clear fraction and rank when a cloud_cover_stats ranking is present, and their thumbnails), the
+ranking, time series, zonal statistics' zones (coloured by the first statistic) and the outputs
+(bbox, footprint and quicklook as a data URI).
 
-The map page builds the same data in JavaScript (`buildView` in maps/map.html): keep the two
-in step; the tests check that both agree.
+This is the one place the view is built: the page (maps/map.html) only draws the view it is
+given, in a standalone page (`map_page`) or beside a tool result (the server puts the view in
+the result's `_meta`, server/map_app.py).
 """
 
 from __future__ import annotations
@@ -102,17 +103,29 @@ def _result_text(result: Any) -> str:
     )
 
 
-def _result_image(result: Any) -> str | None:
-    for c in _content(result):
-        data = c.get("data")
+def image_block(result: Any) -> int | None:
+    """The index, in a result's `content`, of the image the view shows (the first PNG, JPEG or
+    WebP image block), or None."""
+    content = result.get("content") if isinstance(result, dict) else None
+    for index, c in enumerate(content if isinstance(content, list) else []):
+        data = c.get("data") if isinstance(c, dict) else None
         if (
-            c.get("type") == "image"
+            isinstance(c, dict)
+            and c.get("type") == "image"
             and c.get("mimeType") in _IMAGE_TYPES
             and isinstance(data, str)
             and _BASE64.match(data)
         ):
-            return f"data:{c['mimeType']};base64," + re.sub(r"\s+", "", data)
+            return index
     return None
+
+
+def _result_image(result: Any) -> str | None:
+    index = image_block(result)
+    if index is None:
+        return None
+    block = result["content"][index]
+    return f"data:{block['mimeType']};base64," + re.sub(r"\s+", "", block["data"])
 
 
 def _aoi(args: dict, sc: dict | None) -> dict | None:
@@ -350,3 +363,23 @@ def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
                 fp["clear_fraction"] = row["clear_fraction"]
                 fp["rank"] = rank
     return view
+
+
+def footprint_search(view: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The search_items arguments that find the footprints of a view's ranked scenes that have none
+    (a cloud_cover_stats ranking names items, it carries no footprint): their ids (up to 100), in
+    the catalog the ranking's call named (`search.catalog`, else `catalog`) and, when every row
+    names one, their collections. None when every ranked scene has a footprint."""
+    missing = [r for r in view["ranking"] if not any(_same_item(fp, r) for fp in view["footprints"])]
+    if not missing:
+        return None
+    ids = [row["id"] for row in missing[:100]]
+    search = _parse_maybe_json(arguments.get("search"))
+    catalog = search.get("catalog") if isinstance(search, dict) else arguments.get("catalog")
+    collections = list(dict.fromkeys(row["collection"] for row in missing))
+    return {
+        "ids": ids,
+        "limit": len(ids),
+        **({"catalog": catalog} if isinstance(catalog, str) else {}),
+        **({"collections": collections} if all(isinstance(c, str) for c in collections) else {}),
+    }

@@ -8,15 +8,28 @@ a coastline with no network. Tools point to it with `_meta.ui.resourceUri`
 result and pass it the result, hosts that do not show the result as before. A tile basemap is off
 unless `basemap` (a `{z}/{x}/{y}` URL) is given: its origin is then declared in the resource's CSP
 (`resourceDomains`) and the page draws tiles only where the host allows that origin.
+
+The page builds nothing: when the client declares the MCP Apps extension, the result of a tool
+on the map carries the map's view (`build_map_view`) in `_meta["stac-gdal-mcp/map-view"]`
+(its quicklook as `{"content": index}`: the image block of the same result, sent once), and a
+cloud_cover_stats ranking's view has its scenes' footprints (found with search_items here).
+The tool's content and structured content are unchanged.
 """
 
 from __future__ import annotations
 
-from ..maps import map_html, tile_origin
+import logging
+from typing import Any
 
-__all__ = ["MAP_URI", "map_app_config", "register_map_app"]
+from ..maps import build_map_view, map_html, tile_origin
+from ..maps.view import footprint_search, image_block
+
+__all__ = ["MAP_URI", "VIEW_META", "map_app_config", "map_view", "register_map_app", "view_as_sent"]
 
 MAP_URI = "ui://stac-gdal-mcp/map.html"
+VIEW_META = "stac-gdal-mcp/map-view"  # the key of the view in a tool result's _meta
+
+log = logging.getLogger(__name__)
 
 
 def map_app_config():
@@ -26,11 +39,77 @@ def map_app_config():
     return AppConfig(resource_uri=MAP_URI)
 
 
+def _as_json(result) -> dict[str, Any]:
+    """A fastmcp ToolResult as the CallToolResult JSON the view reads."""
+    content = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
+    return {"content": content, "structuredContent": result.structured_content, "isError": result.is_error}
+
+
+def view_as_sent(calls: list[dict]) -> dict[str, Any]:
+    """`build_map_view(calls)` as a result's `_meta` carries it: a quicklook or chart is
+    `{"content": index}`, the image block of the first call's result (the image travels once)."""
+    view = build_map_view(calls)
+    index = image_block(calls[0]["result"])
+    for entry in view["outputs"] + view["series"]:
+        if entry["image"] is not None:
+            entry["image"] = {"content": index}
+    return view
+
+
+async def map_view(mcp, tool: str, arguments: dict, result) -> dict[str, Any]:
+    """The view of one tool call as the page gets it (`view_as_sent`); for a ranking whose scenes
+    have no footprint, with the search_items call that finds them (made here, on `mcp`)."""
+    from fastmcp.exceptions import ToolError
+
+    calls = [{"tool": tool, "arguments": arguments, "result": _as_json(result)}]
+    search = footprint_search(build_map_view(calls), arguments)
+    if search is None:
+        return view_as_sent(calls)
+    try:
+        found = await mcp.call_tool("search_items", search, run_middleware=False)
+    except Exception as exc:  # the view without them: the ranking is still the answer
+        log.warning("map: the footprints of a ranking could not be fetched: %r", exc)
+        view = view_as_sent(calls)
+        view["notes"].append(
+            "Footprints could not be fetched" + (f": {exc}" if isinstance(exc, ToolError) else "")
+        )
+        return view
+    return view_as_sent([*calls, {"tool": "search_items", "arguments": search, "result": _as_json(found)}])
+
+
+def _map_views():
+    """fastmcp middleware: the result of a tool on the map carries its view in `_meta`, for a
+    client that declares the MCP Apps extension."""
+    from fastmcp.apps import UI_EXTENSION_ID
+    from fastmcp.server.middleware import Middleware
+    from fastmcp.tools.base import ToolResult
+
+    class MapViews(Middleware):
+        async def on_call_tool(self, context, call_next):
+            result = await call_next(context)
+            ctx = context.fastmcp_context
+            if (
+                not isinstance(result, ToolResult)
+                or ctx is None
+                or not ctx.client_supports_extension(UI_EXTENSION_ID)
+            ):
+                return result
+            name, arguments = context.message.name, dict(context.message.arguments or {})
+            tool = await ctx.fastmcp.get_tool(name)
+            if tool is None or ((tool.meta or {}).get("ui") or {}).get("resourceUri") != MAP_URI:
+                return result
+            view = await map_view(ctx.fastmcp, name, arguments, result)
+            result.meta = {**(result.meta or {}), VIEW_META: view}
+            return result
+
+    return MapViews()
+
+
 def register_map_app(mcp, basemap: str | None = None, attribution: str | None = None) -> str:
-    """Register the map page as the `ui://` resource on `mcp`; returns its URI. With `basemap` (a
-    tile URL template such as `https://tile.openstreetmap.org/{z}/{x}/{y}.png`), its origin is
-    declared in the resource's CSP `resourceDomains` and the page draws tiles where the host
-    allows it."""
+    """Register the map page as the `ui://` resource on `mcp`, and the middleware that gives the
+    results of the tools on the map their view; returns its URI. With `basemap` (a tile URL
+    template such as `https://tile.openstreetmap.org/{z}/{x}/{y}.png`), its origin is declared in
+    the resource's CSP `resourceDomains` and the page draws tiles where the host allows it."""
     from fastmcp.apps import AppConfig, ResourceCSP
 
     html = map_html(basemap, attribution)
@@ -50,4 +129,5 @@ def register_map_app(mcp, basemap: str | None = None, attribution: str | None = 
     def map_page_resource() -> str:
         return html
 
+    mcp.add_middleware(_map_views())
     return MAP_URI
