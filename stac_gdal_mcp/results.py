@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from .discovery.summaries import item_summary
 from .errors import InvalidArgument, LimitExceeded
@@ -66,6 +66,8 @@ class SearchResults:
     `to_geoparquet(path)`, `to_ndjson(path)` and `save()` take this page and the following ones
     away as a file.
     """
+
+    result_kind = "search"  # drawn by operations/saved.py
 
     def __init__(
         self,
@@ -458,6 +460,7 @@ class Preview:
 
     png: bytes = field(repr=False)
     record: OutputRecord = field(repr=False)
+    result_kind: ClassVar[str] = "preview"  # answered and drawn by operations/preview.py
 
     @property
     def width(self) -> int:
@@ -493,6 +496,8 @@ class CloudCover:
     `ranking.attrs` and the other DataFrame attributes go to `to_dataframe()` - so code written
     for the table keeps working; in Jupyter it shows as the table.
     """
+
+    result_kind = "cloud_cover"  # answered and drawn by operations/cloud.py
 
     def __init__(self, result: CloudCoverResult):
         self.result = result

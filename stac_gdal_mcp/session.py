@@ -760,32 +760,9 @@ class Session:
         >>> record.properties.proj_code, len([l for l in record.links if l.rel == "derived_from"]) > 6
         ('EPSG:32633', True)
         """
-        import pandas as pd
-        import xarray as xr
+        from .operations import registry
 
-        from .processing.records import Provenance
-
-        provenance = Provenance.of(result) if isinstance(result, pd.DataFrame) else None
-        if provenance is not None and provenance.kind == "zonal_stats":
-            from .operations import zonal
-
-            return zonal.save(
-                self.core, result, format=(format or "parquet").lower(), output_name=output_name, job=job
-            )
-        if isinstance(result, pd.DataFrame):
-            from .operations.series import save
-
-            return save(self.core, result, format=(format or "csv").lower(), output_name=output_name, job=job)
-        if isinstance(result, xr.DataArray):  # (not `.values`: that would compute a lazy array)
-            if format not in (None, "COG"):
-                raise InvalidArgument("arrays are saved as COG")
-            from .operations.composite import save_array
-
-            return save_array(self.core, result, output_name=output_name, job=job)
-        raise InvalidArgument(
-            f"save takes a table (from time_series or zonal_stats) or an array (from composite), "
-            f"not {type(result).__name__}"
-        )
+        return registry.save(self.core, result, format=format, output_name=output_name, job=job)
 
 
 def _is_asset_source(source: Any) -> bool:

@@ -4,20 +4,19 @@ The map page draws tool calls (`{"tool", "arguments", "result"}`, the result as 
 `structuredContent`, `content`). `map_call(result)` turns a result of the library into the call
 of the tool that gives the same answer, built from the same result models the tools return (a
 ranking's `CloudCover.result`, a search's `page`, a zonal table's `zone_layer`, an output's
-record), so `build_map_view` sees in a notebook what it sees beside a tool result:
+record), so `build_map_view` sees in a notebook what it sees beside a tool result. Each kind of
+result says how it is drawn (`map_call` of its module, found by operations/registry.py):
 
 - `SearchResults` -> search_items: the page and the search's arguments (its bbox or geometry);
 - `CloudCover` -> cloud_cover_stats: the ranking and its AOI;
 - a `zonal_stats` table -> zonal_stats: the zones, coloured by the first statistic;
-- a `time_series` table -> time_series: its AOI and the chart (drawn here, as the tool saves it);
+- a `time_series` table -> time_series: its AOI and the chart (drawn as the tool saves it);
 - an `OutputRecord` -> the operation that wrote it, at its bbox; a `Preview` with its quicklook.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,90 +27,16 @@ from .view import build_map_view
 if TYPE_CHECKING:
     from ..core import Core
 
-ACCEPTED = (
-    "search results, a cloud cover ranking, a zonal_stats or time_series table, an output record or a preview"
-)
 FRAME_HEIGHT = 720  # CSS px of the notebook's frame (the page scrolls inside it when taller)
 
 
-def _image(png: bytes) -> dict:
-    return {"type": "image", "mimeType": "image/png", "data": base64.b64encode(png).decode()}
-
-
-def _call(tool: str, arguments: dict, structured: dict, images: list[dict] = ()) -> dict:
-    return {
-        "tool": tool,
-        "arguments": arguments,
-        "result": {"content": list(images), "structuredContent": structured},
-    }
-
-
-def _record_call(record, png: bytes | None = None) -> dict:
-    """An output (its record as the tools return it), with the operation's parameters as the
-    call's arguments (the bbox or AOI it was asked for)."""
-    expression = record.properties.processing_expression.get("expression") or {}
-    arguments = dict(expression.get("parameters") or {})
-    images = [_image(png)] if png is not None else []
-    return _call(record.operation or "output", arguments, record.model_dump(mode="json"), images)
-
-
-def _series_call(frame, provenance) -> dict:
-    """A time series table: its rows and notes (no saved files), the chart as the tool draws it."""
-    from ..operations.series import rows_of
-    from ..operations.tables import write_chart
-
-    facts = provenance.facts
-    rows = rows_of(frame)
-    chart = io.BytesIO()
-    write_chart(chart, rows, title=provenance.title, ylabel=facts["ylabel"])
-    structured = {
-        "expression": facts["expression"],
-        "reducer": facts["reducer"],
-        "mask_clouds": facts["mask_clouds"],
-        "rows": [r.model_dump(mode="json") for r in rows],
-        "items": facts["items"],
-        "notes": facts["notes"],
-    }
-    arguments = {"aoi": provenance.parameters.get("aoi"), "expression": facts["expression"]}
-    return _call("time_series", arguments, structured, [_image(chart.getvalue())])
-
-
-def _zonal_call(frame, provenance) -> dict:
-    """A zonal statistics table: its zones with the first statistic's latest value."""
-    from ..operations.zonal.result import zone_layer
-
-    facts = provenance.facts
-    structured = {
-        "expression": facts["expression"],
-        "per": facts["per"],
-        "zone_layer": zone_layer(frame).model_dump(mode="json"),
-        "notes": facts["notes"],
-    }
-    return _call("zonal_stats", {"expression": facts["expression"]}, structured)
-
-
 def map_call(result: Any) -> dict:
-    """The call of the tool whose answer is `result` (see the module's docstring); an object of
-    another kind is refused with one line naming its type."""
-    from ..errors import InvalidArgument
-    from ..outputs import OutputRecord
-    from ..processing.records import Provenance
-    from ..results import CloudCover, Preview, SearchResults
+    """The call of the tool whose answer is `result` (see the module's docstring), as its kind
+    draws it (operations/registry.py); an object of another kind is refused with one line naming
+    its type."""
+    from ..operations.registry import map_call as call_of
 
-    if isinstance(result, SearchResults):
-        return _call("search_items", result.search_arguments, result.page.model_dump(mode="json"))
-    if isinstance(result, CloudCover):
-        return _call("cloud_cover_stats", {}, result.result.model_dump(mode="json"))
-    if isinstance(result, Preview):
-        return _record_call(result.record, result.png)
-    if isinstance(result, OutputRecord):
-        return _record_call(result)
-    provenance = Provenance.of(result) if hasattr(result, "columns") else None
-    if provenance is not None and provenance.kind == "zonal_stats":
-        return _zonal_call(result, provenance)
-    if provenance is not None and provenance.kind == "time_series":
-        return _series_call(result, provenance)
-    raise InvalidArgument(f"map takes {ACCEPTED}, not {type(result).__name__}")
+    return call_of(result)
 
 
 def local_thumbnails(refs, core: Core) -> dict[str, str]:

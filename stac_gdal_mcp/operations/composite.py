@@ -32,12 +32,14 @@ from ..processing.load import (
 )
 from ..processing.records import Provenance
 from ..processing.requests import Load
+from .registry import Answer
 
 if TYPE_CHECKING:
     import xarray as xr
 
     from ..outputs import OutputRecord
 
+RESULT_KINDS = ("composite", "array")  # saved and answered by `save`, `outputs`, `answer` (registry.py)
 Method = Literal["median", "mean", "min", "max"]
 METHODS = ("median", "mean", "min", "max")
 TILE = 1024  # px a side of the output tiles a composite is computed and written by (its dask chunks)
@@ -509,3 +511,24 @@ def result(array: xr.DataArray, record: OutputRecord) -> CompositeResult:
         notes=facts["notes"],
         failed_items=facts.get("failed_items", []),
     )
+
+
+def save(core, array: xr.DataArray, *, format: str | None = None, output_name=None, job=None) -> OutputRecord:
+    """A composite (or any georeferenced DataArray) saved as a COG (`save_array`)."""
+    if format not in (None, "COG"):
+        raise InvalidArgument("arrays are saved as COG")
+    return save_array(core, array, output_name=output_name, job=job)
+
+
+def outputs(core, array: xr.DataArray, job: Job | None) -> tuple[OutputRecord]:
+    """What the composite tool keeps of a composite: its COG."""
+    return (save_array(core, array, job=job),)
+
+
+def answer(core, array: xr.DataArray, records, limits, *, quicklook: bool = False) -> Answer:
+    """The tool's answer: the output and the load's facts (with `quicklook`, a PNG of the COG)."""
+    from .saved import quicklook_png
+
+    (record,) = records
+    images = (quicklook_png(core.outputs.path(record.id)),) if quicklook else ()
+    return Answer(result(array, record), records, images)

@@ -23,12 +23,14 @@ from ..processing.formats import FORMATS, colorize, stretch_to_8bit, write_8bit
 from ..processing.grids import bbox_window
 from ..processing.jobs import Job, timed
 from ..processing.records import raster_bands, raster_facts
+from .registry import Answer
 
 if TYPE_CHECKING:
     from ..core import Core
     from ..processing.estimate import Estimate
     from ..processing.requests import AssetRef
 
+RESULT_KINDS = ("preview",)  # kept, answered and drawn by the functions at the end (registry.py)
 MAX_PREVIEW_SIZE = 2048
 PERCENTILES = (2, 98)
 COLORMAP = "viridis"
@@ -260,3 +262,69 @@ def run(core: Core, request: PreviewRequest, job: Job | None = None) -> tuple[Ou
         )
     job.progress(len(sources) + 1, len(sources) + 1, "written")
     return record, png
+
+
+# --- the result (registry.py) ----------------------------------------------------------------------
+
+
+def outputs(core: Core, image, job) -> tuple[OutputRecord]:
+    """A preview is saved as it is made: its record."""
+    return (image.record,)
+
+
+def answer(core: Core, image, records, limits, **options) -> Answer:
+    """The preview tool's answer: its record (no JSON text), the PNG (a single band's with a colour
+    bar; the saved PNG stays bare, so that a map places it at its bbox) and a line saying what it
+    shows."""
+    record = image.record
+    note = f"{image.title} ({image.width} x {image.height} px); output {record.id}, record at {record.uri}"
+    stretch = (record.properties.model_extra or {}).get(STRETCH)
+    png = image.png
+    if stretch:
+        note += f"; {describe_stretch(stretch)}"
+        png = with_colour_bar(png, stretch)
+    return Answer(record, records, (png,), note=note, as_text=False)
+
+
+def map_call(image) -> dict:
+    """A preview as the map draws it: its record at its bbox, with its picture."""
+    from .saved import record_call
+
+    return record_call(image.record, image.png)
+
+
+def with_colour_bar(png: bytes, stretch: dict) -> bytes:
+    """The single-band preview `png` with a colour bar under it: the colormap from the darkest to
+    the brightest value shown (the record's `preview:stretch`)."""
+    import io
+
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+    from matplotlib.image import imread
+
+    picture = imread(io.BytesIO(png), format="png")
+    height, width = picture.shape[:2]
+    dpi = 100
+    figure = Figure(figsize=(max(width, 320) / dpi, (height + 80) / dpi), dpi=dpi)
+    FigureCanvasAgg(figure)
+    bar_h = 80 / (height + 80)
+    image_axes = figure.add_axes((0, bar_h, 1, 1 - bar_h))
+    image_axes.imshow(picture, interpolation="nearest")
+    image_axes.set_axis_off()
+    bar_axes = figure.add_axes((0.08, 0.62 * bar_h, 0.84, 0.16 * bar_h))
+    low, high = stretch["dark"], stretch["bright"]
+    norm = Normalize(vmin=low, vmax=high if high > low else low + 1e-9)
+    bar = figure.colorbar(
+        ScalarMappable(norm, colormaps[stretch["colormap"]]), cax=bar_axes, orientation="horizontal"
+    )
+    p0, p1 = stretch["percentiles"]
+    bar.set_label(f"{stretch['colormap']}, {p0:g}-{p1:g} % stretch", fontsize=8)
+    bar.ax.tick_params(labelsize=7)
+    bar.set_ticks(np.linspace(norm.vmin, norm.vmax, 5))
+    out = io.BytesIO()
+    figure.savefig(out, format="png", dpi=dpi)
+    return out.getvalue()

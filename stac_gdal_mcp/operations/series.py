@@ -31,6 +31,7 @@ from ..processing.load import (
 from ..processing.records import Provenance
 from ..processing.requests import Load
 from . import tables
+from .registry import Answer, call, image
 from .tables import CSV_COLUMNS, write_chart, write_csv
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..outputs import OutputRecord
 
+RESULT_KINDS = ("time_series",)  # saved, answered and drawn by the functions at the end (registry.py)
 Reducer = Literal["mean", "median", "min", "max", "count"]
 REDUCERS = ("mean", "median", "min", "max", "count")
 
@@ -223,13 +225,14 @@ def save(
     core,
     frame: pd.DataFrame,
     *,
-    format: Literal["csv", "png"] = "csv",
+    format: Literal["csv", "png"] | None = None,
     output_name: str | None = None,
     job: Job | None = None,
 ) -> OutputRecord:
-    """Write a time series table as a CSV file ("csv") or a PNG line chart ("png"), with a record
-    naming every asset it was computed from; return the record."""
+    """Write a time series table as a CSV file ("csv", the default) or a PNG line chart ("png"),
+    with a record naming every asset it was computed from; return the record."""
     provenance = provenance_of(frame)
+    format = (format or "csv").lower()
     if format not in ("csv", "png"):
         raise InvalidArgument("format must be 'csv' or 'png' for a time series")
     rows = rows_of(frame)
@@ -280,3 +283,35 @@ def result(frame: pd.DataFrame, csv: OutputRecord, chart: OutputRecord) -> TimeS
         notes=facts["notes"],
         failed_items=facts.get("failed_items", []),
     )
+
+
+def outputs(core, frame: pd.DataFrame, job: Job | None) -> tuple[OutputRecord, OutputRecord]:
+    """What the time_series tool keeps of a table: its CSV and its chart."""
+    return save(core, frame, job=job), save(core, frame, format="png", job=job)
+
+
+def answer(core, frame: pd.DataFrame, records, limits, **options) -> Answer:
+    """The tool's answer: the rows and both outputs, and the chart as an image."""
+    csv, chart = records
+    return Answer(result(frame, csv, chart), records, (core.outputs.path(chart.id).read_bytes(),))
+
+
+def map_call(frame: pd.DataFrame) -> dict:
+    """A table as the map draws it: its rows and notes (no saved files), its chart drawn here as
+    the tool saves it."""
+    import io
+
+    provenance = provenance_of(frame)
+    facts, rows = provenance.facts, rows_of(frame)
+    chart = io.BytesIO()
+    write_chart(chart, rows, title=provenance.title, ylabel=facts["ylabel"])
+    structured = {
+        "expression": facts["expression"],
+        "reducer": facts["reducer"],
+        "mask_clouds": facts["mask_clouds"],
+        "rows": [r.model_dump(mode="json") for r in rows],
+        "items": facts["items"],
+        "notes": facts["notes"],
+    }
+    arguments = {"aoi": provenance.parameters.get("aoi"), "expression": facts["expression"]}
+    return call("time_series", arguments, structured, [image(chart.getvalue())])

@@ -9,7 +9,7 @@ import contextlib
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Required, TypedDict
+from typing import Any, ClassVar, Required, TypedDict
 
 from pydantic import ConfigDict, Field, model_serializer
 
@@ -123,6 +123,7 @@ class OutputRecord(_Model):
     properties: OutputProperties
     assets: dict[str, OutputAsset]
     links: list[Link] = []
+    result_kind: ClassVar[str] = "output"  # answered and drawn by operations/saved.py
 
     @property
     def file(self) -> OutputAsset:

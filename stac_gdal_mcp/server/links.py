@@ -17,6 +17,7 @@ from .resources import file_uri, output_uri
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from ..operations.registry import Answer
     from ..outputs import OutputRecord
     from ..processing.estimate import Estimate
 
@@ -73,6 +74,20 @@ def linked_result(
         content=[*extra, *text, *resource_links(records, max_file_bytes)],
         structured_content=structured,
     )
+
+
+def answered(answer: Answer, max_file_bytes: int):
+    """The ToolResult of an operation's `Answer` (operations/registry.py): its images first, then
+    its note, its value, and links to its records (files up to `max_file_bytes`)."""
+    from mcp.types import TextContent
+
+    from .images import png_content
+
+    extra = [png_content(png) for png in answer.images]
+    if answer.note:
+        extra.append(TextContent(type="text", text=answer.note))
+    limit = max_file_bytes if answer.files else 0  # a folder is no file resource: its record only
+    return linked_result(answer.value, answer.records, limit, extra=extra, as_text=answer.as_text)
 
 
 def estimate_result(estimate: Estimate, *, first: str | None = None):

@@ -8,7 +8,8 @@ and a chart of the per-zone series (`per="day"`).
 - `rounded(column, value)`: a number at the precision it carries (the answer's rows and zones;
   the saved table keeps full precision).
 
-The charts are `zonal_chart`'s.
+The charts are `zonal_chart`'s. For the registry (`registry.py`), a table's kind "zonal_stats":
+`save`, `outputs` (the tool keeps its GeoParquet), `answer`, `map_call`.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ from pydantic import Field
 
 from ...models import Model
 from ...processing.load import OutputRef
+from ..registry import Answer, call
 from . import provenance_of
-from .chart import FRACTION_COLUMNS, expression_name
+from .chart import FRACTION_COLUMNS, chart_png, expression_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ...outputs import OutputRecord
 
+RESULT_KINDS = ("zonal_stats",)  # saved (zonal.save), kept, answered and drawn here (registry.py)
 DECIMALS = 6  # coordinates of the zones sent back (about 0.1 m)
 
 
@@ -191,3 +194,37 @@ def _classes_shown(frame: pd.DataFrame, classes: dict) -> dict:
     if "unique" in frame and classes:
         values |= {str(v) for u in frame["unique"].dropna() for v in u}
     return {v: classes[v] for v in sorted(values, key=lambda v: (len(v), v)) if v in classes}
+
+
+def save(core, frame: pd.DataFrame, *, format: str | None = None, output_name=None, job=None) -> OutputRecord:
+    """A table saved as GeoParquet (the default) or CSV (`zonal.save`)."""
+    from . import save as write
+
+    return write(core, frame, format=(format or "parquet").lower(), output_name=output_name, job=job)
+
+
+def outputs(core, frame: pd.DataFrame, job) -> tuple[OutputRecord]:
+    """What the zonal_stats tool keeps of a table: its GeoParquet."""
+    return (save(core, frame, job=job),)
+
+
+def answer(core, frame: pd.DataFrame, records, limits, **options) -> Answer:
+    """The tool's answer within limits.max_result_bytes, with a chart of a per-day run (or of
+    class fractions) as an image."""
+    (record,) = records
+    value = result(frame, record, limits.max_result_bytes)
+    stat = value.zone_layer.stat
+    charted = provenance_of(frame).facts["per"] == "day" or stat.startswith("frac_")
+    return Answer(value, records, (chart_png(frame, stat, value.classes),) if charted else ())
+
+
+def map_call(frame: pd.DataFrame) -> dict:
+    """A table as the map draws it: its zones with the first statistic's latest value."""
+    facts = provenance_of(frame).facts
+    structured = {
+        "expression": facts["expression"],
+        "per": facts["per"],
+        "zone_layer": zone_layer(frame).model_dump(mode="json"),
+        "notes": facts["notes"],
+    }
+    return call("zonal_stats", {"expression": facts["expression"]}, structured)

@@ -1,9 +1,9 @@
 """Analysis tools: cloud cover inside an AOI, time series and composites over a search.
 
-Each tool runs its Session method as a job (`jobs.run_job`): progress goes to the client (one
-step per item for cloud_cover_stats, dask tasks for the loads) and a cancelled request stops
-the work. time_series and composite then save their result as outputs in the same job, as a
-notebook user would with `session.save`.
+Each tool body is one `run_operation` (operations.py): its Session method as a job (progress to
+the client: one step per item for cloud_cover_stats, dask tasks for the loads; a cancelled request
+stops the work), then the result's outputs saved in the same job (time_series: CSV and chart;
+composite: the COG) and answered as its kind says (operations/registry.py).
 """
 
 from typing import Annotated, Any, Literal
@@ -14,14 +14,12 @@ from pydantic import Field
 
 from ...operations import cloud, series
 from ...operations import composite as composites
-from ...processing.estimate import Estimate
 from ...session import Session
-from ..images import QuicklookArg, chart_content, quicklook_content
-from ..links import estimate_result, linked_result
+from ..images import QuicklookArg
 from . import READ_ONLY, WRITES_OUTPUT, session_tool
 from .args import DryRunArg, SearchArg, SearchOrItemsArg, json_text, search_kwargs
-from .confirm import ConfirmArg, unconfirmed
-from .jobs import run_job
+from .confirm import ConfirmArg
+from .operations import run_operation
 
 AoiArg = json_text(list[float] | dict[str, Any], "bbox [west, south, east, north] or GeoJSON geometry, WGS84")
 MaxItemsArg = Annotated[int | None, Field(ge=1, description="items at most (default 50)")]
@@ -29,14 +27,6 @@ LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="items at most (
 ResolutionArg = Annotated[float | None, Field(gt=0, description="pixel size in CRS units; default: native")]
 MaskCloudsArg = Annotated[bool, Field(description="drop cloudy pixels (each item's mask)")]
 CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items'")]
-
-
-def _answer(session: Session, result, records=(), images=()):
-    """A dry run's estimate, or the result with links to the outputs it wrote (and `images`,
-    image content blocks, first)."""
-    if isinstance(result, Estimate):
-        return estimate_result(result)
-    return linked_result(result, records, session.settings.limits.max_resource_bytes, extra=images)
 
 
 @session_tool(READ_ONLY, app=True, task=True, estimates=True)
@@ -60,23 +50,10 @@ async def cloud_cover_stats(
     Example: cloud_cover_stats(aoi=[13.55, 45.85, 13.75, 45.98], search={"catalog": "sample",
     "collections": ["sentinel-2-l2a"], "datetime": "2024-06"}).
     """
-    arguments = dict(
-        resolution=resolution, max_items=max_items, sort=sort, dry_run=dry_run, **search_kwargs(search)
+    arguments = dict(resolution=resolution, max_items=max_items, sort=sort, dry_run=dry_run)
+    return await run_operation(
+        ctx, session, "cloud_cover", aoi, confirm=confirm, **arguments, **search_kwargs(search)
     )
-    if (stop := await unconfirmed(ctx, session, confirm, session.cloud_cover, aoi, **arguments)) is not None:
-        return stop
-    ranking = await run_job(ctx, session, session.cloud_cover, aoi, **arguments)
-    return _answer(session, ranking if dry_run else ranking.result)
-
-
-def _saved_series(session: Session, aoi, expression, *, job, dry_run, **arguments):
-    """time_series's work: the table, then its CSV and chart outputs."""
-    frame = session.time_series(aoi, expression, job=job, dry_run=dry_run, **arguments)
-    if dry_run:
-        return (frame,)
-    csv = session.save(frame, job=job)
-    chart = session.save(frame, format="png", job=job)
-    return series.result(frame, csv, chart), (csv, chart), chart_content(session, chart)
 
 
 @session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
@@ -108,22 +85,7 @@ async def time_series(
     """
     load = dict(mask_clouds=mask_clouds, resolution=resolution, crs=crs, max_items=max_items)
     arguments = dict(reducer=reducer, dry_run=dry_run, **load, **search_kwargs(search))
-    if (
-        stop := await unconfirmed(ctx, session, confirm, session.time_series, aoi, expression, **arguments)
-    ) is not None:
-        return stop
-    answer = await run_job(ctx, session, _saved_series, session, aoi, expression, **arguments)
-    return _answer(session, *answer)
-
-
-def _saved_composite(session: Session, aoi, bands, *, job, dry_run, quicklook, **arguments):
-    """composite's work: the composite, then its COG output (and a quicklook of it)."""
-    array = session.composite(aoi, bands, job=job, dry_run=dry_run, **arguments)
-    if dry_run:
-        return (array,)
-    record = session.save(array, job=job)
-    images = quicklook_content(session, record) if quicklook else []
-    return composites.result(array, record), (record,), images
+    return await run_operation(ctx, session, "time_series", aoi, expression, confirm=confirm, **arguments)
 
 
 @session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
@@ -151,12 +113,5 @@ async def composite(
     search={"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": "2024-06"}).
     """
     load = dict(mask_clouds=mask_clouds, resolution=resolution, crs=crs, max_items=max_items)
-    arguments = dict(method=method, dry_run=dry_run, **load, **search_kwargs(search))
-    if (
-        stop := await unconfirmed(ctx, session, confirm, session.composite, aoi, bands, **arguments)
-    ) is not None:
-        return stop
-    answer = await run_job(
-        ctx, session, _saved_composite, session, aoi, bands, quicklook=quicklook, **arguments
-    )
-    return _answer(session, *answer)
+    arguments = dict(method=method, dry_run=dry_run, quicklook=quicklook, **load, **search_kwargs(search))
+    return await run_operation(ctx, session, "composite", aoi, bands, confirm=confirm, **arguments)

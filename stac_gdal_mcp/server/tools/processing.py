@@ -1,9 +1,9 @@
 """Processing tools: inspect_asset, reproject_asset, convert_asset, preview, list_outputs,
 delete_output; resources stac-gdal://outputs/{output_id} (record) and .../{output_id}/file.
 
-Each tool is one call of a Session method. Long tools run it as a job (`jobs.run_job`):
-progress goes to the client, and a cancelled request cancels the job, whose output is then
-removed before the cancellation completes.
+Each tool is one call of a Session method. Long tools run it as a job through `run_operation`
+(operations.py: confirm, job, answer): progress goes to the client, and a cancelled request
+cancels the job, whose output is then removed before the cancellation completes.
 """
 
 from typing import Annotated, Literal
@@ -12,19 +12,18 @@ from fastmcp import Context
 from fastmcp.dependencies import CurrentContext
 from pydantic import Field
 
-from ...operations.preview import STRETCH, describe_stretch
 from ...outputs import OutputList, OutputRecord, OutputSummary
 from ...processing.grids import RESAMPLING
 from ...processing.inspect import AssetInfo
 from ...processing.requests import AssetRef
 from ...session import Session
-from ..images import QuicklookArg, quicklook_content, with_colour_bar
-from ..links import estimate_result, linked_result
+from ..images import QuicklookArg
 from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
 from . import READ_ONLY, WRITES_OUTPUT, session_resource, session_tool
 from .args import AssetArg, CatalogArg, CollectionIdArg, DryRunArg, HrefArg, ItemIdArg, json_text
-from .confirm import ConfirmArg, unconfirmed
+from .confirm import ConfirmArg
 from .jobs import run_job
+from .operations import run_operation
 
 LOCAL_READ = {"readOnlyHint": True, "openWorldHint": False}
 LOCAL_DELETE = {
@@ -40,13 +39,6 @@ BBox = json_text(
 )
 BBoxCrs = Annotated[str, Field(description="CRS of bbox")]
 OutputName = Annotated[str | None, Field(description="file name; default: generated")]
-
-
-def _answer(session: Session, result, extra=()):
-    """An output with links to its resources (and `extra` content first), or a dry run's estimate."""
-    if isinstance(result, OutputRecord):
-        return linked_result(result, [result], session.settings.limits.max_resource_bytes, extra=extra)
-    return estimate_result(result)
 
 
 def _call(values: dict) -> tuple[AssetRef, dict]:
@@ -120,14 +112,9 @@ async def reproject_asset(
     item_id="S2A_33TUL_20240808_0_L2A", asset="red", dst_crs="EPSG:4326").
     """
     ref, arguments = _call(locals())  # resolved in the worker thread: it may call the catalog
-    if (stop := await unconfirmed(ctx, session, confirm, session.reproject, ref, **arguments)) is not None:
-        return stop
-    result = await run_job(ctx, session, session.reproject, ref, **arguments)
-    if quicklook and isinstance(result, OutputRecord):
-        from anyio import to_thread
-
-        return _answer(session, result, await to_thread.run_sync(quicklook_content, session, result))
-    return _answer(session, result)
+    return await run_operation(
+        ctx, session, "reproject", ref, confirm=confirm, quicklook=quicklook, **arguments
+    )
 
 
 @session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
@@ -159,10 +146,7 @@ async def convert_asset(
     item_id="S2A_33TUL_20240808_0_L2A", asset="visual", output_format="PNG").
     """
     ref, arguments = _call(locals())
-    if (stop := await unconfirmed(ctx, session, confirm, session.convert, ref, **arguments)) is not None:
-        return stop
-    result = await run_job(ctx, session, session.convert, ref, **arguments)
-    return _answer(session, result)
+    return await run_operation(ctx, session, "convert", ref, confirm=confirm, **arguments)
 
 
 @session_tool(WRITES_OUTPUT, estimates=True, app=True)
@@ -191,25 +175,7 @@ async def preview(
     Example: preview(catalog="sample", collection_id="sentinel-2-l2a", item_id="S2A_33TUL_20240808_0_L2A").
     """
     ref, arguments = _call(locals())  # (before any other name is bound here)
-    image = await run_job(ctx, session, session.preview, ref, **arguments)
-    from fastmcp.utilities.types import Image
-    from mcp.types import TextContent
-
-    if dry_run:
-        return estimate_result(image)
-    record = image.record
-    note = f"{image.title} ({image.width} x {image.height} px); output {record.id}, record at {record.uri}"
-    stretch = (record.properties.model_extra or {}).get(STRETCH)
-    png = image.png
-    if stretch:  # a single band: say how values map to colours, and show it (the saved PNG stays bare)
-        from anyio import to_thread
-
-        note += f"; {describe_stretch(stretch)}"
-        png = await to_thread.run_sync(with_colour_bar, image.png, stretch)
-    picture = Image(data=png, format="png").to_image_content()
-    note = TextContent(type="text", text=note)
-    limit = session.settings.limits.max_resource_bytes
-    return linked_result(record, [record], limit, extra=[picture, note], as_text=False)
+    return await run_operation(ctx, session, "preview", ref, **arguments)
 
 
 @session_tool(LOCAL_READ)

@@ -1,8 +1,9 @@
 """The save_search tool: every item of a search taken away as one file in the workspace (or a
 folder of hive-partitioned stac-geoparquet files, `partition_by`).
 
-One Session call as a job (`jobs.run_job`: progress per page, cancel removes the partial file);
-the answer is the output's record with links to its resources, as for any output.
+One `run_operation` (operations.py): the Session call as a job (progress per page, cancel removes
+the partial file); the answer is the output's record with links to its resources, as for any
+output (a folder: to its record).
 """
 
 from typing import Annotated, Literal
@@ -13,17 +14,10 @@ from pydantic import Field
 
 from ...outputs import OutputRecord
 from ...session import Session
-from ..links import linked_result
 from . import WRITES_OUTPUT, session_tool
 from .args import SearchArg, json_text, search_kwargs
 from .discovery import FieldsArg
-from .jobs import run_job
-
-
-def _saved(session: Session, *, job, **arguments):
-    record = session.save_search(job=job, **arguments)
-    folder = bool(arguments.get("partition_by"))  # a folder is no file resource: the record's link only
-    return linked_result(record, [record], 0 if folder else session.settings.limits.max_resource_bytes)
+from .operations import run_operation
 
 
 @session_tool(WRITES_OUTPUT, task=True, estimates=False)
@@ -46,6 +40,6 @@ async def save_search(
     arguments = {**search_kwargs(search), **({"bbox": bbox} if bbox is not None else {})}
     if partition_by:
         arguments["partition_by"] = partition_by
-    return await run_job(
-        ctx, session, _saved, session, format=format, max_items=max_items, fields=fields, **arguments
+    return await run_operation(
+        ctx, session, "save_search", format=format, max_items=max_items, fields=fields, **arguments
     )

@@ -1,8 +1,8 @@
 """The zonal statistics tool: exact statistics per zone (field, district) and per item or day.
 
-One Session call as a job (`jobs.run_job`: progress per item, cancel stops the reads), then the
-table saved as GeoParquet in the same job, as a notebook user would with `session.save`. The
-answer carries the rows that fit limits.max_result_bytes (the rest in the saved table, linked
+One `run_operation` (operations.py): the Session call as a job (progress per item, cancel stops
+the reads), then the table saved as GeoParquet in the same job, as a notebook user would with
+`session.save`, and answered by operations/zonal/result.py. The answer carries the rows that fit limits.max_result_bytes (the rest in the saved table, linked
 as a resource), the zones with the first statistic for the map app, and with `per="day"` a
 chart of the per-zone series as an image (class fractions: a chart of them).
 """
@@ -14,18 +14,14 @@ from fastmcp import Context
 from fastmcp.dependencies import CurrentContext
 from pydantic import Field
 
-from ...operations.zonal import chart as zonal_chart
 from ...operations.zonal import result as zonal_result
-from ...processing.estimate import Estimate
 from ...session import Session
-from ..images import png_content
-from ..links import estimate_result, linked_result
 from ..resources import OUTPUT_URI
 from . import WRITES_OUTPUT, session_tool
 from .analysis import MaskCloudsArg, ResolutionArg
 from .args import DryRunArg, SearchOrItemsArg, json_text, search_kwargs
-from .confirm import ConfirmArg, unconfirmed
-from .jobs import run_job
+from .confirm import ConfirmArg
+from .operations import run_operation
 
 _OUTPUT = re.compile(re.escape(OUTPUT_URI.split("{", 1)[0]) + r"([^/]+)(?:/file)?")
 
@@ -42,20 +38,6 @@ def _zones(session: Session, geometries):
         if found:
             return str(session.outputs.path(found.group(1)))
     return geometries
-
-
-def _saved_zonal(session: Session, geometries, *, job, dry_run, **arguments):
-    """zonal_stats's work: the table, then its GeoParquet output (and the chart of a per-day run)."""
-    frame = session.zonal_stats(geometries, job=job, dry_run=dry_run, **arguments)
-    if isinstance(frame, Estimate):
-        return estimate_result(frame)
-    record = session.save(frame, job=job)
-    limits = session.settings.limits
-    answer = zonal_result.result(frame, record, limits.max_result_bytes)
-    stat = answer.zone_layer.stat
-    charted = arguments["per"] == "day" or stat.startswith("frac_")
-    images = [png_content(zonal_chart.chart_png(frame, stat, answer.classes))] if charted else []
-    return linked_result(answer, [record], limits.max_resource_bytes, extra=images)
 
 
 @session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
@@ -94,8 +76,6 @@ async def zonal_stats(
         **search_kwargs(search),
     )
     zones = _zones(session, geometries)
-    if stop := await unconfirmed(
-        ctx, session, confirm, session.zonal_stats, zones, dry_run=dry_run, **arguments
-    ):
-        return stop
-    return await run_job(ctx, session, _saved_zonal, session, zones, dry_run=dry_run, **arguments)
+    return await run_operation(
+        ctx, session, "zonal_stats", zones, confirm=confirm, dry_run=dry_run, **arguments
+    )

@@ -1,0 +1,56 @@
+"""Results that are already saved or fetched, as the registry (`registry.py`) dispatches them:
+
+- "output": an `OutputRecord` (reproject_asset, convert_asset, save_search write one as they
+  run): answered as itself with links to its resources (and with `quicklook`, a PNG of its file;
+  a folder of files gets a link to its record only), drawn at its bbox;
+- "search": a page of `SearchResults`, drawn as the search_items call that found it.
+"""
+
+from __future__ import annotations
+
+from .registry import Answer, call, image
+
+
+class Output:
+    """An output record: it keeps itself, answers as itself, is drawn at its bbox."""
+
+    @staticmethod
+    def outputs(core, record, job) -> tuple:
+        return (record,)
+
+    @staticmethod
+    def answer(core, record, records, limits, *, quicklook: bool = False) -> Answer:
+        path = core.outputs.path(record.id)
+        images = (quicklook_png(path),) if quicklook else ()
+        return Answer(record, records, images, files=not path.is_dir())
+
+    @staticmethod
+    def map_call(record) -> dict:
+        return record_call(record)
+
+
+class SearchPage:
+    """A page of search results: drawn as the search_items call that found it."""
+
+    @staticmethod
+    def map_call(results) -> dict:
+        return call("search_items", results.search_arguments, results.page.model_dump(mode="json"))
+
+
+RESULT_KINDS = {"output": Output, "search": SearchPage}
+
+
+def quicklook_png(path) -> bytes:
+    """A quicklook of an output's raster file."""
+    from ..processing.quicklook import quicklook_png as png
+
+    return png(path)
+
+
+def record_call(record, png: bytes | None = None) -> dict:
+    """An output (its record as the tools return it), with the operation's parameters as the
+    call's arguments (the bbox or AOI it was asked for); `png`: its picture."""
+    expression = record.properties.processing_expression.get("expression") or {}
+    arguments = dict(expression.get("parameters") or {})
+    images = [image(png)] if png is not None else []
+    return call(record.operation or "output", arguments, record.model_dump(mode="json"), images)
