@@ -293,31 +293,14 @@ def save_array(
     import rasterio
 
     from ..processing.formats import COG_TYPE, FORMATS, creation_options, finish, write_chunks
-    from ..processing.grids import check_output_size
     from ..processing.records import describe_raster
 
-    provenance = Provenance.of(array)
     plan = _plan_of(array)
-    if array.ndim == 2:
-        array = array.expand_dims(band=[array.name or "value"])
-    if array.ndim != 3 or tuple(array.dims[1:]) != ("y", "x"):
-        raise InvalidArgument(f"save takes an array on (band, y, x) or (y, x); this one is on {array.dims}")
-    crs, transform = _grid(array, provenance)
-    if provenance is None:
-        provenance = Provenance(
-            kind="array",
-            operation="save",
-            title=str(array.name or "array"),
-            lineage=f"an array ({', '.join(map(str, array.dims))}) saved from Python",
-        )
+    array, crs, transform, provenance = _checked(core, array)
     count, height, width = array.shape
     dtype = array.dtype
-    if dtype.kind not in "fiu":
-        raise InvalidArgument(f"save takes numeric arrays, not {dtype}")
-    check_output_size(width, height, count, str(dtype), core.settings.limits)
     nodata = float("nan") if dtype.kind == "f" else None
-    job = job or Job()
-    job.limit_time(core.settings.limits.job_timeout_s)
+    job = timed(job, core)
     outcome = _Outcome()
     if plan is not None:
         parts = _composite_tiles(core, plan, job, outcome)
@@ -373,6 +356,32 @@ def save_array(
             **provenance.to_attrs(as_text=True),
         )
     return record
+
+
+def _checked(core, array: xr.DataArray) -> tuple:
+    """(the array on (band, y, x), its CRS, its transform, its provenance: an array made here
+    keeps its own, any other gets one of kind "array"), checked before anything is computed:
+    numeric, georeferenced, within limits.max_output_pixels and max_output_bytes."""
+    from ..processing.grids import check_output_size
+
+    provenance = Provenance.of(array)
+    if array.ndim == 2:
+        array = array.expand_dims(band=[array.name or "value"])
+    if array.ndim != 3 or tuple(array.dims[1:]) != ("y", "x"):
+        raise InvalidArgument(f"save takes an array on (band, y, x) or (y, x); this one is on {array.dims}")
+    crs, transform = _grid(array, provenance)
+    if provenance is None:
+        provenance = Provenance(
+            kind="array",
+            operation="save",
+            title=str(array.name or "array"),
+            lineage=f"an array ({', '.join(map(str, array.dims))}) saved from Python",
+        )
+    count, height, width = array.shape
+    if array.dtype.kind not in "fiu":
+        raise InvalidArgument(f"save takes numeric arrays, not {array.dtype}")
+    check_output_size(width, height, count, str(array.dtype), core.settings.limits)
+    return array, crs, transform, provenance
 
 
 WRITE_CACHE_BYTES = 128 * 1024**2  # GDAL's block cache while a save reads and writes
