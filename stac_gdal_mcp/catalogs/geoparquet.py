@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import glob
 import json
+import os
+import stat
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,6 +69,7 @@ class GeoparquetCatalog:
         self._files: Files | None = None
         self._implied: tuple[tuple, dict[str, dict]] | None = None
         self._checked = 0.0  # when the version of a url was last asked (time.monotonic)
+        self._pinned = threading.local()  # the Files one search reads (`pinned`)
 
     @property
     def id(self) -> str:
@@ -94,20 +98,36 @@ class GeoparquetCatalog:
 
     @property
     def files(self) -> Files:
-        """The files, checked again when one was added, removed or changed."""
+        """The files, checked again when one was added, removed or changed (inside `pinned`: the
+        version that block started with)."""
+        pinned = getattr(self._pinned, "files", None)
+        if pinned is not None:
+            return pinned
         if self.urls is not None:
             return self._remote_files()
         found = {p for pattern in self.patterns for p in glob.glob(pattern, recursive=True)}
-        paths = sorted(p for p in found if Path(p).is_file())
+        stamp = tuple(s for s in map(_stamp, sorted(found)) if s is not None)
+        paths = [s[0] for s in stamp]
         if not paths:
             raise ConfigError(
                 f"catalog '{self.id}': no stac-geoparquet file matches {', '.join(self.patterns)}"
             )
-        stamp = tuple((p, *_stamp(p)) for p in paths)
         with self._lock:  # tool calls run in threads: check the files once per version
             if self._files is None or self._files.stamp != stamp:
                 self._new_version(check_files(self.id, paths, stamp, self.max_footer))
             return self._files
+
+    @contextmanager
+    def pinned(self, files: Files | None = None) -> Iterator[Files]:
+        """One version of the files (`files`, else the current one) for the block, in this thread:
+        a search lists and stats its parts once, not at every column it names (a folder of 780
+        parts: 90 ms a listing)."""
+        outer = getattr(self._pinned, "files", None)
+        self._pinned.files = files or self.files
+        try:
+            yield self._pinned.files
+        finally:
+            self._pinned.files = outer
 
     def _new_version(self, files: Files) -> None:
         """Keep the checked `files`; drop what was cached of the previous version (the connection
@@ -455,6 +475,10 @@ def _json_type(kind: pa.DataType) -> str:
     return "array" if pa.types.is_list(kind) or pa.types.is_large_list(kind) else "object"
 
 
-def _stamp(path: str) -> tuple[int, int]:
-    st = Path(path).stat()
-    return st.st_mtime_ns, st.st_size
+def _stamp(path: str) -> tuple[str, int, int] | None:
+    """(path, modification time, size) of a file; None for a folder or a file gone."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (path, st.st_mtime_ns, st.st_size) if stat.S_ISREG(st.st_mode) else None

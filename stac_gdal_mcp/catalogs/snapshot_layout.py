@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import PurePosixPath
 
 _PC_PART = re.compile(r"^part-\d+_(?P<start>[0-9T:\-]+Z?)_(?P<end>[0-9T:\-]+Z?)\.parquet$", re.IGNORECASE)
@@ -33,8 +34,10 @@ class Part:
     end: datetime | None = None
 
 
+@lru_cache(maxsize=65536)
 def part(path: str) -> Part:
-    """What `path` (a file path or URL) says of its part, in either layout."""
+    """What `path` (a file path or URL) says of its part, in either layout (kept: a search asks
+    it of every part)."""
     names = PurePosixPath(path.split("?", 1)[0].replace("\\", "/")).parts
     hive = dict(n.split("=", 1) for n in names[:-1] if "=" in n)
     collection = hive.get("collection")

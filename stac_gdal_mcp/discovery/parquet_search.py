@@ -61,7 +61,14 @@ def parquet_page(
     cat: GeoparquetCatalog, search: Search, state: dict | None, limit: int, budget: ResultBudget | None
 ) -> tuple[list[dict], int | None, dict | None]:
     """One page of `search` from where the cursor `state` stands (None: the first page):
-    (items, matched, the next cursor's state or None)."""
+    (items, matched, the next cursor's state or None), from one version of the files."""
+    with cat.pinned():
+        return _page_of(cat, search, state, limit, budget)
+
+
+def _page_of(
+    cat: GeoparquetCatalog, search: Search, state: dict | None, limit: int, budget: ResultBudget | None
+) -> tuple[list[dict], int | None, dict | None]:
     for cid in search.collections or []:
         cat.collection(cid)  # an unknown collection is an error, not an empty answer
     plan = make_plan(cat, search)
@@ -73,12 +80,17 @@ def parquet_page(
         matched = cursors.checked(state, "matched", int)
     else:  # the count beside the first page (DuckDB works outside the GIL)
         with ThreadPoolExecutor(1) as pool:
-            counting = pool.submit(count, cat, plan)
+            counting = pool.submit(_pinned_count, cat, plan, cat.files)
             items, following = page(cat, plan, offset, limit, budget)
             matched = counting.result()
     if following is None:
         return items, matched, None
     return items, matched, {"search": search.__dict__, "offset": following, "matched": matched}
+
+
+def _pinned_count(cat: GeoparquetCatalog, plan: Plan, files) -> int | None:
+    with cat.pinned(files):  # the page's version of the files, in the pool's thread
+        return count(cat, plan)
 
 
 def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:

@@ -1,0 +1,440 @@
+"""A partitioned stac-geoparquet snapshot of N items (default 10,000,000; issue 27): one search of
+one month of one collection, ours vs DuckDB's own best SQL by hand on the same files, on disk and
+over the test bed's Range HTTP server.
+
+The snapshot: narrow rows (id, collection, datetime, footprint and bbox, platform,
+eo:cloud_cover, one asset), 13 collections (the real Planetary Computer collection ids of
+tests/real_items) x 60 months (2020-2024), rows spread evenly and sorted by time within a part,
+row groups of ROW_GROUP rows. Written twice, straight from Arrow (the schema of
+stac-geoparquet's own conversion of one template item per collection, its metadata kept):
+
+- `pc/<collection>.parquet/part-NNNN_<start>_<end>.parquet`, one part a quarter (the Planetary
+  Computer's layout; its parts span a week to a year);
+- `hive/collection=<c>/year=<y>/month=<m>/part-0.parquet` (rustac, DuckDB, pyarrow).
+
+Cached in ~/.cache/stac-gdal-mcp-bench/snapshot-<N>/ between runs (`done` marks a whole one).
+
+For each layout, on disk and over HTTP (`urls = [...]`, every part's URL): the search
+(collection + one month, default order, limit 100; `matched` counted beside it, as every first
+page) on a catalog whose files were checked once (footers read, timed apart as "open"), then:
+parts and row groups opened of the totals, bytes read (disk: this process's `rchar` in
+/proc/self/io; HTTP: bytes the server sent), requests (HTTP), time (first run on the new catalog,
+then the median of ROUNDS), peak RSS. The baseline, in the same run: the SQL a DuckDB user writes
+by hand (SELECT * ... WHERE datetime in the month ... ORDER BY ... LIMIT 100) over the
+collection's folder (PC layout: DuckDB opens every part's footer and prunes row groups by
+statistics) or over every part with hive_partitioning = true and the collection, year and month
+filtered (DuckDB prunes files by their folder names), rows turned into items the same way; over
+HTTP through a plain fsspec range-request filesystem (DuckDB's httpfs extension is downloaded
+on first use, which this machine cannot).
+
+Run: python benchmarks/bench_snapshot_scale.py [--items N] [--layouts pc,hive] [--no-http]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))  # testbed: the Range server
+
+COLLECTIONS = (
+    "3dep-lidar-dsm", "cop-dem-glo-30", "io-lulc", "io-lulc-annual-v02", "landsat-c2-l1",
+    "landsat-c2-l2", "naip", "planet-nicfi-analytic", "sentinel-1-rtc", "sentinel-2-l2a",
+    "umbra-sar", "us-census", "3dep-lidar-copc",
+)  # fmt: skip
+YEARS = range(2020, 2025)
+ROW_GROUP = 4_000
+PAGE = 100
+ROUNDS = 5
+WANTED = ("sentinel-2-l2a", 2023, 5)  # the search: one collection, one month
+WARM = ("naip", 2021, 3)  # a search before it (imports, footers checked), not measured
+CACHE = Path.home() / ".cache" / "stac-gdal-mcp-bench"
+
+
+# --- the snapshot ----------------------------------------------------------------------------
+
+
+def _template():
+    """One narrow item per collection, as stac-geoparquet's Arrow table (the schema every part has)."""
+    from stac_geoparquet.arrow import parse_stac_items_to_arrow
+
+    items = [
+        {
+            "type": "Feature",
+            "stac_version": "1.0.0",
+            "stac_extensions": [],
+            "id": f"{cid}-template",
+            "collection": cid,
+            "geometry": {"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 1], [0, 0]]]},
+            "bbox": [0.0, 0.0, 1.0, 1.0],
+            "properties": {"datetime": "2020-01-01T00:00:00Z", "platform": cid, "eo:cloud_cover": 1.0},
+            "links": [],
+            "assets": {"data": {"href": f"https://example.com/{cid}/data.tif", "type": "image/tiff"}},
+        }
+        for cid in COLLECTIONS
+    ]
+    return parse_stac_items_to_arrow(items).read_all()
+
+
+def _footprints(rng, n: int):
+    """n random 1-degree squares: (bbox struct array, WKB polygons), built in numpy."""
+    import numpy as np
+    import pyarrow as pa
+
+    west, south = rng.uniform(-179, 178, n), rng.uniform(-60, 69, n)
+    east, north = west + 1.0, south + 1.0
+    wkb = np.zeros(
+        n, dtype=np.dtype([("o", "u1"), ("t", "<u4"), ("r", "<u4"), ("p", "<u4"), ("c", "<f8", 10)])
+    )
+    wkb["o"], wkb["t"], wkb["r"], wkb["p"] = 1, 3, 1, 5
+    wkb["c"] = np.stack([west, south, east, south, east, north, west, north, west, south], axis=1)
+    size = wkb.dtype.itemsize
+    polygons = pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), n, [None, pa.py_buffer(wkb.tobytes())])
+    box = pa.StructArray.from_arrays(
+        [pa.array(v) for v in (west, south, east, north)], names=["xmin", "ymin", "xmax", "ymax"]
+    )
+    return box, polygons.cast(pa.binary())
+
+
+def _rows(template, index: int, cid: str, start: datetime, end: datetime, n: int, rng):
+    """n rows of collection `cid` (template row `index`), datetimes spread over [start, end), sorted."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tbl = template.take(pa.array(np.full(n, index)))
+    low, high = int(start.timestamp() * 1e6), int(end.timestamp() * 1e6)
+    when = np.sort(rng.integers(low, high, n)).astype("datetime64[us]")
+    number = pa.array(np.arange(n)).cast(pa.string())
+    stem = f"{cid}-{start:%Y%m%d}-"
+    box, polygons = _footprints(rng, n)
+    columns = {
+        "id": pc.binary_join_element_wise(stem, number, ""),
+        "datetime": pa.array(when).cast(tbl.schema.field("datetime").type),
+        "bbox": box.cast(tbl.schema.field("bbox").type),
+        "geometry": polygons,
+        "eo:cloud_cover": pa.array(np.round(rng.uniform(0, 100, n), 2)),
+    }
+    for name, values in columns.items():
+        tbl = tbl.set_column(tbl.schema.get_field_index(name), name, values)
+    return tbl
+
+
+def generate(n: int) -> Path:
+    """The snapshot of n items in both layouts (see the module docstring), cached."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    import real_snapshots as rs
+
+    root = CACHE / f"snapshot-{n}"
+    if (root / "done").exists():
+        return root
+    shutil.rmtree(root, ignore_errors=True)
+    started = time.perf_counter()
+    template = _template()
+    meta = rs._metadata(template, rs.collections([{"collection": c} for c in COLLECTIONS]))
+    rng = np.random.default_rng(27)
+    slots = [(c, y, m) for c in range(len(COLLECTIONS)) for y in YEARS for m in range(1, 13)]
+    each, extra = divmod(n, len(slots))
+    numbered: dict[str, int] = {}
+    for k in range(0, len(slots), 3):  # a quarter at a time: one PC part, three hive folders
+        c, year, month = slots[k]
+        cid = COLLECTIONS[c]
+        months = []
+        for j in range(3):
+            first = datetime(year, month + j, 1, tzinfo=UTC)
+            after = datetime(year + (month + j) // 12, (month + j) % 12 + 1, 1, tzinfo=UTC)
+            rows = _rows(template, c, cid, first, after, each + (k + j < extra), rng)
+            months.append(rows.replace_schema_metadata(meta))
+            folder = root / "hive" / f"collection={cid}" / f"year={year}" / f"month={month + j}"
+            folder.mkdir(parents=True, exist_ok=True)
+            pq.write_table(months[-1], folder / "part-0.parquet", row_group_size=ROW_GROUP)
+        number = numbered[cid] = numbered.get(cid, -1) + 1
+        end = datetime(year + (month + 2) // 12, (month + 2) % 12 + 1, 1)
+        name = (
+            f"part-{number:04d}_{datetime(year, month, 1):%Y-%m-%dT%H:%M:%S}_{end:%Y-%m-%dT%H:%M:%S}.parquet"
+        )
+        (root / "pc" / f"{cid}.parquet").mkdir(parents=True, exist_ok=True)
+        import pyarrow as pa
+
+        pq.write_table(
+            pa.concat_tables(months), root / "pc" / f"{cid}.parquet" / name, row_group_size=ROW_GROUP
+        )
+    (root / "done").touch()
+    print(f"generated {n:,} items in {time.perf_counter() - started:.0f} s: {root}", flush=True)
+    return root
+
+
+# --- what a search opens ----------------------------------------------------------------------
+
+
+def _parts(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("part-*.parquet") if p.is_file())
+
+
+def _month(wanted=WANTED) -> tuple[datetime, datetime, str]:
+    _, year, month = wanted
+    start = datetime(year, month, 1, tzinfo=UTC)
+    after = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    return (
+        start,
+        after,
+        f"{start:%Y-%m-%dT%H:%M:%SZ}/{datetime.fromtimestamp(after.timestamp() - 1, UTC):%Y-%m-%dT%H:%M:%SZ}",
+    )
+
+
+class RowGroups:
+    """Every part's row groups: byte spans (to tell which ones a read touched) and how many can
+    hold the search (collection from the path, datetime statistics overlapping the month)."""
+
+    def __init__(self, root: Path, files: list[Path]):
+        import pyarrow.parquet as pq
+
+        start, after, _ = _month()
+        self.spans: dict[str, list[tuple[int, int]]] = {}
+        self.total = self.can_hold = 0
+        for f in files:
+            footer = pq.read_metadata(f)
+            column = footer.schema.names.index("datetime")
+            name = "/" + f.relative_to(root).as_posix()
+            self.spans[name] = []
+            for g in range(footer.num_row_groups):
+                group = footer.row_group(g)
+                chunks = [group.column(i) for i in range(group.num_columns)]
+                low = min(c.dictionary_page_offset or c.data_page_offset for c in chunks)
+                high = max(
+                    (c.dictionary_page_offset or c.data_page_offset) + c.total_compressed_size for c in chunks
+                )
+                self.spans[name].append((low, high))
+                stats = group.column(column).statistics
+                self.total += 1
+                ours = f"{WANTED[0]}.parquet" in name or f"collection={WANTED[0]}/" in name
+                self.can_hold += ours and stats.min < after and stats.max >= start
+
+    def touched(self, log: list[tuple[str, str | None, int]]) -> tuple[int, int]:
+        """(parts, row groups) the logged range requests read bytes of (footers are not row groups)."""
+        groups, parts = set(), set()
+        for path, header, sent in log:
+            parts.add(path)
+            first = int(header.split("=")[1].split("-")[0]) if header else 0
+            last = first + sent
+            groups |= {
+                (path, g)
+                for g, (low, high) in enumerate(self.spans.get(path, []))
+                if first < high and last > low
+            }
+        return len(parts), len(groups)
+
+
+def _rchar() -> int:
+    """Bytes this process has read with read()/pread() so far (/proc/self/io)."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    return 0
+
+
+def median_s(fn, rounds: int = ROUNDS) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(rounds):
+        started = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
+
+
+# --- DuckDB by hand --------------------------------------------------------------------------
+
+
+def plain_http():
+    """An fsspec filesystem of plain HTTP range requests (httpx, one pooled client), as a DuckDB
+    user registers one where the httpfs extension cannot be installed: `plainhttp://host/path`."""
+    import httpx
+    from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+
+    client = httpx.Client()
+
+    class PlainFile(AbstractBufferedFile):
+        def _fetch_range(self, start: int, end: int) -> bytes:
+            got = client.get("http://" + self.path, headers={"Range": f"bytes={start}-{end - 1}"})
+            got.raise_for_status()
+            return got.content
+
+    class PlainHTTP(AbstractFileSystem):
+        protocol = "plainhttp"
+
+        def info(self, path, **kwargs):
+            path = self._strip_protocol(path)
+            size = int(client.head("http://" + path).headers["content-length"])
+            return {"name": path, "size": size, "type": "file"}
+
+        def modified(self, path):
+            return datetime(1970, 1, 1, tzinfo=UTC)  # the files do not change during a run
+
+        def glob(self, path, **kwargs):
+            return [self._strip_protocol(path)]
+
+        def _open(self, path, mode="rb", **kwargs):
+            path = self._strip_protocol(path)
+            return PlainFile(self, path, mode, cache_type="none", size=self.info(path)["size"])
+
+    return PlainHTTP()
+
+
+def by_hand(con, layout: str, files: list[str], wanted=WANTED) -> list[str]:
+    """The search as a DuckDB user writes it (see the module docstring); the rows as items."""
+    from stac_gdal_mcp.catalogs.geoparquet import rows_as_items
+
+    cid, year, month = wanted
+    start, after, _ = _month(wanted)
+    listed = ", ".join(f"'{f}'" for f in files)
+    if layout == "hive":
+        source = f"read_parquet([{listed}], hive_partitioning = true)"
+        where = f"collection = '{cid}' AND year = {year} AND month = {month} AND "
+    else:
+        source = f"read_parquet([{listed}])"
+        where = ""
+    columns = "* EXCLUDE (year, month)" if layout == "hive" else "*"
+    table = con.sql(
+        f"SELECT {columns} FROM {source} WHERE {where}datetime >= ? AND datetime < ? "
+        f"ORDER BY datetime DESC NULLS FIRST, collection DESC, id DESC LIMIT {PAGE}",
+        params=[start, after],
+    ).to_arrow_table()
+    return [item["id"] for item in rows_as_items(table)]
+
+
+# --- the runs --------------------------------------------------------------------------------
+
+
+def _settings(catalog: dict):
+    from stac_gdal_mcp.settings import load_settings
+
+    return load_settings(
+        catalogs=[{"id": "snap", **catalog}], default_catalog="snap", network={"allow_private_hosts": True}
+    )
+
+
+def run(name: str, layout: str, catalog: dict, groups: RowGroups, server=None, hand_files=None) -> None:
+    """One line of figures: ours, then DuckDB by hand on the same files."""
+    import duckdb
+    from measure import peak_rss_mb, reset_peak
+
+    from stac_gdal_mcp import Session
+    from stac_gdal_mcp.discovery import params as p
+
+    cid = WANTED[0]
+    _, _, interval = _month()
+
+    def counted():
+        return (_rchar(), server.request_log() if server else None)
+
+    with Session(_settings(catalog)) as session:
+        cat = session.core.catalogs.get("snap")
+        if server:
+            server.reset_stats()
+        started, before = time.perf_counter(), _rchar()
+        opened = cat.files
+        open_s, open_bytes = time.perf_counter() - started, _rchar() - before
+        open_requests = server.stats()["requests"] if server else 0
+        if server:
+            open_bytes = server.stats()["bytes"]
+        session.search(collections=[WARM[0]], datetime=_month(WARM)[2], limit=PAGE)
+        if server:
+            server.reset_stats()
+        reset_peak()
+        before = _rchar()
+        started = time.perf_counter()
+        page = session.search(collections=[cid], datetime=interval, limit=PAGE)
+        first_s = time.perf_counter() - started
+        read = _rchar() - before
+        rss = peak_rss_mb()
+        if server:
+            stats, log = server.stats(), server.request_log()
+            read, requests = stats["bytes"], stats["requests"]
+            parts, touched = groups.touched(log)
+        else:
+            requests, touched = 0, None
+            start, end = p.datetime_interval(interval)
+            kept = cat.parts([cid], start, end)
+            parts = len(opened.paths) if kept is None else len(kept)
+        warm_s, _ = median_s(lambda: session.search(collections=[cid], datetime=interval, limit=PAGE))
+    con = duckdb.connect(config={"memory_limit": "512MB"})
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET parquet_metadata_cache = true")  # as ours keeps footers
+    if server:
+        con.register_filesystem(plain_http())
+    by_hand(con, layout, hand_files, (WANTED[0], *WARM[1:]))  # footers read, not measured
+    if server:
+        server.reset_stats()
+    before, started = _rchar(), time.perf_counter()
+    ids = by_hand(con, layout, hand_files)
+    hand_first_s = time.perf_counter() - started
+    hand_read = server.stats()["bytes"] if server else _rchar() - before
+    hand_requests = server.stats()["requests"] if server else 0
+    hand_parts, hand_touched = groups.touched(server.request_log()) if server else (None, None)
+    hand_warm_s, ids_again = median_s(lambda: by_hand(con, layout, hand_files))
+    assert list(page.ids) == ids == ids_again, "ours and DuckDB by hand differ"
+    assert page.matched is not None and len(ids) == PAGE
+    total_parts = len(groups.spans)
+    print(
+        f"  {name}: open (footers of {total_parts} parts, once per version) {open_s:.2f} s, "
+        f"{open_bytes / 1024**2:.1f} MiB{f' in {open_requests} requests' if server else ''}"
+    )
+    print(
+        f"    ours: {parts} of {total_parts} parts"
+        + (
+            f", {touched} of {groups.total} row groups"
+            if touched is not None
+            else f" ({groups.can_hold} of {groups.total} row groups can hold it)"
+        )
+        + f", {read / 1024**2:.2f} MiB read{f' in {requests} requests' if server else ''}; "
+        f"first {first_s * 1000:.0f} ms, again {warm_s * 1000:.0f} ms; peak RSS {rss:.0f} MiB; matched {page.matched:,}"
+    )
+    print(
+        f"    DuckDB by hand: {f'{hand_parts} parts, {hand_touched} row groups, ' if server else ''}"
+        f"{hand_read / 1024**2:.2f} MiB read{f' in {hand_requests} requests' if server else ''}; "
+        f"first {hand_first_s * 1000:.0f} ms, again {hand_warm_s * 1000:.0f} ms"
+        f" -> ours {first_s / hand_first_s:.2f}x / {warm_s / hand_warm_s:.2f}x, bytes {read / max(1, hand_read):.2f}x"
+    )
+    con.close()
+
+
+def main() -> None:
+    from testbed import serve_directory
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--items", type=int, default=10_000_000)
+    parser.add_argument("--layouts", default="pc,hive")
+    parser.add_argument("--no-http", action="store_true")
+    args = parser.parse_args()
+    root = generate(args.items)
+    cid, year, month = WANTED
+    print(f"search: collection {cid}, {year}-{month:02d}, limit {PAGE} (default order, matched counted)")
+    for layout in args.layouts.split(","):
+        files = _parts(root / layout)
+        size = sum(f.stat().st_size for f in files)
+        print(f"{layout}: {args.items:,} items, {len(files)} parts, {size / 1024**2:.0f} MiB on disk")
+        groups = RowGroups(root, files)
+        mine = [f for f in files if f"{cid}.parquet" in str(f)] if layout == "pc" else files
+        run("on disk", layout, {"path": str(root / layout)}, groups, hand_files=[str(f) for f in mine])
+        if args.no_http:
+            continue
+        with serve_directory(root, nodelay=True) as server:
+            urls = [f"{server.url}/{f.relative_to(root).as_posix()}" for f in files]
+            hand = [
+                u.replace("http://", "plainhttp://")
+                for u in urls
+                if f"{cid}.parquet" in u or layout == "hive"
+            ]
+            run("over HTTP", layout, {"urls": urls}, groups, server, hand)
+
+
+if __name__ == "__main__":
+    main()
