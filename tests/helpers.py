@@ -7,6 +7,7 @@
   on synthetic Sentinel-2 scenes (rasterio + numpy on the generated files).
 - `run_time_series`, `run_composite`: what the time_series and composite tools do (compute with
   the Session, save, shape the result), for tests that check those results without a client.
+- `write_days`, `fractions`: synthetic Sentinel-2 scenes, one per day, and their cover arguments.
 """
 
 from __future__ import annotations
@@ -124,3 +125,26 @@ def run_composite(session, aoi, **arguments):
 
     array = session.composite(aoi, **arguments)
     return composite.result(array, session.save(array))
+
+
+def write_days(folder, days: dict[str, str], *, seed: int, **scene) -> list[dict]:
+    """One Sentinel-2-like scene (no visual asset) per `item id: datetime` of `days` into
+    `folder`, seeds `seed`, `seed + 1`, ...; the items. `scene` goes to synthetic.write_scene,
+    a callable value called with the scene's number (0, 1, ...)."""
+    from stac_gdal_mcp.testing import synthetic
+
+    items = []
+    for number, (item_id, when) in enumerate(days.items()):
+        arguments = {key: value(number) if callable(value) else value for key, value in scene.items()}
+        arguments.setdefault("with_visual", False)
+        item, _ = synthetic.write_scene(
+            "sentinel-2-l2a", folder, item_id, when, seed=seed + number, **arguments
+        )
+        items.append(item)
+    return items
+
+
+def fractions(**cover: float) -> dict[str, float]:
+    """synthetic.write_scene's cover arguments by short name: fractions(cloud=0.3, nodata=0.1)
+    is {"cloud_fraction": 0.3, "nodata_fraction": 0.1}."""
+    return {f"{name}_fraction": value for name, value in cover.items()}

@@ -12,13 +12,12 @@ import json
 import numpy as np
 import pytest
 import rasterio
-from helpers import scaled, usable_pixels
+from helpers import scaled, usable_pixels, write_days
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import OperationCancelled
 from stac_gdal_mcp.operations import composite as composites
 from stac_gdal_mcp.processing.jobs import Job
-from stac_gdal_mcp.testing import synthetic
 
 DAYS = {"T1": "2024-06-01T10:00:00Z", "T2": "2024-06-06T10:00:00Z", "T3": "2024-06-11T10:00:00Z"}
 DAYS |= {"T4": "2024-06-16T10:00:00Z"}
@@ -34,23 +33,10 @@ def aoi_of(item) -> list[float]:
 
 
 def write_scenes(root, href_base: str) -> tuple[list[dict], dict]:
-    items, scenes = [], {}
-    for seed, (item_id, when) in enumerate(DAYS.items()):
-        item, _ = synthetic.write_scene(
-            "sentinel-2-l2a",
-            root,
-            item_id,
-            when,
-            seed=40 + seed,
-            size_px=SIZE,
-            blocksize=128,
-            href_base=href_base,
-            with_visual=False,
-            cloud_fraction=0.3,
-        )
-        items.append(item)
-        scenes[item_id] = {"dir": root / item_id}
-    return items, scenes
+    items = write_days(
+        root, DAYS, seed=40, size_px=SIZE, blocksize=128, href_base=href_base, cloud_fraction=0.3
+    )
+    return items, {item["id"]: {"dir": root / item["id"]} for item in items}
 
 
 def catalog(path, items) -> str:

@@ -13,7 +13,7 @@ import uuid
 import numpy as np
 import pytest
 import rasterio
-from helpers import expected_ndvi, run_composite, run_time_series, utm_aoi
+from helpers import expected_ndvi, fractions, run_composite, run_time_series, utm_aoi, write_days
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import AssetUnreadable
@@ -42,24 +42,17 @@ def cluster():
 def scenes(cog_server, pgstac_api):
     folder = f"dist-{UID}"
     out_dir, href_base = cog_server.root / folder, f"{cog_server.url}/{folder}"
-    made, items = {}, []
-    for seed, (item_id, when) in enumerate(DAYS.items()):
-        item, _ = synthetic.write_scene(
-            "sentinel-2-l2a",
-            out_dir,
-            item_id,
-            when,
-            collection_id=S2,
-            seed=40 + seed,
-            size_px=512,
-            blocksize=128,
-            with_visual=False,
-            href_base=href_base,
-            cloud_fraction=0.2 + 0.2 * seed,
-            nodata_fraction=0.1,
-        )
-        made[item_id] = {"item": item, "dir": out_dir / item_id}
-        items.append(item)
+    items = write_days(
+        out_dir,
+        DAYS,
+        seed=40,
+        collection_id=S2,
+        size_px=512,
+        blocksize=128,
+        href_base=href_base,
+        **fractions(cloud=lambda number: 0.2 + 0.2 * number, nodata=0.1),
+    )
+    made = {item["id"]: {"item": item, "dir": out_dir / item["id"]} for item in items}
     pgstac_api.load([synthetic.collection("sentinel-2-l2a", S2)], items)
     return made
 

@@ -17,10 +17,9 @@ import uuid
 import numpy as np
 import pytest
 from fastmcp import Client
-from helpers import utm_aoi, write_cog
+from helpers import utm_aoi, write_cog, write_days
 
 from stac_gdal_mcp.server import build_server
-from stac_gdal_mcp.testing import synthetic
 
 TOLERANCE = 0.25
 ORIGIN = (500000.0, 5000000.0)  # EPSG:32633, where write_cog and the synthetic scenes start
@@ -143,21 +142,9 @@ AOI = utm_aoi(ORIGIN[0] + 1500, ORIGIN[1] - 8000, ORIGIN[0] + 8000, ORIGIN[1] - 
 def scenes(cog_server):
     """Three 1024 px Sentinel-2-like scenes (256 px tiles) under the Range server."""
     folder = cog_server.root / f"est-scenes-{UID}"
-    items = []
-    for seed, (item_id, when) in enumerate(DAYS.items()):
-        item, _ = synthetic.write_scene(
-            "sentinel-2-l2a",
-            folder,
-            item_id,
-            when,
-            collection_id=S2,
-            seed=80 + seed,
-            size_px=1024,
-            blocksize=256,
-            with_visual=False,
-            cloud_fraction=0.3,
-        )
-        items.append(item)
+    items = write_days(
+        folder, DAYS, seed=80, collection_id=S2, size_px=1024, blocksize=256, cloud_fraction=0.3
+    )
     return folder, items
 
 

@@ -14,7 +14,7 @@ import pytest
 import rasterio
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
-from helpers import scaled
+from helpers import fractions, scaled, write_days
 from test_faults_processing import first_tile_offset
 
 from testbed.faults import AbortMidBody, ServerError, serve_faults
@@ -34,27 +34,17 @@ GRIDS = {"native": {}, "reprojected": {"crs": "EPSG:3857", "resolution": 15}}
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from stac_gdal_mcp.testing import synthetic
-
     root = tmp_path_factory.mktemp("loads")
     with serve_faults(root) as server:
-        items = []
-        for number, (item_id, when) in enumerate(DAYS.items()):
-            item, _ = synthetic.write_scene(
-                "sentinel-2-l2a",
-                root / "scenes",
-                item_id,
-                when,
-                seed=number,
-                size_px=512,
-                blocksize=128,
-                href_base=f"{server.url}/scenes",
-                with_visual=False,
-                cloud_fraction=0.0,
-                shadow_fraction=0.0,
-            )
-            items.append(item)
-        server.items = items
+        server.items = write_days(
+            root / "scenes",
+            DAYS,
+            seed=0,
+            size_px=512,
+            blocksize=128,
+            href_base=f"{server.url}/scenes",
+            **fractions(cloud=0.0, shadow=0.0),
+        )
         server.root = root
         yield server
 

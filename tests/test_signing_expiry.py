@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 import rasterio
 from fastmcp import Client
-from helpers import utm_aoi, write_cog
+from helpers import utm_aoi, write_cog, write_days
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.catalogs.signing import TOKENS, PlanetaryComputerSigner, refresh_margin
@@ -224,21 +224,15 @@ AOI = utm_aoi(ORIGIN[0] + 500, ORIGIN[1] - 4500, ORIGIN[0] + 4500, ORIGIN[1] - 5
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory):
     root = tmp_path_factory.mktemp("signed-scenes")
-    items = []
-    for seed, (item_id, when) in enumerate(DAYS.items()):
-        item, _ = synthetic.write_scene(
-            "sentinel-2-l2a",
-            root / "container",
-            item_id,
-            when,
-            collection_id=f"signed-{UID}",
-            seed=60 + seed,
-            size_px=512,
-            blocksize=128,
-            with_visual=False,
-            cloud_fraction=0.3,
-        )
-        items.append(item)
+    items = write_days(
+        root / "container",
+        DAYS,
+        seed=60,
+        collection_id=f"signed-{UID}",
+        size_px=512,
+        blocksize=128,
+        cloud_fraction=0.3,
+    )
     return root, items
 
 
