@@ -13,11 +13,9 @@ Run: python benchmarks/bench_cloud_bytes.py [--keep DIR]   (DIR: reuse/keep the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -25,6 +23,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from common import arguments, data_folder, write_cog  # noqa: E402
 
 SIZE, TILE = 5490, 512  # the 20 m SCL of a 10980 x 10980 scene
 ORIGIN, EPSG = (399960.0, 5000040.0), 32633  # a Sentinel-2 tile grid
@@ -33,8 +34,6 @@ ORIGIN, EPSG = (399960.0, 5000040.0), 32633  # a Sentinel-2 tile grid
 def make_scl(path: Path, size: int = SIZE, seed: int = 42) -> Path:
     """A size x size uint8 SCL COG (DEFLATE, 512 px tiles, nearest overviews)."""
     import numpy as np
-    import rasterio
-    import rasterio.shutil
     from rasterio.transform import from_origin
 
     from stac_gdal_mcp.testing import synthetic
@@ -47,33 +46,10 @@ def make_scl(path: Path, size: int = SIZE, seed: int = 42) -> Path:
     )
     speckle = (rng.random(classes.shape) < 0.1) & (classes != 0)
     classes[speckle] = rng.choice(np.array([4, 5, 7], dtype="uint8"), size=int(speckle.sum()))
-    working = path.with_suffix(".work.tif")
-    profile = dict(
-        driver="GTiff",
-        width=size,
-        height=size,
-        count=1,
-        dtype="uint8",
-        crs=f"EPSG:{EPSG}",
-        transform=from_origin(*ORIGIN, 20.0, 20.0),
-        nodata=0,
-        tiled=True,
-        blockxsize=TILE,
-        blockysize=TILE,
+    transform = from_origin(*ORIGIN, 20.0, 20.0)
+    return write_cog(
+        path, classes, crs=f"EPSG:{EPSG}", transform=transform, tile=TILE, OVERVIEW_RESAMPLING="NEAREST"
     )
-    with rasterio.open(working, "w", **profile) as dst:
-        dst.write(classes, 1)
-    with rasterio.Env(GDAL_PAM_ENABLED="NO"):
-        rasterio.shutil.copy(
-            str(working),
-            str(path),
-            driver="COG",
-            COMPRESS="DEFLATE",
-            BLOCKSIZE=str(TILE),
-            OVERVIEW_RESAMPLING="NEAREST",
-        )
-    working.unlink()
-    return path
 
 
 def fresh_href(server, path: Path) -> tuple[str, str]:
@@ -143,12 +119,8 @@ def main() -> None:
     from stac_gdal_mcp.processing.access import gdal_env
     from testbed import serve_directory
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = args.keep or Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
+    args = arguments(__doc__).parse_args()
+    with data_folder(args.keep) as folder:
         start = time.perf_counter()
         scl = make_scl(folder / "scl5490.tif")
         print(

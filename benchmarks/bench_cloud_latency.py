@@ -11,9 +11,7 @@ Run: python benchmarks/bench_cloud_latency.py [--keep DIR] [--delay 0.05] [--ite
 
 from __future__ import annotations
 
-import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from bench_cloud_bytes import ORIGIN, aoi_5km, fresh_href, local_catalog, make_scl, scene_item  # noqa: E402
+from common import arguments, data_folder  # noqa: E402
 
 SMALL = 2048  # SCL pixels per side of each item
 COLLECTION = "sentinel-2-l2a"
@@ -49,14 +48,11 @@ def main() -> None:
     from stac_gdal_mcp.operations.cloud import cloud_cover_stats
     from testbed import serve_directory
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
+    parser = arguments(__doc__)
     parser.add_argument("--delay", type=float, default=0.05, help="seconds added to every HTTP request")
     parser.add_argument("--items", type=int, default=24)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = args.keep or Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
+    with data_folder(args.keep) as folder:
         scl = make_scl(folder / f"scl{SMALL}.tif", size=SMALL, seed=7)
         with serve_directory(folder, delay_s=args.delay) as server:
             batch, _ = make_items(server, scl, args.items, "S2_BATCH_")

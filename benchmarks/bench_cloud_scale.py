@@ -22,7 +22,6 @@ import json
 import math
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -33,6 +32,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from bench_cloud_bytes import make_scl  # noqa: E402
 from bench_cloud_latency import AOI, SMALL, make_items, refs  # noqa: E402
+from common import arguments, data_folder  # noqa: E402
 from measure import peak_rss_mb, reset_peak  # noqa: E402
 
 ROUND_TRIPS = 3  # per item, one after the other: HEAD, the header (16 KB), the AOI's tiles
@@ -199,18 +199,15 @@ def latency_figures(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = arguments(__doc__)
     parser.add_argument("--delay", type=float, default=0.05)
     parser.add_argument("--sizes", default="24,100,500")
     parser.add_argument("--concurrency", type=int, help="limits.max_concurrency (default: the setting's)")
-    parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # one size, in this process
     parser.add_argument("--remote", action="store_true", help="also with the Range server in its own process")
     parser.add_argument("--nodelay", action="store_true", help="the Range server sets TCP_NODELAY")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = args.keep or Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
+    with data_folder(args.keep) as folder:
         if args.one:
             print(json.dumps(one_size(folder, args.one, args.delay, args.concurrency, args.nodelay)))
             return

@@ -13,10 +13,8 @@ Run: python benchmarks/bench_cloud_vs_odc.py [--keep DIR] [--items 24]
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +23,7 @@ sys.path.insert(0, str(HERE))
 
 from bench_cloud_bytes import local_catalog, make_scl  # noqa: E402
 from bench_cloud_latency import AOI, SMALL, make_items, refs  # noqa: E402
+from common import arguments, data_folder  # noqa: E402
 
 ROUNDS = 5
 
@@ -76,13 +75,10 @@ def main() -> None:
     from stac_gdal_mcp.operations.cloud import cloud_cover_stats
     from testbed import serve_directory
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
+    parser = arguments(__doc__)
     parser.add_argument("--items", type=int, default=24)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = args.keep or Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
+    with data_folder(args.keep) as folder:
         scl = make_scl(folder / f"scl{SMALL}.tif", size=SMALL, seed=7)
         for delay in (0.0, 0.05):
             ours_s, odc_s = [], []

@@ -16,12 +16,14 @@ import json
 import statistics
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE))
+
+from common import MINIMAL_SERVER  # noqa: E402
 
 ROUNDS = 15
 
@@ -66,18 +68,6 @@ async def search_overhead(api_url: str, collections: list[str]) -> tuple[float, 
     return statistics.median(ours), statistics.median(raw), summary_bytes / full_bytes
 
 
-MINIMAL = textwrap.dedent(
-    """
-    from fastmcp import FastMCP
-    mcp = FastMCP("minimal")
-    @mcp.tool
-    def ping() -> str:
-        return "pong"
-    mcp.run(transport="stdio", show_banner=False)
-    """
-)
-
-
 async def _first_tools_list(command: list[str], env: dict | None = None) -> float:
     from fastmcp import Client
     from fastmcp.client.transports import StdioTransport
@@ -93,7 +83,7 @@ async def cold_start(rounds: int = 7) -> tuple[float, float]:
 
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "minimal.py"
-        script.write_text(MINIMAL)
+        script.write_text(MINIMAL_SERVER)
         env = {**os.environ, "STAC_GDAL_MCP_WORKSPACE": tmp, "STAC_GDAL_MCP_LOG_LEVEL": "WARNING"}
         ours, minimal = [], []
         for _ in range(rounds):  # interleaved, so both see the same machine state

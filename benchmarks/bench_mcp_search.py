@@ -21,32 +21,26 @@ import os
 import statistics
 import sys
 import tempfile
-import textwrap
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE))
+
+from common import MINIMAL_SERVER  # noqa: E402
 
 COLLECTION = "bench-landsat"
 BBOX = [-180.0, -90.0, 180.0, 90.0]
 DATETIME = "2020-01-01/2030-12-31"
-MINIMAL = textwrap.dedent(
-    """
-    from fastmcp import FastMCP
-    mcp = FastMCP("minimal")
-    @mcp.tool
-    def ping() -> str:
-        return "pong"
-    mcp.run(transport="stdio", show_banner=False)
-    """
-)
 
 
 def landsat_items(count: int) -> tuple[dict, list[dict]]:
     """`count` Landsat-like items on 3 WRS-2 frames, a 16-day revisit (synthetic, deterministic)."""
     import random
+
+    from discovery_data import landsat_item
 
     from stac_gdal_mcp.testing import synthetic
 
@@ -56,18 +50,7 @@ def landsat_items(count: int) -> tuple[dict, list[dict]]:
     for i in range(count):
         path, step = i % 3, i // 3
         when = start + timedelta(days=16 * step, hours=path)
-        items.append(
-            synthetic.item(
-                "landsat-c2-l2",
-                f"LC09_L2SP_19{path}028_{when:%Y%m%d}",
-                when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                collection_id=COLLECTION,
-                transform=(30.0, 0.0, 380000.0 + path * 20000, 0.0, -30.0, 5120000.0),
-                shape=(7801, 7681),
-                cloud_cover=round(rng.uniform(0, 100), 2),
-                platform="landsat-9" if step % 2 else "landsat-8",
-            )
-        )
+        items.append(landsat_item(path, step, when, rng, collection_id=COLLECTION, shape=(7801, 7681)))
     return synthetic.collection("landsat-c2-l2", COLLECTION), items
 
 
@@ -149,7 +132,7 @@ async def cold_start(env: dict, folder: Path, rounds: int) -> tuple[float, float
     """Medians: serve, minimal. (The fastmcp-tasks extension is imported with the first task, not
     at start: server/tasks.py.)"""
     script = folder / "minimal.py"
-    script.write_text(MINIMAL)
+    script.write_text(MINIMAL_SERVER)
     serve = [sys.executable, "-m", "stac_gdal_mcp", "serve"]
     ours, minimal = [], []
     for _ in range(rounds):  # interleaved, so both see the same machine state

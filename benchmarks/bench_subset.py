@@ -12,7 +12,6 @@ Run: python benchmarks/bench_subset.py [--keep DIR]   (DIR: reuse/keep the gener
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import math
 import sys
@@ -24,6 +23,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from common import arguments, data_folder, write_cog  # noqa: E402
 
 SIZE, TILE = 10980, 512
 ORIGIN, PIXEL, EPSG = (399960.0, 5000040.0), 10.0, 32633  # a Sentinel-2 tile grid
@@ -33,8 +35,6 @@ def make_big_cog(path: Path) -> Path:
     """A 10980 x 10980 uint16 DEFLATE COG, 512 px tiles, overviews: smooth fields plus noise
     (compresses about like a real reflectance band)."""
     import numpy as np
-    import rasterio
-    import rasterio.shutil
     from rasterio.enums import Resampling
     from rasterio.transform import from_origin
     from rasterio.warp import reproject
@@ -57,36 +57,8 @@ def make_big_cog(path: Path) -> Path:
     field += rng.normal(0, 60, field.shape).astype("float32")
     data = np.clip(field, 1, 65535).astype("uint16")
     del field
-    working = path.with_suffix(".work.tif")
-    profile = dict(
-        driver="GTiff",
-        width=SIZE,
-        height=SIZE,
-        count=1,
-        dtype="uint16",
-        crs=f"EPSG:{EPSG}",
-        transform=transform,
-        nodata=0,
-        tiled=True,
-        blockxsize=TILE,
-        blockysize=TILE,
-    )
-    with rasterio.open(working, "w", **profile) as dst:
-        dst.write(data, 1)
-    del data
-    with rasterio.Env(GDAL_PAM_ENABLED="NO"):
-        rasterio.shutil.copy(
-            str(working),
-            str(path),
-            driver="COG",
-            COMPRESS="DEFLATE",
-            PREDICTOR="YES",
-            BLOCKSIZE=str(TILE),
-            NUM_THREADS="ALL_CPUS",
-            OVERVIEW_RESAMPLING="AVERAGE",
-        )
-    working.unlink()
-    return path
+    options = {"PREDICTOR": "YES", "NUM_THREADS": "ALL_CPUS", "OVERVIEW_RESAMPLING": "AVERAGE"}
+    return write_cog(path, data, crs=f"EPSG:{EPSG}", transform=transform, tile=TILE, **options)
 
 
 def fresh_url(server, path: Path) -> tuple[str, str]:
@@ -158,12 +130,8 @@ def main() -> None:
 
     from testbed import serve_directory
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = args.keep or Path(tmp)
-        folder.mkdir(parents=True, exist_ok=True)
+    args = arguments(__doc__).parse_args()
+    with data_folder(args.keep) as folder:
         start = time.perf_counter()
         cog = make_big_cog(folder / "big10980.tif")
         print(

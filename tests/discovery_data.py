@@ -19,35 +19,43 @@ def build(seed: int = 7) -> tuple[list[dict], list[dict]]:
     for tile in range(4):  # 4 tiles side by side, ~11 km wide each, 10 dates
         for day in range(10):
             when = start + timedelta(days=5 * day, minutes=tile)
+            item_id, platform = f"S2{'AB'[day % 2]}_T33T{tile}_{when:%Y%m%d}", f"sentinel-2{'ab'[day % 2]}"
+            grid = {
+                "transform": (10.0, 0.0, 400000.0 + tile * 11000, 0.0, -10.0, 5100000.0),
+                "shape": (1098, 1098),
+            }
             items.append(
-                synthetic.item(
-                    "sentinel-2-l2a",
-                    f"S2{'AB'[day % 2]}_T33T{tile}_{when:%Y%m%d}",
-                    when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    collection_id=S2,
-                    transform=(10.0, 0.0, 400000.0 + tile * 11000, 0.0, -10.0, 5100000.0),
-                    shape=(1098, 1098),
-                    cloud_cover=round(rng.uniform(0, 100), 2),
-                    platform=f"sentinel-2{'ab'[day % 2]}",
-                )
+                _item("sentinel-2-l2a", item_id, when, rng, collection_id=S2, platform=platform, **grid)
             )
     for path in range(3):  # 3 Landsat frames, 8 dates
         for day in range(8):
             when = start + timedelta(days=8 * day, hours=path)
-            items.append(
-                synthetic.item(
-                    "landsat-c2-l2",
-                    f"LC09_L2SP_19{path}028_{when:%Y%m%d}",
-                    when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    collection_id=LS,
-                    transform=(30.0, 0.0, 380000.0 + path * 20000, 0.0, -30.0, 5120000.0),
-                    shape=(1000, 1000),
-                    cloud_cover=round(rng.uniform(0, 100), 2),
-                    platform="landsat-9" if day % 2 else "landsat-8",
-                )
-            )
+            items.append(landsat_item(path, day, when, rng, collection_id=LS, shape=(1000, 1000)))
     collections = [synthetic.collection("sentinel-2-l2a", S2), synthetic.collection("landsat-c2-l2", LS)]
     return collections, items
+
+
+def landsat_item(path: int, number: int, when: datetime, rng, *, collection_id: str, shape) -> dict:
+    """The Landsat-like item of WRS-2 frame 19`path`/028 (frames 20 km apart) at `when`: Landsat 9
+    on odd visit `number`s, 8 on even ones; its cloud cover drawn from `rng`."""
+    item_id, platform = f"LC09_L2SP_19{path}028_{when:%Y%m%d}", "landsat-9" if number % 2 else "landsat-8"
+    transform = (30.0, 0.0, 380000.0 + path * 20000, 0.0, -30.0, 5120000.0)
+    return _item(
+        "landsat-c2-l2",
+        item_id,
+        when,
+        rng,
+        collection_id=collection_id,
+        transform=transform,
+        shape=shape,
+        platform=platform,
+    )
+
+
+def _item(kind: str, item_id: str, when: datetime, rng, **fields) -> dict:
+    """synthetic.item at `when` with a cloud cover drawn from `rng` (0-100, 2 decimals)."""
+    cover = round(rng.uniform(0, 100), 2)
+    return synthetic.item(kind, item_id, when.strftime("%Y-%m-%dT%H:%M:%SZ"), cloud_cover=cover, **fields)
 
 
 def expected(items, *, collections=None, bbox=None, start=None, end=None, max_cloud=None, where=None):

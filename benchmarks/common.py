@@ -1,0 +1,68 @@
+"""What several benchmarks share (run from benchmarks/: `from common import ...`).
+
+- `arguments`: the command line of a benchmark whose generated inputs `--keep DIR` keeps.
+- `data_folder`: that folder, or a temporary one removed afterwards.
+- `write_cog`: an array as a tiled DEFLATE COG through a working GeoTIFF on disk (not in memory:
+  the inputs go up to 10,980 px).
+- `MINIMAL_SERVER`: the smallest FastMCP server over stdio (one `ping` tool), the baseline of the
+  start-up and round-trip figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def arguments(doc: str) -> argparse.ArgumentParser:
+    """A parser described by the first line of `doc`, with `--keep DIR`."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
+    return parser
+
+
+@contextlib.contextmanager
+def data_folder(keep: Path | None) -> Iterator[Path]:
+    """`keep` (made if missing, kept), else a temporary folder removed on the way out."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        yield folder
+
+
+def write_cog(path: Path, array, *, crs: str, transform, tile: int, nodata=0, **cog_options) -> Path:
+    """`array` (2-D) as a COG at `path` with `tile` px blocks, DEFLATE and `cog_options` (GDAL
+    COG creation options, e.g. OVERVIEW_RESAMPLING="NEAREST"); the working file is removed."""
+    import rasterio
+    import rasterio.shutil
+
+    height, width = array.shape
+    working = path.with_suffix(".work.tif")
+    blocks = {"tiled": True, "blockxsize": tile, "blockysize": tile}
+    grid = {"crs": crs, "transform": transform, "width": width, "height": height}
+    with rasterio.open(
+        working, "w", driver="GTiff", count=1, dtype=array.dtype.name, nodata=nodata, **grid, **blocks
+    ) as dst:
+        dst.write(array, 1)
+    with rasterio.Env(GDAL_PAM_ENABLED="NO"):
+        rasterio.shutil.copy(
+            str(working), str(path), driver="COG", COMPRESS="DEFLATE", BLOCKSIZE=str(tile), **cog_options
+        )
+    working.unlink()
+    return path
+
+
+MINIMAL_SERVER = textwrap.dedent(
+    """
+    from fastmcp import FastMCP
+    mcp = FastMCP("minimal")
+    @mcp.tool
+    def ping() -> str:
+        return "pong"
+    mcp.run(transport="stdio", show_banner=False)
+    """
+)
