@@ -34,82 +34,32 @@ EPSG = 32633
 
 # Sentinel-2: 512 x 512 px at 10 m (5.12 km), on the 33TUL tile grid.
 S2_ORIGIN = (390000.0, 5090000.0)
+# One row a scene: item id, datetime, seed, then the cover fractions of COVER (of the valid
+# pixels; nodata of the whole grid), 0 where the scene has none.
+COVER = ("cloud", "shadow", "cirrus", "water", "nodata")
 S2_SCENES = [
-    dict(
-        item_id="S2B_33TUL_20240604_0_L2A",
-        datetime="2024-06-04T10:06:21Z",
-        seed=11,
-        cloud_fraction=0.62,
-        shadow_fraction=0.08,
-        cirrus_fraction=0.03,
-        water_fraction=0.02,
-    ),
-    dict(
-        item_id="S2A_33TUL_20240619_0_L2A",
-        datetime="2024-06-19T10:06:18Z",
-        seed=12,
-        cloud_fraction=0.0,
-        shadow_fraction=0.0,
-        water_fraction=0.03,
-    ),
-    dict(
-        item_id="S2B_33TUL_20240714_0_L2A",
-        datetime="2024-07-14T10:06:22Z",
-        seed=13,
-        cloud_fraction=0.15,
-        shadow_fraction=0.04,
-        cirrus_fraction=0.02,
-        water_fraction=0.03,
-        nodata_fraction=0.12,
-    ),
-    dict(
-        item_id="S2A_33TUL_20240808_0_L2A",
-        datetime="2024-08-08T10:06:19Z",
-        seed=14,
-        cloud_fraction=0.05,
-        shadow_fraction=0.01,
-        water_fraction=0.03,
-    ),
-    dict(
-        item_id="S2B_33TUL_20240912_0_L2A",
-        datetime="2024-09-12T10:06:25Z",
-        seed=15,
-        cloud_fraction=0.93,
-        shadow_fraction=0.02,
-        water_fraction=0.01,
-    ),
+    ("S2B_33TUL_20240604_0_L2A", "2024-06-04T10:06:21Z", 11, 0.62, 0.08, 0.03, 0.02, 0.0),
+    ("S2A_33TUL_20240619_0_L2A", "2024-06-19T10:06:18Z", 12, 0.0, 0.0, 0.0, 0.03, 0.0),
+    ("S2B_33TUL_20240714_0_L2A", "2024-07-14T10:06:22Z", 13, 0.15, 0.04, 0.02, 0.03, 0.12),
+    ("S2A_33TUL_20240808_0_L2A", "2024-08-08T10:06:19Z", 14, 0.05, 0.01, 0.0, 0.03, 0.0),
+    ("S2B_33TUL_20240912_0_L2A", "2024-09-12T10:06:25Z", 15, 0.93, 0.02, 0.0, 0.01, 0.0),
 ]
 
 # Landsat: 256 x 256 px at 30 m (7.68 km), covering the Sentinel-2 area with a margin.
 LANDSAT_ORIGIN = (387615.0, 5092215.0)
 LANDSAT_SCENES = [
-    dict(
-        item_id="LC09_L2SP_190028_20240627_02_T1",
-        datetime="2024-06-27T09:52:41Z",
-        seed=21,
-        cloud_fraction=0.02,
-        shadow_fraction=0.005,
-        water_fraction=0.03,
-    ),
-    dict(
-        item_id="LC08_L2SP_190028_20240806_02_T1",
-        datetime="2024-08-06T09:52:55Z",
-        seed=22,
-        cloud_fraction=0.35,
-        shadow_fraction=0.06,
-        cirrus_fraction=0.04,
-        water_fraction=0.02,
-    ),
-    dict(
-        item_id="LC09_L2SP_190028_20240915_02_T1",
-        datetime="2024-09-15T09:52:48Z",
-        seed=23,
-        cloud_fraction=0.12,
-        shadow_fraction=0.03,
-        water_fraction=0.03,
-        nodata_fraction=0.08,
-    ),
+    ("LC09_L2SP_190028_20240627_02_T1", "2024-06-27T09:52:41Z", 21, 0.02, 0.005, 0.0, 0.03, 0.0),
+    ("LC08_L2SP_190028_20240806_02_T1", "2024-08-06T09:52:55Z", 22, 0.35, 0.06, 0.04, 0.02, 0.0),
+    ("LC09_L2SP_190028_20240915_02_T1", "2024-09-15T09:52:48Z", 23, 0.12, 0.03, 0.0, 0.03, 0.08),
 ]
+
+
+def scene_arguments(row: tuple) -> dict:
+    """synthetic.write_scene's arguments of one scene row."""
+    item_id, datetime, seed, *cover = row
+    fractions = {f"{name}_fraction": value for name, value in zip(COVER, cover, strict=True)}
+    return {"item_id": item_id, "datetime": datetime, "seed": seed, **fractions}
+
 
 SAMPLE = {
     "sentinel-2-l2a": dict(origin=S2_ORIGIN, size_px=512, scenes=S2_SCENES),
@@ -142,7 +92,7 @@ def build(out: Path) -> dict[str, dict]:
                 origin=sample["origin"],
                 size_px=sample["size_px"],
                 blocksize=BLOCKSIZE,
-                **scene,
+                **scene_arguments(scene),
             )
             collection.add_item(pystac.Item.from_dict(item_dict, migrate=False))
             truth[item_dict["id"]] = scene_truth
