@@ -20,10 +20,12 @@ log = logging.getLogger(__name__)
 
 
 def reference(ref_or_item: dict) -> dict:
-    """{collection_id, item_id} of an item reference (as `select_items` gives them) or an item."""
-    if "item_id" in ref_or_item:
-        return {"collection_id": ref_or_item.get("collection_id"), "item_id": ref_or_item["item_id"]}
-    return {"collection_id": ref_or_item.get("collection"), "item_id": ref_or_item.get("id")}
+    """{collection_id, item_id} of an item reference ({collection_id, item_id}, also spelled
+    {collection, id}) or of an item: how every item is named, in its rows and notes."""
+    return {
+        "collection_id": ref_or_item.get("collection_id") or ref_or_item.get("collection"),
+        "item_id": ref_or_item.get("item_id") or ref_or_item.get("id"),
+    }
 
 
 def fetch(catalog, ref_or_item: dict) -> dict:

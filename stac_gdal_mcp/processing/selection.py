@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from ..errors import InvalidArgument, MaskNotFound, StacGdalMcpError
+from .items import reference
 from .masks import MaskSource, find_mask
 
 
@@ -117,10 +118,9 @@ def select_items(
 
 def _item_ref(ref: Any) -> dict:
     if isinstance(ref, dict):
-        cid = ref.get("collection_id") or ref.get("collection")
-        iid = ref.get("item_id") or ref.get("id")
-        if cid and iid:
-            return {"collection_id": str(cid), "item_id": str(iid)}
+        named = reference(ref)
+        if named["collection_id"] and named["item_id"]:
+            return {key: str(value) for key, value in named.items()}
     raise InvalidArgument(f'each item must be {{"collection_id": ..., "item_id": ...}} (got {ref!r})')
 
 

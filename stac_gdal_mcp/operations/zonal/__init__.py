@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import InvalidArgument
 from ...processing.items import fetch, one_item, reference
-from ...processing.jobs import Job
+from ...processing.jobs import Job, timed
 from ...stac import item_datetime
 from .pixels import (
     Call,
@@ -328,8 +328,7 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
     """The statistics table of a checked request (see the module docstring): a GeoDataFrame, one
     row per zone and item (`per="item"`) or per zone and solar day (`per="day"`), its provenance
     in `attrs`. `job` gets a progress step per item and stops the reads when cancelled."""
-    job = job or Job()
-    job.limit_time(core.settings.limits.job_timeout_s)
+    job = timed(job, core)
     call = select(core, request)
     return table(core, call, *measure_items(core, call, job))
 
@@ -414,8 +413,7 @@ def estimate(core, request: ZonalRequest):
     from ...processing.estimate.result import Estimate, OutputSize
     from ...processing.items import plan_each
 
-    deadline = Job()  # a dry run is bounded by limits.job_timeout_s too (issue 30)
-    deadline.limit_time(core.settings.limits.job_timeout_s)
+    deadline = timed(None, core)  # a dry run is bounded by limits.job_timeout_s too (issue 30)
     call = select(core, request)
     planner = Planner(core)
     result = Estimate(operation="zonal_stats", notes=list(call.notes))
