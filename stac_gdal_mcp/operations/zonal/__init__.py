@@ -5,7 +5,8 @@ per item (or per solar day), straight from the items' COGs, with exactextract as
 a call would read and write (headers and tile indexes only), `run` computes the table, `save`
 writes it (GeoParquet or CSV) with a record naming every asset read.
 
-How one item is measured: see `zonal_pixels`; items on dask.distributed: `zonal_cluster`.
+How one item is measured: see `pixels`; the items selected, fanned out (threads or dask.distributed)
+and their failures kept in their rows by `processing.items`, the one item pipeline.
 `per="day"` measures the items of one collection, solar day (`load.solar_days`, odc-stac's) and
 CRS together, as one mosaic (`day_groups`, `zonal_pixels.mosaic`, `zonal_table.per_day`). A
 zone-observation whose valid share is under `min_valid_fraction` keeps count and fractions and
