@@ -295,35 +295,10 @@ class Session:
         >>> session.asset(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "nir").label
         'S2A_33TUL_20240808_0_L2A/nir'
         """
-        from .processing import access
+        from .operations.inputs import resolve
         from .processing.requests import AssetRef
 
-        ref = AssetRef(href, collection_id, item_id, asset, catalog)
-        if source is None:
-            return ref.resolve(self.core)
-        if isinstance(source, AssetRef) and not ref.given and asset is None:
-            return source.resolve(self.core)
-        if ref.given:
-            raise InvalidArgument(
-                "give the input either as `source` or as href / collection_id + item_id, not both"
-            )
-        if isinstance(source, access.AssetSource):
-            if asset is not None:
-                raise InvalidArgument("an AssetSource names its asset already; do not pass asset")
-            return source
-        if isinstance(source, (str, os.PathLike)):
-            if asset is not None:
-                raise InvalidArgument("an href names one file; do not pass asset")
-            return access.resolve_input(self.core, href=os.fspath(source))
-        item = _item_dict(source)
-        if item is not None:
-            if asset is None:
-                raise InvalidArgument("name the asset of the item: a key or a band common name, e.g. 'red'")
-            return access.asset_source(self.core, item, asset, catalog=catalog)
-        collection_id, item_id = _item_ref(source)
-        return access.resolve_input(
-            self.core, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog
-        )
+        return resolve(self.core, source, asset, AssetRef(href, collection_id, item_id, asset, catalog))
 
     def inspect(
         self,
@@ -468,23 +443,12 @@ class Session:
         (b'\\x89PNG', True)
         """
         from .operations import preview as previews
+        from .operations.inputs import preview_sources
         from .processing.requests import AssetRef
         from .results import Preview
 
-        if source is None or isinstance(source, AssetRef):  # as the server's tool names it
-            ref = source or AssetRef(href, collection_id, item_id, asset, catalog)
-            sources = previews.preview_sources(self.core, ref, assets)
-        elif asset is not None or isinstance(source, (str, os.PathLike)) or _is_asset_source(source):
-            if assets:
-                raise InvalidArgument("give either asset or assets, not both")
-            sources = [self.asset(source, asset, catalog=catalog)]
-        else:
-            item = _item_dict(source)
-            if item is None:
-                item = self.get_item(*_item_ref(source), catalog=catalog)
-            sources = [
-                self.asset(item, name, catalog=catalog) for name in previews.preview_assets(item, assets)
-            ]
+        ref = AssetRef(href, collection_id, item_id, asset, catalog)
+        sources = preview_sources(self.core, source, asset, assets, ref)
         request = previews.check(sources, bbox=bbox, max_size=max_size)
         answer = self._operate(previews, request, dry_run=dry_run, job=job)
         return answer if dry_run else Preview(png=answer[1], record=answer[0])
@@ -519,13 +483,12 @@ class Session:
         [{'item_id': 'S2B_33TUL_20240604_0_L2A', 'cloud_fraction': ..., 'scene_cloud_cover': 62.0}]
         """
         from .operations import cloud
-        from .results import CloudCover, SearchResults
+        from .operations.inputs import item_refs
+        from .results import CloudCover
 
-        if isinstance(items, SearchResults):
-            items = [{"collection_id": s.collection, "item_id": s.id} for s in items.summaries]
         request = cloud.check(
             aoi,
-            items=items,
+            items=item_refs(items),
             catalog=catalog,
             resolution=resolution,
             max_items=max_items,
@@ -682,11 +645,9 @@ class Session:
         'application/vnd.apache.parquet'
         """
         from .operations import zonal
+        from .operations.inputs import item_refs
         from .operations.zonal import region as zonal_region
-        from .results import SearchResults
 
-        if isinstance(items, SearchResults):
-            items = [{"collection_id": s.collection, "item_id": s.id} for s in items.summaries]
         # a zones file of more than limits.zonal_region_zones features: read and written in groups
         operation = zonal_region if zonal_region.applies(self.core, geometries) else zonal
         request = operation.check(
@@ -700,7 +661,7 @@ class Session:
             resolution=resolution,
             min_valid_fraction=min_valid_fraction,
             catalog=catalog,
-            items=None if items is None else list(items),
+            items=item_refs(items),
             max_items=max_items,
             **search_args(search),
         )
@@ -763,38 +724,3 @@ class Session:
         from .operations import registry
 
         return registry.save(self.core, result, format=format, output_name=output_name, job=job)
-
-
-def _is_asset_source(source: Any) -> bool:
-    from .processing.access import AssetSource
-
-    return isinstance(source, AssetSource)
-
-
-def _item_dict(source: Any) -> dict | None:
-    """A full STAC item from `source` (a dict with assets, or a pystac.Item), else None."""
-    if isinstance(source, dict) and "assets" in source:
-        return source
-    to_dict = getattr(source, "to_dict", None)
-    if callable(to_dict) and getattr(source, "assets", None) is not None and hasattr(source, "collection_id"):
-        return to_dict()
-    return None
-
-
-def _item_ref(source: Any) -> tuple[str, str]:
-    """(collection_id, item_id) of an ItemSummary, a {collection_id, item_id} dict or a pair."""
-    from .models import ItemSummary
-
-    if isinstance(source, ItemSummary) and source.collection:
-        return source.collection, source.id
-    if isinstance(source, dict):
-        cid = source.get("collection_id") or source.get("collection")
-        iid = source.get("item_id") or source.get("id")
-        if cid and iid:
-            return str(cid), str(iid)
-    if isinstance(source, (tuple, list)) and len(source) == 2 and all(isinstance(v, str) for v in source):
-        return source[0], source[1]
-    raise InvalidArgument(
-        "name the input as an href, a STAC item (dict or pystac.Item), an ItemSummary, "
-        f"or (collection_id, item_id); got {type(source).__name__}"
-    )
