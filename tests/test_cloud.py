@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import rasterio
 from fastmcp import Client
-from helpers import utm_aoi
+from helpers import fractions, utm_aoi
 from pyproj import Transformer
 from rasterio.features import geometry_mask
 from shapely import transform as shapely_transform
@@ -57,12 +57,7 @@ def scenes(cog_server, pgstac_api):
             seed=1,
             collection_id=S2,
             size_px=1024,
-            cloud_fraction=0.3,
-            shadow_fraction=0.05,
-            cirrus_fraction=0.03,
-            snow_fraction=0.04,
-            water_fraction=0.05,
-            nodata_fraction=0.1,
+            **fractions(cloud=0.3, shadow=0.05, cirrus=0.03, snow=0.04, water=0.05, nodata=0.1),
         ),
         # east neighbour: its west edge is the other's east edge (x = 510240)
         scene(
@@ -83,9 +78,7 @@ def scenes(cog_server, pgstac_api):
             seed=3,
             collection_id=S2,
             size_px=1024,
-            cloud_fraction=0.6,
-            shadow_fraction=0.1,
-            water_fraction=0.05,
+            **fractions(cloud=0.6, shadow=0.1, water=0.05),
         ),
     ]
     # Landsat over the same place, in the neighbouring UTM zone 32
@@ -100,12 +93,7 @@ def scenes(cog_server, pgstac_api):
             epsg=32632,
             origin=(round(x, -1), round(y, -1)),
             size_px=400,
-            cloud_fraction=0.25,
-            shadow_fraction=0.05,
-            cirrus_fraction=0.05,
-            snow_fraction=0.05,
-            water_fraction=0.1,
-            nodata_fraction=0.05,
+            **fractions(cloud=0.25, shadow=0.05, cirrus=0.05, snow=0.05, water=0.1, nodata=0.05),
         )
     ]
     broken = synthetic.item(

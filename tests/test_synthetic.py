@@ -14,6 +14,7 @@ import numpy as np
 import pystac
 import pytest
 import rasterio
+from helpers import fractions
 from pyproj import Transformer
 from rio_cogeo.cogeo import cog_validate
 
@@ -248,14 +249,7 @@ def test_unknown_kind_is_rejected():
 
 # ------------------------------------------------------------- write_scene()
 
-FRACTIONS = dict(
-    cloud_fraction=0.25,
-    shadow_fraction=0.06,
-    cirrus_fraction=0.03,
-    snow_fraction=0.02,
-    water_fraction=0.04,
-    nodata_fraction=0.1,
-)
+FRACTIONS = fractions(cloud=0.25, shadow=0.06, cirrus=0.03, snow=0.02, water=0.04, nodata=0.1)
 
 
 @pytest.fixture(scope="module", params=synthetic.KINDS)
@@ -395,10 +389,7 @@ def test_qa_pixel_known_pixels_decode(tmp_path):
         "2024-07-01T09:52:00Z",
         seed=3,
         size_px=200,
-        cloud_fraction=0.3,
-        shadow_fraction=0.05,
-        water_fraction=0.05,
-        nodata_fraction=0.1,
+        **fractions(cloud=0.3, shadow=0.05, water=0.05, nodata=0.1),
     )
     folder = tmp_path / d["id"]
     with rasterio.open(folder / "qa_pixel.tif") as src:
