@@ -140,13 +140,27 @@ def test_item_parses_and_bbox_matches_corners(kind, epsg, transform):
     assert list(footprint.bounds) == pytest.approx(d["bbox"], abs=1e-9)
 
 
+def square_item(kind: str, item_id: str, when: str, gsd: float, corner, size: int, **fields) -> dict:
+    """synthetic.item on a `size` x `size` grid of `gsd` m pixels from the upper-left `corner`."""
+    transform = (gsd, 0.0, corner[0], 0.0, -gsd, corner[1])
+    return synthetic.item(kind, item_id, when, transform=transform, shape=(size, size), **fields)
+
+
+def classification(d: dict, asset: str):
+    """pystac's classification extension of the item dict `d`'s `asset`."""
+    from pystac.extensions.classification import ClassificationExtension
+
+    return ClassificationExtension.ext(pystac.Item.from_dict(d, migrate=False).assets[asset])
+
+
 def test_item_core_schema_and_assets():
-    d = synthetic.item(
+    d = square_item(
         S2,
         "S2B_33TUL_20240714_0_L2A",
         "2024-07-14T10:06:22Z",
-        transform=(10.0, 0.0, 390000.0, 0.0, -10.0, 5090000.0),
-        shape=(512, 512),
+        10.0,
+        (390000.0, 5090000.0),
+        512,
         href_base="https://example.test/data",
     )
     assert d["properties"]["platform"] == "sentinel-2b"
@@ -187,20 +201,13 @@ def test_item_core_schema_and_assets():
     as_1_1 = dict(copy.deepcopy(d), stac_version="1.1.0")
     pystac.validation.validate_dict(as_1_1, stac_version="1.1.0", extensions=[])
 
-    from pystac.extensions.classification import ClassificationExtension
-
-    item = pystac.Item.from_dict(d, migrate=False)
-    classes = {c.value: c.name for c in ClassificationExtension.ext(item.assets["scl"]).classes}
+    classes = {c.value: c.name for c in classification(d, "scl").classes}
     assert classes[9] == "cloud_high_probability" and classes[3] == "cloud_shadows"
 
 
 def test_landsat_item_fields():
-    d = synthetic.item(
-        LANDSAT,
-        "LC08_L2SP_191028_20240806_02_T1",
-        "2024-08-06T09:52:55Z",
-        transform=(30.0, 0.0, 387615.0, 0.0, -30.0, 5092215.0),
-        shape=(256, 256),
+    d = square_item(
+        LANDSAT, "LC08_L2SP_191028_20240806_02_T1", "2024-08-06T09:52:55Z", 30.0, (387615.0, 5092215.0), 256
     )
     props = d["properties"]
     assert props["platform"] == "landsat-8"
@@ -212,12 +219,7 @@ def test_landsat_item_fields():
     assert "proj:shape" not in qa  # same grid as the item
     assert d["assets"]["nir08"]["raster:bands"][0]["scale"] == 0.0000275
 
-    from pystac.extensions.classification import ClassificationExtension
-
-    item = pystac.Item.from_dict(d, migrate=False)
-    fields = {
-        b.name: (b.offset, b.length) for b in ClassificationExtension.ext(item.assets["qa_pixel"]).bitfields
-    }
+    fields = {b.name: (b.offset, b.length) for b in classification(d, "qa_pixel").bitfields}
     assert fields["cloud"] == (3, 1) and fields["cloud_confidence"] == (8, 2)
 
 
