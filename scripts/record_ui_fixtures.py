@@ -82,7 +82,7 @@ async def record(names: list[str]) -> None:
                 if result.is_error:
                     raise SystemExit(f"{tool} failed: {result.content}")
                 recorded[name] = {"tool": tool, "arguments": arguments, "result": _clean(result)}
-            # What a host answers when the app asks for the ranked scenes' footprints (tools/call).
+            # The search the server makes for the ranked scenes' footprints (the ranking's map view).
             if "cloud_cover_stats" not in recorded:
                 return _write(recorded, tmp)
             rows = recorded["cloud_cover_stats"]["result"]["structuredContent"]["items"]
