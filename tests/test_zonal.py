@@ -23,6 +23,9 @@ from pyproj import Transformer
 from shapely import transform as shapely_transform
 from shapely.geometry import box, mapping, shape
 
+# a dask LocalCluster of 2 worker processes (pytest takes the fixture from this import)
+from test_distributed import cluster  # noqa: F401
+
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import InvalidArgument, OperationCancelled
 from stac_gdal_mcp.operations import zonal
@@ -470,19 +473,7 @@ def test_the_package_has_one_solar_day_definition():
 # --- on dask.distributed ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    import logging
-
-    from distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
-    ) as cluster:
-        yield cluster
-
-
-def test_a_local_cluster_gives_the_threaded_table(make_settings, pgstac_api, scenes, session, cluster):
+def test_a_local_cluster_gives_the_threaded_table(make_settings, pgstac_api, scenes, session, cluster):  # noqa: F811
     """Items measured in the worker processes of a LocalCluster: the very table of the threaded
     run, failed item included (its error rows as the threads give them)."""
     import pandas as pd
