@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
 from .core import Core
-from .discovery.query import SearchArgs, SearchKeywords, search_args
+from .discovery.query import SearchArgs, search_args
 from .errors import InvalidArgument
+from .session_discovery import Discovery
 from .settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     import xarray as xr
 
     from .maps import MapView
-    from .models import CatalogInfo, CollectionDetail, CollectionList, Queryables
     from .outputs import OutputRecord, OutputStore
     from .processing.access import AssetSource
     from .processing.estimate import Estimate
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 Source = Any
 
 
-class Session:
+class Session(Discovery):
     """Find imagery in STAC catalogs and process its COG assets: one object, one method per task.
 
     `Session(config=None, *, workspace=None, **settings)`: `config` is a TOML settings file (or a
@@ -110,169 +110,6 @@ class Session:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    # --- discovery ---------------------------------------------------------------------------
-
-    def catalogs(self, check_reachable: bool = False) -> list[CatalogInfo]:
-        """The configured catalogs: id, title, url or path, kind; with `check_reachable`, whether
-        each answers and which search features it supports (a request to each remote one).
-
-        >>> [c.id for c in session.catalogs()][:4]
-        ['earth-search', 'planetary-computer', 'usgs-landsat', 'sample']
-        """
-        return self.core.catalogs.info(check_reachable=check_reachable)
-
-    def collections(
-        self,
-        catalog: str | None = None,
-        *,
-        q: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> CollectionList:
-        """One page of a catalog's collections (id, title, short description, extent, license,
-        asset keys); `q`: free-text words; `cursor`: the `next_cursor` of the previous page.
-
-        >>> [c.id for c in session.collections().collections]
-        ['sentinel-2-l2a', 'landsat-c2-l2']
-        """
-        from .discovery.collections import list_collections
-
-        return list_collections(self.core, catalog, q, limit, cursor)
-
-    def collection(self, collection_id: str, catalog: str | None = None) -> CollectionDetail:
-        """One collection: extent, summaries, item_assets (roles, band common names, gsd),
-        providers, license, links.
-
-        >>> sorted(session.collection("sentinel-2-l2a").item_assets)[:3]
-        ['blue', 'green', 'nir']
-        """
-        from .discovery.collections import get_collection
-
-        return get_collection(self.core, collection_id, catalog)
-
-    def collection_json(self, collection_id: str, catalog: str | None = None) -> dict[str, Any]:
-        """A collection's full STAC JSON (a dict; `pystac.Collection.from_dict` makes one of it).
-
-        >>> session.collection_json("sentinel-2-l2a")["type"]
-        'Collection'
-        """
-        from .discovery.collections import get_collection_json
-
-        return get_collection_json(self.core, collection_id, catalog)
-
-    def queryables(self, collection_id: str | None = None, catalog: str | None = None) -> Queryables:
-        """Properties usable in `filter` / `query` of a search, with their types.
-
-        >>> "eo:cloud_cover" in [q.name for q in session.queryables("sentinel-2-l2a").queryables]
-        True
-        """
-        from .discovery.collections import get_queryables
-
-        return get_queryables(self.core, collection_id, catalog)
-
-    def search(
-        self,
-        *,
-        catalog: str | list[str] | None = None,
-        collections: list[str] | str | None = None,
-        bbox: Sequence[float] | None = None,
-        intersects: dict | None = None,
-        datetime: str | None = None,
-        ids: list[str] | None = None,
-        query: dict | None = None,
-        filter: str | dict | None = None,
-        filter_lang: Literal["cql2-text", "cql2-json"] | None = None,
-        sortby: str | list[str] | None = None,
-        max_cloud_cover: float | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        detail: Literal["summary", "full", "count"] = "summary",
-        fields: list[str] | dict | None = None,
-    ) -> SearchResults:
-        """Search a catalog for items (the arguments of STAC API item search, as the server's
-        search_items tool takes them). A condition the catalog cannot take is translated or applied
-        here, and `notes` says so. `fields` (STAC fields extension, e.g. ["id", "datetime"] or
-        ["-links"]): the parts of full items, or the summary keys, wanted; detail="count": only
-        `matched`, exact (`page.matched_is` says how it was counted). Several catalogs (a list, comma-separated ids, "*": all) give
-        one merged, de-duplicated page (copies in `also_in`, counts per catalog in `catalogs`). Returns one page (`limit` items, default limits.page_size):
-        iterate it, `to_dataframe()` it, `next()` for the following page.
-
-        >>> results = session.search(collections=["sentinel-2-l2a"], bbox=[13.55, 45.85, 13.75, 45.98],
-        ...                          max_cloud_cover=30, sortby="-datetime", limit=2)
-        >>> results.ids, results.matched
-        (['S2A_33TUL_20240808_0_L2A', 'S2B_33TUL_20240714_0_L2A'], 3)
-        >>> results.next().ids
-        ['S2A_33TUL_20240619_0_L2A']
-        >>> results.to_dataframe()[["id", "cloud_cover"]].to_dict("records")[0]
-        {'id': 'S2A_33TUL_20240808_0_L2A', 'cloud_cover': 5.0}
-        """
-        args = {k: v for k, v in locals().items() if k not in ("self", "catalog")}  # the arguments
-        from .discovery.federated import catalog_ids, federated_search
-        from .discovery.search import search_items
-        from .results import SearchResults
-
-        several = catalog_ids(self.core, catalog)
-        if len(several) > 1:  # one merged, de-duplicated result (discovery/federated.py)
-            page = federated_search(self.core, several, **args)
-        elif detail == "count":  # how many match, exact (discovery/count.py)
-            from .discovery.count import count_items
-
-            page = count_items(self.core, several[0], **args)
-        else:
-            page = search_items(self.core, catalog=several[0], **args)
-        return SearchResults(page, self, catalog=catalog, limit=limit, detail=detail, arguments=args)
-
-    def get_item(self, collection_id: str, item_id: str, catalog: str | None = None) -> dict[str, Any]:
-        """The full STAC item (a GeoJSON Feature dict), asset hrefs signed where the catalog
-        needs it. (`pystac.Item.from_dict(item)` makes a pystac Item of it.)
-
-        >>> item = session.get_item("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A")
-        >>> item["properties"]["eo:cloud_cover"], "red" in item["assets"]
-        (5.0, True)
-        """
-        from .discovery.collections import get_item
-
-        return get_item(self.core, collection_id, item_id, catalog)
-
-    def save_search(
-        self,
-        *,
-        catalog: str | list[str] | None = None,
-        format: Literal["geoparquet", "ndjson"] = "geoparquet",
-        max_items: int | None = None,
-        output_name: str | None = None,
-        job: Job | None = None,
-        fields: list[str] | dict | None = None,
-        partition_by: Sequence[str] | str | None = None,
-        **search: Unpack[SearchKeywords],
-    ) -> OutputRecord:
-        """Every item a search finds (the arguments of `search`; up to `max_items`, default
-        limits.max_items), full, written into the workspace as a stac-geoparquet file (or
-        format="ndjson": one item per line) with a record; asset hrefs as the catalog gives them,
-        unsigned. The file reads back as a catalog (`[[catalogs]] path = ...`), with
-        stac-geoparquet, rustac or DuckDB. (`SearchResults.to_geoparquet(path)` writes anywhere.)
-        `partition_by` (any of "collection", "year", "month"): a folder of hive folders instead,
-        rows sorted by datetime. limits.max_output_bytes holds while writing.
-
-        >>> record = session.save_search(collections=["sentinel-2-l2a"], bbox=aoi, max_cloud_cover=30)
-        >>> record.properties.title, record.assets["data"].type
-        ('3 items of a search of sample', 'application/vnd.apache.parquet')
-        """
-        from .discovery.fields import saved_fields
-        from .discovery.query import SEARCH_KEYWORDS, check_names
-
-        check_names(search, SEARCH_KEYWORDS)
-        results = self.search(
-            catalog=catalog,
-            detail="full",
-            limit=self.settings.limits.max_items,
-            fields=saved_fields(fields),
-            **search,
-        )
-        return results.save(
-            format, max_items=max_items, output_name=output_name, job=job, partition_by=partition_by
-        )
 
     # --- inputs --------------------------------------------------------------------------------
 

@@ -181,7 +181,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("processing",),
     ("operations",),
     ("html", "results", "maps"),
-    ("session",),
+    ("session", "session_discovery"),  # Session, and its discovery methods (a mixin)
     ("",),  # the package face
     ("server", "demo", "cli", "__main__"),
 ]

@@ -267,12 +267,17 @@ def test_public_names_are_few_and_documented():
 def test_docstring_examples_run(tmp_path, monkeypatch):
     """Every `>>>` example of the package docstring and of Session's methods, on the sample catalog."""
     import stac_gdal_mcp.session
+    import stac_gdal_mcp.session_discovery
 
     monkeypatch.setenv("STAC_GDAL_MCP_WORKSPACE", str(tmp_path / "workspace"))
     with stac_gdal_mcp.Session(default_catalog="sample") as session:
         globs = {"session": session, "aoi": FIELDS}
         flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
-        for module, extra in ((stac_gdal_mcp, None), (stac_gdal_mcp.session, globs)):
+        for module, extra in (
+            (stac_gdal_mcp, None),
+            (stac_gdal_mcp.session, globs),
+            (stac_gdal_mcp.session_discovery, globs),  # Session's discovery methods
+        ):
             result = doctest.testmod(module, optionflags=flags, extraglobs=extra, report=False)
             assert result.failed == 0 and result.attempted > 5, module.__name__
 
