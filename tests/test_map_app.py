@@ -201,6 +201,45 @@ async def test_resource_and_tool_meta_follow_the_ui_extension():
         }
 
 
+async def test_a_ranking_keeps_its_view_when_its_footprints_cannot_be_found():
+    """A tool on the map whose ranking's footprints search fails: the answer is unchanged and its
+    view says why in a note; a tool off the map and a tool error carry no view."""
+    from fastmcp import Client, FastMCP
+    from fastmcp.apps import UI_EXTENSION_ID
+    from fastmcp.exceptions import ToolError
+    from mcp.client.extension import advertise
+
+    mcp = FastMCP("map-view-test")
+    register_map_app(mcp)
+    ranking = {"aoi_bbox": [1.0, 2.0, 3.0, 4.0], "items": [{"item_id": "a", "collection_id": "c"}]}
+
+    @mcp.tool(app=map_app_config())
+    def ranked(catalog: str) -> dict:
+        return ranking
+
+    @mcp.tool(app=map_app_config())
+    def failing() -> dict:
+        raise ToolError("no such scene")
+
+    @mcp.tool
+    def search_items(ids: list[str], limit: int, catalog: str, collections: list[str]) -> dict:
+        raise ToolError(f"catalog {catalog!r} is offline")
+
+    async with Client(mcp, extensions=[advertise(UI_EXTENSION_ID)]) as client:
+        result = await client.call_tool_mcp("ranked", {"catalog": "x"})
+        assert result.structured_content == ranking
+        view = result.meta[VIEW_META]
+        assert [r["id"] for r in view["ranking"]] == ["a"] and view["footprints"] == []
+        assert view["notes"] == ["Footprints could not be fetched: catalog 'x' is offline"]
+        assert view["aois"] == [{"bbox": [1.0, 2.0, 3.0, 4.0], "geometry": None, "tool": "ranked"}]
+        off_the_map = await client.call_tool_mcp(
+            "search_items", {"ids": ["a"], "limit": 1, "catalog": "x", "collections": ["c"]}
+        )
+        failed = await client.call_tool_mcp("failing", {})
+        for answer in (off_the_map, failed):
+            assert answer.is_error and VIEW_META not in (answer.meta or {})
+
+
 def test_view_of_a_search():
     search = fixture("search_items")
     view = build_map_view([search])
@@ -733,6 +772,14 @@ def test_output_and_quicklook_posted_as_the_server_sends_them(page, live, tmp_pa
     assert check_outlines(img, proj, [(preview["arguments"]["bbox"], AOI)]) >= 8
     assert record["id"] in page.inner_text("#status")
     assert check_quicklook(img, proj, preview, others=[preview["arguments"]["bbox"], record["bbox"]]) >= 10
+
+    # a tool error (it carries no view) is shown as its text, instead of a map
+    page.evaluate(
+        """() => window.postMessage({jsonrpc: '2.0', method: 'ui/notifications/tool-result',
+            params: {isError: true, content: [{type: 'text', text: "collection 'x' not found"}]}}, '*')"""
+    )
+    page.wait_for_selector("#status.error")
+    assert page.inner_text("#status") == "collection 'x' not found" and page.is_hidden("#map")
 
 
 # Two calls' AOIs at opposite corners of the northern Adriatic, and places there that are land or
