@@ -132,10 +132,21 @@ class Cluster:
     def threads(self) -> int:
         return sum(self.client.nthreads().values())
 
-    def run(self, job: Job, fn: Callable, *args):
+    def run(self, job: Job, fn: Callable, *args, place: str | None = None):
         """`fn(shared, key, *args)` on a worker; waits for it, checking the job (a stop cancels
-        it); its failure raised here as `ItemFailed`, in the worker's words."""
-        future = self.client.submit(_on_worker, fn, self.shared, self.key, *args, pure=False)
+        it); its failure raised here as `ItemFailed`, in the worker's words. `place` (an item's
+        id): every task of one place runs on the same worker, call after call, so the tiles it
+        read stay in that worker's /vsicurl/ cache (zonal statistics at region scale measure an
+        item once per group of zones; measured 2.16x -> 1.18x the bytes of the touched tiles)."""
+        workers = None
+        if place is not None:
+            import zlib
+
+            names = sorted(self.client.scheduler_info()["workers"])
+            workers = names and [names[zlib.crc32(place.encode()) % len(names)]]
+        future = self.client.submit(
+            _on_worker, fn, self.shared, self.key, *args, pure=False, workers=workers or None
+        )
         try:
             while True:
                 try:

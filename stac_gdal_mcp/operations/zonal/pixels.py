@@ -472,7 +472,9 @@ def on_cluster(cluster):
     request): the client resolves the item, a worker reads and measures it."""
 
     def measure(settings, call: Call, inputs: list[ItemInputs], indexes: list[int], job: Job):
-        return cluster.run(job, measure_on_worker, settings, inputs, indexes)
+        return cluster.run(
+            job, measure_on_worker, settings, inputs, indexes, place=inputs[0].sources[0].item_id
+        )
 
     return measure
 
