@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import unquote, urlsplit
 
 from .rangeserver import CHUNK, parse_range
@@ -81,6 +82,12 @@ class Request:
     def size(self) -> int:
         return self.file.stat().st_size if self.file else 0
 
+    @property
+    def length(self) -> int:
+        """The number of bytes asked for: the range's, else the whole file's."""
+        first, last = self.range or (0, self.size - 1)
+        return last - first + 1
+
 
 @dataclass(kw_only=True)
 class Fault:
@@ -98,6 +105,7 @@ class Fault:
     after: int = 0
     from_byte: int = 0
     times: int | None = None
+    files_only: ClassVar[bool] = False  # a mode that answers with (part of) the file
 
     def applies(self, request: Request) -> bool:
         """Whether this request counts for the fault at all (`from_byte`); `index` counts only
@@ -105,7 +113,7 @@ class Fault:
         return not self.from_byte or (request.range is not None and request.range[0] >= self.from_byte)
 
     def respond(self, handler: FaultHandler, request: Request) -> bool:
-        if request.index < self.after:
+        if request.index < self.after or (self.files_only and request.file is None):
             return False
         if self.times is not None and request.index >= self.after + self.times:
             return False
@@ -137,30 +145,24 @@ class ServerError(Fault):
 @dataclass(kw_only=True)
 class AbortMidBody(Fault):
     fraction: float = 0.5
+    files_only: ClassVar[bool] = True
 
     def inject(self, handler, request):
-        if request.file is None:
-            return False
-        first, last = request.range or (0, request.size - 1)
-        cut = int((last - first + 1) * self.fraction)
-        handler.send_file(request, limit=cut)
+        handler.send_file(request, limit=int(request.length * self.fraction))
         handler.abort()
         return True
 
 
 @dataclass(kw_only=True)
 class WrongLength(Fault):
+    """Claims `extra` bytes more (or, negative, fewer: and sends only those) than it sends."""
+
     extra: int = 1000
+    files_only: ClassVar[bool] = True
 
     def inject(self, handler, request):
-        if request.file is None:
-            return False
-        first, last = request.range or (0, request.size - 1)
-        length = last - first + 1
-        if self.extra < 0:
-            handler.send_file(request, declared=length + self.extra, limit=length + self.extra)
-        else:
-            handler.send_file(request, declared=length + self.extra)
+        declared = request.length + self.extra
+        handler.send_file(request, declared=declared, limit=min(declared, request.length))
         handler.abort()
         return True
 
@@ -168,10 +170,9 @@ class WrongLength(Fault):
 @dataclass(kw_only=True)
 class Drip(Fault):
     interval_s: float = 2.0
+    files_only: ClassVar[bool] = True
 
     def inject(self, handler, request):
-        if request.file is None:
-            return False
         handler.send_file(request, drip_s=self.interval_s)
         return True
 
@@ -202,10 +203,9 @@ class MalformedJSON(Fault):
 @dataclass(kw_only=True)
 class LoopNext(Fault):
     pages: int | None = None
+    files_only: ClassVar[bool] = True
 
     def inject(self, handler, request):
-        if request.file is None:
-            return False
         if self.pages is not None and request.index >= self.after + self.pages:
             return False
         page = json.loads(request.file.read_text())
