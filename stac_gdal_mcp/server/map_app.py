@@ -98,7 +98,11 @@ def _map_views():
             tool = await ctx.fastmcp.get_tool(name)
             if tool is None or ((tool.meta or {}).get("ui") or {}).get("resourceUri") != MAP_URI:
                 return result
-            view = await map_view(ctx.fastmcp, name, arguments, result)
+            try:
+                view = await map_view(ctx.fastmcp, name, arguments, result)
+            except Exception:  # the answer matters more than its map: sent without a view
+                log.exception("map: no view for a %s result", name)
+                return result
             result.meta = {**(result.meta or {}), VIEW_META: view}
             return result
 
