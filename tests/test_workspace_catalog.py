@@ -24,6 +24,17 @@ AOI = [13.60, 45.92, 13.62, 45.935]  # inside the sample catalog's scenes
 JUNE_JULY = "2024-06-01/2024-07-31"
 
 
+async def call(client, tool: str, **args) -> dict:
+    """The structured answer of `tool` called with `args` through `client`."""
+    return (await client.call_tool(tool, args)).structured_content
+
+
+async def reproject(client, asset: str) -> dict:
+    """The record of `asset` of the sample's June 4 scene inside AOI, warped to EPSG:4326."""
+    scene = {"catalog": "sample", "collection_id": "sentinel-2-l2a", "item_id": "S2B_33TUL_20240604_0_L2A"}
+    return await call(client, "reproject_asset", **scene, asset=asset, dst_crs="EPSG:4326", bbox=AOI)
+
+
 def documents(workspace: Path) -> list[Path]:
     return [workspace / "catalog.json", *sorted((workspace / "stac").glob("*/collection.json"))] + sorted(
         (workspace / "stac").glob("*/items/*.json")
@@ -59,41 +70,32 @@ async def test_workspace_catalog_finds_a_composite_and_validates(build, make_set
     settings = make_settings(default_catalog="sample")
     workspace = settings.workspace
     async with Client(build(settings)) as client:
-
-        async def call(tool, **args):
-            return (await client.call_tool(tool, args)).structured_content
-
         composite = await call(
+            client,
             "composite",
             aoi=AOI,
             bands=["red", "nir"],
             search={"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": JUNE_JULY},
         )
         made = composite["output"]["id"]
-        found = await call("search_items", catalog="workspace")
+        found = await call(client, "search_items", catalog="workspace")
         assert [i["id"] for i in found["items"]] == [made]
         assert found["items"][0]["collection"] == "composite"
 
-        record = await call(
-            "reproject_asset",
-            catalog="sample",
-            collection_id="sentinel-2-l2a",
-            item_id="S2B_33TUL_20240604_0_L2A",
-            asset="red",
-            dst_crs="EPSG:4326",
-            bbox=AOI,
-        )
-        both = await call("search_items", catalog="workspace", bbox=AOI)
+        record = await reproject(client, "red")
+        both = await call(client, "search_items", catalog="workspace", bbox=AOI)
         assert {i["id"] for i in both["items"]} == {made, record["id"]}
-        only = await call("search_items", catalog="workspace", collections=["reproject_asset"], detail="full")
+        only = await call(
+            client, "search_items", catalog="workspace", collections=["reproject_asset"], detail="full"
+        )
         assert [i["id"] for i in only["items"]] == [record["id"]]
         assert Path(only["items"][0]["assets"]["data"]["href"]) == Path(record["assets"]["data"]["href"])
-        june_4 = await call("search_items", catalog="workspace", datetime="2024-06-04")
+        june_4 = await call(client, "search_items", catalog="workspace", datetime="2024-06-04")
         assert record["id"] in {i["id"] for i in june_4["items"]}  # the source's time
 
-        listed = await call("list_catalogs")
+        listed = await call(client, "list_catalogs")
         assert "workspace" in {c["id"] for c in listed["catalogs"]}
-        outputs = await call("list_outputs")
+        outputs = await call(client, "list_outputs")
 
     ids = check_static_catalog(workspace)
     assert sorted(ids) == sorted(o["id"] for o in outputs["outputs"]) == sorted([made, record["id"]])
@@ -105,25 +107,17 @@ async def test_workspace_catalog_finds_a_composite_and_validates(build, make_set
 async def test_deleting_an_output_removes_it_from_the_catalog(build, make_settings):
     settings = make_settings(default_catalog="sample")
     async with Client(build(settings)) as client:
-
-        async def call(tool, **args):
-            return (await client.call_tool(tool, args)).structured_content
-
         ids = []
         for asset in ("red", "nir"):
-            record = await call(
-                "reproject_asset",
-                catalog="sample",
-                collection_id="sentinel-2-l2a",
-                item_id="S2B_33TUL_20240604_0_L2A",
-                asset=asset,
-                dst_crs="EPSG:4326",
-                bbox=AOI,
-            )
+            record = await reproject(client, asset)
             ids.append(record["id"])
-        assert {i["id"] for i in (await call("search_items", catalog="workspace"))["items"]} == set(ids)
-        await call("delete_output", output_id=ids[0])
-        assert [i["id"] for i in (await call("search_items", catalog="workspace"))["items"]] == [ids[1]]
+        assert {i["id"] for i in (await call(client, "search_items", catalog="workspace"))["items"]} == set(
+            ids
+        )
+        await call(client, "delete_output", output_id=ids[0])
+        assert [i["id"] for i in (await call(client, "search_items", catalog="workspace"))["items"]] == [
+            ids[1]
+        ]
     assert check_static_catalog(settings.workspace) == [ids[1]]
     assert not (settings.workspace / "stac" / "reproject_asset" / "items" / f"{ids[0]}.json").exists()
 
@@ -136,18 +130,15 @@ async def test_a_time_series_table_and_chart_are_found_by_place(build, make_sett
         "coordinates": [[[13.60, 45.92], [13.62, 45.92], [13.62, 45.935], [13.60, 45.935], [13.60, 45.92]]],
     }
     async with Client(build(settings)) as client:
-
-        async def call(tool, **args):
-            return (await client.call_tool(tool, args)).structured_content
-
         series = await call(
+            client,
             "time_series",
             aoi=polygon,
             search={"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": JUNE_JULY},
         )
         made = {series["csv"]["id"], series["chart"]["id"]}
-        here = await call("search_items", catalog="workspace", bbox=[13.61, 45.925, 13.615, 45.93])
-        elsewhere = await call("search_items", catalog="workspace", bbox=[10.0, 40.0, 10.1, 40.1])
+        here = await call(client, "search_items", catalog="workspace", bbox=[13.61, 45.925, 13.615, 45.93])
+        elsewhere = await call(client, "search_items", catalog="workspace", bbox=[10.0, 40.0, 10.1, 40.1])
     assert {i["id"] for i in here["items"]} == made
     assert elsewhere["items"] == []
     for item in here["items"]:
@@ -160,20 +151,9 @@ async def test_an_output_is_an_input_by_reference_in_the_workspace_catalog(build
     (processing takes the workspace catalog's config from the catalogs, not the settings)."""
     settings = make_settings(default_catalog="sample")
     async with Client(build(settings)) as client:
-
-        async def call(tool, **args):
-            return (await client.call_tool(tool, args)).structured_content
-
-        record = await call(
-            "reproject_asset",
-            catalog="sample",
-            collection_id="sentinel-2-l2a",
-            item_id="S2B_33TUL_20240604_0_L2A",
-            asset="red",
-            dst_crs="EPSG:4326",
-            bbox=AOI,
-        )
+        record = await reproject(client, "red")
         info = await call(
+            client,
             "inspect_asset",
             catalog="workspace",
             collection_id="reproject_asset",
