@@ -43,6 +43,7 @@ LANDSAT = "landsat-c2-l2"
 ITEM = "S2A_33TUL_20240808_0_L2A"
 JUNE_JULY = "2024-06-01/2024-07-31"
 REF = {"catalog": "sample", "collection_id": S2, "item_id": ITEM}
+RED = {**REF, "asset": "red"}
 SEARCH = {"collections": [S2], "datetime": JUNE_JULY}
 FIELDS = {  # two fields inside AOI, as zones
     "type": "FeatureCollection",
@@ -112,9 +113,9 @@ CALLS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "reproject-dry",
         "reproject_asset",
-        {**REF, "asset": "red", "dst_crs": "EPSG:4326", "bbox": AOI, "dry_run": True},
+        {**RED, "dst_crs": "EPSG:4326", "bbox": AOI, "dry_run": True},
     ),
-    ("reproject", "reproject_asset", {**REF, "asset": "red", "dst_crs": "EPSG:4326", "bbox": AOI}),
+    ("reproject", "reproject_asset", {**RED, "dst_crs": "EPSG:4326", "bbox": AOI}),
     (
         "reproject-quicklook",
         "reproject_asset",
@@ -134,13 +135,13 @@ CALLS: list[tuple[str, str, dict[str, Any]]] = [
         "reproject_asset",
         {**REF, "asset": "nir", "dst_crs": "EPSG:3857", "bbox": AOI, "output_name": "nir-3857"},
     ),
-    ("reproject-bad-crs", "reproject_asset", {**REF, "asset": "red", "dst_crs": "EPSG:nope"}),
+    ("reproject-bad-crs", "reproject_asset", {**RED, "dst_crs": "EPSG:nope"}),
     (
         "convert-dry",
         "convert_asset",
-        {**REF, "asset": "red", "output_format": "PNG", "bbox": AOI, "dry_run": True},
+        {**RED, "output_format": "PNG", "bbox": AOI, "dry_run": True},
     ),
-    ("convert-png", "convert_asset", {**REF, "asset": "red", "output_format": "PNG", "bbox": AOI}),
+    ("convert-png", "convert_asset", {**RED, "output_format": "PNG", "bbox": AOI}),
     (
         "convert-gtiff",
         "convert_asset",
@@ -154,7 +155,7 @@ CALLS: list[tuple[str, str, dict[str, Any]]] = [
         },
     ),
     ("convert-href", "convert_asset", {"href": "$file:reproject", "output_format": "COG"}),
-    ("convert-bad-band", "convert_asset", {**REF, "asset": "red", "output_format": "GTiff", "bands": [5]}),
+    ("convert-bad-band", "convert_asset", {**RED, "output_format": "GTiff", "bands": [5]}),
     ("preview-dry", "preview", {**REF, "bbox": AOI, "max_size": 64, "dry_run": True}),
     ("preview-item", "preview", {**REF, "bbox": AOI, "max_size": 64}),
     ("preview-asset", "preview", {**REF, "asset": "nir", "max_size": 64}),
@@ -404,9 +405,7 @@ async def _record_task(client, norm) -> dict[str, Any]:
     """convert_asset as an MCP task: its final result (the statuses on the way depend on timing)."""
     from fastmcp_tasks import call_tool_task
 
-    task = await call_tool_task(
-        client, "convert_asset", {**REF, "asset": "red", "output_format": "GTiff", "bbox": AOI}
-    )
+    task = await call_tool_task(client, "convert_asset", {**RED, "output_format": "GTiff", "bbox": AOI})
     result = await task.result()
     norm.learn(result.structured_content)
     return {
