@@ -9,9 +9,10 @@ position), twice:
    finite coordinates, area, WGS84 bounds), its place on a Hilbert curve over the zones' extent
    (the centre of its bounding box; geopandas' `hilbert_distance`), 16 bytes a zone, and the
    extent;
-2. `SortedZones.groups`: each batch's rows, tagged with their place, written to a temporary Parquet
-   dataset (pyarrow's `write_dataset`), one folder per bucket of `BUCKET_ZONES` neighbours; each
-   bucket is then read alone, sorted along the curve and cut into groups of neighbours, each
+2. `SortedZones.groups`: each batch's rows, tagged with their place, written to a temporary Arrow
+   IPC dataset (pyarrow's `write_dataset`; IPC writes each batch as it comes, where Parquet would
+   hold a bucket's row group in memory), one folder per bucket of `BUCKET_ZONES` neighbours; each
+   bucket is then read alone, ordered along the curve and cut into groups of neighbours, each
    checked by `zones.zones_of` as a small call's zones are. Ids must be unique over the whole file
    (the ids alone are compared, once, before the first group).
 """
@@ -27,9 +28,9 @@ from typing import Any
 
 from ...errors import InvalidArgument
 from .checks import Zones, check_unique, one_id_type, zones_of
-from .files import batches, wgs84_transform
+from .files import BATCH_ZONES, batches, wgs84_transform
 
-BUCKET_ZONES = 50_000  # rows of one bucket, sorted in memory
+BUCKET_ZONES = 20_000  # rows of one bucket, read whole when its groups are cut
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,14 @@ class ZoneFile:
         xy = np.concatenate(centres)
         del centres
         extent = (*np.min(lows, axis=0), *np.max(highs, axis=0))
-        key = geopandas.GeoSeries(shapely.points(xy)).hilbert_distance(total_bounds=extent).to_numpy()
+        key = np.concatenate(  # (a batch of points at a time: not a shapely point per zone at once)
+            [
+                geopandas.GeoSeries(shapely.points(xy[k : k + BATCH_ZONES]))
+                .hilbert_distance(total_bounds=extent)
+                .to_numpy()
+                for k in range(0, len(xy), BATCH_ZONES)
+            ]
+        )
         del xy
         place = np.empty(len(key), dtype="int64")
         place[np.argsort(key, kind="stable")] = np.arange(len(key))
@@ -116,7 +124,7 @@ class SortedZones:
         ds.write_dataset(
             pa.RecordBatchReader.from_batches(first.schema, itertools.chain([first], stream)),
             folder,
-            format="parquet",
+            format="arrow",  # (Arrow IPC: each batch written as it comes; Parquet keeps a row group)
             partitioning=ds.partitioning(pa.schema([("_bucket", pa.int64())])),
         )
 
@@ -125,7 +133,7 @@ class SortedZones:
         import pyarrow.compute as pc
         import pyarrow.dataset as ds
 
-        dataset = ds.dataset(folder, format="parquet")
+        dataset = ds.dataset(folder, format="arrow")
         if "_id" not in dataset.schema.names:
             return  # positions
         counts = dataset.to_table(columns=["_id"]).group_by("_id").aggregate([("_id", "count")])
@@ -134,12 +142,14 @@ class SortedZones:
             check_unique(repeated * 2, self.file.id_property)
 
     def _cut(self, bucket: Path, group_zones: int, to_wgs84) -> Iterator[Zones]:
-        import pyarrow.parquet as pq
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
         import shapely
 
-        table = pq.read_table(bucket).sort_by("_place")
+        table = ds.dataset(bucket, format="arrow").to_table()
+        order = pc.sort_indices(table["_place"])  # (each group taken in turn: no sorted copy)
         for start in range(0, table.num_rows, group_zones):
-            part = table.slice(start, group_zones)
+            part = table.take(order.slice(start, group_zones))
             geoms = shapely.from_wkb(part["_wkb"].to_numpy(zero_copy_only=False), on_invalid="ignore")
             ids = part["_id" if "_id" in part.column_names else "_row"].to_pylist()
             yield zones_of(
