@@ -1,11 +1,17 @@
-"""Analysis tools: cloud cover inside an AOI, time series and composites over a search.
+"""Analysis tools: cloud cover inside an AOI, time series and composites over a search, exact
+statistics per zone (field, district) and per item or day.
 
 Each tool body is one `run_operation` (operations.py): its Session method as a job (progress to
 the client: one step per item for cloud_cover_stats, dask tasks for the loads; a cancelled request
 stops the work), then the result's outputs saved in the same job (time_series: CSV and chart;
-composite: the COG) and answered as its kind says (operations/registry.py).
+composite: the COG; zonal_stats: its GeoParquet) and answered as its kind says
+(operations/registry.py). zonal_stats's answer carries the rows that fit limits.max_result_bytes
+(the rest in the saved table, linked as a resource), the zones with the first statistic for the
+map app, and with `per="day"` a chart of the per-zone series as an image (class fractions: a
+chart of them).
 """
 
+import re
 from typing import Annotated, Any, Literal
 
 from fastmcp import Context
@@ -14,8 +20,10 @@ from pydantic import Field
 
 from ...operations import cloud, series
 from ...operations import composite as composites
+from ...operations.zonal import result as zonal_result
 from ...session import Session
 from ..images import QuicklookArg
+from ..resources import OUTPUT_URI
 from . import READ_ONLY, WRITES_OUTPUT, session_tool
 from .args import DryRunArg, SearchArg, SearchOrItemsArg, json_text, search_kwargs
 from .confirm import ConfirmArg
@@ -115,3 +123,61 @@ async def composite(
     load = dict(mask_clouds=mask_clouds, resolution=resolution, crs=crs, max_items=max_items)
     arguments = dict(method=method, dry_run=dry_run, quicklook=quicklook, **load, **search_kwargs(search))
     return await run_operation(ctx, session, "composite", aoi, bands, confirm=confirm, **arguments)
+
+
+_OUTPUT = re.compile(re.escape(OUTPUT_URI.split("{", 1)[0]) + r"([^/]+)(?:/file)?")
+
+GeometriesArg = json_text(
+    dict[str, Any] | list[dict[str, Any]] | str,
+    "GeoJSON (FeatureCollection, Features, polygon), a workspace file or output URI",
+)
+
+
+def _zones(session: Session, geometries):
+    """A stac-gdal://outputs/ URI as the output's file in the workspace; anything else as given."""
+    if isinstance(geometries, str):
+        found = _OUTPUT.fullmatch(geometries.strip())
+        if found:
+            return str(session.outputs.path(found.group(1)))
+    return geometries
+
+
+@session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
+async def zonal_stats(
+    session: Session,
+    geometries: GeometriesArg,
+    search: SearchOrItemsArg = None,
+    id_property: Annotated[str | None, Field(description="property naming each zone")] = None,
+    expression: Annotated[str, Field(description="ndvi, ndwi, a band, an asset (scl) or a formula")] = "ndvi",
+    stats: json_text(list[str], "mean, median, min, max, count, majority, frac, quantile(q=0.9)...") = (
+        "mean",
+        "count",
+    ),
+    per: Annotated[
+        Literal["item", "day"], Field(description="a row per zone and item, or solar day")
+    ] = "item",
+    mask_clouds: MaskCloudsArg = True,
+    resolution: ResolutionArg = None,
+    min_valid_fraction: Annotated[
+        float, Field(ge=0, le=1, description="least valid share of a zone; 0: all")
+    ] = 0.5,
+    dry_run: DryRunArg = False,
+    confirm: ConfirmArg = False,
+    ctx: Context = CurrentContext(),
+) -> zonal_result.ZonalResult:
+    """Exact statistics per zone (coverage-weighted, native grid) per scene or day; saves a
+    GeoParquet. Class fractions: stats=["frac"], mask_clouds=false."""
+    arguments = dict(
+        id_property=id_property,
+        expression=expression,
+        stats=stats,
+        per=per,
+        mask_clouds=mask_clouds,
+        resolution=resolution,
+        min_valid_fraction=min_valid_fraction,
+        **search_kwargs(search),
+    )
+    zones = _zones(session, geometries)
+    return await run_operation(
+        ctx, session, "zonal_stats", zones, confirm=confirm, dry_run=dry_run, **arguments
+    )
