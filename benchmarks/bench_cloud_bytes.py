@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import arguments, data_folder, write_cog  # noqa: E402
+from common import arguments, data_folder, generated, write_cog  # noqa: E402
 
 SIZE, TILE = 5490, 512  # the 20 m SCL of a 10980 x 10980 scene
 ORIGIN, EPSG = (399960.0, 5000040.0), 32633  # a Sentinel-2 tile grid
@@ -121,11 +121,8 @@ def main() -> None:
 
     args = arguments(__doc__).parse_args()
     with data_folder(args.keep) as folder:
-        start = time.perf_counter()
-        scl = make_scl(folder / "scl5490.tif")
-        print(
-            f"SCL COG: {scl.stat().st_size / 1e6:.1f} MB, {SIZE} x {SIZE} uint8, {TILE} px tiles "
-            f"(ready in {time.perf_counter() - start:.0f} s)"
+        scl = generated(
+            make_scl, folder / "scl5490.tif", "SCL COG", f"{SIZE} x {SIZE} uint8, {TILE} px tiles"
         )
         # not aligned to the tiles: it crosses a tile corner (the usual, and the worst, case)
         aoi = aoi_5km(ORIGIN[0] + 2440 * 20, ORIGIN[1] - 924 * 20)  # around tile corner (row 1024, col 2560)

@@ -32,6 +32,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from bench_cloud_bytes import make_scl  # noqa: E402
 from bench_cloud_latency import AOI, SMALL, make_items, refs  # noqa: E402
+from bench_cloud_vs_odc import odc_scl  # noqa: E402
 from common import arguments, data_folder  # noqa: E402
 from measure import peak_rss_mb, reset_peak  # noqa: E402
 
@@ -60,24 +61,10 @@ def make_core(folder: Path, items: list[dict], concurrency: int | None):
 def odc_defaults(items: list[dict]) -> list[float | None]:
     """What a notebook user writes: odc.stac.load with its defaults over the AOI, then counts."""
     import numpy as np
-    import pystac
-    from odc.stac import load
-    from rasterio.features import geometry_mask
-    from rasterio.warp import transform_geom
-    from shapely.geometry import box, mapping
 
-    ds = load(
-        [pystac.Item.from_dict(i, migrate=False) for i in items],
-        bands=["scl"],
-        crs="EPSG:32633",
-        resolution=20,
-        bbox=AOI,
-        groupby="id",
-    )
-    geom = transform_geom("EPSG:4326", "EPSG:32633", mapping(box(*AOI)))
-    inside = geometry_mask([geom], out_shape=ds.scl.shape[1:], transform=ds.odc.geobox.affine, invert=True)
+    layers, inside = odc_scl(items, AOI)
     out = []
-    for scl in ds.scl.values:
+    for scl in layers:
         values = scl[inside]
         n = int((values != 0).sum())
         out.append(float(np.isin(values, (8, 9)).sum() / n) if n else None)

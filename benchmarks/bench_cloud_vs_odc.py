@@ -28,34 +28,34 @@ from common import arguments, data_folder  # noqa: E402
 ROUNDS = 5
 
 
-def odc_baseline(core, items: list[dict], aoi: list[float]) -> list[dict]:
-    """odc.stac.load of the SCL over the AOI (native CRS, 20 m, nearest) + numpy class counts."""
-    import numpy as np
+def odc_scl(items: list[dict], aoi: list[float], **options):
+    """odc.stac.load of the items' SCL over `aoi` (EPSG:32633, 20 m, one layer an item) with
+    `options`: (the SCL layers, the mask of their pixels inside the AOI)."""
     import pystac
-    import rasterio
     from odc.stac import load
     from rasterio.features import geometry_mask
     from rasterio.warp import transform_geom
     from shapely.geometry import box, mapping
 
+    stac_items = [pystac.Item.from_dict(i, migrate=False) for i in items]
+    ds = load(stac_items, bands=["scl"], crs="EPSG:32633", resolution=20, bbox=aoi, groupby="id", **options)
+    geom = transform_geom("EPSG:4326", "EPSG:32633", mapping(box(*aoi)))
+    inside = geometry_mask([geom], out_shape=ds.scl.shape[1:], transform=ds.odc.geobox.affine, invert=True)
+    return ds.scl.values, inside
+
+
+def odc_baseline(core, items: list[dict], aoi: list[float]) -> list[dict]:
+    """odc.stac.load of the SCL over the AOI (native CRS, 20 m, nearest) + numpy class counts."""
+    import numpy as np
+    import rasterio
+
     from stac_gdal_mcp.operations.cloud import ONE_THREAD_PER_READ
     from stac_gdal_mcp.processing.access import gdal_env
 
     with rasterio.Env(**{**gdal_env(core.settings), **ONE_THREAD_PER_READ}):
-        ds = load(
-            [pystac.Item.from_dict(i, migrate=False) for i in items],
-            bands=["scl"],
-            crs="EPSG:32633",
-            resolution=20,
-            bbox=aoi,
-            groupby="id",
-            resampling="nearest",
-            pool=core.settings.limits.max_concurrency,
-        )
-    geom = transform_geom("EPSG:4326", "EPSG:32633", mapping(box(*aoi)))
-    inside = geometry_mask([geom], out_shape=ds.scl.shape[1:], transform=ds.odc.geobox.affine, invert=True)
+        layers, inside = odc_scl(items, aoi, resampling="nearest", pool=core.settings.limits.max_concurrency)
     rows = []
-    for scl in ds.scl.values:
+    for scl in layers:
         values = scl[inside]
         valid = values != 0
         n = int(valid.sum())

@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import arguments, data_folder, write_cog  # noqa: E402
+from common import arguments, data_folder, generated, write_cog  # noqa: E402
 
 SIZE, TILE = 10980, 512
 ORIGIN, PIXEL, EPSG = (399960.0, 5000040.0), 10.0, 32633  # a Sentinel-2 tile grid
@@ -132,11 +132,8 @@ def main() -> None:
 
     args = arguments(__doc__).parse_args()
     with data_folder(args.keep) as folder:
-        start = time.perf_counter()
-        cog = make_big_cog(folder / "big10980.tif")
-        print(
-            f"COG: {cog.stat().st_size / 1e6:.1f} MB, {SIZE} x {SIZE} uint16, {TILE} px tiles "
-            f"(ready in {time.perf_counter() - start:.0f} s)"
+        cog = generated(
+            make_big_cog, folder / "big10980.tif", "COG", f"{SIZE} x {SIZE} uint16, {TILE} px tiles"
         )
         side = SIZE // 10  # 10% x 10%: 1098 x 1098 px
         window = Window(4000, 3000, side, side)  # not aligned to the tiles, as an AOI usually is

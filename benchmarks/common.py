@@ -2,6 +2,7 @@
 
 - `arguments`: the command line of a benchmark whose generated inputs `--keep DIR` keeps.
 - `data_folder`: that folder, or a temporary one removed afterwards.
+- `generated`: an input made (or reused) and reported with its size and time.
 - `write_cog`: an array as a tiled DEFLATE COG through a working GeoTIFF on disk (not in memory:
   the inputs go up to 10,980 px).
 - `MINIMAL_SERVER`: the smallest FastMCP server over stdio (one `ping` tool), the baseline of the
@@ -14,6 +15,7 @@ import argparse
 import contextlib
 import tempfile
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +34,17 @@ def data_folder(keep: Path | None) -> Iterator[Path]:
         folder = keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         yield folder
+
+
+def generated(make, path: Path, label: str, facts: str) -> Path:
+    """`make(path)` (an input generated, or reused from --keep), reported as `label` with its size,
+    `facts` and how long it took."""
+    start = time.perf_counter()
+    path = make(path)
+    print(
+        f"{label}: {path.stat().st_size / 1e6:.1f} MB, {facts} (ready in {time.perf_counter() - start:.0f} s)"
+    )
+    return path
 
 
 def write_cog(path: Path, array, *, crs: str, transform, tile: int, nodata=0, **cog_options) -> Path:
