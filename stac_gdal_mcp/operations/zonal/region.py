@@ -104,6 +104,7 @@ class Totals:
 
     rows: int = 0
     groups: int = 0
+    written: int = 0  # bytes of the partitions written so far
     notes: list[str] = dataclasses.field(default_factory=list)
     failed: dict[str, str] = dataclasses.field(default_factory=dict)
     sources: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -144,7 +145,8 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
             part = zonal.Call(request.group(zones), call.catalog, items, [], call.collections, call.limits)
             metas, frames = zonal.measure_items(core, part, job, report=False)
             frame = zonal.table(core, part, metas, frames)
-            _write(frame, out.path / f"{PARTITION}={k:05d}", core.settings.limits.max_output_bytes)
+            totals.written += _write(frame, out.path / f"{PARTITION}={k:05d}")
+            _check_size(totals.written, core.settings.limits.max_output_bytes)
             totals.add(frame, part, metas)
             head = frame if head is None else head
             job.progress(k + 1, total, f"{totals.rows:,} rows of {(k + 1) * GROUP_ZONES:,} zones written")
@@ -161,9 +163,9 @@ def _resolved(call: zonal.Call, ref: dict) -> dict:
         return ref
 
 
-def _write(frame, folder: Path, max_bytes: int) -> None:
+def _write(frame, folder: Path) -> int:
     """One group's table as a GeoParquet partition (text columns typed as text even when empty,
-    so the partitions share a schema)."""
+    so the partitions share a schema); its size in bytes."""
     import pandas as pd
 
     folder.mkdir()
@@ -172,7 +174,10 @@ def _write(frame, folder: Path, max_bytes: int) -> None:
         if column in typed:
             typed[column] = typed[column].astype(pd.StringDtype())
     typed.to_parquet(folder / "part-0.parquet", index=False)
-    written = sum(p.stat().st_size for p in folder.parent.rglob("*.parquet"))
+    return (folder / "part-0.parquet").stat().st_size
+
+
+def _check_size(written: int, max_bytes: int) -> None:
     if written > max_bytes:
         raise LimitExceeded(
             f"the output would be more than limits.max_output_bytes={max_bytes:,} bytes ({written:,} "
