@@ -1,0 +1,79 @@
+"""operations/registry.py: every operation is one protocol, every result kind has one handler, and
+Session.save, Session.map and the tools' answers dispatch through it (no chain naming operations)."""
+
+import importlib
+import pkgutil
+import typing
+
+import pytest
+
+import stac_gdal_mcp
+from stac_gdal_mcp import operations
+from stac_gdal_mcp.errors import InvalidArgument
+from stac_gdal_mcp.operations import registry
+
+
+def _operation_modules():
+    for info in pkgutil.walk_packages(operations.__path__, f"{operations.__name__}."):
+        module = importlib.import_module(info.name)
+        if hasattr(module, "run") and hasattr(module, "estimate"):
+            yield module
+
+
+def test_every_operation_module_is_an_operation():
+    found = {m.__name__.rsplit(".", 1)[-1] for m in _operation_modules()}
+    assert {"warp", "convert", "preview", "cloud", "series", "composite", "zonal", "region"} <= found
+    for module in _operation_modules():
+        assert isinstance(module, registry.Operation), module.__name__
+
+
+def test_every_result_kind_has_its_handler():
+    """Each kind a Provenance can carry and each result class's kind is declared by one module,
+    which can answer or save it."""
+    from stac_gdal_mcp.outputs import OutputRecord
+    from stac_gdal_mcp.processing.records import Provenance
+    from stac_gdal_mcp.results import CloudCover, Preview, SearchResults
+
+    classes = (CloudCover, Preview, SearchResults, OutputRecord)
+    wanted = set(typing.get_args(Provenance.model_fields["kind"].annotation)) | {
+        c.result_kind for c in classes
+    }
+    kinds = registry.kinds()
+    assert wanted <= set(kinds), wanted - set(kinds)
+    for kind in wanted:
+        handler = kinds[kind]
+        assert any(hasattr(handler, hook) for hook in ("save", "answer", "map_call")), kind
+
+
+class Measured:
+    """A result of a kind no module of the package declares (as a new operation's would be)."""
+
+    result_kind = "measured"
+
+
+class Handler:
+    @staticmethod
+    def save(core, result, *, format, output_name, job):
+        return ("saved", format, output_name)
+
+    @staticmethod
+    def map_call(result):
+        return registry.call("measure", {"aoi": [0, 0, 1, 1]}, {"value": 1})
+
+
+def test_save_and_map_dispatch_through_the_registry(monkeypatch, tmp_path):
+    """A kind declared once is saved by Session.save and drawn by Session.map, unchanged."""
+    monkeypatch.setitem(registry.kinds(), "measured", Handler)
+    with stac_gdal_mcp.Session(default_catalog="sample", workspace=tmp_path) as session:
+        assert session.save(Measured(), format="csv", output_name="m") == ("saved", "csv", "m")
+        assert session.map(Measured()).calls == [Handler.map_call(None)]
+
+
+def test_a_result_of_no_kind_is_refused_in_one_line(tmp_path):
+    with stac_gdal_mcp.Session(default_catalog="sample", workspace=tmp_path) as session:
+        for wrong in (42, {"tool": "x"}, Measured()):
+            for attempt in (session.save, session.map, lambda r: registry.answer(session.core, r, None)):
+                with pytest.raises(InvalidArgument) as caught:
+                    attempt(wrong)
+                message = str(caught.value)
+                assert message.endswith(f"{type(wrong).__name__}") and "\n" not in message
