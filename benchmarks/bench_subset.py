@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import arguments, data_folder, generated, write_cog  # noqa: E402
+from common import arguments, data_folder, generated, print_bytes, write_cog  # noqa: E402
 
 SIZE, TILE = 10980, 512
 ORIGIN, PIXEL, EPSG = (399960.0, 5000040.0), 10.0, 32633  # a Sentinel-2 tile grid
@@ -144,20 +144,14 @@ def main() -> None:
         print(
             f"AOI: {side} x {side} px at col {window.col_off}, row {window.row_off}: {n_tiles} tiles intersect"
         )
-        print(f"  bytes of the intersecting tiles:          {touched:>12,}")
-        print(
-            f"  bytes fetched by convert_asset:           {sent:>12,}  ({requests} requests, {seconds:.2f} s)"
-        )
-        print(f"  bytes fetched reading the whole band:     {whole:>12,}  ({whole_requests} requests)")
-        print(f"  (all full-resolution tiles:               {all_tiles:>12,})")
-        ratio_tiles, ratio_whole = sent / touched, whole / sent
-        print(
-            f"fetched / intersecting tiles = {ratio_tiles:.3f}x (target <= 1.5x): "
-            f"{'OK' if ratio_tiles <= 1.5 else 'MISSED'}"
-        )
-        print(
-            f"whole band / fetched = {ratio_whole:.1f}x fewer bytes (target >= 20x): "
-            f"{'OK' if ratio_whole >= 20 else 'MISSED'}"
+        figures = {"touched": touched, "sent": sent, "requests": requests, "seconds": seconds}
+        print_bytes(
+            "convert_asset",
+            "band",
+            **figures,
+            whole=whole,
+            whole_requests=whole_requests,
+            all_tiles=all_tiles,
         )
 
 

@@ -3,6 +3,7 @@
 - `arguments`: the command line of a benchmark whose generated inputs `--keep DIR` keeps.
 - `data_folder`: that folder, or a temporary one removed afterwards.
 - `generated`: an input made (or reused) and reported with its size and time.
+- `print_bytes`: the byte figures of an AOI read against its tiles and the whole band.
 - `write_cog`: an array as a tiled DEFLATE COG through a working GeoTIFF on disk (not in memory:
   the inputs go up to 10,980 px).
 - `MINIMAL_SERVER`: the smallest FastMCP server over stdio (one `ping` tool), the baseline of the
@@ -45,6 +46,27 @@ def generated(make, path: Path, label: str, facts: str) -> Path:
         f"{label}: {path.stat().st_size / 1e6:.1f} MB, {facts} (ready in {time.perf_counter() - start:.0f} s)"
     )
     return path
+
+
+def print_bytes(
+    fetcher: str, whole_what: str, *, touched, sent, requests, seconds, whole, whole_requests, all_tiles
+):
+    """The bytes `fetcher` fetched for an AOI against the bytes of the tiles it intersects (target
+    <= 1.5x) and against reading the whole `whole_what` (target >= 20x fewer)."""
+    rows = [
+        ("bytes of the intersecting tiles:", f"{touched:>12,}"),
+        (f"bytes fetched by {fetcher}:", f"{sent:>12,}  ({requests} requests, {seconds:.2f} s)"),
+        (f"bytes fetched reading the whole {whole_what}:", f"{whole:>12,}  ({whole_requests} requests)"),
+        ("(all full-resolution tiles:", f"{all_tiles:>12,})"),
+    ]
+    width = max(len(label) for label, _ in rows) + 2
+    for label, value in rows:
+        print(f"  {label:<{width}}{value}")
+    ratio_tiles, ratio_whole = sent / touched, whole / sent
+    verdict = "OK" if ratio_tiles <= 1.5 else "MISSED"
+    print(f"fetched / intersecting tiles = {ratio_tiles:.3f}x (target <= 1.5x): {verdict}")
+    verdict = "OK" if ratio_whole >= 20 else "MISSED"
+    print(f"whole {whole_what} / fetched = {ratio_whole:.1f}x fewer bytes (target >= 20x): {verdict}")
 
 
 def write_cog(path: Path, array, *, crs: str, transform, tile: int, nodata=0, **cog_options) -> Path:

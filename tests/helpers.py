@@ -1,6 +1,7 @@
 """Helpers shared by test modules (import with `from helpers import ...`; tests/ is on sys.path).
 
 - `TIME_SCALE`, `scaled`: every time budget of a test, scaled for CI and loaded machines.
+- `DISCOVERY_TOOLS`: the names of the STAC discovery tools.
 - `utm_aoi`: the WGS84 bbox around a box given in UTM metres.
 - `write_cog`: a DEFLATE COG with overviews, written with rasterio + GDAL's COG driver (test truth).
 - `read`, `aoi_on_grid`, `usable_pixels`, `expected_ndvi`: the independent computation of loads
@@ -32,6 +33,16 @@ def scaled(seconds: float) -> float:
     """`seconds` times TIME_SCALE: a test's time budget on this machine."""
     return seconds * TIME_SCALE
 
+
+# The STAC discovery tools (read-only, in every server).
+DISCOVERY_TOOLS = (
+    "list_catalogs",
+    "list_collections",
+    "get_collection",
+    "get_queryables",
+    "search_items",
+    "get_item",
+)
 
 SCALE, OFFSET = 0.0001, -0.1  # synthetic Sentinel-2 raster:bands
 NOT_CLEAR_SCL = (0, 1, 3, 8, 9, 10)  # nodata, defective, shadow, cloud x2, cirrus

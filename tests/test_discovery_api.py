@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import discovery_data as data
 import pytest
 from fastmcp import Client
+from helpers import DISCOVERY_TOOLS
 
 from stac_gdal_mcp.server import build_server
 
@@ -47,14 +48,7 @@ async def error_of(client, tool, **args) -> str:
 
 async def test_tools_are_listed_with_annotations(client):
     tools = {t.name: t for t in await client.list_tools()}
-    for name in (
-        "list_catalogs",
-        "list_collections",
-        "get_collection",
-        "get_queryables",
-        "search_items",
-        "get_item",
-    ):
+    for name in DISCOVERY_TOOLS:
         assert tools[name].annotations.read_only_hint is True
         assert tools[name].annotations.open_world_hint is not False  # left out: true (spec default)
     assert "bbox" in tools["search_items"].input_schema["properties"]
@@ -177,38 +171,22 @@ async def test_filter_query_and_sort(client, loaded):
             i["properties"]["platform"] == "sentinel-2a" and i["properties"]["eo:cloud_cover"] < 50
         ),
     )
-    text = await call(
-        client,
-        "search_items",
-        collections=[data.S2],
-        limit=100,
-        filter="platform = 'sentinel-2a' AND eo:cloud_cover < 50",
-        sortby="eo:cloud_cover",
-    )
+    s2 = {"collections": [data.S2], "limit": 100}
+    cql2_text = "platform = 'sentinel-2a' AND eo:cloud_cover < 50"
+    text = await call(client, "search_items", **s2, filter=cql2_text, sortby="eo:cloud_cover")
     assert sorted(i["id"] for i in text["items"]) == sorted(want)
     assert [i["cloud_cover"] for i in text["items"]] == sorted(i["cloud_cover"] for i in text["items"])
-    as_json = await call(
-        client,
-        "search_items",
-        collections=[data.S2],
-        limit=100,
-        filter_lang="cql2-json",
-        filter={
-            "op": "and",
-            "args": [
-                {"op": "=", "args": [{"property": "platform"}, "sentinel-2a"]},
-                {"op": "<", "args": [{"property": "eo:cloud_cover"}, 50]},
-            ],
-        },
-    )
+    cql2_json = {
+        "op": "and",
+        "args": [
+            {"op": "=", "args": [{"property": "platform"}, "sentinel-2a"]},
+            {"op": "<", "args": [{"property": "eo:cloud_cover"}, 50]},
+        ],
+    }
+    as_json = await call(client, "search_items", **s2, filter_lang="cql2-json", filter=cql2_json)
     assert sorted(i["id"] for i in as_json["items"]) == sorted(want)
-    query = await call(
-        client,
-        "search_items",
-        collections=[data.S2],
-        limit=100,
-        query={"platform": {"eq": "sentinel-2a"}, "eo:cloud_cover": {"lt": 50}},
-    )
+    query = {"platform": {"eq": "sentinel-2a"}, "eo:cloud_cover": {"lt": 50}}
+    query = await call(client, "search_items", **s2, query=query)
     assert sorted(i["id"] for i in query["items"]) == sorted(want)
 
 

@@ -30,6 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from helpers import DISCOVERY_TOOLS
 from hypothesis import HealthCheck, given, settings
 from hypothesis_jsonschema import _from_schema, from_schema
 
@@ -41,12 +42,7 @@ SLOW_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "400"))
 CALL_TIMEOUT_S = 120
 
 TOOLS = (
-    "list_catalogs",
-    "list_collections",
-    "get_collection",
-    "get_queryables",
-    "search_items",
-    "get_item",
+    *DISCOVERY_TOOLS,
     "inspect_asset",
     "reproject_asset",
     "convert_asset",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
+from helpers import DISCOVERY_TOOLS
 
 from stac_gdal_mcp.errors import ConfigError
 from stac_gdal_mcp.server import build_server, build_server_parts
@@ -18,14 +19,7 @@ from stac_gdal_mcp.settings import load_settings
 
 PLUGINS = Path(__file__).parent / "plugins"
 ECHO_SERVER = Path(__file__).parent / "external_servers" / "echo_server.py"
-CORE_TOOLS = {
-    "list_catalogs",
-    "list_collections",
-    "get_collection",
-    "get_queryables",
-    "search_items",
-    "get_item",
-}
+CORE_TOOLS = set(DISCOVERY_TOOLS)
 
 
 @pytest.fixture
@@ -63,13 +57,8 @@ async def test_directory_plugin_tools_work_and_are_listed(build, tmp_path, local
     mcp = build(settings_with(tmp_path, plugins={"dir": PLUGINS / "good"}, catalogs=[local_catalog]))
     async with Client(mcp, mode=mode) as client:
         names = {t.name for t in await client.list_tools()}
-        assert {
-            "acme_echo",
-            "acme_collection_ids",
-            "acme_fail",
-            "acme_collection",
-            "list_extensions",
-        } <= names
+        namespaced = {f"acme_{tool}" for tool in ("echo", "collection_ids", "fail", "collection")}
+        assert namespaced | {"list_extensions"} <= names
         assert names >= CORE_TOOLS
 
         assert (await client.call_tool("acme_echo", {"text": "stac"})).data == "cats"
