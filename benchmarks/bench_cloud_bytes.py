@@ -152,15 +152,8 @@ def main() -> None:
             f"AOI 5 km x 5 km: window {window[0]} x {window[1]} px of 20 m, {n_tiles} tiles intersect; "
             f"cloud {row.cloud_fraction:.3f}, clear {row.clear_fraction:.3f}, {row.aoi_pixels} AOI pixels"
         )
-        figures = {"touched": touched, "sent": sent, "requests": requests, "seconds": seconds}
-        print_bytes(
-            "cloud_cover_stats",
-            "SCL",
-            **figures,
-            whole=whole,
-            whole_requests=whole_requests,
-            all_tiles=all_tiles,
-        )
+        fetched = (sent, requests, seconds)
+        print_bytes("cloud_cover_stats", "SCL", (touched, all_tiles), fetched, (whole, whole_requests))
 
 
 if __name__ == "__main__":

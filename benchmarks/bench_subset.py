@@ -144,15 +144,8 @@ def main() -> None:
         print(
             f"AOI: {side} x {side} px at col {window.col_off}, row {window.row_off}: {n_tiles} tiles intersect"
         )
-        figures = {"touched": touched, "sent": sent, "requests": requests, "seconds": seconds}
-        print_bytes(
-            "convert_asset",
-            "band",
-            **figures,
-            whole=whole,
-            whole_requests=whole_requests,
-            all_tiles=all_tiles,
-        )
+        fetched = (sent, requests, seconds)
+        print_bytes("convert_asset", "band", (touched, all_tiles), fetched, (whole, whole_requests))
 
 
 if __name__ == "__main__":

@@ -48,11 +48,12 @@ def generated(make, path: Path, label: str, facts: str) -> Path:
     return path
 
 
-def print_bytes(
-    fetcher: str, whole_what: str, *, touched, sent, requests, seconds, whole, whole_requests, all_tiles
-):
+def print_bytes(fetcher: str, whole_what: str, tiles: tuple, fetched: tuple, whole_read: tuple) -> None:
     """The bytes `fetcher` fetched for an AOI against the bytes of the tiles it intersects (target
-    <= 1.5x) and against reading the whole `whole_what` (target >= 20x fewer)."""
+    <= 1.5x) and against reading the whole `whole_what` (target >= 20x fewer). `tiles`: (bytes of
+    the intersecting tiles, of all full-resolution tiles); `fetched`: (bytes, requests, seconds);
+    `whole_read`: (bytes, requests)."""
+    (touched, all_tiles), (sent, requests, seconds), (whole, whole_requests) = tiles, fetched, whole_read
     rows = [
         ("bytes of the intersecting tiles:", f"{touched:>12,}"),
         (f"bytes fetched by {fetcher}:", f"{sent:>12,}  ({requests} requests, {seconds:.2f} s)"),
