@@ -146,23 +146,23 @@ class Session(Discovery):
         collection_id: str | None = None,
         item_id: str | None = None,
         catalog: str | None = None,
-    ) -> AssetInfo:
+        job: Job | None = None,
+        dry_run: bool = False,
+    ) -> AssetInfo | Estimate:
         """A raster asset's header (no pixel is read): driver, size, bands, dtypes, nodata,
         scale/offset, CRS, transform, bounds, blocks, overviews, compression, COG validity.
-        Inputs as for `asset`.
+        Inputs as for `asset`; `dry_run=True`: an `Estimate` of the header's bytes and requests.
 
         >>> info = session.inspect(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "red")
         >>> info.crs, info.dtypes, info.is_cog
         ('EPSG:32633', ['uint16'], True)
         """
-        from .processing.inspect import inspect_asset
+        from .operations import inspect
 
-        return inspect_asset(
-            self.core,
-            self.asset(
-                source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
-            ),
+        source = self.asset(
+            source, asset, href=href, collection_id=collection_id, item_id=item_id, catalog=catalog
         )
+        return self._operate(inspect, inspect.check(source), dry_run=dry_run, job=job)
 
     # --- processing into files ---------------------------------------------------------------
 

@@ -5,7 +5,8 @@ into a frozen request, no I/O), `estimate` (what it would read and write, from h
 indexes) and `run` (the work, with a `Job`).
 
 A result has a kind: the `result_kind` of its class (`CloudCover`, `Preview`, `SearchResults`,
-`OutputRecord`), else the `Provenance.kind` a table or array carries in its `attrs`. The module
+`OutputRecord`), else the `Provenance.kind` a table or array carries in its `attrs`, else the
+name of its class (`AssetInfo`). The module
 that names the kind in its `RESULT_KINDS` says, with functions of fixed names, what happens to
 its results (or the object it maps the kind to, as `saved.py` does for output records):
 
@@ -102,16 +103,16 @@ def kinds() -> dict[str, Any]:
     return found
 
 
-def kind_of(result: Any) -> str | None:
-    """The kind of `result`: its class's `result_kind`, else the provenance in its `attrs`, else
-    for a table or an array that does not say what made it the kind its type defaults to (a
-    table: a time series, whose save says where it came from is unknown; an array: any
-    georeferenced array)."""
+def kind_of(result: Any) -> str:
+    """The kind of `result`: its class's `result_kind`; for a table or an array the provenance in
+    its `attrs`, else the kind its type defaults to (a table: a time series, whose save says
+    where it came from is unknown; an array: any georeferenced array); else its class's name (an
+    `AssetInfo`)."""
     kind = getattr(type(result), "result_kind", None)
     if isinstance(kind, str):
         return kind
-    if not hasattr(type(result), "attrs"):  # not a pandas or xarray object
-        return None
+    if not hasattr(type(result), "attrs"):  # not a pandas or xarray object: its class's name
+        return type(result).__name__
     from ..processing.records import Provenance
 
     provenance = Provenance.of(result)
@@ -122,7 +123,7 @@ def kind_of(result: Any) -> str | None:
 
 def hook(result: Any, name: str):
     """The function `name` of the module of `result`'s kind; else one line naming what takes it."""
-    module = kinds().get(kind_of(result) or "")
+    module = kinds().get(kind_of(result))
     found = getattr(module, name, None) if module is not None else None
     if found is None:
         raise InvalidArgument(
@@ -138,7 +139,7 @@ def save(core, result: Any, *, format: str | None = None, output_name: str | Non
 
 def answer(core, result: Any, limits, *, job=None, quicklook: bool = False) -> Answer:
     """A tool's answer for `result`: the outputs its kind keeps of it written first (in `job`)."""
-    module = kinds().get(kind_of(result) or "")
+    module = kinds().get(kind_of(result))
     if module is None or not hasattr(module, "answer"):
         raise InvalidArgument(f"no tool answers a {type(result).__name__}")
     outputs = getattr(module, "outputs", None)

@@ -22,7 +22,6 @@ from ..resources import OUTPUT_FILE_URI, OUTPUT_URI
 from . import READ_ONLY, WRITES_OUTPUT, session_resource, session_tool
 from .args import AssetArg, CatalogArg, CollectionIdArg, DryRunArg, HrefArg, ItemIdArg, json_text
 from .confirm import ConfirmArg
-from .jobs import run_job
 from .operations import run_operation
 
 LOCAL_READ = {"readOnlyHint": True, "openWorldHint": False}
@@ -48,15 +47,6 @@ def _call(values: dict) -> tuple[AssetRef, dict]:
     return ref, {k: v for k, v in values.items() if k not in ("session", "ctx", "quicklook", "confirm")}
 
 
-def _inspect(session: Session, ref: AssetRef, *, job):
-    """inspect_asset's work: bounded in time and cancellable like the other jobs."""
-    job.limit_time(session.settings.limits.job_timeout_s)
-    job.check()
-    info = session.inspect(ref)
-    job.check()
-    return info
-
-
 @session_tool(READ_ONLY)
 async def inspect_asset(
     session: Session,
@@ -74,7 +64,7 @@ async def inspect_asset(
     item_id="S2A_33TUL_20240808_0_L2A", asset="red").
     """
     ref, _ = _call(locals())
-    return await run_job(ctx, session, _inspect, session, ref)
+    return await run_operation(ctx, session, "inspect", ref)
 
 
 @session_tool(WRITES_OUTPUT, app=True, task=True, estimates=True)
