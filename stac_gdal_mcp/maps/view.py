@@ -324,11 +324,27 @@ def _add_call(view: dict, call: Mapping[str, Any]) -> None:
             view["outputs"].append(output)
 
 
+def _bounds(view: dict) -> list[float] | None:
+    """The bbox of every AOI, footprint, output, series AOI and zone of `view`, or None."""
+    boxes = [x["bbox"] for key in ("aois", "footprints", "outputs") for x in view[key]]
+    boxes += [t["aoi"] for t in view["series"] if t["aoi"]]
+    boxes += [z["bbox"] for layer in view["zones"] for z in layer["zones"]]
+    if not boxes:
+        return None
+    return [
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    ]
+
+
 def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The map's view data from tool calls, each `{"arguments": {...}, "result": CallToolResult,
     "tool": name}` (the result as JSON: `content`, `structuredContent`, `isError`; `tool` optional).
 
-    Returns `{"aois", "footprints", "ranking", "outputs", "series", "zones", "notes", "errors"}`:
+    Returns `{"aois", "footprints", "ranking", "outputs", "series", "zones", "notes", "errors",
+    "bounds"}`:
     - `aois`: one per distinct AOI of the calls, in order — `{"bbox", "geometry", "tool"}` (WGS84;
       geometry only when a polygon was given; tool when the call names it): a later call adds its
       AOI beside an earlier one's, never in its place;
@@ -342,7 +358,9 @@ def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     - `zones`: zonal_stats results — stat (the first statistic), expression, min and max of its
       values, and the zones (id, value: the latest of the statistic, bbox, geometry), drawn filled
       by value on a viridis ramp from min to max;
-    - `notes`: the tools' notes; `errors`: texts of results that are tool errors.
+    - `notes`: the tools' notes; `errors`: texts of results that are tool errors;
+    - `bounds`: `[west, south, east, north]` of all the above that has a place (the extent the
+      page fits), None when nothing has one.
     """
     view: dict[str, Any] = {
         "aois": [],
@@ -362,6 +380,7 @@ def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             if _same_item(fp, row):
                 fp["clear_fraction"] = row["clear_fraction"]
                 fp["rank"] = rank
+    view["bounds"] = _bounds(view)
     return view
 
 
