@@ -1,6 +1,7 @@
 """Helpers shared by test modules (import with `from helpers import ...`; tests/ is on sys.path).
 
 - `TIME_SCALE`, `scaled`: every time budget of a test, scaled for CI and loaded machines.
+- `serve_http`: the server over streamable HTTP in a subprocess, for the tests of that transport.
 - `DISCOVERY_TOOLS`: the names of the STAC discovery tools.
 - `utm_aoi`: the WGS84 bbox around a box given in UTM metres.
 - `write_cog`: a DEFLATE COG with overviews, written with rasterio + GDAL's COG driver (test truth).
@@ -13,7 +14,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 
 import numpy as np
 import rasterio
@@ -159,3 +166,28 @@ def fractions(**cover: float) -> dict[str, float]:
     """synthetic.write_scene's cover arguments by short name: fractions(cloud=0.3, nodata=0.1)
     is {"cloud_fraction": 0.3, "nodata_fraction": 0.1}."""
     return {f"{name}_fraction": value for name, value in cover.items()}
+
+
+@contextlib.contextmanager
+def serve_http(env: dict) -> Iterator[int]:
+    """`stac-gdal-mcp serve --transport http` in a subprocess with `env`, on a free port: the port,
+    once the server accepts connections (within 30 s); the server is stopped afterwards."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "stac_gdal_mcp", "serve", "--transport", "http", "--port", str(port)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert process.poll() is None, process.stderr.read().decode()
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.2)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

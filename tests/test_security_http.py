@@ -4,14 +4,10 @@ tokens, loopback names by default, allow-lists from settings, 403 with the reaso
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 
+import helpers
 import httpx
 import pytest
 
@@ -32,39 +28,12 @@ INITIALIZE = {
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
 def serve_http(tmp_path, **env_extra):
-    port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAC_GDAL_MCP_")}
     env.update(
         STAC_GDAL_MCP_WORKSPACE=str(tmp_path / "ws"), STAC_GDAL_MCP_DEFAULT_CATALOG="sample", **env_extra
     )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "stac_gdal_mcp", "serve", "--transport", "http", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert process.poll() is None, process.stderr.read().decode()
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.2)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    return helpers.serve_http(env)
 
 
 def _post(port: int, headers: dict | None = None, body: dict = INITIALIZE) -> httpx.Response:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from fastmcp_tasks import ToolTask, call_tool_task
-from helpers import scaled, utm_aoi, write_cog
+from helpers import scaled, serve_http, utm_aoi, write_cog
 from mcp.shared.exceptions import MCPError
 
 from stac_gdal_mcp.processing import formats
@@ -176,12 +175,6 @@ async def test_finished_task_expires(make_settings, big, small_chunks):
             await task.status()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.testbed  # runs `stac-gdal-mcp serve --transport http` as a subprocess
 async def test_task_survives_the_client_disconnecting(tmp_path, big):
     """Over streamable HTTP: one client starts a task and goes away; the server keeps working, and
@@ -190,27 +183,12 @@ async def test_task_survives_the_client_disconnecting(tmp_path, big):
     config.write_text(f'workspace = "{tmp_path / "ws"}"\n[network]\nallow_private_hosts = true\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("STAC_GDAL_MCP_")}
     env.update(STAC_GDAL_MCP_CONFIG=str(config), STAC_GDAL_MCP_TOKEN="task-token")
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "stac_gdal_mcp", "serve", "--transport", "http", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
+    with serve_http(env) as port:
+        url = f"http://127.0.0.1:{port}/mcp"
 
-    def client():
-        return Client(StreamableHttpTransport(url, headers={"Authorization": "Bearer task-token"}))
+        def client():
+            return Client(StreamableHttpTransport(url, headers={"Authorization": "Bearer task-token"}))
 
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()
-                time.sleep(0.2)
         async with client() as first:
             task = await call_tool_task(first, "convert_asset", {"href": big, "output_format": "COG"})
             created = task.create_result
@@ -220,9 +198,6 @@ async def test_task_survives_the_client_disconnecting(tmp_path, big):
             record = (await again.result()).structured_content
         assert record["properties"]["proj:shape"] == [SIZE, SIZE]
         assert (tmp_path / "ws" / "records" / f"{record['id']}.json").exists()
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 async def test_analysis_tools_as_tasks(make_settings, cog_server, pgstac_api):

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 
 import discovery_data as data
 import httpx
 import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+from helpers import serve_http
 
 pytestmark = pytest.mark.testbed  # runs the server as a subprocess
 
@@ -44,32 +43,11 @@ async def test_stdio_subprocess(server_env):
         assert bad.is_error and "4 numbers" in bad.content[0].text
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_http_requires_the_token(server_env):
     env, items = server_env
-    port = _free_port()
     env = {**env, "STAC_GDAL_MCP_TOKEN": "s3cret-token"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "stac_gdal_mcp", "serve", "--transport", "http", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert process.poll() is None, process.stderr.read().decode()
-                time.sleep(0.2)
+    with serve_http(env) as port:
+        url = f"http://127.0.0.1:{port}/mcp"
         plain = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert plain.status_code == 401
         wrong = httpx.post(url, json={}, headers={"Authorization": "Bearer wrong"})
@@ -93,9 +71,6 @@ async def test_http_requires_the_token(server_env):
             assert first + [i["id"] for i in more.structured_content["items"]] == [
                 i["id"] for i in six.structured_content["items"]
             ]
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def test_http_on_a_public_address_needs_a_token(server_env):
