@@ -142,6 +142,31 @@ def test_region_on_a_cluster_of_worker_processes(region, cluster):  # noqa: F811
     )
 
 
+def test_an_item_runs_on_one_worker_group_after_group(region, cluster):  # noqa: F811 (the fixture)
+    """Each group of zones measures every item again: `Cluster.run(place=item id)` sends an item's
+    work to the same worker process each time (its tiles then come from that worker's /vsicurl/
+    cache, not the network), and the items spread over the workers."""
+    from stac_gdal_mcp.processing.items import Cluster
+
+    def worker_address(shared, key):
+        from distributed import get_worker
+
+        return get_worker().address
+
+    session, _ = region(dask_scheduler=cluster.scheduler_address)
+    places = [f"S2A_T33UXP_2024060{k}" for k in range(10)]
+    seen: dict[str, set] = {}
+    for _ in range(3):  # three groups: a Cluster each, as zonal_region's groups make
+        runner = Cluster(session.core, "a group's request")
+        try:
+            for place in places:
+                seen.setdefault(place, set()).add(runner.run(Job(), worker_address, place=place))
+        finally:
+            runner.close()
+    assert all(len(workers) == 1 for workers in seen.values()), seen
+    assert set().union(*seen.values()) == set(cluster.scheduler_info["workers"])
+
+
 def leftovers(session) -> list:
     workspace = session.settings.workspace
     return sorted(
