@@ -9,7 +9,7 @@ naming the file and the column), the time span of its items taken from its row-g
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,16 @@ class Files:
     described: dict[str, dict]
     spans: dict[str, tuple | None]  # file -> (earliest start, latest end) of its items, None: unknown
     filesystem: Any = None
+    rows: dict[str, int] = field(default_factory=dict)  # file -> its number of rows (footer)
+
+    def named(self, root: str) -> set[str]:
+        """The collections a part's name says it holds items of (a part with rows in a
+        `<collection>.parquet/` or `collection=<c>/` folder): known without reading an item."""
+        return {
+            found.collection
+            for path in self.paths
+            if self.rows.get(path) and (found := part(relative(path, root))).collection is not None
+        }
 
     def parts(self, root: str, collections, start, end) -> list[str] | None:
         """The files as read_parquet reads them, less the parts whose names prove they hold no
@@ -60,24 +70,24 @@ def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int
     files) a sidecar collections JSON."""
     schema: dict = {}
     described: dict[str, dict] = {}
-    spans = {}
+    spans, rows = {}, {}
     for path in paths:
         footer = _read_footer(catalog_id, path, filesystem, max_footer)
         file_schema = footer.schema.to_arrow_schema()
         _check_types(catalog_id, path, file_schema)
-        spans[path] = time_span(footer)
+        spans[path], rows[path] = time_span(footer), footer.num_rows
         missing = [c for c in REQUIRED if c not in file_schema.names]
         if missing:
             raise GeoparquetError(
                 f"catalog '{catalog_id}': {_named(path)} is not stac-geoparquet: it has no "
                 f"{' or '.join(repr(c) for c in missing)} column (columns: {', '.join(file_schema.names[:12])})"
             )
-        for field in file_schema:
-            schema.setdefault(field.name, field.type)
+        for column in file_schema:
+            schema.setdefault(column.name, column.type)
         described.update(_described(file_schema.metadata or {}))
     for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
         described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
-    return Files(stamp, paths, schema, described, spans, filesystem)
+    return Files(stamp, paths, schema, described, spans, filesystem, rows)
 
 
 def _read_footer(catalog_id: str, path: str, filesystem, max_footer: int) -> pq.FileMetaData:

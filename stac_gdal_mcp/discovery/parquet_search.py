@@ -73,7 +73,7 @@ def _page_of(
     cat: GeoparquetCatalog, search: Search, state: dict | None, limit: int, budget: ResultBudget | None
 ) -> tuple[list[dict], int | None, dict | None]:
     for cid in search.collections or []:
-        cat.collection(cid)  # an unknown collection is an error, not an empty answer
+        cat.check_collection(cid)  # an unknown collection is an error, not an empty answer
     plan = make_plan(cat, search)
     offset = cursors.offset(state) if state is not None else 0
     if plan.files == []:  # no part can hold a match (snapshot_layout.py)
