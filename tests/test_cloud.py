@@ -20,10 +20,14 @@ from rasterio.features import geometry_mask
 from shapely import transform as shapely_transform
 from shapely.geometry import Polygon, box, mapping
 
+# a dask LocalCluster of 2 worker processes (pytest takes the fixture from this import)
+from test_distributed import cluster  # noqa: F401
+
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.core import Core
 from stac_gdal_mcp.errors import InvalidArgument, OperationCancelled
 from stac_gdal_mcp.operations.cloud import cloud_cover_stats
+from stac_gdal_mcp.processing.dask_runtime import dask_client
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.server import build_server
 from stac_gdal_mcp.testing import synthetic
@@ -344,6 +348,31 @@ def test_search_arguments_sort_and_failing_items(core, scenes):
     )
     latest = cloud_cover_stats(core, aoi, catalog="testbed", collections=[S2], sort="-datetime", max_items=2)
     assert len(latest.items) == 2 and any("max_items" in n for n in latest.notes)
+
+
+def test_a_local_cluster_gives_the_threads_rows(make_settings, pgstac_api, scenes, cluster):  # noqa: F811
+    """Masks counted in the worker processes of a LocalCluster (settings.dask_scheduler): the
+    rows of the threaded call, exactly, the failed items' errors in the same words."""
+    aoi = AOIS["crossing-tiles"]
+    arguments = dict(catalog="testbed", collections=[S2], datetime="2024-06-01/2024-06-30")
+    catalogs = [{"id": "testbed", "url": pgstac_api.url}]
+    threads = cloud_cover_stats(Core(make_settings(catalogs=catalogs)), aoi, **arguments)
+    address = cluster.scheduler_address
+    on_cluster = cloud_cover_stats(
+        Core(make_settings(catalogs=catalogs, dask_scheduler=address)), aoi, **arguments
+    )
+    assert on_cluster.model_dump() == threads.model_dump()
+    assert on_cluster.failed == 2 and len(on_cluster.items) == 4
+    # the masks were counted on the workers: a worker keeps the call's AOI grids
+    assert any(dask_client(address).run(_worker_grids).values())
+    for row in on_cluster.items[:2]:
+        check_row(row, expected(scenes[row.item_id], aoi))
+
+
+def _worker_grids() -> int:
+    from stac_gdal_mcp.operations import cloud
+
+    return len(cloud._WORKER_GRIDS)
 
 
 def test_progress_per_item(core):

@@ -1,7 +1,8 @@
 """Cloud cover inside an area of interest, per item, from each item's own cloud mask.
 
 Steps, for every item (concurrently, at most `limits.max_concurrency` at a time, on the process's
-long-lived reader threads, `access.read_each`):
+long-lived reader threads: the item pipeline, `processing.items`; with `settings.dask_scheduler`,
+steps 2-4 run on a worker of that dask.distributed cluster, `count_on_worker`):
 1. find the mask asset and its scheme (`masks.find_mask`);
 2. open it (`access.open_raster`: href policy, GDAL options, one GDAL thread per read) and
    reproject the AOI into the mask's own CRS;
@@ -24,6 +25,7 @@ the call.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,7 +37,7 @@ from ..models import Model
 from ..processing.access import ONE_THREAD_PER_READ, asset_source, open_reader
 from ..processing.aoi import aoi_geometry, coordinates, decimation, project_aoi, rasterize_aoi
 from ..processing.bands import GridWindow, mask_nodata, window_of
-from ..processing.items import each, fetch, one_item, reference
+from ..processing.items import Cluster, each, fetch, one_item, reference
 from ..processing.jobs import Job, timed
 from ..processing.masks import MaskSource, check_mask_format
 from ..processing.selection import Collections, Selection, item_mask, select
@@ -228,19 +230,52 @@ def aoi_window_counts(
     }
 
 
+def count_mask(settings, request: CloudCoverRequest, grids: AoiGrids, mask_file, source: MaskSource) -> dict:
+    """The mask's classes counted inside the request's AOI (`aoi_window_counts`), the file opened
+    here with one GDAL thread (items are read concurrently, one thread each). A failed read
+    raises: it is the item's error, never counted as clear or no data."""
+    with open_reader(mask_file, settings, env=ONE_THREAD_PER_READ) as reader:
+        return reader.run(
+            lambda src: aoi_window_counts(
+                src,
+                request.aoi,
+                source,
+                resolution=request.resolution,
+                resampling=request.resampling,
+                max_pixels=settings.limits.max_output_pixels,
+                grids=grids,
+            )
+        )
+
+
+def counting(core, request: CloudCoverRequest, job: Job, cluster: Cluster | None = None):
+    """`count(mask_file, source)` of a call: `count_mask` on the calling thread, the call's AOI
+    grids shared by its items - or on a worker of `cluster` (`processing.items.Cluster`)."""
+    if cluster is not None:
+        return lambda mask_file, source: cluster.run(job, count_on_worker, core.settings, mask_file, source)
+    grids = AoiGrids(request.aoi, request.resolution, core.settings.limits.max_output_pixels)
+    return lambda mask_file, source: count_mask(core.settings, request, grids, mask_file, source)
+
+
+_WORKER_GRIDS: dict[str, AoiGrids] = {}
+
+
+def count_on_worker(request: CloudCoverRequest, key: str, settings, mask_file, source: MaskSource) -> dict:
+    """`count_mask` on a dask worker, which keeps one call's AOI grids (`key`: the call)."""
+    grids = _WORKER_GRIDS.get(key)
+    if grids is None:
+        _WORKER_GRIDS.clear()
+        grids = _WORKER_GRIDS[key] = AoiGrids(
+            request.aoi, request.resolution, settings.limits.max_output_pixels
+        )
+    return count_mask(settings, request, grids, mask_file, source)
+
+
 def measure_item(
-    core,
-    cat,
-    ref_or_item: dict,
-    aoi_geom,
-    collections: Collections,
-    resolution: float | None,
-    resampling: str,
-    asset: str | None,
-    grids: AoiGrids | None = None,
+    core, cat, ref_or_item: dict, collections: Collections, asset: str | None, count
 ) -> ItemCloudCover:
-    """One row: never raises for a problem with this item, reports it in `error`.
-    `grids`: the call's AOI grids, shared by its items (see AoiGrids)."""
+    """One row: never raises for a problem with this item, reports it in `error`. `count`: how
+    the mask is counted (`counting`)."""
     ref = reference(ref_or_item)
     row = ItemCloudCover(**ref)
     with one_item("cloud_cover_stats", ref["item_id"]) as outcome:
@@ -252,21 +287,7 @@ def measure_item(
         row.mask_source = source.describe()
         mask_file = asset_source(core, item, source.asset, catalog=cat.id)
         check_mask_format(mask_file)
-        # items are read concurrently, one thread each: no GDAL thread pool under them
-        # a failed read of the mask is this row's error (never counted as clear or no data)
-        with open_reader(mask_file, core.settings, env=ONE_THREAD_PER_READ) as reader:
-            counts = reader.run(
-                lambda src: aoi_window_counts(
-                    src,
-                    aoi_geom,
-                    source,
-                    resolution=resolution,
-                    resampling=resampling,
-                    max_pixels=core.settings.limits.max_output_pixels,
-                    grids=grids,
-                )
-            )
-        for key, value in counts.items():
+        for key, value in count(mask_file, source).items():
             setattr(row, key, value)
     row.error = outcome.error
     return row
@@ -380,32 +401,21 @@ def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverR
     """Cloud statistics over the AOI for the request's items. `job` receives one progress step
     per item measured and can cancel the call between items. Its dry run is `estimate`."""
     cat, selected, notes, collections = request.select(core)
-    aoi_geom, resolution, sort = request.aoi, request.resolution, request.sort
     total = len(selected)
     job = timed(job, core)
-    grids = AoiGrids(aoi_geom, resolution, core.settings.limits.max_output_pixels)
-
-    def measure(ref_or_item) -> ItemCloudCover:
-        return measure_item(
-            core,
-            cat,
-            ref_or_item,
-            aoi_geom,
-            collections,
-            resolution,
-            request.resampling,
-            request.asset,
-            grids,
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if total and core.settings.dask_scheduler:  # each mask counted on a worker
+            cluster = stack.enter_context(contextlib.closing(Cluster(core, request)))
+        count = counting(core, request, job, cluster)
+        rows = each(
+            job,
+            selected,
+            lambda it: measure_item(core, cat, it, collections, request.asset, count),
+            workers=max(1, min(core.settings.limits.max_concurrency, total)),
+            start=f"measuring cloud cover of {total} items",
+            describe=lambda row: f"{row.item_id}: {_outcome(row)}",
         )
-
-    rows = each(
-        job,
-        selected,
-        measure,
-        workers=max(1, min(core.settings.limits.max_concurrency, total)),
-        start=f"measuring cloud cover of {total} items",
-        describe=lambda row: f"{row.item_id}: {_outcome(row)}",
-    )
     measured = [r for r in rows if r is not None]
     failed = sum(1 for r in measured if r.error)
     if not measured:
@@ -416,9 +426,9 @@ def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverR
     if empty:
         notes.append(f"{empty} items have no valid pixels in the AOI (outside the item or all no data)")
     return CloudCoverResult(
-        aoi_bbox=[round(v, 6) for v in aoi_geom.bounds],
-        sort=sort,
-        items=sort_rows(measured, sort),
+        aoi_bbox=[round(v, 6) for v in request.aoi.bounds],
+        sort=request.sort,
+        items=sort_rows(measured, request.sort),
         returned=len(measured),
         failed=failed,
         notes=notes,
