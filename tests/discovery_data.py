@@ -58,23 +58,26 @@ def _item(kind: str, item_id: str, when: datetime, rng, **fields) -> dict:
     return synthetic.item(kind, item_id, when.strftime("%Y-%m-%dT%H:%M:%SZ"), cloud_cover=cover, **fields)
 
 
-def expected(items, *, collections=None, bbox=None, start=None, end=None, max_cloud=None, where=None):
+def expected(items, *, collections=None, where=None, **search):
     """Ids matching, computed independently of the code under test."""
+    return [
+        item["id"]
+        for item in items
+        if (not collections or item["collection"] in collections)
+        and matches(item, **search)
+        and (not where or where(item))
+    ]
+
+
+def matches(item: dict, *, bbox=None, start=None, end=None, max_cloud=None) -> bool:
+    """Whether `item` intersects `bbox`, has its datetime in [start, end] and at most `max_cloud`
+    cloud cover (each when given), with shapely and plain comparisons."""
     from shapely.geometry import box, shape
 
-    out = []
-    for item in items:
-        props = item["properties"]
-        when = datetime.fromisoformat(props["datetime"].replace("Z", "+00:00"))
-        if collections and item["collection"] not in collections:
-            continue
-        if bbox and not shape(item["geometry"]).intersects(box(*bbox)):
-            continue
-        if (start and when < start) or (end and when > end):
-            continue
-        if max_cloud is not None and props["eo:cloud_cover"] > max_cloud:
-            continue
-        if where and not where(item):
-            continue
-        out.append(item["id"])
-    return out
+    props = item["properties"]
+    when = datetime.fromisoformat(props["datetime"].replace("Z", "+00:00"))
+    if bbox and not shape(item["geometry"]).intersects(box(*bbox)):
+        return False
+    if (start and when < start) or (end and when > end):
+        return False
+    return max_cloud is None or props["eo:cloud_cover"] <= max_cloud

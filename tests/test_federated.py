@@ -26,8 +26,8 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from discovery_data import matches
 from fastmcp import Client
-from shapely.geometry import box, shape
 
 from stac_gdal_mcp.testing import synthetic
 from testbed import pgstac_for_pytest
@@ -167,15 +167,8 @@ def expected(bbox=None, start=None, end=None, max_cloud=None):
     list with shapely and plain comparisons."""
     out: dict[tuple, set] = {}
     for (catalog, item_id), (key, item) in COPIES.items():
-        props = item["properties"]
-        when = datetime.fromisoformat(props["datetime"].replace("Z", "+00:00"))
-        if bbox and not shape(item["geometry"]).intersects(box(*bbox)):
-            continue
-        if (start and when < start) or (end and when > end):
-            continue
-        if max_cloud is not None and props["eo:cloud_cover"] > max_cloud:
-            continue
-        out.setdefault(key, set()).add((catalog, item_id))
+        if matches(item, bbox=bbox, start=start, end=end, max_cloud=max_cloud):
+            out.setdefault(key, set()).add((catalog, item_id))
     return out
 
 
@@ -201,17 +194,20 @@ def apis():
         yield es, pc
 
 
+def three_catalogs(apis) -> list[dict]:
+    """earth-search on its API; planetary-computer and usgs-landsat on the other one."""
+    es, pc = apis
+    return [
+        {"id": "earth-search", "url": es.url},
+        {"id": "planetary-computer", "url": pc.url},
+        {"id": "usgs-landsat", "url": pc.url},
+    ]
+
+
 @pytest.fixture
 def settings(make_settings, apis):
-    es, pc = apis
     return make_settings(
-        builtin_catalogs=False,
-        catalogs=[
-            {"id": "earth-search", "url": es.url},
-            {"id": "planetary-computer", "url": pc.url},
-            {"id": "usgs-landsat", "url": pc.url},
-        ],
-        default_catalog="earth-search",
+        builtin_catalogs=False, catalogs=three_catalogs(apis), default_catalog="earth-search"
     )
 
 
@@ -298,14 +294,9 @@ async def test_paging_has_no_gaps_and_no_duplicates(build, settings, limit):
 
 
 async def test_full_items_are_capped_by_max_result_bytes_and_page_on(build, make_settings, apis):
-    es, pc = apis
     settings = make_settings(
         builtin_catalogs=False,
-        catalogs=[
-            {"id": "earth-search", "url": es.url},
-            {"id": "planetary-computer", "url": pc.url},
-            {"id": "usgs-landsat", "url": pc.url},
-        ],
+        catalogs=three_catalogs(apis),
         default_catalog="earth-search",
         limits={"max_result_bytes": 20000},
     )
