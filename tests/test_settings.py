@@ -145,30 +145,28 @@ def test_every_unknown_key_is_named_on_one_line(tmp_path):
     assert "'timeout' in [network]; did you mean 'timeout_s'?" in message
 
 
-def test_unknown_keys_in_the_environment_are_refused(monkeypatch):
-    monkeypatch.setenv("STAC_GDAL_MCP_LIMITS__PAGE_SISE", "5")
+@pytest.mark.parametrize(
+    "variable, value, message",
+    [
+        (
+            "STAC_GDAL_MCP_LIMITS__PAGE_SISE",
+            "5",
+            "unknown key 'page_sise' in [limits]; did you mean 'page_size' (STAC_GDAL_MCP_LIMITS__PAGE_SIZE)?",
+        ),
+        (
+            "STAC_GDAL_MCP_NETWORK",
+            '{"timeout": 5}',
+            "unknown key 'timeout' in [network]; did you mean 'timeout_s'?",
+        ),
+        # pydantic-settings alone would ignore this one
+        ("STAC_GDAL_MCP_PAGE_SIZE", "5", "no such setting; did you mean STAC_GDAL_MCP_LIMITS__PAGE_SIZE?"),
+    ],
+)
+def test_unknown_keys_in_the_environment_are_refused(monkeypatch, variable, value, message):
+    monkeypatch.setenv(variable, value)
     with pytest.raises(ConfigError) as info:
         load_settings()
-    assert str(info.value) == (
-        "environment variable STAC_GDAL_MCP_LIMITS__PAGE_SISE: unknown key 'page_sise' in [limits]; "
-        "did you mean 'page_size' (STAC_GDAL_MCP_LIMITS__PAGE_SIZE)?"
-    )
-    monkeypatch.delenv("STAC_GDAL_MCP_LIMITS__PAGE_SISE")
-    monkeypatch.setenv("STAC_GDAL_MCP_NETWORK", '{"timeout": 5}')
-    with pytest.raises(ConfigError) as info:
-        load_settings()
-    assert str(info.value) == (
-        "environment variable STAC_GDAL_MCP_NETWORK: unknown key 'timeout' in [network]; "
-        "did you mean 'timeout_s'?"
-    )
-    monkeypatch.delenv("STAC_GDAL_MCP_NETWORK")
-    monkeypatch.setenv("STAC_GDAL_MCP_PAGE_SIZE", "5")  # pydantic-settings alone would ignore it
-    with pytest.raises(ConfigError) as info:
-        load_settings()
-    assert str(info.value) == (
-        "environment variable STAC_GDAL_MCP_PAGE_SIZE: no such setting; "
-        "did you mean STAC_GDAL_MCP_LIMITS__PAGE_SIZE?"
-    )
+    assert str(info.value) == f"environment variable {variable}: {message}"
 
 
 def test_known_environment_variables_still_work(tmp_path, monkeypatch):
