@@ -96,6 +96,27 @@ def index_name(formula: str) -> str | None:
     return next((name.upper() for name, text in INDICES.items() if text in formula), None)
 
 
+def new_figure(height: float):
+    """A chart's matplotlib Figure, 8 in wide and `height` high at 100 dpi, drawn by Agg (no
+    display), and its axes: what every chart of the package (time series, zonal) starts from."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8, height), dpi=100)
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def png_bytes(figure) -> bytes:
+    """A chart laid out tight, as PNG bytes."""
+    import io
+
+    figure.tight_layout()
+    out = io.BytesIO()
+    figure.savefig(out, format="png")
+    return out.getvalue()
+
+
 def write_chart(path: Path, rows: Sequence, *, title: str, ylabel: str, name: str | None = None) -> None:
     """The time series chart (`chart_figure`) as a PNG file."""
     chart_figure(rows, title=title, ylabel=ylabel, name=name).savefig(path, format="png")
@@ -107,13 +128,9 @@ def chart_figure(rows: Sequence, *, title: str, ylabel: str, name: str | None = 
     fraction of each day as bars on a second axis; days without a usable pixel (dropped as
     cloudy or no data: value null) marked by a cross at the bottom. A matplotlib Figure."""
     import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     name = name or index_name(title)
-    figure = Figure(figsize=(8, 3.8), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
+    figure, axes = new_figure(3.8)
     times = np.array([np.datetime64(r.datetime.rstrip("Z")) for r in rows])
     values = np.array([np.nan if r.value is None else r.value for r in rows], dtype="float64")
     valid = np.array([r.valid_fraction or 0.0 for r in rows], dtype="float64")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numbers
 from typing import TYPE_CHECKING
 
-from ..tables import index_name
+from ..tables import index_name, new_figure, png_bytes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,27 +55,9 @@ def chart_png(frame: pd.DataFrame, stat: str, classes: dict | None = None) -> by
     return series_png(frame if stat in frame else frame.assign(**{stat: float("nan")}), stat)
 
 
-def _figure():
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(8, 3.6), dpi=100)
-    FigureCanvasAgg(figure)
-    return figure, figure.add_subplot()
-
-
-def _png(figure) -> bytes:
-    import io
-
-    figure.tight_layout()
-    out = io.BytesIO()
-    figure.savefig(out, format="png")
-    return out.getvalue()
-
-
 def series_png(frame: pd.DataFrame, column: str) -> bytes:
     """`series_figure` as PNG bytes."""
-    return _png(series_figure(frame, column))
+    return png_bytes(series_figure(frame, column))
 
 
 def series_figure(frame: pd.DataFrame, column: str):
@@ -87,7 +69,7 @@ def series_figure(frame: pd.DataFrame, column: str):
     facts = frame.attrs["stac_gdal_mcp"]["facts"]
     name = expression_name(facts["expression"])
     is_index = index_name(facts["expression"]) is not None
-    figure, axes = _figure()
+    figure, axes = new_figure(3.6)
     zones = list(dict.fromkeys(frame["zone_id"]))
     times = frame["datetime"].dt.tz_localize(None)
     # numbers only (`unique` holds lists of classes: nothing to draw against time)
@@ -131,7 +113,7 @@ def fractions_png(frame: pd.DataFrame, classes: dict, colors: dict | None = None
     import numpy as np
 
     columns = [c for c in frame.columns if c.startswith("frac_")]
-    figure, axes = _figure()
+    figure, axes = new_figure(3.6)
     if not columns:  # no zone measured
         frame = frame.assign(frac_none=float("nan"))
         columns = ["frac_none"]
@@ -165,4 +147,4 @@ def fractions_png(frame: pd.DataFrame, classes: dict, colors: dict | None = None
     axes.set_xlim(0, 1)
     axes.invert_yaxis()
     axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return _png(figure)
+    return png_bytes(figure)
