@@ -89,10 +89,15 @@ async def test_local_catalog_search_matches_independent_result(make_settings, lo
             ).items()
 
 
+def on_mini(api) -> dict:
+    """The settings of a server whose default catalog is the mini API `api`."""
+    return {"catalogs": [{"id": "mini", "url": api.url}], "default_catalog": "mini"}
+
+
 async def test_api_without_filter_gets_conditions_client_side(make_settings, dataset):
     collections, items = dataset
     with serve_mini_api(items, collections) as api:
-        settings = make_settings(catalogs=[{"id": "mini", "url": api.url}], default_catalog="mini")
+        settings = make_settings(**on_mini(api))
         want = data.expected(
             items,
             collections=[data.S2],
@@ -135,11 +140,7 @@ async def test_api_without_filter_gets_conditions_client_side(make_settings, dat
 async def test_retries_then_success_and_then_reported_failure(make_settings, dataset):
     collections, items = dataset
     with serve_mini_api(items, collections) as api:
-        settings = make_settings(
-            catalogs=[{"id": "mini", "url": api.url}],
-            default_catalog="mini",
-            network={"max_retries": 2, "timeout_s": 5},
-        )
+        settings = make_settings(**on_mini(api), network={"max_retries": 2, "timeout_s": 5})
         async with Client(build_server(settings)) as client:
             api.fail_next = [503, 429]  # two failures, then the root answers
             before = api.requests
@@ -198,11 +199,7 @@ async def test_catalog_down_is_reported(make_settings):
 async def test_private_hosts_refused_by_default(make_settings, dataset):
     collections, items = dataset
     with serve_mini_api(items, collections) as api:
-        settings = make_settings(
-            catalogs=[{"id": "mini", "url": api.url}],
-            default_catalog="mini",
-            network={"allow_private_hosts": False},
-        )
+        settings = make_settings(**on_mini(api), network={"allow_private_hosts": False})
         async with Client(build_server(settings)) as client:
             result = await client.call_tool("search_items", {"limit": 1}, raise_on_error=False)
     assert result.is_error and "allow_private_hosts" in result.content[0].text
