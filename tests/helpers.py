@@ -62,8 +62,9 @@ def utm_aoi(x0, y0, x1, y1, epsg=32633) -> list[float]:
     return [min(lons), min(lats), max(lons), max(lats)]
 
 
-def write_cog(path, array, *, epsg=32633, transform=None, nodata=None, blocksize=256):
-    """A DEFLATE COG with overviews, written with rasterio + GDAL's COG driver (test truth)."""
+def write_cog(path, array, *, epsg=32633, transform=None, nodata=None, blocksize=256, **cog_options):
+    """A DEFLATE COG with overviews, written with rasterio + GDAL's COG driver (test truth);
+    `cog_options`: more of the driver's creation options (OVERVIEW_RESAMPLING="NEAREST")."""
     import rasterio
     import rasterio.shutil
     from rasterio.io import MemoryFile
@@ -86,7 +87,9 @@ def write_cog(path, array, *, epsg=32633, transform=None, nodata=None, blocksize
         with memory.open(**profile) as dst:
             dst.write(array)
         with memory.open() as src:
-            rasterio.shutil.copy(src, str(path), driver="COG", BLOCKSIZE=blocksize, COMPRESS="DEFLATE")
+            rasterio.shutil.copy(
+                src, str(path), driver="COG", BLOCKSIZE=blocksize, COMPRESS="DEFLATE", **cog_options
+            )
     return path
 
 

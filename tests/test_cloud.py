@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import rasterio
 from fastmcp import Client
-from helpers import fractions, utm_aoi
+from helpers import fractions, utm_aoi, write_cog
 from pyproj import Transformer
 from rasterio.features import geometry_mask
 from shapely import transform as shapely_transform
@@ -243,9 +243,6 @@ def test_aoi_outside_the_item(core):
 
 def mask_only_scene(out_dir, href_base, item_id, *, size_px, blocksize, seed=0):
     """A Sentinel-2 item whose only file is its SCL (size_px / 2 pixels of 20 m), as a COG."""
-    import rasterio.shutil
-    from rasterio.io import MemoryFile
-
     rng = np.random.default_rng(seed)
     classes = synthetic.scene_classes(rng, (size_px // 2, size_px // 2), cloud=0.3, shadow=0.05, water=0.05)
     speckle = (rng.random(classes.shape) < 0.2) & (classes != 0)  # as in real SCL: compresses less
@@ -262,28 +259,8 @@ def mask_only_scene(out_dir, href_base, item_id, *, size_px, blocksize, seed=0):
     )
     path = out_dir / f"{item_id}-scl.tif"
     out_dir.mkdir(parents=True, exist_ok=True)
-    profile = dict(
-        driver="GTiff",
-        width=classes.shape[1],
-        height=classes.shape[0],
-        count=1,
-        dtype="uint8",
-        crs="EPSG:32633",
-        transform=rasterio.transform.from_origin(*ORIGIN, 20, 20),
-        nodata=0,
-    )
-    with MemoryFile() as memory:
-        with memory.open(**profile) as dst:
-            dst.write(classes, 1)
-        with memory.open() as src:
-            rasterio.shutil.copy(
-                src,
-                path,
-                driver="COG",
-                BLOCKSIZE=blocksize,
-                COMPRESS="DEFLATE",
-                OVERVIEW_RESAMPLING="NEAREST",
-            )
+    grid = rasterio.transform.from_origin(*ORIGIN, 20, 20)
+    write_cog(path, classes, transform=grid, nodata=0, blocksize=blocksize, OVERVIEW_RESAMPLING="NEAREST")
     item["assets"] = {"scl": dict(item["assets"]["scl"], href=f"{href_base}/{path.name}")}
     return item, path
 

@@ -132,18 +132,8 @@ def test_search_results_iterate_page_and_tabulate(session):
     everything = [i.id for p in page.pages() for i in p]
     assert len(everything) == len(set(everything)) == page.matched == 8
     table = page.to_dataframe()
-    assert list(table.columns) == [
-        "id",
-        "collection",
-        "datetime",
-        "cloud_cover",
-        "platform",
-        "gsd",
-        "proj_code",
-        "bbox",
-        "assets",
-        "thumbnail",
-    ]
+    columns = "id collection datetime cloud_cover platform gsd proj_code bbox assets thumbnail"
+    assert list(table.columns) == columns.split()
     assert table.attrs["matched"] == 8 and "red" in table["assets"][0]
     full = session.search(collections=["sentinel-2-l2a"], limit=2, detail="full")
     assert isinstance(full[0], dict) and full.ids == [s.id for s in full.summaries]
