@@ -54,6 +54,7 @@ import mimetypes
 import os
 import socket
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -231,12 +232,7 @@ class Respond(Fault):
         return True
 
 
-@dataclass
-class _PathStats:
-    requests: int = 0
-    bytes: int = 0
-    ranges: int = 0
-    faults: int = 0
+_COUNTS = ("requests", "bytes", "ranges", "faults")  # per path
 
 
 @dataclass
@@ -259,7 +255,7 @@ class FaultServer:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._faults: dict[str | None, _Slot] = {}
-        self._paths: dict[str, _PathStats] = {}
+        self._paths: dict[str, Counter] = {}
         handler = type("Handler", (FaultHandler,), {"server_ref": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
@@ -301,7 +297,7 @@ class FaultServer:
         """{"requests", "bytes", "faults", "paths": {"/x.tif": {"requests", "bytes", "ranges",
         "faults"}}}: every request, file bytes sent, 206 answers, answers given by a fault."""
         with self._lock:
-            paths = {path: dict(vars(s)) for path, s in self._paths.items()}
+            paths = {path: dict(counts) for path, counts in self._paths.items()}
         return {
             "requests": sum(p["requests"] for p in paths.values()),
             "bytes": sum(p["bytes"] for p in paths.values()),
@@ -319,9 +315,7 @@ class FaultServer:
 
     def _count(self, path: str, **counts: int) -> None:
         with self._lock:
-            s = self._paths.setdefault(path, _PathStats())
-            for name, n in counts.items():
-                setattr(s, name, getattr(s, name) + n)
+            self._paths.setdefault(path, Counter(dict.fromkeys(_COUNTS, 0))).update(counts)
 
 
 @contextlib.contextmanager
