@@ -9,6 +9,7 @@
   on synthetic Sentinel-2 scenes (rasterio + numpy on the generated files).
 - `run_time_series`, `run_composite`: what the time_series and composite tools do (compute with
   the Session, save, shape the result), for tests that check those results without a client.
+- `mask_only_scene`: a Sentinel-2 item whose only asset is its SCL.
 - `write_days`, `fractions`: synthetic Sentinel-2 scenes, one per day, and their cover arguments.
 """
 
@@ -194,3 +195,42 @@ def serve_http(env: dict) -> Iterator[int]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def mask_only_scene(
+    out_dir,
+    href_base,
+    item_id,
+    *,
+    size_px,
+    blocksize,
+    seed=0,
+    collection_id="sentinel-2-l2a",
+    origin=(500000.0, 5000000.0),
+):
+    """A Sentinel-2 item whose only file is its SCL (size_px / 2 pixels of 20 m from the
+    upper-left `origin` in EPSG:32633), as a COG `out_dir/<item_id>-scl.tif`: (item, path)."""
+    from rasterio.transform import from_origin
+
+    from stac_gdal_mcp.testing import synthetic
+
+    rng = np.random.default_rng(seed)
+    classes = synthetic.scene_classes(rng, (size_px // 2, size_px // 2), cloud=0.3, shadow=0.05, water=0.05)
+    speckle = (rng.random(classes.shape) < 0.2) & (classes != 0)  # as in real SCL: compresses less
+    classes[speckle] = rng.choice(np.array([4, 5, 7], dtype="uint8"), size=int(speckle.sum()))
+    transform = (10.0, 0.0, origin[0], 0.0, -10.0, origin[1])
+    item = synthetic.item(
+        "sentinel-2-l2a",
+        item_id,
+        "2024-07-01T10:00:00Z",
+        collection_id=collection_id,
+        transform=transform,
+        shape=(size_px, size_px),
+        href_base=href_base,
+    )
+    path = out_dir / f"{item_id}-scl.tif"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    grid = from_origin(*origin, 20, 20)
+    write_cog(path, classes, transform=grid, nodata=0, blocksize=blocksize, OVERVIEW_RESAMPLING="NEAREST")
+    item["assets"] = {"scl": dict(item["assets"]["scl"], href=f"{href_base}/{path.name}")}
+    return item, path

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import rasterio
 from fastmcp import Client
-from helpers import fractions, utm_aoi, write_cog
+from helpers import fractions, mask_only_scene, utm_aoi
 from pyproj import Transformer
 from rasterio.features import geometry_mask
 from shapely import transform as shapely_transform
@@ -241,30 +241,6 @@ def test_aoi_outside_the_item(core):
     assert any("no valid pixels" in n for n in result.notes)
 
 
-def mask_only_scene(out_dir, href_base, item_id, *, size_px, blocksize, seed=0):
-    """A Sentinel-2 item whose only file is its SCL (size_px / 2 pixels of 20 m), as a COG."""
-    rng = np.random.default_rng(seed)
-    classes = synthetic.scene_classes(rng, (size_px // 2, size_px // 2), cloud=0.3, shadow=0.05, water=0.05)
-    speckle = (rng.random(classes.shape) < 0.2) & (classes != 0)  # as in real SCL: compresses less
-    classes[speckle] = rng.choice(np.array([4, 5, 7], dtype="uint8"), size=int(speckle.sum()))
-    transform = (10.0, 0.0, ORIGIN[0], 0.0, -10.0, ORIGIN[1])
-    item = synthetic.item(
-        "sentinel-2-l2a",
-        item_id,
-        "2024-07-01T10:00:00Z",
-        collection_id=S2,
-        transform=transform,
-        shape=(size_px, size_px),
-        href_base=href_base,
-    )
-    path = out_dir / f"{item_id}-scl.tif"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    grid = rasterio.transform.from_origin(*ORIGIN, 20, 20)
-    write_cog(path, classes, transform=grid, nodata=0, blocksize=blocksize, OVERVIEW_RESAMPLING="NEAREST")
-    item["assets"] = {"scl": dict(item["assets"]["scl"], href=f"{href_base}/{path.name}")}
-    return item, path
-
-
 def test_reads_only_the_aoi_window(core, cog_server, pgstac_api):
     """Fresh files (GDAL caches what it read per process): the AOI window, then an overview."""
     folder = f"cloud-bytes-{UID}"
@@ -276,6 +252,7 @@ def test_reads_only_the_aoi_window(core, cog_server, pgstac_api):
             size_px=4096,
             blocksize=256,
             seed=i,
+            collection_id=S2,
         )
         for i in range(2)
     ]

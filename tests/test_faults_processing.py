@@ -17,7 +17,7 @@ import pytest
 import rasterio
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
-from helpers import scaled
+from helpers import mask_only_scene, scaled
 from test_processing_access import write_cog
 
 from testbed.faults import AbortMidBody, ServerError, Stall, serve_faults
@@ -205,24 +205,20 @@ async def test_inspect_unaffected_by_pixel_faults(settings, build, faulty, scene
 
 @pytest.fixture(scope="module")
 def cloud_folder(faulty):
-    """Two Sentinel-2-like scenes (GOOD, BAD) written once; tests serve copies under fresh names."""
-    from stac_gdal_mcp.testing import synthetic
-
+    """Two Sentinel-2-like scenes (GOOD, BAD) of their SCL only (all cloud_cover_stats reads),
+    written once; tests serve copies under fresh names."""
     folder = "cloud-scenes"
-    items = []
-    for number, item_id in enumerate(["GOOD", "BAD"]):
-        item, _ = synthetic.write_scene(
-            "sentinel-2-l2a",
+    items = [
+        mask_only_scene(
             faulty.directory / folder,
+            f"{faulty.url}/{folder}",
             item_id,
-            "2024-06-01T10:00:00Z",
-            seed=number,
             size_px=2048,  # a 1024 px SCL: more than GDAL's first read of the file
-            href_base=f"{faulty.url}/{folder}",
             blocksize=128,
-            with_visual=False,
-        )
-        items.append(item)
+            seed=number,
+        )[0]
+        for number, item_id in enumerate(["GOOD", "BAD"])
+    ]
     return folder, items
 
 
@@ -245,8 +241,8 @@ def cloud_scenes(faulty, make_settings, cloud_folder, request):
         catalogs=[{"id": "faulty", "path": str(catalog)}],
         network=network(request),
     )
-    bad_mask = faulty.directory / fresh / "BAD" / "scl.tif"
-    return settings, f"/{fresh}/BAD/scl.tif", first_tile_offset(bad_mask), items
+    bad_mask = faulty.directory / fresh / "BAD-scl.tif"
+    return settings, f"/{fresh}/BAD-scl.tif", first_tile_offset(bad_mask), items
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
