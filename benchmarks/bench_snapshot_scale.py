@@ -321,90 +321,142 @@ def _settings(catalog: dict):
     )
 
 
-def run(name: str, layout: str, catalog: dict, groups: RowGroups, server=None, hand_files=None) -> None:
-    """One line of figures: ours, then DuckDB by hand on the same files."""
-    import duckdb
+def _served(server, before: int) -> dict:
+    """Bytes read since `before` (disk: rchar) or sent by the server (and its requests, parts)."""
+    if server is None:
+        return {"bytes": _rchar() - before, "requests": 0, "log": None}
+    stats = server.stats()
+    return {"bytes": stats["bytes"], "requests": stats["requests"], "log": server.request_log()}
+
+
+def ours(catalog: dict, groups: RowGroups, server=None) -> dict:
+    """Our figures for the month's search on a new catalog (see the module docstring)."""
     from measure import peak_rss_mb, reset_peak
 
     from stac_gdal_mcp import Session
     from stac_gdal_mcp.discovery import params as p
 
-    cid = WANTED[0]
-    _, _, interval = _month()
-
-    def counted():
-        return (_rchar(), server.request_log() if server else None)
-
+    cid, (_, _, interval) = WANTED[0], _month()
+    out: dict = {}
     with Session(_settings(catalog)) as session:
-        cat = session.core.catalogs.get("snap")
-        if server:
-            server.reset_stats()
+        server and server.reset_stats()
         started, before = time.perf_counter(), _rchar()
         session.search(collections=[WARM[0]], datetime=_month(WARM)[2], limit=PAGE)
-        cold_s, cold_bytes = time.perf_counter() - started, _rchar() - before
-        opened = cat.files
-        if server:
-            cold_bytes, cold_requests = server.stats()["bytes"], server.stats()["requests"]
-            cold_parts = len(server.stats()["paths"])
-        if server:
-            server.reset_stats()
+        out["cold_s"], out["cold"] = time.perf_counter() - started, _served(server, before)
+        server and server.reset_stats()
         reset_peak()
-        before = _rchar()
-        started = time.perf_counter()
-        page = session.search(collections=[cid], datetime=interval, limit=PAGE)
-        first_s = time.perf_counter() - started
-        read = _rchar() - before
-        rss = peak_rss_mb()
-        if server:
-            stats, log = server.stats(), server.request_log()
-            read, requests = stats["bytes"], stats["requests"]
-            parts, touched = groups.touched(log)
-        else:
-            requests, touched = 0, None
-            start, end = p.datetime_interval(interval)
-            kept = cat.parts([cid], start, end)
-            parts = len(opened.paths) if kept is None else len(kept)
-        warm_s, _ = median_s(lambda: session.search(collections=[cid], datetime=interval, limit=PAGE))
+        started, before = time.perf_counter(), _rchar()
+        out["page"] = session.search(collections=[cid], datetime=interval, limit=PAGE)
+        out["first_s"], out["read"], out["rss"] = (
+            time.perf_counter() - started,
+            _served(server, before),
+            peak_rss_mb(),
+        )
+        kept = session.core.catalogs.get("snap").parts([cid], *p.datetime_interval(interval))
+        out["parts"] = len(groups.spans) if kept is None else len(kept)
+        out["warm_s"], _ = median_s(lambda: session.search(collections=[cid], datetime=interval, limit=PAGE))
+    return out
+
+
+def by_hand_month(layout: str, files: list[str], server=None) -> dict:
+    """DuckDB's figures for the same search by hand (its footers read once before, not measured)."""
+    import duckdb
+
     con = duckdb.connect(config={"memory_limit": "512MB"})
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET parquet_metadata_cache = true")  # as ours keeps footers
     if server:
         con.register_filesystem(plain_http())
-    by_hand(con, layout, hand_files, (WANTED[0], *WARM[1:]))  # footers read, not measured
-    if server:
-        server.reset_stats()
+    by_hand(con, layout, files, (WANTED[0], *WARM[1:]))
+    server and server.reset_stats()
     before, started = _rchar(), time.perf_counter()
-    ids = by_hand(con, layout, hand_files)
-    hand_first_s = time.perf_counter() - started
-    hand_read = server.stats()["bytes"] if server else _rchar() - before
-    hand_requests = server.stats()["requests"] if server else 0
-    hand_parts, hand_touched = groups.touched(server.request_log()) if server else (None, None)
-    hand_warm_s, ids_again = median_s(lambda: by_hand(con, layout, hand_files))
-    assert list(page.ids) == ids == ids_again, "ours and DuckDB by hand differ"
-    assert page.matched is not None and len(ids) == PAGE
-    total_parts = len(groups.spans)
+    out = {"ids": by_hand(con, layout, files)}
+    out["first_s"], out["read"] = time.perf_counter() - started, _served(server, before)
+    out["warm_s"], again = median_s(lambda: by_hand(con, layout, files))
+    assert again == out["ids"]
+    con.close()
+    return out
+
+
+def _mib(read: dict) -> str:
+    return f"{read['bytes'] / 1024**2:.2f} MiB read" + (
+        f" in {read['requests']} requests" if read["log"] is not None else ""
+    )
+
+
+def run(name: str, layout: str, catalog: dict, groups: RowGroups, server=None, hand_files=None) -> None:
+    """Three lines of figures: a new catalog's first search, ours, DuckDB by hand on the same files."""
+    o = ours(catalog, groups, server)
+    h = by_hand_month(layout, hand_files, server)
+    assert list(o["page"].ids) == h["ids"] and len(h["ids"]) == PAGE, "ours and DuckDB by hand differ"
+    total = len(groups.spans)
+    cold = o["cold"]
     print(
         f"  {name}: a new catalog's first search ({WARM[0]}, {WARM[1]}-{WARM[2]:02d}; every part's footer "
-        f"checked, once per version): {cold_s:.2f} s, {cold_bytes / 1024**2:.1f} MiB read"
-        + (f" in {cold_requests} requests to {cold_parts} parts" if server else "")
+        f"checked, once per version): {o['cold_s']:.2f} s, {_mib(cold)}"
+        + (f" to {len({p for p, *_ in cold['log']})} parts" if server else "")
+    )
+    if server:
+        parts, groups_read = groups.touched(o["read"]["log"])
+        opened = f"{parts} of {total} parts, {groups_read} of {groups.total} row groups"
+        hand_parts, hand_groups = groups.touched(h["read"]["log"])
+        hand_opened = f"{hand_parts} parts, {hand_groups} row groups, "
+    else:
+        opened = f"{o['parts']} of {total} parts ({groups.can_hold} of {groups.total} row groups can hold it)"
+        hand_opened = ""
+    print(
+        f"    ours: {opened}, {_mib(o['read'])}; first {o['first_s'] * 1000:.0f} ms, again "
+        f"{o['warm_s'] * 1000:.0f} ms; peak RSS {o['rss']:.0f} MiB; matched {o['page'].matched:,}"
     )
     print(
-        f"    ours: {parts} of {total_parts} parts"
-        + (
-            f", {touched} of {groups.total} row groups"
-            if touched is not None
-            else f" ({groups.can_hold} of {groups.total} row groups can hold it)"
-        )
-        + f", {read / 1024**2:.2f} MiB read{f' in {requests} requests' if server else ''}; "
-        f"first {first_s * 1000:.0f} ms, again {warm_s * 1000:.0f} ms; peak RSS {rss:.0f} MiB; matched {page.matched:,}"
+        f"    DuckDB by hand: {hand_opened}{_mib(h['read'])}; first {h['first_s'] * 1000:.0f} ms, again "
+        f"{h['warm_s'] * 1000:.0f} ms -> ours {o['first_s'] / h['first_s']:.2f}x / {o['warm_s'] / h['warm_s']:.2f}x, "
+        f"bytes {o['read']['bytes'] / max(1, h['read']['bytes']):.2f}x"
     )
-    print(
-        f"    DuckDB by hand: {f'{hand_parts} parts, {hand_touched} row groups, ' if server else ''}"
-        f"{hand_read / 1024**2:.2f} MiB read{f' in {hand_requests} requests' if server else ''}; "
-        f"first {hand_first_s * 1000:.0f} ms, again {hand_warm_s * 1000:.0f} ms"
-        f" -> ours {first_s / hand_first_s:.2f}x / {warm_s / hand_warm_s:.2f}x, bytes {read / max(1, hand_read):.2f}x"
-    )
+
+
+def walk(name: str, catalog: dict, files: list[str], server=None) -> None:
+    """The first page and a 20-page walk of the default search (everything, datetime desc) at
+    limit 100, ours vs DuckDB's SELECT * ... ORDER BY ... LIMIT 100 OFFSET k by hand."""
+    import duckdb
+    from measure import peak_rss_mb, reset_peak
+
+    from stac_gdal_mcp import Session
+    from stac_gdal_mcp.catalogs.geoparquet import rows_as_items
+
+    with Session(_settings(catalog)) as session:
+        session.search(limit=1)  # footers checked, not measured
+        server and server.reset_stats()
+        reset_peak()
+        started, before = time.perf_counter(), _rchar()
+        page = session.search(limit=PAGE)
+        first_s, ids = time.perf_counter() - started, [page.ids]
+        for _ in range(19):
+            page = session.search(limit=PAGE, cursor=page.next_cursor)
+            ids.append(page.ids)
+        walk_s, read, rss = time.perf_counter() - started, _served(server, before), peak_rss_mb()
+    con = duckdb.connect(config={"memory_limit": "512MB"})
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET parquet_metadata_cache = true")
+    server and con.register_filesystem(plain_http())
+    listed = ", ".join(f"'{f}'" for f in files)
+    con.sql(f"SELECT count(*) FROM read_parquet([{listed}])").fetchall()  # footers read, not measured
+    server and server.reset_stats()
+    started, before, hand_first_s = time.perf_counter(), _rchar(), None
+    for k in range(20):
+        table = con.sql(
+            f"SELECT * FROM read_parquet([{listed}]) ORDER BY datetime DESC NULLS FIRST, collection DESC, "
+            f"id DESC LIMIT {PAGE} OFFSET {k * PAGE}"
+        ).to_arrow_table()
+        assert [item["id"] for item in rows_as_items(table)] == list(ids[k]), f"page {k + 1} differs"
+        hand_first_s = hand_first_s or time.perf_counter() - started
+    hand_s, hand_read = time.perf_counter() - started, _served(server, before)
     con.close()
+    print(
+        f"  {name}, default search: first page {first_s * 1000:.0f} ms vs DuckDB {hand_first_s * 1000:.0f} ms "
+        f"({first_s / hand_first_s:.2f}x); 20 pages {walk_s:.1f} s vs {hand_s:.1f} s ({walk_s / hand_s:.2f}x); "
+        f"{_mib(read)} vs {_mib(hand_read)}; peak RSS (ours) {rss:.0f} MiB"
+    )
 
 
 def main() -> None:
@@ -414,6 +466,7 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=10_000_000)
     parser.add_argument("--layouts", default="pc,hive")
     parser.add_argument("--no-http", action="store_true")
+    parser.add_argument("--walk", action="store_true", help="also the default search's 20-page walk")
     args = parser.parse_args()
     root = generate(args.items)
     with __import__("stac_gdal_mcp").Session(_settings({"path": str(_parts(root / "pc")[0])})) as session:
@@ -427,6 +480,8 @@ def main() -> None:
         groups = RowGroups(root, files)
         mine = [f for f in files if f"{cid}.parquet" in str(f)] if layout == "pc" else files
         run("on disk", layout, {"path": str(root / layout)}, groups, hand_files=[str(f) for f in mine])
+        if args.walk:
+            walk("on disk", {"path": str(root / layout)}, [str(f) for f in files])
         if args.no_http:
             continue
         with serve_directory(root, nodelay=True) as server:
@@ -437,6 +492,10 @@ def main() -> None:
                 if f"{cid}.parquet" in u or layout == "hive"
             ]
             run("over HTTP", layout, {"urls": urls}, groups, server, hand)
+            if args.walk:
+                walk(
+                    "over HTTP", {"urls": urls}, [u.replace("http://", "plainhttp://") for u in urls], server
+                )
 
 
 if __name__ == "__main__":

@@ -319,6 +319,28 @@ def test_a_search_lists_its_folder_once_and_sees_a_new_part(make_settings, stac_
         assert s.search(collections=[S2], limit=1).matched == len(s2)
 
 
+def test_parts_whose_columns_differ_in_order_are_matched_by_name(make_settings, stac_items, tmp_path):
+    """Parts of one schema are read as they are (no union_by_name: DuckDB would read every part's
+    schema at each query); parts whose columns come in another order are matched by name."""
+    import pyarrow.parquet as pq
+
+    _, items = stac_items
+    one = write_parquet(items, tmp_path / "one.parquet")
+    table = pq.read_table(one)
+    for name, order in (("same", table.column_names), ("mixed", table.column_names[::-1])):
+        (tmp_path / name).mkdir()
+        pq.write_table(table.slice(0, 30), tmp_path / name / "a.parquet")
+        pq.write_table(table.slice(30).select(order), tmp_path / name / "b.parquet")
+    catalogs = [{"id": k, "path": str(tmp_path / k)} for k in ("one", "same", "mixed")]
+    catalogs[0]["path"] = str(one)
+    with Session(make_settings(catalogs=catalogs, default_catalog="one")) as s:
+        want = s.search(limit=200, sortby="eo:cloud_cover")
+        for name, uniform in (("same", True), ("mixed", False)):
+            got = s.search(catalog=name, limit=200, sortby="eo:cloud_cover")
+            assert got.ids == want.ids and got.matched == want.matched == len(items)
+            assert s.core.catalogs.get(name).files.uniform is uniform
+
+
 def _error(session: Session, **args) -> str:
     with pytest.raises(StacGdalMcpError) as caught:
         session.search(catalog="bad", **args)

@@ -311,11 +311,15 @@ class GeoparquetCatalog:
     def source(self, paths: list[str] | None = None, numbered: bool = False) -> str:
         """The files (or those of `paths`, as read_parquet reads them) as a DuckDB table function,
         paths inlined as SQL string literals; `numbered`: with each row's `filename` and
-        `file_row_number`. Hive folder names are not read as columns (the files hold them)."""
-        chosen = self.files.sources if paths is None else paths
+        `file_row_number`. Hive folder names are not read as columns (the files hold them).
+        Columns are matched by name where the files' schemas differ (union_by_name: DuckDB then
+        reads every file's schema at each query, 2.5x the time of a page over 780 parts)."""
+        files = self.files
+        chosen = files.sources if paths is None else paths
         listed = ", ".join("'" + p.replace("'", "''") + "'" for p in chosen)
         extra = ", filename = true, file_row_number = true" if numbered else ""
-        return f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false{extra})"
+        union = "false" if files.uniform else "true"
+        return f"read_parquet([{listed}], union_by_name = {union}, hive_partitioning = false{extra})"
 
     @cached_property
     def database(self):

@@ -36,6 +36,7 @@ class Files:
     spans: dict[str, tuple | None]  # file -> (earliest start, latest end) of its items, None: unknown
     filesystem: Any = None
     rows: dict[str, int] = field(default_factory=dict)  # file -> its number of rows (footer)
+    uniform: bool = False  # every file has the same columns in the same order, of the same types
 
     def named(self, root: str) -> set[str]:
         """The collections a part's name says it holds items of (a part with rows in a
@@ -70,12 +71,15 @@ def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int
     files) a sidecar collections JSON."""
     schema: dict = {}
     described: dict[str, dict] = {}
-    spans, rows = {}, {}
+    spans, rows, first = {}, {}, None
+    uniform = True
     for path in paths:
         footer = _read_footer(catalog_id, path, filesystem, max_footer)
         file_schema = footer.schema.to_arrow_schema()
         _check_types(catalog_id, path, file_schema)
         spans[path], rows[path] = time_span(footer), footer.num_rows
+        first = first or file_schema
+        uniform = uniform and file_schema.equals(first, check_metadata=False)
         missing = [c for c in REQUIRED if c not in file_schema.names]
         if missing:
             raise GeoparquetError(
@@ -87,7 +91,7 @@ def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int
         described.update(_described(file_schema.metadata or {}))
     for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
         described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
-    return Files(stamp, paths, schema, described, spans, filesystem, rows)
+    return Files(stamp, paths, schema, described, spans, filesystem, rows, uniform)
 
 
 def _read_footer(catalog_id: str, path: str, filesystem, max_footer: int) -> pq.FileMetaData:
