@@ -1,7 +1,7 @@
 """Stacks of items through odc-stac: the lazy, cloud-masked load every analysis starts from.
 
 The pipeline, in order (each step a small function):
-1. items from a search over the AOI (`selection.select_items`);
+1. items from a search over the AOI (`selection.select`, as every operation over many items);
 2. per collection: band names (common names such as `red`, `nir`) -> asset keys
    (`access.find_asset`), the cloud mask (`selection.item_mask`), every href checked by the
    href policy;
@@ -373,18 +373,19 @@ def prepare(core, load: Load, names: list[str], *, chunk: int = CHUNK, mask_aoi:
     chunks of at most `chunk` px a side). `mask_aoi=False` leaves the pixels outside the AOI in
     the bands (`Prepared.inside` says which they are), for a caller that applies it itself."""
     from .aoi import aoi_geometry
-    from .selection import select_items
+    from .selection import select
 
     aoi_geom = aoi_geometry(load.aoi)
-    items, notes = select_items(
+    chosen = select(
         core,
         aoi_geom,
         catalog=load.catalog,
         items=None,
-        search=dict(load.search),
+        search=load.search,
         max_items=load.max_items,
         default_max=DEFAULT_MAX_ITEMS,
     )
+    items, notes = chosen.items, chosen.notes
     if not items:
         raise NotFound(
             "no items matched the search over the AOI; widen datetime, check collections or the AOI"
