@@ -7,6 +7,10 @@
 - `inspect`: a COG's header; `formats`: writing each output format.
 - `records`: the raster part of an output record, read back from the written file.
 - `masks`: cloud-mask schemes.
+- `items`: the item pipeline of the operations over many items (cloud cover, zonal statistics):
+  references parsed once, a fan-out per item with progress, cancel and each item's failure in
+  its row, on threads or a dask cluster; dry runs planned per item. `bands`: the band-window
+  reader (scale/offset, nodata, which stored values are data, the window of an area on a grid).
 - `load`: stacks of many items through odc-stac, with `aoi` (the area of interest), `selection`
   (which items, their masks), `expressions` (band math) and `dask_runtime` (where the dask
   graphs run).
