@@ -222,7 +222,9 @@ def test_a_jobs_progress_is_its_own_compute_s_not_the_process_s(tmp_path):
         return block
 
     job = Job(report, min_interval_s=0)
-    mine = da.ones((4, 4), chunks=2).map_blocks(wait, dtype=float)
+    # `meta` given: dask would otherwise call `wait` once while building the graph, to learn its
+    # output type, and that call alone waited the whole 30 s before the compute began
+    mine = da.ones((4, 4), chunks=2).map_blocks(wait, dtype=float, meta=np.empty((0, 0)))
     outcome = []
 
     def run():
