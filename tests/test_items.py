@@ -70,8 +70,8 @@ def test_an_items_failure_is_its_own_in_one_line():
 def test_a_stopped_job_is_not_an_items_failure():
     job = Job()
     job.cancel()
-    with pytest.raises(RuntimeError), one_item("test", "item-1", job):
-        raise RuntimeError("the read was stopped")
+    with pytest.raises(OperationCancelled), one_item("test", "item-1", job):
+        raise RuntimeError("the read broke off when the job stopped")
 
 
 def test_a_dry_run_notes_the_items_that_would_fail():

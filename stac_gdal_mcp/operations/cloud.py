@@ -272,13 +272,13 @@ def count_on_worker(request: CloudCoverRequest, key: str, settings, mask_file, s
 
 
 def measure_item(
-    core, cat, ref_or_item: dict, collections: Collections, asset: str | None, count
+    core, cat, ref_or_item: dict, collections: Collections, asset: str | None, count, job: Job | None = None
 ) -> ItemCloudCover:
-    """One row: never raises for a problem with this item, reports it in `error`. `count`: how
-    the mask is counted (`counting`)."""
+    """One row: never raises for a problem with this item, reports it in `error` (only when
+    `job` stops). `count`: how the mask is counted (`counting`)."""
     ref = reference(ref_or_item)
     row = ItemCloudCover(**ref)
-    with one_item("cloud_cover_stats", ref["item_id"]) as outcome:
+    with one_item("cloud_cover_stats", ref["item_id"], job) as outcome:
         item = fetch(cat, ref_or_item)
         props = item.get("properties") or {}
         row.datetime = item_datetime(item)
@@ -411,7 +411,7 @@ def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverR
         rows = each(
             job,
             selected,
-            lambda it: measure_item(core, cat, it, collections, request.asset, count),
+            lambda it: measure_item(core, cat, it, collections, request.asset, count, job),
             workers=max(1, min(core.settings.limits.max_concurrency, total)),
             start=f"measuring cloud cover of {total} items",
             describe=lambda row: f"{row.item_id}: {_outcome(row)}",

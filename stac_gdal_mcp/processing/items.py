@@ -49,12 +49,14 @@ class Outcome:
 @contextlib.contextmanager
 def one_item(operation: str, item_id, job: Job | None = None) -> Iterator[Outcome]:
     """The work of one item: a failure inside (a broken file, a failed read, a missing mask) is
-    this item's only - kept in `.error`, logged once - unless `job` should stop, which goes on."""
+    this item's only - kept in `.error`, logged once - unless `job` should stop: then the job's
+    own error (OperationCancelled, LimitExceeded) goes on."""
     outcome = Outcome()
     try:
         yield outcome
     except Exception as exc:
         if job is not None and job.should_stop:
+            job.check()  # the job's own reason (cancelled, out of time), not what it broke
             raise
         outcome.error = failure(exc)
         log.warning("%s: item %s failed: %s", operation, item_id, outcome.error)
