@@ -20,13 +20,12 @@ import math
 import sys
 import tempfile
 import time
-import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
+from common import dated_copies  # noqa: E402
 from measure import peak_rss_mb, reset_peak  # noqa: E402
 
 KIND, COLLECTION = "sentinel-2-l2a", "sentinel-2-l2a"
@@ -48,22 +47,9 @@ def base_scene(folder: Path) -> tuple[dict, Path]:
 
 
 def make_items(server, base: dict, scene_dir: Path, count: int) -> tuple[list[dict], list[Path]]:
-    start = datetime(2024, 1, 1, 10, 0, tzinfo=UTC)
-    items, files = [], []
-    for i in range(count):
-        item = json.loads(json.dumps(base))
-        item["id"] = f"S2_TS_{i:03d}"
-        item["properties"]["datetime"] = (start + timedelta(days=5 * i)).strftime("%Y-%m-%dT%H:%M:%SZ")
-        assets = {}
-        for key in KEEP:
-            source = scene_dir / f"{key}.tif"
-            name = f"{key}-{uuid.uuid4().hex[:8]}.tif"
-            (server.directory / name).hardlink_to(source)
-            assets[key] = dict(base["assets"][key], href=f"{server.url}/{name}")
-            files.append(source)
-        item["assets"] = assets
-        items.append(item)
-    return items, files
+    """The items, and the scene file behind each of their assets."""
+    items = dated_copies(server, base, scene_dir, count, "S2_TS_", KEEP)
+    return items, [scene_dir / f"{key}.tif" for _ in items for key in KEEP]
 
 
 def touched_bytes(path: Path, aoi: list[float]) -> int:

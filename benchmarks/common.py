@@ -4,6 +4,7 @@
 - `data_folder`: that folder, or a temporary one removed afterwards.
 - `generated`: an input made (or reused) and reported with its size and time.
 - `print_bytes`: the byte figures of an AOI read against its tiles and the whole band.
+- `dated_copies`: items of one scene at 5-day steps, each file under its own URL.
 - `write_cog`: an array as a tiled DEFLATE COG through a working GeoTIFF on disk (not in memory:
   the inputs go up to 10,980 px).
 - `MINIMAL_SERVER`: the smallest FastMCP server over stdio (one `ping` tool), the baseline of the
@@ -68,6 +69,29 @@ def print_bytes(fetcher: str, whole_what: str, tiles: tuple, fetched: tuple, who
     print(f"fetched / intersecting tiles = {ratio_tiles:.3f}x (target <= 1.5x): {verdict}")
     verdict = "OK" if ratio_whole >= 20 else "MISSED"
     print(f"whole {whole_what} / fetched = {ratio_whole:.1f}x fewer bytes (target >= 20x): {verdict}")
+
+
+def dated_copies(server, base: dict, scene_dir: Path, count: int, prefix: str, keys) -> list[dict]:
+    """`count` copies of the item `base` at 5-day steps from 2024-01-01 (ids `prefix` + 000, 001,
+    ...), each asset of `keys` a link to the scene's file under its own URL of the Range `server`
+    (GDAL caches per URL: every copy is read afresh)."""
+    import copy
+    import uuid
+    from datetime import UTC, datetime, timedelta
+
+    start = datetime(2024, 1, 1, 10, 0, tzinfo=UTC)
+    items = []
+    for i in range(count):
+        item = copy.deepcopy(base)
+        item["id"] = f"{prefix}{i:03d}"
+        item["properties"]["datetime"] = (start + timedelta(days=5 * i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        item["assets"] = {}
+        for key in keys:
+            name = f"{key}-{uuid.uuid4().hex[:8]}.tif"
+            (server.directory / name).hardlink_to(scene_dir / f"{key}.tif")
+            item["assets"][key] = dict(base["assets"][key], href=f"{server.url}/{name}")
+        items.append(item)
+    return items
 
 
 def write_cog(path: Path, array, *, crs: str, transform, tile: int, nodata=0, **cog_options) -> Path:
