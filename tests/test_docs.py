@@ -48,6 +48,9 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+LISTINGS = ("tools", "resources", "templates", "prompts")  # what the server lists, as the hook names it
+
+
 @pytest.fixture(scope="module")
 async def listings(tmp_path_factory) -> dict:
     workspace = tmp_path_factory.mktemp("workspace")
@@ -56,12 +59,13 @@ async def listings(tmp_path_factory) -> dict:
             mp.delenv(name)
         server = build_server(load_settings(default_catalog="sample", workspace=str(workspace)))
         async with Client(server) as client:
-            return {
-                "tools": await client.list_tools(),
-                "resources": await client.list_resources(),
-                "templates": await client.list_resource_templates(),
-                "prompts": await client.list_prompts(),
-            }
+            lists = (
+                client.list_tools,
+                client.list_resources,
+                client.list_resource_templates,
+                client.list_prompts,
+            )
+            return {key: await list_them() for key, list_them in zip(LISTINGS, lists, strict=True)}
 
 
 def _section(page: str, anchor: str) -> str:
