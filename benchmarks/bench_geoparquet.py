@@ -26,7 +26,8 @@ page and a 20-page walk at limit 100, ours vs DuckDB's own best SQL by hand (SEL
 ... LIMIT 100 OFFSET k, with late_materialization_max_rows raised so it fits in 512 MB), the parts
 a one-month one-collection search opens, and peak RSS (ours only, measured before DuckDB's run).
 Over HTTP DuckDB's baseline reads the local file: its httpfs extension is downloaded on first use,
-which this machine cannot. 10,000,000 items were not generated here (see docs/catalogs.md).
+which this machine cannot. The partitioned 10,000,000-item snapshot (narrow rows, both layouts,
+on disk and over HTTP): benchmarks/bench_snapshot_scale.py.
 """
 
 from __future__ import annotations

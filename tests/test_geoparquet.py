@@ -341,6 +341,34 @@ def test_parts_whose_columns_differ_in_order_are_matched_by_name(make_settings, 
             assert s.core.catalogs.get(name).files.uniform is uniform
 
 
+def test_footers_and_versions_are_read_a_few_at_a_time_in_order():
+    """`in_parallel` (a snapshot's footers, a `urls` catalog's versions: a round trip each over
+    HTTP): the results in the values' order, at most `workers` calls at once, and the error of
+    the first failing value in order raised, as one by one would."""
+    import threading
+    import time
+
+    from stac_gdal_mcp.catalogs.snapshot_files import in_parallel
+
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def slow(n: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.002 * (n % 5))  # later values finish first within a batch
+        with lock:
+            running[0] -= 1
+        if n in (13, 11):
+            raise ValueError(f"bad {n}")
+        return n * n
+
+    assert list(in_parallel(slow, list(range(11)), workers=4)) == [n * n for n in range(11)]
+    assert 1 < most[0] <= 4
+    with pytest.raises(ValueError, match="bad 11"):
+        list(in_parallel(slow, list(range(20)), workers=4))
+
+
 def _error(session: Session, **args) -> str:
     with pytest.raises(StacGdalMcpError) as caught:
         session.search(catalog="bad", **args)

@@ -49,7 +49,7 @@ from ..models import Queryable
 from ..settings import CatalogConfig, Settings
 from .local import LocalCatalog
 from .security import shown
-from .snapshot_files import Files, check_files, files_named, first_line
+from .snapshot_files import Files, check_files, files_named, first_line, in_parallel
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -172,7 +172,9 @@ class GeoparquetCatalog:
         with self._lock:
             stale = self.reader.changed or time.monotonic() - self._checked > REVALIDATE_S
             if self._files is None or stale:
-                versions = tuple(self.reader.version(checked_url(self.id, u)) for u in self.urls)
+                versions = tuple(
+                    in_parallel(lambda u: self.reader.version(checked_url(self.id, u)), self.urls)
+                )
                 self._checked = time.monotonic()
                 if self._files is None or self._files.stamp != versions:
                     filesystem = RangeFileSystem(self.reader, list(versions))
