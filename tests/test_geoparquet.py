@@ -359,13 +359,13 @@ def test_footers_and_versions_are_read_a_few_at_a_time_in_order():
         time.sleep(0.002 * (n % 5))  # later values finish first within a batch
         with lock:
             running[0] -= 1
-        if n in (13, 11):
+        if n in (11, 9):  # 11 fails first in time, 9 first in order (the same batch)
             raise ValueError(f"bad {n}")
         return n * n
 
-    assert list(in_parallel(slow, list(range(11)), workers=4)) == [n * n for n in range(11)]
+    assert list(in_parallel(slow, list(range(9)), workers=4)) == [n * n for n in range(9)]
     assert 1 < most[0] <= 4
-    with pytest.raises(ValueError, match="bad 11"):
+    with pytest.raises(ValueError, match="bad 9"):
         list(in_parallel(slow, list(range(20)), workers=4))
 
 
