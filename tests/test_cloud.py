@@ -324,9 +324,10 @@ def test_a_local_cluster_gives_the_threads_rows(make_settings, pgstac_api, scene
 
 
 def _worker_grids() -> int:
-    from stac_gdal_mcp.operations import cloud
+    from stac_gdal_mcp.operations.cloud import AoiGrids
+    from stac_gdal_mcp.processing import items
 
-    return len(cloud._WORKER_GRIDS)
+    return sum(isinstance(kept, AoiGrids) for kept in items._KEPT.values())
 
 
 def test_progress_per_item(core):

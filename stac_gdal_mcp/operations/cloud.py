@@ -37,7 +37,7 @@ from ..models import Model
 from ..processing.access import ONE_THREAD_PER_READ, asset_source, open_reader
 from ..processing.aoi import aoi_geometry, coordinates, decimation, project_aoi, rasterize_aoi
 from ..processing.bands import GridWindow, mask_nodata, window_of
-from ..processing.items import Cluster, each, fetch, one_item, reference
+from ..processing.items import Cluster, each, fetch, kept, one_item, reference
 from ..processing.jobs import Job, timed
 from ..processing.masks import MaskSource, check_mask_format
 from ..processing.selection import Collections, Selection, item_mask, select
@@ -257,17 +257,10 @@ def counting(core, request: CloudCoverRequest, job: Job, cluster: Cluster | None
     return lambda mask_file, source: count_mask(core.settings, request, grids, mask_file, source)
 
 
-_WORKER_GRIDS: dict[str, AoiGrids] = {}
-
-
 def count_on_worker(request: CloudCoverRequest, key: str, settings, mask_file, source: MaskSource) -> dict:
     """`count_mask` on a dask worker, which keeps one call's AOI grids (`key`: the call)."""
-    grids = _WORKER_GRIDS.get(key)
-    if grids is None:
-        _WORKER_GRIDS.clear()
-        grids = _WORKER_GRIDS[key] = AoiGrids(
-            request.aoi, request.resolution, settings.limits.max_output_pixels
-        )
+    limit = settings.limits.max_output_pixels
+    grids = kept(key, lambda: AoiGrids(request.aoi, request.resolution, limit))
     return count_mask(settings, request, grids, mask_file, source)
 
 

@@ -168,6 +168,19 @@ class Cluster:
         self.shared.release()
 
 
+_KEPT: dict[str, Any] = {}
+
+
+def kept(key: str, make: Callable[[], Any]) -> Any:
+    """What a dask worker keeps of one call (`key`: `Cluster.key`), made by `make` the first time
+    the call's work reaches this worker process (the last call's only)."""
+    found = _KEPT.get(key)
+    if found is None:
+        _KEPT.clear()
+        found = _KEPT[key] = make()
+    return found
+
+
 def _on_worker(fn: Callable, *args) -> tuple[Any, str | None]:
     """(result, None) or (None, the failure in one line) of `fn(*args)` on a dask worker (our
     errors do not travel back whole)."""

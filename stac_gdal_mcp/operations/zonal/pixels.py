@@ -479,13 +479,9 @@ def on_cluster(cluster):
     return measure
 
 
-_WORKER_CALLS: dict[str, Call] = {}
-
-
 def measure_on_worker(request, key: str, settings, inputs: list[ItemInputs], indexes: list[int]):
     """The rows of one item on a dask worker; a worker keeps one call's zone projections."""
-    call = _WORKER_CALLS.get(key)
-    if call is None:
-        _WORKER_CALLS.clear()
-        call = _WORKER_CALLS[key] = Call(request, None, [], [], None, settings.limits)
+    from ...processing.items import kept
+
+    call = kept(key, lambda: Call(request, None, [], [], None, settings.limits))
     return measure_assets(settings, call, inputs, indexes, Job())
