@@ -139,7 +139,7 @@ def tile_offset(path, row: int, col: int = 0) -> int:
 
 @pytest.mark.testbed
 def test_a_day_failing_on_a_later_tile_is_left_out_everywhere(
-    small_tiles, tmp_path, make_settings, monkeypatch
+    local, small_tiles, tmp_path, make_settings, monkeypatch
 ):
     from stac_gdal_mcp.processing import formats
     from testbed.faults import ServerError, serve_faults
@@ -158,9 +158,10 @@ def test_a_day_failing_on_a_later_tile_is_left_out_everywhere(
     monkeypatch.setattr(composites, "_failing_days", spy_failing_days)
     monkeypatch.setattr(formats, "write_chunks", spy_write_chunks)
 
-    root = tmp_path / "served"
+    _, local_items, scenes = local
+    root = scenes["T1"]["dir"].parent  # the module's scenes, served (new URLs: nothing cached)
     with serve_faults(root) as server:
-        items, scenes = write_scenes(root, server.url)
+        items = json.loads(json.dumps(local_items).replace(json.dumps(str(root))[1:-1], server.url))
         # T2's red band: the header and the first rows of COG tiles read fine; every request from
         # the 16 KB chunk holding the fifth row of 128 px tiles on (read by the second and third
         # rows of output tiles) answers HTTP 500 - also GDAL's fall-back reads of whole chunks
