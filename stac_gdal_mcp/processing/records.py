@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from ..models import Model
 from ..outputs import RasterBand, RasterFacts, SourceRef
@@ -93,7 +93,7 @@ class Provenance(Model):
     sources, title, lineage, software, extra properties) and the result's own facts (grid, item
     count, notes, ...)."""
 
-    kind: Literal["time_series", "composite", "array", "zonal_stats"]
+    kind: str  # the result kind the operation registers (operations/registry.py): "time_series", ...
     operation: str
     parameters: dict[str, Any] = {}
     sources: list[SourceRef] = []
