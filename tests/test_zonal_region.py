@@ -142,6 +142,27 @@ def test_region_on_a_cluster_of_worker_processes(region, cluster):  # noqa: F811
     )
 
 
+def test_many_buckets_give_the_same_rows_and_refuse_ids_repeated_across_them(region, monkeypatch):
+    """Buckets of 40 zones (8 of them): the groups cut from each along the curve give the rows of
+    the ordinary call; an id repeated in two buckets is found (hashes compared, then the ids)."""
+    from stac_gdal_mcp.operations.zonal import groups
+
+    monkeypatch.setattr(groups, "BUCKET_ZONES", 40)
+    session, path = region()
+    head = session.zonal_stats(str(path), **ARGUMENTS)
+    record = session.outputs.get(zonal.provenance_of(head).facts["saved_as"])
+    pd.testing.assert_frame_equal(
+        comparable(read_output(session, record)),
+        comparable(ordinary(session, path).to_wkb()),
+        check_dtype=False,
+    )
+    frame = zones_frame(300)
+    frame.loc[[3, 297], "field_id"] = "f01000"  # the first cluster and the UTM boundary: two buckets
+    frame.to_parquet(path)
+    with pytest.raises(InvalidArgument, match="zone ids must be unique; repeated: 'f01000'"):
+        session.zonal_stats(str(path), **ARGUMENTS)
+
+
 def test_an_item_runs_on_one_worker_group_after_group(region, cluster):  # noqa: F811 (the fixture)
     """Each group of zones measures every item again: `Cluster.run(place=item id)` sends an item's
     work to the same worker process each time (its tiles then come from that worker's /vsicurl/
