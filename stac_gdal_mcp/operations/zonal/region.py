@@ -32,7 +32,7 @@ from ...processing.jobs import Job
 from .. import zonal
 from .checks import Zones
 from .files import count_zones, zones_path
-from .groups import ZoneFile
+from .groups import ZoneFile, released
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -146,6 +146,7 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
             metas, frames = zonal.measure_items(core, part, job, report=False)
             frame = zonal.table(core, part, metas, frames)
             totals.written += _write(frame, out.path / f"{PARTITION}={k:05d}")
+            released()  # (what Arrow's pool kept of writing the partition)
             _check_size(totals.written, core.settings.limits.max_output_bytes)
             totals.add(frame, part, metas)
             head = frame if head is None else head
