@@ -128,7 +128,7 @@ def test_site_has_the_nav_pages(site):
 def test_site_works_opened_from_disk(site):
     """file://.../index.html, then its links (the nav): each opens a page with its heading, and no
     link of the site points at a directory."""
-    from test_map_app import CHROMIUM_ARGS, _unavailable
+    from map_pixels import CHROMIUM_ARGS, _unavailable
 
     try:
         from playwright.sync_api import sync_playwright

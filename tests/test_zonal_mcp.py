@@ -19,7 +19,7 @@ import pytest
 from fastmcp import Client
 
 # the map app's browser fixtures and helpers (pytest takes the fixtures from this import)
-from test_map_app import Projection, browser, color_near, open_with_fragment, page, screenshot, served  # noqa: F401
+from map_pixels import Projection, browser, color_near, open_with_fragment, page, screenshot, served  # noqa: F401
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.maps import build_map_view
