@@ -143,6 +143,70 @@ def test_a_changed_file_is_read_afresh(make_settings, served, stac_items, monkey
         assert sorted(s.search(catalog="live", limit=100).ids) == sorted(i["id"] for i in items[10:])
 
 
+def _footer_bytes(path) -> int:
+    """A Parquet file's footer and the 8 bytes after it, from its last 8 bytes (read by hand)."""
+    return int.from_bytes(path.read_bytes()[-8:-4], "little") + 8
+
+
+def test_a_footer_is_read_in_one_request_sized_to_it(make_settings, served):
+    """Checking a file reads its last FOOTER_READ bytes (one request, nothing kept: a search then
+    fetches its own blocks); a footer longer than that in a second request of the rest only."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    wide = served.root / "wide-footer.parquet"
+    columns = {"id": [f"i{n}" for n in range(40)], "geometry": [b"\x01"] * 40}
+    columns |= {f"property_{c:03d}": list(range(40)) for c in range(300)}
+    pq.write_table(pa.table(columns), wide, row_group_size=10)
+    assert _footer_bytes(wide) > httpfs.FOOTER_READ < (served.root / "big.parquet").stat().st_size
+    for name, footer in (("big.parquet", httpfs.FOOTER_READ), (wide.name, _footer_bytes(wide))):
+        served.reset_stats()
+        catalog = GeoparquetCatalog(CatalogConfig(id="f", url=f"{served.url}/{name}"), make_settings())
+        assert catalog.files.rows[f"{served.url}/{name}"] == pq.read_metadata(served.root / name).num_rows
+        got = served.stats()["paths"][f"/{name}"]
+        assert got["bytes"] == 1 + footer  # the version's byte, then the footer's
+        assert got["requests"] == (2 if footer == httpfs.FOOTER_READ else 3)
+        assert catalog.reader._cached == 0
+
+
+def test_versions_are_asked_again_of_the_files_read_only(make_settings, served, monkeypatch):
+    """A search that reads one of two files asks its version again after REVALIDATE_S, not the
+    other's (a walk over one part of a snapshot of 780 asks one URL); every file after SWEEP_S."""
+    urls = [f"{served.url}/items.parquet", f"{served.url}/big.parquet"]
+    march = {"datetime": "2020-03-01/2020-03-10", "limit": 10}  # big.parquet's items only
+    with Session(make_settings(catalogs=[{"id": "two", "urls": urls}])) as s:
+        first = s.search(catalog="two", **march)
+        monkeypatch.setattr(httpfs, "REVALIDATE_S", 0.0)
+        served.reset_stats()
+        assert s.search(catalog="two", **march).ids == first.ids
+        paths = served.stats()["paths"]
+        assert "/items.parquet" not in paths
+        assert paths["/big.parquet"]["requests"] == paths["/big.parquet"]["bytes"] >= 1  # 0-0 only
+        monkeypatch.setattr(httpfs, "SWEEP_S", 0.0)
+        served.reset_stats()
+        assert s.search(catalog="two", **march).ids == first.ids
+        assert served.stats()["paths"]["/items.parquet"]["requests"] == 1
+
+
+def test_the_block_cache_is_bounded_before_it_grows(make_settings, served, monkeypatch):
+    """Blocks past CACHE_BYTES push the least recently used out before they are kept: the cache
+    never holds more, and a page read again is the same page."""
+    monkeypatch.setattr(httpfs, "CACHE_BYTES", 3 * httpfs.BLOCK)
+    kept = []
+    keep = httpfs.RangeReader._keep
+
+    def watched(reader, key, block):
+        keep(reader, key, block)
+        kept.append(reader._cached)
+
+    monkeypatch.setattr(httpfs.RangeReader, "_keep", watched)
+    args = {"datetime": "2020-03-01/2020-03-10", "limit": 100}
+    with Session(make_settings(catalogs=[{"id": "big", "url": f"{served.url}/big.parquet"}])) as s:
+        page = s.search(catalog="big", **args)
+        assert s.search(catalog="big", **args).ids == page.ids and len(page.ids) == 100
+    assert len(kept) > 3 and max(kept) <= 3 * httpfs.BLOCK
+
+
 def _message(settings, catalog: str, error=StacGdalMcpError) -> str:
     with Session(settings) as s, pytest.raises(error) as caught:
         s.search(catalog=catalog)

@@ -19,7 +19,7 @@ sidecar `collections.json` beside them (a list, an object with `collections`, or
 Collection), else they are implied by the `collection` column (with their extents).
 
 Every file is checked once per version (size and modification time; over HTTP, size, ETag and
-Last-Modified, asked again every httpfs.REVALIDATE_S): a corrupt or truncated file, or one that
+Last-Modified; asked again of the files read, httpfs.py): a corrupt or truncated file, or one that
 is not stac-geoparquet, is refused in one line naming it.
 """
 
@@ -68,7 +68,8 @@ class GeoparquetCatalog:
         self._lock = threading.RLock()  # collections read the files under it
         self._files: Files | None = None
         self._implied: tuple[tuple, dict[str, dict]] | None = None
-        self._checked = 0.0  # when the version of a url was last asked (time.monotonic)
+        self._checked = 0.0  # when the versions of the opened urls were last asked (time.monotonic)
+        self._swept = 0.0  # when the versions of every url were last asked
         self._pinned = threading.local()  # the Files one search reads (`pinned`)
 
     @property
@@ -165,17 +166,25 @@ class GeoparquetCatalog:
         return ""
 
     def _remote_files(self) -> Files:
-        """The files at `url` / `urls`, their versions asked again (one range request each) after
-        REVALIDATE_S, and at once when a read found one changed; checked again when one differs."""
-        from .httpfs import REVALIDATE_S, RangeFileSystem, checked_url
+        """The files at `url` / `urls`: their versions asked (one range request each) at first,
+        every SWEEP_S, and at once when a read found one changed; those of the files DuckDB opened
+        asked again after REVALIDATE_S (httpfs.py). Checked again when one differs."""
+        from .httpfs import REVALIDATE_S, SWEEP_S, RangeFileSystem, checked_url
 
         with self._lock:
-            stale = self.reader.changed or time.monotonic() - self._checked > REVALIDATE_S
-            if self._files is None or stale:
+            now = time.monotonic()
+            stale = self._files is None or self.reader.changed or now - self._swept > SWEEP_S
+            if not stale and now - self._checked > REVALIDATE_S:
+                known = {v.url: v for v in self._files.stamp}
+                opened = self.reader.take_opened()
+                stale = any(v != known[v.url] for v in in_parallel(self.reader.version, opened))
+                self._checked = time.monotonic()
+            if stale:
                 versions = tuple(
                     in_parallel(lambda u: self.reader.version(checked_url(self.id, u)), self.urls)
                 )
-                self._checked = time.monotonic()
+                self._checked = self._swept = time.monotonic()
+                self.reader.take_opened()
                 if self._files is None or self._files.stamp != versions:
                     filesystem = RangeFileSystem(self.reader, list(versions))
                     urls = [v.url for v in versions]

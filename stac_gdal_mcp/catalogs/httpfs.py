@@ -9,10 +9,16 @@ the URL only through `redact.masked_url`.
 - A file's version is asked with `Range: bytes=0-0`: the answer's Content-Range gives the size,
   its ETag and Last-Modified the version. A server that answers with the whole file (200) does
   not serve ranges, and is refused in one line rather than downloaded whole for every query.
-- Bytes are read in blocks of BLOCK, kept per catalog (least recently used out first, at most
-  CACHE_BYTES) for the life of the version: footers and row groups are fetched once while the
-  file is unchanged. Every answer's size and validators are compared with the version's; a
-  file changed meanwhile fails that query in one line and is read afresh by the next.
+- A footer is checked from the file's last FOOTER_READ bytes, one request (as pyarrow and DuckDB
+  read it), the rest of a longer footer in a second once its length is within bounds; not kept
+  (DuckDB keeps the footers of the parts a search opens, parsed).
+- The bytes DuckDB reads are fetched in blocks of BLOCK, kept per catalog (least recently used
+  out first, evicted before a block is added past CACHE_BYTES) for the life of the version.
+  Every answer's size and validators are compared with the version's; a file changed meanwhile
+  fails that query in one line and is read afresh by the next.
+- Versions are asked again only of what was read: the files DuckDB opened, REVALIDATE_S after
+  they were last asked (a walk over one part of 780 asks one URL, not 780); every URL once
+  SWEEP_S after the last sweep (a part no search opened may have changed its time span).
 - No listing: a glob over HTTP is refused.
 """
 
@@ -40,9 +46,11 @@ from .http import GuardedHttp
 from .redact import masked, masked_url
 
 PROTOCOL = "stacgp"
-BLOCK = 256 * 1024  # bytes fetched and cached together
-CACHE_BYTES = 256 * 1024**2  # blocks kept per catalog
-REVALIDATE_S = 5.0  # a file's version is asked again after this long
+BLOCK = 64 * 1024  # bytes fetched and cached together
+CACHE_BYTES = 128 * 1024**2  # blocks kept per catalog
+FOOTER_READ = 64 * 1024  # a file's last bytes read first: its footer, most often whole
+REVALIDATE_S = 5.0  # the version of a file DuckDB opened is asked again after this long
+SWEEP_S = 60.0  # every file's version is asked again after this long
 
 
 @dataclass(frozen=True)
@@ -87,12 +95,36 @@ class RangeReader:
         self._blocks: OrderedDict[tuple[Version, int], bytes] = OrderedDict()
         self._cached = 0
         self._fetching: dict[tuple[Version, int], threading.Event] = {}
+        self._opened: set[str] = set()  # URLs DuckDB opened since their version was asked
 
     def version(self, url: str) -> Version:
         headers, _ = self._get(url, 0, 0)
         size = _content_range(headers.get("Content-Range"))[2]
         self.changed = False
         return Version(url, size, headers.get("ETag"), headers.get("Last-Modified"))
+
+    def opened(self, url: str) -> None:
+        with self._lock:
+            self._opened.add(url)
+
+    def take_opened(self) -> list[str]:
+        """The URLs opened since the last call (their versions to ask again)."""
+        with self._lock:
+            taken, self._opened = sorted(self._opened), set()
+        return taken
+
+    def footer(self, version: Version, checked) -> bytes:
+        """The footer of `version` and the 8 bytes that end the file, not cached: its last
+        FOOTER_READ bytes in one request; `checked(length)` is called with the footer's length
+        (from those 8 bytes) before the rest of a longer footer is read."""
+        size = version.size
+        _, tail = self._get(version.url, max(0, size - FOOTER_READ), size - 1, version) if size else ({}, b"")
+        length = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 and tail[-4:] == b"PAR1" else 0
+        checked(length)
+        if length + 8 > len(tail) and len(tail) < size:
+            start = max(0, size - length - 8)
+            tail = self._get(version.url, start, size - len(tail) - 1, version)[1] + tail
+        return tail[-(length + 8) :] if length else tail
 
     def read(self, version: Version, start: int, end: int) -> bytes:
         """Bytes `start`..`end` (exclusive) of `version`: blocks from the cache, those another
@@ -145,11 +177,12 @@ class RangeReader:
 
     def _keep(self, key: tuple[Version, int], block: bytes) -> None:
         with self._lock:
-            if key not in self._blocks:
-                self._blocks[key] = block
-                self._cached += len(block)
-            while self._cached > CACHE_BYTES:
+            if key in self._blocks:
+                return
+            while self._blocks and self._cached + len(block) > CACHE_BYTES:
                 self._cached -= len(self._blocks.popitem(last=False)[1])
+            self._blocks[key] = block
+            self._cached += len(block)
 
     def _get(self, url: str, first: int, last: int, version: Version | None = None) -> tuple[dict, bytes]:
         """Bytes `first`..`last` (inclusive) of `url` through the guarded client: (answer headers,
@@ -241,6 +274,10 @@ class RangeFileSystem(AbstractFileSystem):
             raise FileNotFoundError(path)
         return self.versions[name]
 
+    def footer(self, path: str, checked) -> bytes:
+        """The footer of the file at `path` and its last 8 bytes (`RangeReader.footer`)."""
+        return self.reader.footer(self.version(path), checked)
+
     def info(self, path, **kwargs) -> dict:
         return {"name": self._strip_protocol(path), "size": self.version(path).size, "type": "file"}
 
@@ -262,6 +299,7 @@ class RangeFileSystem(AbstractFileSystem):
         if mode != "rb":
             raise PermissionError(f"{path} is read-only")
         version = self.version(path)
+        self.reader.opened(version.url)
         return RangeFile(self, self._strip_protocol(path), mode, cache_type="none", size=version.size)
 
 

@@ -111,12 +111,24 @@ def in_parallel(fn, values: list, workers: int = READERS) -> Iterator:
 
 def _read_footer(catalog_id: str, path: str, filesystem, max_footer: int) -> pq.FileMetaData:
     """A file's footer, its size checked first (`_check_footer_size`); an unreadable footer in one
-    line naming the file. A failed HTTP read is raised as it is (it says what went wrong)."""
+    line naming the file. A failed HTTP read is raised as it is (it says what went wrong). Over
+    HTTP only the footer is read (httpfs.RangeFileSystem.footer)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    def checked(size: int, length: int) -> None:
+        _check_footer_size(catalog_id, path, size, length, max_footer)
+
     try:
-        with open(path, "rb") if filesystem is None else filesystem.open(filesystem.sources[path]) as opened:
-            _check_footer_size(catalog_id, path, opened, max_footer)
+        if filesystem is not None:
+            source = filesystem.sources[path]
+            size = filesystem.info(source)["size"]
+            return pq.read_metadata(pa.BufferReader(filesystem.footer(source, lambda n: checked(size, n))))
+        with open(path, "rb") as opened:
+            size = opened.seek(0, 2)
+            opened.seek(max(0, size - 8))
+            tail = opened.read(8)
+            checked(size, int.from_bytes(tail[:4], "little") if tail[4:] == b"PAR1" else 0)
             opened.seek(0)
             return pq.read_metadata(opened)
     except StacGdalMcpError:
@@ -153,22 +165,15 @@ def _check_types(catalog_id: str, path: str, schema: pa.Schema) -> None:
             )
 
 
-def _check_footer_size(catalog_id: str, path: str, opened, max_footer: int) -> None:
-    """Refuse a footer larger than `max_footer` bytes from the 8 bytes that end the file (its
-    length and PAR1), before it is read or parsed: a hostile file or server cannot make the
-    footer's allocation."""
-    import struct
-
-    opened.seek(0, 2)
-    size = opened.tell()
+def _check_footer_size(catalog_id: str, path: str, size: int, length: int, max_footer: int) -> None:
+    """Refuse a file too short for Parquet, or a footer `length` (from the 8 bytes that end the
+    file, its length and PAR1) larger than `max_footer` bytes, before the footer is read or parsed:
+    a hostile file or server cannot make the footer's allocation."""
     if size < 12:
         raise GeoparquetError(
             f"catalog '{catalog_id}': {_named(path)} is not a readable Parquet file (too short)"
         )
-    opened.seek(size - 8)
-    tail = opened.read(8)
-    length = struct.unpack("<I", tail[:4])[0]
-    if tail[4:] == b"PAR1" and length > max_footer:
+    if length > max_footer:
         raise LimitExceeded(
             f"catalog '{catalog_id}': {_named(path)} has a Parquet footer of {length / 1024**2:.0f} MB, more "
             f"than {max_footer // 1024**2} MB (limits.query_memory_mb / 8); not read"
