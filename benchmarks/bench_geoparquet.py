@@ -26,8 +26,13 @@ page and a 20-page walk at limit 100, ours vs DuckDB's own best SQL by hand (SEL
 ... LIMIT 100 OFFSET k, with late_materialization_max_rows raised so it fits in 512 MB), the parts
 a one-month one-collection search opens, and peak RSS (ours only, measured before DuckDB's run).
 Over HTTP DuckDB's baseline reads the local file: its httpfs extension is downloaded on first use,
-which this machine cannot. The partitioned 10,000,000-item snapshot (narrow rows, both layouts,
-on disk and over HTTP): benchmarks/bench_snapshot_scale.py.
+which this machine cannot.
+
+`--snapshot-scale N` (issue 27; 10,000,000 in docs/figures.md): a partitioned snapshot of N narrow
+items in both published layouts, on disk and over the Range server: the parts, row groups and
+bytes a one-month one-collection search opens, its time, the default search's first page and
+20-page walk at limit 100, and peak RSS, each beside DuckDB's own SQL by hand on the same files
+(benchmarks/bench_snapshot_scale.py, whose docstring says how).
 """
 
 from __future__ import annotations
@@ -292,7 +297,13 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--http-only", action="store_true", help="only row 5 (over HTTP)")
     parser.add_argument("--snapshots", type=int, help="N rows of the real items, wide and in parts")
+    parser.add_argument("--snapshot-scale", type=int, help="a partitioned snapshot of N narrow items")
     args = parser.parse_args()
+    if args.snapshot_scale:
+        from bench_snapshot_scale import scale
+
+        scale(args.snapshot_scale)
+        return
     if args.snapshots:
         snapshots(args.snapshots)
         return

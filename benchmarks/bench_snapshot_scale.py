@@ -415,7 +415,7 @@ def run(name: str, layout: str, catalog: dict, groups: RowGroups, server=None, h
     )
 
 
-def walk(name: str, catalog: dict, files: list[str], server=None) -> None:
+def walk_figures(name: str, catalog: dict, files: list[str], server=None) -> None:
     """The first page and a 20-page walk of the default search (everything, datetime desc) at
     limit 100, ours vs DuckDB's SELECT * ... ORDER BY ... LIMIT 100 OFFSET k by hand on the files
     on disk (over plain HTTP range requests it reads the sort columns of every part a page: 21,500
@@ -460,29 +460,35 @@ def walk(name: str, catalog: dict, files: list[str], server=None) -> None:
 
 
 def main() -> None:
-    from testbed import serve_directory
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=10_000_000)
     parser.add_argument("--layouts", default="pc,hive")
     parser.add_argument("--no-http", action="store_true")
     parser.add_argument("--walk", action="store_true", help="also the default search's 20-page walk")
     args = parser.parse_args()
-    root = generate(args.items)
+    scale(args.items, args.layouts.split(","), http=not args.no_http, walk=args.walk)
+
+
+def scale(items: int, layouts=("pc", "hive"), http: bool = True, walk: bool = True) -> None:
+    """Every figure of the module docstring for a snapshot of `items` items (bench_geoparquet.py
+    --snapshot-scale N runs it too)."""
+    from testbed import serve_directory
+
+    root = generate(items)
     with __import__("stac_gdal_mcp").Session(_settings({"path": str(_parts(root / "pc")[0])})) as session:
         session.search(limit=PAGE)  # imports (their reads count in rchar), not measured
     cid, year, month = WANTED
     print(f"search: collection {cid}, {year}-{month:02d}, limit {PAGE} (default order, matched counted)")
-    for layout in args.layouts.split(","):
+    for layout in layouts:
         files = _parts(root / layout)
         size = sum(f.stat().st_size for f in files)
-        print(f"{layout}: {args.items:,} items, {len(files)} parts, {size / 1024**2:.0f} MiB on disk")
+        print(f"{layout}: {items:,} items, {len(files)} parts, {size / 1024**2:.0f} MiB on disk")
         groups = RowGroups(root, files)
         mine = [f for f in files if f"{cid}.parquet" in str(f)] if layout == "pc" else files
         run("on disk", layout, {"path": str(root / layout)}, groups, hand_files=[str(f) for f in mine])
-        if args.walk:
-            walk("on disk", {"path": str(root / layout)}, [str(f) for f in files])
-        if args.no_http:
+        if walk:
+            walk_figures("on disk", {"path": str(root / layout)}, [str(f) for f in files])
+        if not http:
             continue
         with serve_directory(root, nodelay=True) as server:
             urls = [f"{server.url}/{f.relative_to(root).as_posix()}" for f in files]
@@ -492,8 +498,8 @@ def main() -> None:
                 if f"{cid}.parquet" in u or layout == "hive"
             ]
             run("over HTTP", layout, {"urls": urls}, groups, server, hand)
-            if args.walk:
-                walk("over HTTP", {"urls": urls}, [str(f) for f in files], server)
+            if walk:
+                walk_figures("over HTTP", {"urls": urls}, [str(f) for f in files], server)
 
 
 if __name__ == "__main__":
