@@ -296,3 +296,36 @@ def test_repeated_ids_are_refused_before_a_pixel_is_read(region, cog_server):
     with pytest.raises(InvalidArgument, match="zone ids must be unique; repeated: 'f00007'"):
         session.zonal_stats(str(path), **ARGUMENTS)
     assert cog_server.stats()["bytes"] == 0 and session.outputs.list() == []
+
+
+def test_a_window_over_a_tile_edge_is_read_again_from_the_cache(scenes, cog_server, make_settings):
+    """A window over four tiles is read one tile at a time (`pixels.read_by_tile`): its pixels are
+    the file's, and the next group's read of the same window, on a freshly opened dataset, fetches
+    nothing (each tile came through GDAL's /vsicurl/ cache; one read over several tiles was a
+    multi-range request past it, fetched again by every group over that edge)."""
+    import numpy as np
+    import rasterio
+
+    from stac_gdal_mcp.core import Core
+    from stac_gdal_mcp.operations.zonal.pixels import read_by_tile
+    from stac_gdal_mcp.processing.access import open_raster, resolve_input
+
+    href = scenes[0]["assets"]["red"]["href"]
+    local = cog_server.root / href.removeprefix(cog_server.url + "/")
+    name = f"edge-{uuid.uuid4().hex[:8]}.tif"  # (a URL no earlier read has cached)
+    (cog_server.root / name).hardlink_to(local)
+    core = Core(make_settings())
+    source = resolve_input(core, href=f"{cog_server.url}/{name}")
+    native = (100, 90, 170, 150)  # columns 100-169, rows 90-149: over the tile edges at 128
+    with rasterio.open(local) as truth:
+        assert truth.block_shapes[0] == (128, 128)
+        expected = truth.read(1, window=((90, 150), (100, 170)))
+    cog_server.reset_stats()
+    with open_raster(source, core.settings) as src:
+        first = read_by_tile(src, native)
+    fetched = cog_server.stats()["bytes"]
+    cog_server.reset_stats()
+    with open_raster(source, core.settings) as src:
+        again = read_by_tile(src, native)
+    assert np.array_equal(first, expected) and np.array_equal(again, expected)
+    assert fetched > 0 and cog_server.stats()["bytes"] == 0

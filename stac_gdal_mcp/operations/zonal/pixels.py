@@ -276,15 +276,36 @@ def sample(reader, grid: Grid, window: Window):
     """The pixels of `reader`'s asset at the window's pixel centres (nearest: the asset's own
     pixels when it is the grid), and where the asset covers them."""
     import numpy as np
-    from rasterio.windows import Window as RasterWindow
 
     native, cols, rows = source_window(grid, window, reader.src)
     covered = (rows[:, None] >= 0) & (cols[None, :] >= 0)
     if native is None:
         return np.zeros(covered.shape, dtype=reader.src.dtypes[0]), covered
-    c0, r0, c1, r1 = native
-    block = reader.run(lambda src: src.read(1, window=RasterWindow(c0, r0, c1 - c0, r1 - r0)))
+    block = reader.run(lambda src: read_by_tile(src, native))
     return block[np.ix_(np.maximum(rows, 0), np.maximum(cols, 0))], covered
+
+
+def read_by_tile(src, native):
+    """Band 1 of `src` on window `native` (col0, row0, col1, row1), read one of its tiles at a time:
+    a read within one tile goes through GDAL's /vsicurl/ cache, where a read over several tiles is
+    one multi-range request that bypasses it (the next group of zones over the same tile edge
+    fetched those tiles again: 1.36x the touched tiles' bytes at 100,000 zones)."""
+    import numpy as np
+    from rasterio.windows import Window as RasterWindow
+
+    c0, r0, c1, r1 = native
+    if not src.profile.get("tiled"):  # (strips: one read)
+        return src.read(1, window=RasterWindow(c0, r0, c1 - c0, r1 - r0))
+    bh, bw = src.block_shapes[0]
+    out = np.empty((r1 - r0, c1 - c0), dtype=src.dtypes[0])
+    for top in range(r0 - r0 % bh, r1, bh):
+        for left in range(c0 - c0 % bw, c1, bw):
+            x0, y0 = max(left, c0), max(top, r0)
+            x1, y1 = min(left + bw, c1), min(top + bh, r1)
+            out[y0 - r0 : y1 - r0, x0 - c0 : x1 - c0] = src.read(
+                1, window=RasterWindow(x0, y0, x1 - x0, y1 - y0)
+            )
+    return out
 
 
 def window_values(request, inputs: ItemInputs, read):
