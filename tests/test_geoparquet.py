@@ -454,3 +454,74 @@ def test_write_snapshot_keeps_the_order_of_many_chunks(stac_items, tmp_path):
     assert asked == [list(dict.fromkeys(i["collection"] for i in items))]
     meta = json.loads(pq.read_schema(out).metadata[b"stac-geoparquet"])
     assert sorted(meta["collections"]) == sorted(c["id"] for c in collections)
+
+
+def test_every_item_newest_first_reads_only_the_parts_that_hold_the_page(
+    make_settings, stac_items, tmp_path, monkeypatch
+):
+    """The default search (every item, datetime descending) of a snapshot in parts finds each
+    page among the parts whose time spans put its rows first (Files.leading), not in every part:
+    the same ids in the same order as the one file and as DuckDB by hand over the parts, with
+    ties in time across parts and one part spanning the whole month."""
+    import duckdb
+
+    from stac_gdal_mcp.catalogs.geoparquet import GeoparquetCatalog
+
+    collections, items = stac_items
+    broad, rest = (
+        items[::7],
+        sorted((i for n, i in enumerate(items) if n % 7), key=lambda i: i["properties"]["datetime"]),
+    )
+    (tmp_path / "parts").mkdir()
+    parts = [broad] + [rest[at : at + 9] for at in range(0, len(rest), 9)]
+    for n, part in enumerate(parts):
+        write_parquet(part, tmp_path / "parts" / f"part-{n}.parquet", collections)
+    write_parquet(items, tmp_path / "one.parquet", collections)
+    catalogs = [
+        {"id": "parts", "path": str(tmp_path / "parts")},
+        {"id": "one", "path": str(tmp_path / "one.parquet")},
+    ]
+    sql: list[str] = []
+    run = GeoparquetCatalog.run
+    monkeypatch.setattr(
+        GeoparquetCatalog, "run", lambda cat, query, *a, **k: sql.append(query) or run(cat, query, *a, **k)
+    )
+    with Session(make_settings(catalogs=catalogs)) as s:
+        walked = {}
+        for catalog in ("one", "parts"):
+            results = s.search(catalog=catalog, limit=5)
+            ids = list(results.ids)
+            while results.next_cursor:
+                results = s.search(catalog=catalog, limit=5, cursor=results.next_cursor)
+                ids += results.ids
+            walked[catalog] = ids
+    listed = ", ".join(f"'{p}'" for p in sorted((tmp_path / "parts").glob("*.parquet")))
+    by_hand = duckdb.sql(
+        f"SELECT id FROM read_parquet([{listed}]) ORDER BY datetime DESC, collection DESC, id DESC"
+    ).fetchall()
+    assert walked["parts"] == walked["one"] == [r[0] for r in by_hand] and len(by_hand) == len(items)
+    first_page = next(q for q in sql if q.startswith("SELECT filename") and "part-" in q)
+    assert 1 < first_page.count("part-") < len(parts)  # the broad part and the latest ones
+
+
+def test_parts_that_touch_in_time_are_both_read():
+    """A part whose span only touches the next one's (the same instant at the edge) cannot rank
+    first alone: an item of the other at that instant may come before it by collection and id."""
+    from datetime import UTC, datetime, timedelta
+
+    from stac_gdal_mcp.catalogs.snapshot_files import Files
+
+    t = [datetime(2024, 5, d, tzinfo=UTC) for d in (1, 2, 3)]
+    hour = timedelta(hours=1)
+
+    def leading(a, b, needed=5, descending=True, undated=()):
+        spans = {"a": a, "b": b}
+        files = Files((), ["a", "b"], {}, {}, spans, rows={"a": 5, "b": 5}, undated=set(undated))
+        return files.leading(needed, descending)
+
+    assert leading((t[1], t[2]), (t[0], t[1])) is None  # touching at t[1]
+    assert leading((t[1] + hour, t[2]), (t[0], t[1])) == ["a"]
+    assert leading((t[1] + hour, t[2]), (t[0], t[1]), needed=6) is None  # a holds 5 rows
+    assert leading((t[0], t[1]), (t[1], t[2]), descending=False) is None
+    assert leading((t[0], t[1]), (t[1] + hour, t[2]), descending=False) == ["a"]
+    assert leading((t[0], t[1]), (t[1] + hour, t[2]), descending=False, undated="b") is None  # ranked last

@@ -40,6 +40,7 @@ class Files:
     filesystem: Any = None
     rows: dict[str, int] = field(default_factory=dict)  # file -> its number of rows (footer)
     uniform: bool = False  # every file has the same columns in the same order, of the same types
+    undated: set[str] = field(default_factory=set)  # files whose `datetime` may be null (or absent)
 
     def named(self, root: str) -> set[str]:
         """The collections a part's name says it holds items of (a part with rows in a
@@ -60,6 +61,32 @@ class Files:
         ]
         return None if len(kept) == len(self.paths) else kept
 
+    def leading(self, needed: int, descending: bool) -> list[str] | None:
+        """The parts that hold the `needed` first rows of every item in `datetime` order (as
+        read_parquet reads them): parts taken by their time span, latest end first (descending;
+        else earliest start first), until `needed` rows of those taken lie strictly beyond every
+        part left (its span's bound), so no row left out can rank before them. None when no
+        part is left out, or a span is unknown, or a part may hold an item without datetime
+        (ranked first descending, last ascending)."""
+        import heapq
+
+        spans = self.spans
+        if self.undated or any(spans[p] is None for p in self.paths):
+            return None
+        sign, side = (-1, 1) if descending else (1, 0)  # latest end first, or earliest start first
+        ranked = sorted(self.paths, key=lambda p: sign * spans[p][side].timestamp())
+        pending: list[tuple[float, int, str]] = []  # parts taken, by their far side (heap)
+        sure = 0  # rows of the parts taken that lie beyond the bound
+        for at, path in enumerate(ranked[:-1]):
+            heapq.heappush(pending, (sign * spans[path][1 - side].timestamp(), at, path))
+            bound = sign * spans[ranked[at + 1]][side].timestamp()
+            while pending and pending[0][0] < bound:
+                sure += self.rows.get(heapq.heappop(pending)[2], 0)
+            if sure >= needed:
+                taken = set(ranked[: at + 1])
+                return [s for p, s in zip(self.paths, self.sources, strict=True) if p in taken]
+        return None
+
     @property
     def sources(self) -> list[str]:
         """The files as read_parquet reads them."""
@@ -74,13 +101,15 @@ def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int
     files) a sidecar collections JSON."""
     schema: dict = {}
     described: dict[str, dict] = {}
-    spans, rows, first = {}, {}, None
+    spans, rows, first, undated = {}, {}, None, set()
     uniform = True
     footers = in_parallel(lambda path: _read_footer(catalog_id, path, filesystem, max_footer), paths)
     for path, footer in zip(paths, footers, strict=True):
         file_schema = footer.schema.to_arrow_schema()
         _check_types(catalog_id, path, file_schema)
         spans[path], rows[path] = time_span(footer), footer.num_rows
+        if not _dated(footer):
+            undated.add(path)
         first = first or file_schema
         uniform = uniform and file_schema.equals(first, check_metadata=False)
         missing = [c for c in REQUIRED if c not in file_schema.names]
@@ -94,7 +123,7 @@ def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int
         described.update(_described(file_schema.metadata or {}))
     for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
         described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
-    return Files(stamp, paths, schema, described, spans, filesystem, rows, uniform)
+    return Files(stamp, paths, schema, described, spans, filesystem, rows, uniform, undated)
 
 
 def in_parallel(fn, values: list, workers: int = READERS) -> Iterator:
@@ -226,6 +255,20 @@ def time_span(footer: pq.FileMetaData) -> tuple | None:
                 (highs if name == "end_datetime" else lows).append(stats.min)
                 (lows if name == "start_datetime" else highs).append(stats.max)
     return (min(lows), max(highs)) if lows and highs else None
+
+
+def _dated(footer: pq.FileMetaData) -> bool:
+    """Whether every row of a file has a `datetime`, by its row groups' statistics (null counts)."""
+    names = footer.schema.names
+    if "datetime" not in names:
+        return False
+    index = names.index("datetime")
+    for g in range(footer.num_row_groups):
+        chunk = footer.row_group(g).column(index)
+        stats = chunk.statistics
+        if chunk.path_in_schema != "datetime" or stats is None or stats.null_count != 0:
+            return False
+    return True
 
 
 def relative(path: str, root: str) -> str:

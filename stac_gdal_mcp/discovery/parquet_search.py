@@ -197,8 +197,13 @@ def keys(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int) -> pa.T
     reads only the filter and sort columns, whatever the width of the files."""
     shape = ", geometry" if plan.area is not None else ""
     ordered = f"ORDER BY {plan.order} LIMIT {n} OFFSET {offset}" if offset is not None else f"LIMIT {n}"
+    files = plan.files
+    if offset is not None and files is None and plan.where == "TRUE":  # every item, by time:
+        first = plan.order.split(", ")[0]  # the parts that hold the first offset + n rows
+        if first in ('"datetime" DESC NULLS FIRST', '"datetime" ASC NULLS LAST'):
+            files = cat.files.leading(offset + n, first.endswith("FIRST"))
     return cat.run(
-        f"SELECT filename, file_row_number{shape} FROM {cat.source(plan.files, numbered=True)} "
+        f"SELECT filename, file_row_number{shape} FROM {cat.source(files, numbered=True)} "
         f"WHERE {plan.where} {ordered}",
         plan.params,
     )
