@@ -329,3 +329,30 @@ def test_a_window_over_a_tile_edge_is_read_again_from_the_cache(scenes, cog_serv
         again = read_by_tile(src, native)
     assert np.array_equal(first, expected) and np.array_equal(again, expected)
     assert fetched > 0 and cog_server.stats()["bytes"] == 0
+
+
+def test_the_zones_file_is_read_a_batch_at_a_time(tmp_path, monkeypatch):
+    """A GeoParquet of one row group (as geopandas writes up to ~1M rows) is read a batch at a
+    time: Arrow's pool holds about one batch of geometries, not the row group's whole column
+    (pre-buffering read the column chunk whole: +13 MB at 100,000 fields)."""
+    import numpy as np
+    import pyarrow as pa
+    import shapely
+
+    from stac_gdal_mcp.operations.zonal import files
+
+    monkeypatch.setattr(files, "BATCH_ZONES", 500)
+    peaks = {}
+    for count in (2_000, 20_000):
+        path = tmp_path / f"zones-{count}.parquet"
+        xy = np.random.default_rng(count).uniform(10, 11, (count, 2))
+        geopandas.GeoDataFrame(
+            geometry=shapely.buffer(shapely.points(xy), 0.001), crs="EPSG:4326"
+        ).to_parquet(path)
+        base, peak, read = pa.total_allocated_bytes(), 0, 0
+        for wkb, ids, start in files.batches(path, "'zones'", None):
+            peak, read = max(peak, pa.total_allocated_bytes()), read + len(wkb)
+            assert ids is None and start == read - len(wkb) and len(wkb) <= 500
+        assert read == count
+        peaks[count] = peak - base
+    assert peaks[20_000] < 1.5 * peaks[2_000], peaks
