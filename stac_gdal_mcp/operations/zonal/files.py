@@ -194,7 +194,7 @@ def _parquet_batches(path: Path, label: str, id_property: str | None) -> Iterato
     if encoding != "WKB":  # GeoArrow native (GeoParquet 1.1): geopandas decodes it, whole
         yield from _native_batches(path, columns, id_column)
         return
-    for batch in source.iter_batches(BATCH_ZONES, columns=columns):
+    for batch in source.iter_batches(BATCH_ZONES, columns=columns, use_threads=False):
         wkb = batch.column(0).to_numpy(zero_copy_only=False)
         yield wkb, (batch.column(1).to_pylist() if id_column else None)
 
