@@ -55,7 +55,7 @@ class RangeServer:
         self._lock = threading.Lock()
         self._paths: dict[str, _PathStats] = {}
         # every request for an existing file, in order (bounded): (path, Range header, bytes sent)
-        self._log: deque[tuple[str, str | None, int]] = deque(maxlen=100_000)
+        self._log: deque[list] = deque(maxlen=100_000)
         # nodelay: TCP_NODELAY on each connection, as production HTTP servers set it. Without it
         # (the default, as before), an answer's body waits behind its separately written headers
         # until the client's delayed ACK (~40 ms on Linux) whenever the body is shorter than a
@@ -106,7 +106,7 @@ class RangeServer:
         """Requests for existing files since the last reset, in order: (path, Range header or
         None, bytes sent). 404 and 416 answers are counted in stats() but not listed here."""
         with self._lock:
-            return list(self._log)
+            return [tuple(entry) for entry in self._log]
 
     def _count(self, path: str, *, requests: int = 0, nbytes: int = 0, ranges: int = 0) -> None:
         with self._lock:
@@ -209,24 +209,30 @@ class _RangeHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if wanted:
             srv._count(url_path, ranges=1)
-        sent = self._copy(path, first, length) if send_body and length else 0
-        srv._count(url_path, nbytes=sent)
+        # Counted and logged before the bytes go out: a client that has read them all may ask for
+        # stats() at once, before this thread would have come back from the last write.
+        entry = [url_path, header, length if send_body else 0]
         with srv._lock:
-            srv._log.append((url_path, header, sent))
+            srv._log.append(entry)
+        sent = self._copy(url_path, path, first, length) if send_body and length else 0
+        entry[2] = sent
 
-    def _copy(self, path: Path, offset: int, length: int) -> int:
-        sent = 0
+    def _copy(self, url_path: str, path: Path, offset: int, length: int) -> int:
+        srv, sent = self.range_server, 0
         with open(path, "rb") as f:
             f.seek(offset)
-            try:
-                while sent < length:
-                    chunk = f.read(min(CHUNK, length - sent))
-                    if not chunk:
-                        break
+            while sent < length:
+                chunk = f.read(min(CHUNK, length - sent))
+                if not chunk:
+                    break
+                srv._count(url_path, nbytes=len(chunk))
+                try:
                     self.wfile.write(chunk)
-                    sent += len(chunk)
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True
+                except (BrokenPipeError, ConnectionResetError):  # not sent: not counted
+                    srv._count(url_path, nbytes=-len(chunk))
+                    self.close_connection = True
+                    break
+                sent += len(chunk)
         return sent
 
     def _send_empty(self, status: HTTPStatus, content_range: str | None = None) -> None:
