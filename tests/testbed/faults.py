@@ -401,12 +401,16 @@ class FaultHandler(BaseHTTPRequestHandler):
             while sent < todo:
                 n = 1 if drip_s else min(CHUNK, todo - sent)
                 chunk = f.read(n)
-                if not chunk or not self._write(chunk):
+                if not chunk:
+                    break
+                # counted before it goes out: a client that has read it all may ask stats() at once
+                self.server_ref._count(request.path, bytes=len(chunk))
+                if not self._write(chunk):
+                    self.server_ref._count(request.path, bytes=-len(chunk))
                     break
                 sent += len(chunk)
                 if drip_s and self.server_ref.wait(drip_s):
                     break
-        self.server_ref._count(request.path, bytes=sent)
         return sent
 
     def abort(self) -> None:
