@@ -10,7 +10,7 @@ How one item is measured (`measure_item`, items concurrently on the process's re
    do), or a grid of `resolution` in the item's CRS when one is asked for;
 4. the zones projected into the item's CRS (once per CRS and call, vertex by vertex as GeoPandas'
    `to_crs` does) and grouped by the tiles under their bounding boxes: each group is one window
-   read of those tiles and no others, shared by every zone of the group;
+   of those tiles and no others (read a tile at a time), shared by every zone of the group;
 5. per window: each item's scale/offset applied, nodata and (with `mask_clouds`) every pixel that
    is not clear masked, the expression evaluated, and `exact_extract` run on the window with the
    group's zones: partial pixels count by the share of their area inside the zone.
