@@ -216,31 +216,14 @@ def current_rss_mb() -> float:
     return 0.0
 
 
-def main() -> None:
+def measure(args) -> dict:
+    """Steps 1-5 on a scene served over HTTP: what report() prints."""
     from bench_cloud_bytes import local_catalog
 
     from stac_gdal_mcp.processing.access import gdal_env
     from stac_gdal_mcp.testing import synthetic
     from testbed import serve_directory
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--zones", type=int, default=10_000)
-    parser.add_argument("--items", type=int, default=50)
-    parser.add_argument("--small-zones", type=int, default=1000)
-    parser.add_argument("--small-items", type=int, default=4)
-    parser.add_argument("--region", action="store_true", help="region scale only (step 6)")
-    parser.add_argument("--region-zones", type=int, default=100_000)
-    parser.add_argument("--region-days", type=int, default=18)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(run_child(json.loads(Path(args.child).read_text()))))
-        return
-    if args.region:
-        from bench_zonal_region import region_main
-
-        region_main(args.region_zones, args.region_days, child)
-        return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         base, scene_dir = base_scene(folder)
@@ -282,11 +265,30 @@ def main() -> None:
                  "zones": str(folder / "big-zones.json")},
                 folder,
             )  # fmt: skip
+    return dict(
+        rows=len(frame),
+        sent=sent,
+        touched=touched,
+        ndvi_s=ndvi_s,
+        ours_s=ours_s,
+        baseline_s=baseline_s,
+        rs_s=rs_s,
+        scale=scale,
+        equal=equal,
+        cluster_s=cluster_s,
+        threads_s=threads_s,
+    )
+
+
+def report(
+    args, *, rows, sent, touched, ndvi_s, ours_s, baseline_s, rs_s, scale, equal, cluster_s, threads_s
+):
+    """The figures of measure(), each against its target."""
     n, k = args.small_zones, args.small_items
     print(f"zonal_stats, {n} fields in clusters over a {SIZE} px scene (512 px tiles), {k} items:")
     ratio = sent / touched
     print(
-        f"  1. ndvi (masked): {ndvi_s:.2f} s, {len(frame)} rows; bytes sent {sent:,} / tiles the polygons touch "
+        f"  1. ndvi (masked): {ndvi_s:.2f} s, {rows} rows; bytes sent {sent:,} / tiles the polygons touch "
         f"{touched:,} = {ratio:.2f}x (target <= 1.3): {'OK' if ratio <= 1.3 else 'MISSED'}"
     )
     ratio = ours_s / baseline_s
@@ -309,6 +311,29 @@ def main() -> None:
         f"  5. LocalCluster (2 worker processes) {cluster_s:.2f} s vs threads {threads_s:.2f} s, "
         f"tables {'equal: OK' if equal else 'DIFFERENT: MISSED'}"
     )
+
+
+def main() -> None:
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--zones", type=int, default=10_000)
+    parser.add_argument("--items", type=int, default=50)
+    parser.add_argument("--small-zones", type=int, default=1000)
+    parser.add_argument("--small-items", type=int, default=4)
+    parser.add_argument("--region", action="store_true", help="region scale only (step 6)")
+    parser.add_argument("--region-zones", type=int, default=100_000)
+    parser.add_argument("--region-days", type=int, default=18)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_child(json.loads(Path(args.child).read_text()))))
+        return
+    if args.region:
+        from bench_zonal_region import region_main
+
+        region_main(args.region_zones, args.region_days, child)
+        return
+    report(args, **measure(args))
 
 
 if __name__ == "__main__":
