@@ -314,7 +314,6 @@ def report(
 
 
 def main() -> None:
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--zones", type=int, default=10_000)
     parser.add_argument("--items", type=int, default=50)
