@@ -97,14 +97,14 @@ def item_dict(source: Any) -> dict | None:
 def item_ref(source: Any) -> tuple[str, str]:
     """(collection_id, item_id) of an ItemSummary, a {collection_id, item_id} dict or a pair."""
     from ..models import ItemSummary
+    from ..processing.items import reference
 
     if isinstance(source, ItemSummary) and source.collection:
         return source.collection, source.id
     if isinstance(source, dict):
-        cid = source.get("collection_id") or source.get("collection")
-        iid = source.get("item_id") or source.get("id")
-        if cid and iid:
-            return str(cid), str(iid)
+        ref = reference(source)  # the one reading of both spellings
+        if ref["collection_id"] and ref["item_id"]:
+            return str(ref["collection_id"]), str(ref["item_id"])
     if isinstance(source, (tuple, list)) and len(source) == 2 and all(isinstance(v, str) for v in source):
         return source[0], source[1]
     raise InvalidArgument(
