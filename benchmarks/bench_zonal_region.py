@@ -124,10 +124,17 @@ def dask_cluster(folder: Path):
 
 
 def region_child(spec: dict) -> dict:
-    """One call in a fresh process: its time, peak RSS (VmHWM reset before the call), rows."""
+    """One call in a fresh process set up as `stac-gdal-mcp serve` sets up its own (Arrow's
+    allocator: `cli.server_allocator`, before pyarrow is imported): its time, peak RSS (VmHWM reset
+    before the call), rows."""
     from bench_zonal import current_rss_mb
     from measure import peak_rss_mb, reset_peak
 
+    from stac_gdal_mcp.cli import server_allocator
+
+    if "pyarrow" in sys.modules:
+        sys.exit("bench_zonal_region: pyarrow was imported before the server's allocator was set")
+    server_allocator()
     from stac_gdal_mcp import Session
     from stac_gdal_mcp.operations import zonal
     from stac_gdal_mcp.settings import load_settings
