@@ -144,8 +144,9 @@ class GeoparquetCatalog:
 
     @cached_property
     def reader(self):
-        """HTTP range reads of the catalog's URLs, through its own RemoteCatalog (httpfs.py), whose
-        root is their common folder (the configured headers go to the URLs under it only)."""
+        """HTTP range reads of the catalog's URLs (httpfs.py), through a guarded client (http.py)
+        whose root is the `url`, or the common folder of the `urls`: the configured headers go to
+        the URLs under it only."""
         from .httpfs import RangeReader
 
         config = self.config.model_copy(update={"url": self.root}) if self.config.urls else self.config

@@ -2,9 +2,9 @@
 DuckDB and pyarrow: an fsspec filesystem (`RangeFileSystem`, protocol `stacgp`) whose files are
 a catalog's URLs, read through the catalogs' one guarded HTTP client (http.py, as STAC APIs
 are): the network policy checked on the URL and on every redirect hop, the configured headers
-sent to URLs under the files' common folder only, `network.timeout_s` for each request as a
-whole and `network.max_retries` retries of connection errors and HTTP 429/5xx. Messages show
-the URL only through `redact.masked_url`.
+sent only to URLs under the catalog's `url` (or the common folder of its `urls`),
+`network.timeout_s` for each request as a whole and `network.max_retries` retries of connection
+errors and HTTP 429/5xx. Messages show the URL only through `redact.masked_url`.
 
 - A file's version is asked with `Range: bytes=0-0`: the answer's Content-Range gives the size,
   its ETag and Last-Modified the version. A server that answers with the whole file (200) does
