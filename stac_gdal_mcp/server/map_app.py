@@ -45,10 +45,11 @@ def _as_json(result) -> dict[str, Any]:
     return {"content": content, "structuredContent": result.structured_content, "isError": result.is_error}
 
 
-def view_as_sent(calls: list[dict]) -> dict[str, Any]:
-    """`build_map_view(calls)` as a result's `_meta` carries it: a quicklook or chart is
-    `{"content": index}`, the image block of the first call's result (the image travels once)."""
-    view = build_map_view(calls)
+def view_as_sent(calls: list[dict], view: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`build_map_view(calls)` (or `view`, already built of them) as a result's `_meta` carries
+    it: a quicklook or chart is `{"content": index}`, the image block of the first call's result
+    (the image travels once)."""
+    view = build_map_view(calls) if view is None else view
     index = image_block(calls[0]["result"])
     for entry in view["outputs"] + view["series"]:
         if entry["image"] is not None:
@@ -62,14 +63,15 @@ async def map_view(mcp, tool: str, arguments: dict, result) -> dict[str, Any]:
     from fastmcp.exceptions import ToolError
 
     calls = [{"tool": tool, "arguments": arguments, "result": _as_json(result)}]
-    search = footprint_search(build_map_view(calls), arguments)
+    view = build_map_view(calls)  # built once: the footprints it lacks, then the view as sent
+    search = footprint_search(view, arguments)
     if search is None:
-        return view_as_sent(calls)
+        return view_as_sent(calls, view)
     try:
         found = await mcp.call_tool("search_items", search, run_middleware=False)
     except Exception as exc:  # the view without them: the ranking is still the answer
         log.warning("map: the footprints of a ranking could not be fetched: %r", exc)
-        view = view_as_sent(calls)
+        view = view_as_sent(calls, view)
         view["notes"].append(
             "Footprints could not be fetched" + (f": {exc}" if isinstance(exc, ToolError) else "")
         )
