@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidArgument, LimitExceeded
-from ...processing.jobs import Job
+from ...processing.jobs import Job, timed
 from .. import zonal
 from .checks import Zones
 from .files import count_zones, zones_path
@@ -127,8 +127,7 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
 
     from shapely.geometry import box
 
-    job = job or Job()
-    job.limit_time(core.settings.limits.job_timeout_s)
+    job = timed(job, core)
     ordered = request.zones.sorted(check=job.check)  # (the file read once: places and extent)
     total = -(-request.zones.count // GROUP_ZONES)
     call = zonal.select(core, request.group(Zones(("region",), (box(*ordered.bounds),))))
