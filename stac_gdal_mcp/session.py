@@ -523,7 +523,7 @@ class Session(Discovery):
     # --- the one path of every operation ---------------------------------------------------------
 
     def _operate(self, operation, request, *, dry_run: bool, job: Job | None):
-        """`operation` (a module of processing/: check, estimate, run) on its checked `request`:
+        """`operation` (a module of operations/: check, estimate, run) on its checked `request`:
         on a dry run its estimate (headers only, nothing written), else its run with `job`
         (progress, cancellation, the time limit; the run writes its outputs, if any)."""
         if dry_run:
