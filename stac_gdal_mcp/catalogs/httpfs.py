@@ -44,6 +44,7 @@ from ..errors import (
 from ..settings import CatalogConfig, Settings
 from .http import GuardedHttp
 from .redact import masked, masked_url
+from .snapshot_files import footer_length
 
 PROTOCOL = "stacgp"
 BLOCK = 64 * 1024  # bytes fetched and cached together
@@ -119,7 +120,7 @@ class RangeReader:
         (from those 8 bytes) before the rest of a longer footer is read."""
         size = version.size
         _, tail = self._get(version.url, max(0, size - FOOTER_READ), size - 1, version) if size else ({}, b"")
-        length = int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 and tail[-4:] == b"PAR1" else 0
+        length = footer_length(tail)
         checked(length)
         if length + 8 > len(tail) and len(tail) < size:
             start = max(0, size - length - 8)

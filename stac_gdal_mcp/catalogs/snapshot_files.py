@@ -157,7 +157,7 @@ def _read_footer(catalog_id: str, path: str, filesystem, max_footer: int) -> pq.
             size = opened.seek(0, 2)
             opened.seek(max(0, size - 8))
             tail = opened.read(8)
-            checked(size, int.from_bytes(tail[:4], "little") if tail[4:] == b"PAR1" else 0)
+            checked(size, footer_length(tail))
             opened.seek(0)
             return pq.read_metadata(opened)
     except StacGdalMcpError:
@@ -192,6 +192,12 @@ def _check_types(catalog_id: str, path: str, schema: pa.Schema) -> None:
                 f"catalog '{catalog_id}': {_named(path)} is not stac-geoparquet: its column '{name}' is "
                 f"{schema.field(name).type}, not {what}"
             )
+
+
+def footer_length(tail: bytes) -> int:
+    """The footer length that a Parquet file's last bytes `tail` give (4 bytes, little-endian,
+    before PAR1); 0 when they do not end in PAR1."""
+    return int.from_bytes(tail[-8:-4], "little") if len(tail) >= 8 and tail[-4:] == b"PAR1" else 0
 
 
 def _check_footer_size(catalog_id: str, path: str, size: int, length: int, max_footer: int) -> None:
