@@ -2,8 +2,8 @@
 functions whose first parameter is the `session`, declared with `@session_tool(...)`
 (`@session_resource(uri)`); `register(mcp, session, module)` registers them over one Session.
 
-Tool bodies are one call of a Session method (the heavy ones one `operations.run_operation`:
-confirm, job, outputs, answer; other long ones through `jobs.run_job`); schemas come
+Tool bodies are one call of a Session method (the long ones one `operations.run_operation`:
+confirm, job through `jobs.run_job`, outputs, answer); schemas come
 from the type hints and the `Field(description=...)` of each argument (array and object
 arguments through `args.json_text`); docstrings are written for an agent. Core errors become tool errors once, through `core_errors`
 (see errors.py: one log line per error).
