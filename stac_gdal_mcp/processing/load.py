@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -31,6 +31,9 @@ from . import access
 from .bands import mask_nodata, scale_offset, valid
 from .masks import MaskSource
 from .requests import Load
+
+if TYPE_CHECKING:
+    from .selection import Selection
 
 DEFAULT_MAX_ITEMS = 100
 CHUNK = 2048  # pixels per side of a dask chunk, at most
@@ -115,13 +118,13 @@ def _check_readable(source: access.AssetSource) -> None:
 
 
 def plan_stacks(
-    core, items: list[dict], names: list[str], *, mask_clouds: bool, catalog: str | None
+    core, items: list[dict], names: list[str], *, mask_clouds: bool, chosen: Selection
 ) -> list[Stack]:
-    """Group items by collection; resolve band names and the mask from each collection's first item."""
-    from .selection import Collections, item_mask
+    """Group items by collection; resolve band names and the mask from each collection's first
+    item (`chosen`: the selection the items came from, its catalog and collection documents)."""
+    from .selection import item_mask
 
-    cat = core.catalogs.get(catalog)
-    collections = Collections(cat)
+    cat, collections = chosen.catalog, chosen.collections
     groups: OrderedDict[str | None, list[dict]] = OrderedDict()
     for item in items:
         groups.setdefault(item.get("collection"), []).append(item)
@@ -391,7 +394,7 @@ def prepare(core, load: Load, names: list[str], *, chunk: int = CHUNK, mask_aoi:
             "no items matched the search over the AOI; widen datetime, check collections or the AOI"
         )
     items = with_footprints(items, notes)
-    stacks = plan_stacks(core, items, names, mask_clouds=load.mask_clouds, catalog=load.catalog)
+    stacks = plan_stacks(core, items, names, mask_clouds=load.mask_clouds, chosen=chosen)
     gbox = output_geobox(core, aoi_geom, stacks, crs=load.crs, resolution=load.resolution, count=len(names))
     inside = aoi_pixels(gbox, aoi_geom)
     if not inside.any():
