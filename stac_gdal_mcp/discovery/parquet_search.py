@@ -198,10 +198,9 @@ def keys(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int) -> pa.T
     shape = ", geometry" if plan.area is not None else ""
     ordered = f"ORDER BY {plan.order} LIMIT {n} OFFSET {offset}" if offset is not None else f"LIMIT {n}"
     files = plan.files
-    if offset is not None and files is None and plan.where == "TRUE":  # every item, by time:
-        first = plan.order.split(", ")[0]  # the parts that hold the first offset + n rows
-        if first in ('"datetime" DESC NULLS FIRST', '"datetime" ASC NULLS LAST'):
-            files = cat.files.leading(offset + n, first.endswith("FIRST"))
+    if offset is not None and files is None and plan.where == "TRUE" and plan.first_key == '"datetime"':
+        # every item, by time: the parts that hold the first offset + n rows
+        files = cat.files.leading(offset + n, plan.order.startswith('"datetime" DESC'))
     return cat.run(
         f"SELECT filename, file_row_number{shape} FROM {cat.source(files, numbered=True)} "
         f"WHERE {plan.where} {ordered}",
