@@ -96,12 +96,11 @@ def run(core: Core, request: ReprojectRequest, job: Job | None = None) -> Output
     source, fmt, resampling = request.source, request.fmt, request.resampling
     grid, level, src = _plan(core, request)
     job.progress(0, 1, "planned")
-    strips = len(row_strips(grid.width, grid.height, src.count, src.dtypes[0]))
-    total = strips + 1
     store = core.outputs
     with store.writing(fmt.suffix, request.output_name, stem=f"reproject-{source.stem}") as out:
         working = out.scratch(".tif")
-        _warp_strips(core, request, grid, level, src, working, job)
+        strips = _warp_strips(core, request, grid, level, src, working, job)
+        total = strips + 1
         job.check()
         options = formats.with_predictor(fmt, creation_options(fmt), src.dtypes[0])
         with gdal_errors(source, f"writing {fmt.name} from"):
@@ -128,8 +127,9 @@ def run(core: Core, request: ReprojectRequest, job: Job | None = None) -> Output
         )
 
 
-def _warp_strips(core: Core, request: ReprojectRequest, grid, level, src, working, job: Job) -> None:
-    """Warp the source, strip by strip of the output grid, into the working GeoTIFF `working`."""
+def _warp_strips(core: Core, request: ReprojectRequest, grid, level, src, working, job: Job) -> int:
+    """Warp the source, strip by strip of the output grid, into the working GeoTIFF `working`;
+    the number of strips (a progress step each)."""
     from rasterio.windows import Window
 
     source, nodata = request.source, src.nodata
@@ -173,6 +173,7 @@ def _warp_strips(core: Core, request: ReprojectRequest, grid, level, src, workin
                 on_chunk=lambda n: job.progress(n, total, f"warped strip {n}/{strips}"),
                 **on_grid,
             )
+    return strips
 
 
 def _parameters(request: ReprojectRequest, grid, level) -> dict:
