@@ -172,13 +172,14 @@ def run(core, request: TimeSeriesRequest, job: Job | None = None) -> pd.DataFram
     from ..outputs import package_versions
 
     title = f"{reducer} of {text} over the AOI"
+    sources = sources_read(prep, failed)
     provenance = Provenance(
         kind="time_series",
         operation="time_series",
         parameters=load.parameters(expression=text, reducer=reducer),
-        sources=sources_read(prep, failed),
+        sources=sources,
         title=title,
-        lineage=f"{title}, one row per solar day, from {len(sources_read(prep, failed))} assets loaded with odc-stac",
+        lineage=f"{title}, one row per solar day, from {len(sources)} assets loaded with odc-stac",
         software=package_versions(*SOFTWARE),
         properties={"aoi_bbox": [round(v, 6) for v in prep.aoi_geom.bounds]},
         facts={
