@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -50,7 +49,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))  # testbed: the Range server
 
-ROUNDS = 5
+from common import ROUNDS, median_s  # noqa: E402
+
 PAGE = 100
 BBOX = [-10.0, 30.0, 40.0, 60.0]
 DATETIME = "2023-01-01/2023-12-31"
@@ -158,19 +158,6 @@ def rustac_search(path: Path):
         sortby=SORTBY,
         limit=PAGE,
     )
-
-
-def median_s(*fns, rounds: int = ROUNDS) -> list[tuple[float, object]]:
-    """Median seconds and last result of each function, run in turn round after round (so that
-    the load of a shared machine falls on all of them alike)."""
-    times: list[list[float]] = [[] for _ in fns]
-    results: list[object] = [None] * len(fns)
-    for _ in range(rounds):
-        for index, fn in enumerate(fns):
-            started = time.perf_counter()
-            results[index] = fn()
-            times[index].append(time.perf_counter() - started)
-    return [(statistics.median(t), r) for t, r in zip(times, results, strict=True)]
 
 
 def over_http(path: Path) -> None:

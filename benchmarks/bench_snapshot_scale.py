@@ -19,7 +19,7 @@ For each layout, on disk and over HTTP (`urls = [...]`, every part's URL): the s
 page) on a catalog whose files were checked once (footers read, timed apart as "open"), then:
 parts and row groups opened of the totals, bytes read (disk: this process's `rchar` in
 /proc/self/io; HTTP: bytes the server sent), requests (HTTP), time (first run on the new catalog,
-then the median of ROUNDS), peak RSS. The baseline, in the same run: the SQL a DuckDB user writes
+then the median of common.ROUNDS), peak RSS. The baseline, in the same run: the SQL a DuckDB user writes
 by hand (SELECT * ... WHERE datetime in the month ... ORDER BY ... LIMIT 100) over the
 collection's folder (PC layout: DuckDB opens every part's footer and prunes row groups by
 statistics) or over every part with hive_partitioning = true and the collection, year and month
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import sys
 import time
 from datetime import UTC, datetime
@@ -44,6 +43,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))  # testbed: the Range server
 
+from common import median_s  # noqa: E402
+
 COLLECTIONS = (
     "3dep-lidar-dsm", "cop-dem-glo-30", "io-lulc", "io-lulc-annual-v02", "landsat-c2-l1",
     "landsat-c2-l2", "naip", "planet-nicfi-analytic", "sentinel-1-rtc", "sentinel-2-l2a",
@@ -52,7 +53,6 @@ COLLECTIONS = (
 YEARS = range(2020, 2025)
 ROW_GROUP = 4_000
 PAGE = 100
-ROUNDS = 5
 WANTED = ("sentinel-2-l2a", 2023, 5)  # the search: one collection, one month
 WARM = ("naip", 2021, 3)  # a search before it (imports, footers checked), not measured
 CACHE = Path.home() / ".cache" / "stac-gdal-mcp-bench"
@@ -241,15 +241,6 @@ def _rchar() -> int:
     return 0
 
 
-def median_s(fn, rounds: int = ROUNDS) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(rounds):
-        started = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), result
-
-
 # --- DuckDB by hand --------------------------------------------------------------------------
 
 
@@ -354,7 +345,9 @@ def ours(catalog: dict, groups: RowGroups, server=None) -> dict:
         )
         kept = session.core.catalogs.get("snap").parts([cid], *p.datetime_interval(interval))
         out["parts"] = len(groups.spans) if kept is None else len(kept)
-        out["warm_s"], _ = median_s(lambda: session.search(collections=[cid], datetime=interval, limit=PAGE))
+        ((out["warm_s"], _),) = median_s(
+            lambda: session.search(collections=[cid], datetime=interval, limit=PAGE)
+        )
     return out
 
 
@@ -372,7 +365,7 @@ def by_hand_month(layout: str, files: list[str], server=None) -> dict:
     before, started = _rchar(), time.perf_counter()
     out = {"ids": by_hand(con, layout, files)}
     out["first_s"], out["read"] = time.perf_counter() - started, _served(server, before)
-    out["warm_s"], again = median_s(lambda: by_hand(con, layout, files))
+    ((out["warm_s"], again),) = median_s(lambda: by_hand(con, layout, files))
     assert again == out["ids"]
     con.close()
     return out

@@ -7,6 +7,7 @@
 - `dated_copies`: items of one scene at 5-day steps, each file under its own URL.
 - `write_cog`: an array as a tiled DEFLATE COG through a working GeoTIFF on disk (not in memory:
   the inputs go up to 10,980 px).
+- `median_s`: median seconds and last result of functions run in turn, ROUNDS rounds.
 - `MINIMAL_SERVER`: the smallest FastMCP server over stdio (one `ping` tool), the baseline of the
   start-up and round-trip figures.
 """
@@ -15,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+ROUNDS = 5  # rounds `median_s` runs by default
 
 
 def arguments(doc: str) -> argparse.ArgumentParser:
@@ -114,6 +118,19 @@ def write_cog(path: Path, array, *, crs: str, transform, tile: int, nodata=0, **
         )
     working.unlink()
     return path
+
+
+def median_s(*fns, rounds: int = ROUNDS) -> list[tuple[float, object]]:
+    """Median seconds and last result of each function, run in turn round after round (so that
+    the load of a shared machine falls on all of them alike)."""
+    times: list[list[float]] = [[] for _ in fns]
+    results: list[object] = [None] * len(fns)
+    for _ in range(rounds):
+        for index, fn in enumerate(fns):
+            started = time.perf_counter()
+            results[index] = fn()
+            times[index].append(time.perf_counter() - started)
+    return [(statistics.median(t), r) for t, r in zip(times, results, strict=True)]
 
 
 MINIMAL_SERVER = textwrap.dedent(
