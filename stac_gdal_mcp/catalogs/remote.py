@@ -9,7 +9,6 @@ and quoted answers only through `redact.masked`.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import threading
 from collections.abc import Iterable
@@ -29,8 +28,6 @@ from ..stac import link_href
 from .http import GuardedHttp
 from .redact import masked, masked_url
 from .security import shown as quoted
-
-log = logging.getLogger(__name__)
 
 
 def path_segment(value: str, what: str) -> str:
