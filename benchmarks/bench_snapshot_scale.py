@@ -130,6 +130,7 @@ def _rows(template, index: int, cid: str, start: datetime, end: datetime, n: int
 def generate(n: int) -> Path:
     """The snapshot of n items in both layouts (see the module docstring), cached."""
     import numpy as np
+    import pyarrow as pa
     import pyarrow.parquet as pq
     import real_snapshots as rs
 
@@ -162,8 +163,6 @@ def generate(n: int) -> Path:
             f"part-{number:04d}_{datetime(year, month, 1):%Y-%m-%dT%H:%M:%S}_{end:%Y-%m-%dT%H:%M:%S}.parquet"
         )
         (root / "pc" / f"{cid}.parquet").mkdir(parents=True, exist_ok=True)
-        import pyarrow as pa
-
         pq.write_table(
             pa.concat_tables(months), root / "pc" / f"{cid}.parquet" / name, row_group_size=ROW_GROUP
         )
@@ -465,10 +464,11 @@ def main() -> None:
 def scale(items: int, layouts=("pc", "hive"), http: bool = True, walk: bool = True) -> None:
     """Every figure of the module docstring for a snapshot of `items` items (bench_geoparquet.py
     --snapshot-scale N runs it too)."""
+    from stac_gdal_mcp import Session
     from testbed import serve_directory
 
     root = generate(items)
-    with __import__("stac_gdal_mcp").Session(_settings({"path": str(_parts(root / "pc")[0])})) as session:
+    with Session(_settings({"path": str(_parts(root / "pc")[0])})) as session:
         session.search(limit=PAGE)  # imports (their reads count in rchar), not measured
     cid, year, month = WANTED
     print(f"search: collection {cid}, {year}-{month:02d}, limit {PAGE} (default order, matched counted)")
