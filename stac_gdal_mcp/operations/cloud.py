@@ -202,7 +202,7 @@ def aoi_window_counts(
     g = grids.for_dataset(src)
     window = g.window
     data = np.zeros(g.inside.shape, dtype=src.dtypes[0])
-    native_window = window.native(src.width, src.height)
+    native_window = window.native
     if native_window is not None:
         from rasterio.windows import Window
 

@@ -65,13 +65,13 @@ class Band:
 @dataclass(frozen=True)
 class GridWindow:
     """The pixel window of an area on a raster's grid decimated by `k`: its rows and columns
-    (end excluded; they may reach outside the raster) and the raster's decimated size."""
+    (end excluded; they may reach outside the raster) and the raster's native size."""
 
     k: int
     rows: tuple[int, int]
     cols: tuple[int, int]
-    height: int
-    width: int
+    src_height: int
+    src_width: int
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -81,8 +81,8 @@ class GridWindow:
     @property
     def inside(self) -> tuple[int, int, int, int] | None:
         """(row0, row1, col0, col1) of the part inside the raster (decimated), or None."""
-        r0, r1 = max(self.rows[0], 0), min(self.rows[1], self.height)
-        c0, c1 = max(self.cols[0], 0), min(self.cols[1], self.width)
+        r0, r1 = max(self.rows[0], 0), min(self.rows[1], math.ceil(self.src_height / self.k))
+        c0, c1 = max(self.cols[0], 0), min(self.cols[1], math.ceil(self.src_width / self.k))
         return (r0, r1, c0, c1) if r0 < r1 and c0 < c1 else None
 
     @property
@@ -97,13 +97,14 @@ class GridWindow:
         r0, r1, c0, c1 = self.inside or (0, 0, 0, 0)
         return r1 - r0, c1 - c0
 
-    def native(self, src_width: int, src_height: int) -> tuple[int, int, int, int] | None:
+    @property
+    def native(self) -> tuple[int, int, int, int] | None:
         """(col_off, row_off, width, height) in native pixels of the part inside, or None."""
         if self.inside is None:
             return None
         r0, r1, c0, c1 = self.inside
         k = self.k
-        return c0 * k, r0 * k, min(c1 * k, src_width) - c0 * k, min(r1 * k, src_height) - r0 * k
+        return c0 * k, r0 * k, min(c1 * k, self.src_width) - c0 * k, min(r1 * k, self.src_height) - r0 * k
 
 
 def window_of(xs, ys, transform, width: int, height: int, k: int = 1) -> GridWindow:
@@ -118,6 +119,6 @@ def window_of(xs, ys, transform, width: int, height: int, k: int = 1) -> GridWin
         k,
         (math.floor(rows.min()), math.ceil(rows.max())),
         (math.floor(cols.min()), math.ceil(cols.max())),
-        math.ceil(height / k),
-        math.ceil(width / k),
+        height,
+        width,
     )

@@ -80,4 +80,4 @@ def cloud_window(src, aoi_geom, resolution):
     k = decimation(abs(src.transform.a), resolution)
     xs, ys = coordinates(project_aoi(aoi_geom, src.crs))
     window = window_of(xs, ys, src.transform, src.width, src.height, k)
-    return window.native(src.width, src.height), window.inside_shape
+    return window.native, window.inside_shape
