@@ -186,7 +186,7 @@ def run(core: Core, request: ConvertRequest, job: Job | None = None) -> OutputRe
     with open_reader(source, settings, job=job) as reader, gdal_errors(source, "converting"):
         src = reader.src
         window = bbox_window(src, bbox, bbox_crs) if bbox is not None else Window(0, 0, src.width, src.height)
-        indexes = band_indexes(request.bands, src.count, fmt.eight_bit)
+        indexes = request.band_indexes(src.count)
         dtype = src.dtypes[indexes[0] - 1]
         if len({src.dtypes[i - 1] for i in indexes}) > 1:
             raise InvalidArgument("the chosen bands have different data types; convert them separately")
