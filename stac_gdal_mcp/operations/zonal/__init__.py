@@ -8,9 +8,9 @@ writes it (GeoParquet or CSV) with a record naming every asset read.
 How one item is measured: see `pixels`; the items selected, fanned out (threads or dask.distributed)
 and their failures kept in their rows by `processing.items`, the one item pipeline.
 `per="day"` measures the items of one collection, solar day (`load.solar_days`, odc-stac's) and
-CRS together, as one mosaic (`day_groups`, `zonal_pixels.mosaic`, `zonal_table.per_day`). A
+CRS together, as one mosaic (`day_groups`, `pixels.mosaic`, `table.per_day`). A
 zone-observation whose valid share is under `min_valid_fraction` keeps count and fractions and
-gets a note instead of statistics (`zonal_table.too_little`).
+gets a note instead of statistics (`table.too_little`).
 
 A failed read is never data: the item's rows carry `error` and no statistic (every zone's, when it
 failed before its footprint was known: it may cover any of them). Zones outside an item's raster
@@ -201,7 +201,7 @@ def check(
         raise InvalidArgument(f"min_valid_fraction must be between 0 and 1 (got {min_valid_fraction!r})")
     parsed_stats = parse_stats(stats)
     text, tree, names = parse_expression(expression)
-    # (zones already read: zonal_region's groups of a large file)
+    # (zones already read: region's groups of a large file)
     zones = (
         geometries
         if isinstance(geometries, Zones)
@@ -337,7 +337,7 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
 def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[list, list]:
     """(facts, rows) of each of the call's items (`per="day"`: of each day's mosaic), on the
     reader threads, their pixels read there or on the dask cluster (`processing.items`);
-    `report`: a progress step per item (zonal_region reports per group of zones instead)."""
+    `report`: a progress step per item (`region` reports per group of zones instead)."""
     from ...processing.items import Cluster, each
 
     units = day_groups(call) if call.request.per == "day" else call.items
@@ -470,7 +470,7 @@ def save(
     provenance = provenance_of(frame)
     if format not in MEDIA_TYPES:
         raise InvalidArgument("format must be 'parquet' (GeoParquet) or 'csv' for a zonal statistics table")
-    if saved := provenance.facts.get("saved_as"):  # a region's: written while computed (zonal_region)
+    if saved := provenance.facts.get("saved_as"):  # a region's: written while computed (`region`)
         if format != "parquet" or output_name is not None:
             raise InvalidArgument(
                 f"this table of {provenance.facts['zones']:,} zones was saved as it was computed, as the "

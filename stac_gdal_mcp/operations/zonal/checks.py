@@ -1,5 +1,5 @@
 """Zones and the checks every source of them passes (inline GeoJSON: `zones`, files:
-`zone_files`): vertices per zone (limits.max_zone_vertices), finite coordinates, invalid polygons
+`files`): vertices per zone (limits.max_zone_vertices), finite coordinates, invalid polygons
 repaired with shapely's `make_valid` (a note says so), no area refused, WGS84 bounds, one id
 type (text when text and numbers are mixed), unique ids. Messages quote ids shortened.
 """

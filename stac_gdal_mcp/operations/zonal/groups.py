@@ -1,11 +1,11 @@
 """The zones of a large file (GeoParquet, GeoPackage, FlatGeobuf) in groups of neighbours, read in
 batches so that memory does not grow with the number of zones (zonal statistics at region scale).
 
-The file is read as `zone_files` reads it for a small call (its batches: only the geometry and id
+The file is read as `files` reads it for a small call (its batches: only the geometry and id
 columns; its CRS brought to WGS84; ids `id_property`, else a GeoParquet's pandas index, else the
 position), twice:
 
-1. `ZoneFile.sorted`: every zone checked as a small call's are (`zone_checks.zones_of`: vertices,
+1. `ZoneFile.sorted`: every zone checked as a small call's are (`checks.zones_of`: vertices,
    finite coordinates, area, WGS84 bounds), its place on a Hilbert curve over the zones' extent
    (the centre of its bounding box; geopandas' `hilbert_distance`), 16 bytes a zone, and the
    extent;
@@ -13,7 +13,7 @@ position), twice:
    IPC files (written batch by batch, where Parquet would hold a bucket's row group in memory),
    one folder per bucket of `BUCKET_ZONES` neighbours; each
    bucket is then read alone, ordered along the curve and cut into groups of neighbours, each
-   checked by `zones.zones_of` as a small call's zones are. Ids must be unique over the whole file
+   checked by `checks.zones_of` as a small call's zones are. Ids must be unique over the whole file
    (their hashes compared, 8 bytes a zone, once before the first group; then the ids of a
    repeated hash). After each batch and group Arrow's pool hands freed memory back (`released`).
 """
@@ -36,7 +36,7 @@ BUCKET_ZONES = 20_000  # rows of one bucket, read whole when its groups are cut
 
 @dataclass(frozen=True)
 class ZoneFile:
-    """A zones file read in groups: its path (checked by `zone_files.zones_path`), its label in
+    """A zones file read in groups: its path (checked by `files.zones_path`), its label in
     messages, its feature count (from its metadata), the id column, the limits."""
 
     path: Path
@@ -46,7 +46,7 @@ class ZoneFile:
     limits: Any
 
     def batches(self, check) -> Iterator[tuple]:
-        """(WKB array, ids or None, position of the first) per batch (`zone_files.batches`)."""
+        """(WKB array, ids or None, position of the first) per batch (`files.batches`)."""
         return batches(self.path, self.label, self.id_property, check)
 
     def sorted(self, check=lambda: None) -> SortedZones:

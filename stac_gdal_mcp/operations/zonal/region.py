@@ -8,7 +8,7 @@ checked by `zonal.check`), before anything but metadata is read. `run`:
 
 1. the items are selected once, over the box of the zones' extent (the caller's items as given);
 2. the zones stream from the file in groups of `GROUP_ZONES` neighbours along a Hilbert curve
-   (`zone_groups`), so the zones under one tile are measured, and the tile read, together;
+   (`groups`), so the zones under one tile are measured, and the tile read, together;
 3. each group is measured on every item that meets it by the ordinary path (`zonal.measure_items`:
    its windows, reads and exactextract; each item's work on the dask cluster at
    `settings.dask_scheduler` when set, else on the reader threads), its table made by

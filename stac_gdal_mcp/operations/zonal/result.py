@@ -8,7 +8,7 @@ and a chart of the per-zone series (`per="day"`).
 - `rounded(column, value)`: a number at the precision it carries (the answer's rows and zones;
   the saved table keeps full precision).
 
-The charts are `zonal_chart`'s. For the registry (`registry.py`), a table's kind "zonal_stats":
+The charts are `chart`'s. For the registry (`registry.py`), a table's kind "zonal_stats":
 `save`, `outputs` (the tool keeps its GeoParquet), `answer`, `map_call`.
 """
 

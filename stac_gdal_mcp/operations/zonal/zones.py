@@ -2,7 +2,7 @@
 
 Accepted forms: a GeoJSON FeatureCollection, a Feature, a list of Features, a bare (Multi)Polygon
 geometry, any of them as JSON text, or the path of a workspace file (GeoJSON, GeoPackage,
-FlatGeobuf, GeoParquet: read in chunks by `zone_files`, brought to WGS84).
+FlatGeobuf, GeoParquet: read in chunks by `files`, brought to WGS84).
 
 Bounds, checked before the work they bound (limits.*, docs/configuration.md): GeoJSON given
 inline is at most `max_geometries_bytes` and `max_geometries_depth` levels deep, measured before
@@ -17,7 +17,7 @@ unique. An invalid polygon (a self-crossing or unclosed ring) is repaired with s
 `make_valid`, keeping its polygonal parts, and a note says so; a geometry with no area (a point,
 a line, a ring that repairs to nothing) is refused, naming the feature. Every message quotes
 ids, property names and paths shortened (`security.shown`), paths relative to the workspace.
-The checks every source passes are in `zone_checks` (`Zones`, `zones_of`).
+The checks every source passes are in `checks` (`Zones`, `zones_of`).
 """
 
 from __future__ import annotations
