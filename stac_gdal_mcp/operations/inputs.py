@@ -56,21 +56,27 @@ def resolve(core: Core, source: Any, asset: str | None, ref: AssetRef) -> access
 def preview_sources(
     core: Core, source: Any, asset: str | None, assets: Sequence[str] | None, ref: AssetRef
 ) -> list[access.AssetSource]:
-    """What a preview shows: one asset (named as for `resolve`), or an item's `assets` (default:
-    its visual asset, else red/green/blue)."""
+    """What a preview shows: one asset (named as for `resolve`; an `AssetRef` as the server's tool
+    names it: an href, or an item's asset), or an item's `assets` (default: its visual asset, else
+    red/green/blue)."""
     from ..discovery.collections import get_item
     from .preview import preview_assets
-    from .preview import preview_sources as named
 
-    if source is None or isinstance(source, AssetRef):  # as the server's tool names it
-        return named(core, source or ref, assets)
-    if asset is not None or isinstance(source, (str, os.PathLike, access.AssetSource)):
+    named = source or ref if source is None or isinstance(source, AssetRef) else None
+    if named is not None:
+        one = named.href is not None or named.asset is not None
+    else:
+        one = asset is not None or isinstance(source, (str, os.PathLike, access.AssetSource))
+    if one:
         if assets:
             raise InvalidArgument("give either asset or assets, not both")
-        return [resolve(core, source, asset, AssetRef(catalog=ref.catalog))]
-    item = item_dict(source)
-    if item is None:
-        item = get_item(core, *item_ref(source), ref.catalog)
+        return [named.resolve(core) if named else resolve(core, source, asset, AssetRef(catalog=ref.catalog))]
+    if named is not None:
+        if named.collection_id is None or named.item_id is None:
+            raise InvalidArgument("preview needs href, or collection_id + item_id (+ asset or assets)")
+        ref, item = named, get_item(core, named.collection_id, named.item_id, named.catalog)
+    else:
+        item = item_dict(source) or get_item(core, *item_ref(source), ref.catalog)
     return [
         access.asset_source(core, item, name, catalog=ref.catalog) for name in preview_assets(item, assets)
     ]

@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..discovery.collections import get_item
 from ..errors import AssetNotFound, InvalidArgument
 from ..outputs import OutputRecord
-from ..processing.access import AssetSource, asset_source, check_read_size, gdal_errors, open_reader
+from ..processing.access import AssetSource, check_read_size, gdal_errors, open_reader
 from ..processing.formats import FORMATS, colorize, stretch_to_8bit, write_8bit
 from ..processing.grids import bbox_window
 from ..processing.jobs import Job, timed
@@ -28,7 +27,6 @@ from .registry import Answer
 if TYPE_CHECKING:
     from ..core import Core
     from ..processing.estimate import Estimate
-    from ..processing.requests import AssetRef
 
 RESULT_KINDS = ("preview",)  # kept, answered and drawn by the functions at the end (registry.py)
 MAX_PREVIEW_SIZE = 2048
@@ -87,19 +85,6 @@ def preview_assets(item: dict, assets: Sequence[str] | None) -> list[str]:
         if "data" in roles and "tiff" in (asset.get("type") or "").lower():
             return [key]
     raise AssetNotFound(f"item '{item.get('id')}' has no visual, red/green/blue or data asset to preview")
-
-
-def preview_sources(core: Core, ref: AssetRef, assets: Sequence[str] | None = None) -> list[AssetSource]:
-    """Resolve what to preview, as the tool names it: an href, one asset of an item, or an item
-    (with `assets`)."""
-    if ref.href is not None or ref.asset is not None:
-        if assets:
-            raise InvalidArgument("give either asset or assets, not both")
-        return [ref.resolve(core)]
-    if ref.collection_id is None or ref.item_id is None:
-        raise InvalidArgument("preview needs href, or collection_id + item_id (+ asset or assets)")
-    item = get_item(core, ref.collection_id, ref.item_id, ref.catalog)
-    return [asset_source(core, item, name, catalog=ref.catalog) for name in preview_assets(item, assets)]
 
 
 @dataclass(frozen=True)
