@@ -11,7 +11,7 @@ position), twice:
    extent;
 2. `SortedZones.groups`: each batch's rows, tagged with their place, written to temporary Arrow
    IPC files (written batch by batch, where Parquet would hold a bucket's row group in memory),
-   one folder per bucket of `BUCKET_ZONES` neighbours; each
+   one file per bucket of `BUCKET_ZONES` neighbours; each
    bucket is then read alone, ordered along the curve and cut into groups of neighbours, each
    checked by `checks.zones_of` as a small call's zones are. Ids must be unique over the whole file
    (their hashes compared, 8 bytes a zone, once before the first group; then the ids of a
@@ -102,12 +102,12 @@ class SortedZones:
             self._bucketed(folder, check)
             self._unique_ids(folder)
             to_wgs84 = wgs84_transform(self.file.path, self.file.label)
-            for bucket in sorted(folder.iterdir(), key=lambda p: int(p.name)):
+            for bucket in sorted(folder.iterdir(), key=lambda p: int(p.stem)):
                 yield from self._cut(bucket, group_zones, to_wgs84)
 
     def _bucketed(self, folder: Path, check) -> None:
-        """The file's rows (position, WKB, id), with their place, written to one folder per bucket
-        (an Arrow IPC file each, written batch by batch as the file is read: pyarrow's
+        """The file's rows (position, WKB, id), with their place, written to one Arrow IPC file
+        per bucket, batch by batch as the file is read (pyarrow's
         `write_dataset` queued the batches ahead of its writes, +9 MB at 100,000 zones)."""
         import numpy as np
         import pandas as pd
@@ -126,8 +126,7 @@ class SortedZones:
                 for bucket in np.unique(buckets):
                     part = table.filter(pa.array(buckets == bucket))
                     if bucket not in writers:
-                        (folder / str(bucket)).mkdir()
-                        sink = folder / str(bucket) / "part-0.arrow"
+                        sink = folder / f"{bucket}.arrow"
                         writers[bucket] = stack.enter_context(pa.ipc.new_file(sink, part.schema))
                     writers[bucket].write_table(part)
                 del table, part
