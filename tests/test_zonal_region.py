@@ -265,6 +265,41 @@ def test_dry_run_counts_the_rows_of_the_ordinary_estimate(region):
     assert session.outputs.list() == []
 
 
+def test_the_dry_run_selects_the_items_once_as_the_run_does(region, monkeypatch):
+    """Both select the items once over the zones' extent, not once per group (5 groups here): a
+    capped search then gives the dry run the run's items."""
+    session, path = region()
+    selected, select = [], zonal.select
+    monkeypatch.setattr(zonal, "select", lambda core, request: selected.append(1) or select(core, request))
+    estimate = session.zonal_stats(str(path), dry_run=True, **ARGUMENTS)
+    assert len(selected) == 1 and estimate.output.rows > 0
+    session.zonal_stats(str(path), **ARGUMENTS)
+    assert len(selected) == 2
+
+
+def test_the_groups_notes_are_five_and_a_count_of_the_rest(region):
+    """Twelve invalid zones over the groups: the answer and the dry run keep the first five notes
+    and count the rest, as a small call does (not every note of each group while fewer than five)."""
+    from shapely.geometry import Polygon
+
+    session, path = region()
+    frame = zones_frame(300)
+    bad = list(range(0, 300, 25))
+    bowties = []
+    for geom in frame.geometry[bad]:
+        x0, y0, x1, y1 = geom.bounds
+        bowties.append(Polygon([(x0, y0), (x1, y1), (x1, y0), (x0, y1)]))
+    frame.loc[bad, "geometry"] = bowties
+    frame.to_parquet(path)
+    head = session.zonal_stats(str(path), **ARGUMENTS)
+    estimate = session.zonal_stats(str(path), dry_run=True, **ARGUMENTS)
+    for notes in (zonal.provenance_of(head).facts["notes"], estimate.notes):
+        repaired = [n for n in notes if n.startswith("zone ") and "repaired with make_valid" in n]
+        counted = [n for n in notes if n.startswith("... and ") and n.endswith(" more such notes")]
+        assert len(repaired) == 5 and len(counted) == 1, notes
+        assert notes.index(counted[0]) == notes.index(repaired[-1]) + 1
+
+
 def test_every_zone_is_checked_before_a_pixel_is_read(region, cog_server):
     """A zone of too many vertices at the end of the file is refused before the first group is
     measured: no tile is fetched."""

@@ -405,9 +405,10 @@ def table(core, call: Call, metas: list[dict], frames: list) -> pd.DataFrame:
 # --- dry run ----------------------------------------------------------------------------------------
 
 
-def estimate(core, request: ZonalRequest):
+def estimate(core, request: ZonalRequest, *, call: Call | None = None):
     """What `run` would read and write: per item, the very windows it would read of each asset,
-    looked up in the COGs' tile indexes (headers only). Items that would fail are noted."""
+    looked up in the COGs' tile indexes (headers only). Items that would fail are noted. `call`:
+    the items already selected (region scale selects them once for every group of zones)."""
     import shapely
 
     from ...processing.estimate.reads import Planner
@@ -415,7 +416,7 @@ def estimate(core, request: ZonalRequest):
     from ...processing.items import plan_each
 
     deadline = timed(None, core)  # a dry run is bounded by limits.job_timeout_s too (issue 30)
-    call = select(core, request)
+    call = call or select(core, request)
     planner = Planner(core)
     result = Estimate(operation="zonal_stats", notes=list(call.notes))
 

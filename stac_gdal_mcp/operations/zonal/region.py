@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import InvalidArgument, LimitExceeded
 from ...processing.jobs import Job, timed
 from .. import zonal
-from .checks import Zones
+from .checks import NOTES_KEPT, Zones
 from .files import count_zones, zones_path
 from .groups import ZoneFile, released
 
@@ -99,20 +99,41 @@ def check(core, geometries, *, id_property: str | None = None, **arguments) -> R
 
 
 @dataclass
+class Notes:
+    """The notes of every group (its zones' checks, its items' failures), each once: the first
+    NOTES_KEPT kept, the rest counted, as a small call's are."""
+
+    kept: list[str] = dataclasses.field(default_factory=list)
+    more: int = 0
+
+    def add(self, notes) -> None:
+        for note in notes:
+            if note in self.kept:
+                continue
+            if len(self.kept) < NOTES_KEPT:
+                self.kept.append(note)
+            else:
+                self.more += 1
+
+    def listed(self) -> list[str]:
+        return [*self.kept, *([f"... and {self.more:,} more such notes"] if self.more else [])]
+
+
+@dataclass
 class Totals:
     """What the answer says of the whole run: counts, notes, failures, sources (not the rows)."""
 
     rows: int = 0
     groups: int = 0
     written: int = 0  # bytes of the partitions written so far
-    notes: list[str] = dataclasses.field(default_factory=list)
+    notes: Notes = dataclasses.field(default_factory=Notes)
     failed: dict[str, str] = dataclasses.field(default_factory=dict)
     sources: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def add(self, frame, call: zonal.Call, metas: list) -> None:
         self.rows += len(frame)
         self.groups += 1
-        self.notes += [n for n in call.request.zones.notes if len(self.notes) < 5]
+        self.notes.add(call.request.zones.notes)
         for meta in filter(None, metas):
             if meta["error"]:
                 self.failed.setdefault(meta["item_id"], meta["error"])
@@ -125,13 +146,10 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
     the whole output written into the workspace."""
     import contextlib
 
-    from shapely.geometry import box
-
     job = timed(job, core)
     ordered = request.zones.sorted(check=job.check)  # (the file read once: places and extent)
     total = -(-request.zones.count // GROUP_ZONES)
-    call = zonal.select(core, request.group(Zones(("region",), (box(*ordered.bounds),))))
-    items = [_resolved(call, it) for it in call.items]
+    call, items = _selected(core, request, ordered)
     store, totals, head = core.outputs, Totals(), None
     job.progress(0, total, f"zonal statistics of {request.zones.count:,} zones on {len(items)} items")
     with (
@@ -140,8 +158,7 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
     ):
         for k, zones in enumerate(groups):
             job.check()
-            # (the collections' documents, fetched once for every group: `call.collections`)
-            part = zonal.Call(request.group(zones), call.catalog, items, [], call.collections, call.limits)
+            part = _part(request, zones, call, items)
             metas, frames = zonal.measure_items(core, part, job, report=False)
             frame = zonal.table(core, part, metas, frames)
             totals.written += _write(frame, out.path / f"{PARTITION}={k:05d}")
@@ -152,6 +169,21 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
             job.progress(k + 1, total, f"{totals.rows:,} rows of {(k + 1) * GROUP_ZONES:,} zones written")
         record = store.commit(out, **_record_args(request, head, totals))
     return _answer(request, head, totals, call, record.id)
+
+
+def _selected(core, request: RegionRequest, ordered) -> tuple[zonal.Call, list[dict]]:
+    """The items of every group, selected once over the box of the zones' extent, as full STAC
+    dicts (the run and its dry run alike)."""
+    from shapely.geometry import box
+
+    call = zonal.select(core, request.group(Zones(("region",), (box(*ordered.bounds),))))
+    return call, [_resolved(call, it) for it in call.items]
+
+
+def _part(request: RegionRequest, zones: Zones, call: zonal.Call, items: list[dict]) -> zonal.Call:
+    """One group's call on the items selected once (the collections' documents, fetched once
+    for every group: `call.collections`)."""
+    return zonal.Call(request.group(zones), call.catalog, items, [], call.collections, call.limits)
 
 
 def _resolved(call: zonal.Call, ref: dict) -> dict:
@@ -190,7 +222,7 @@ def _facts(request: RegionRequest, head, totals: Totals, call_notes: list, items
 
     provenance = Provenance.of(head)
     failed = [{"item_id": i, "error": e} for i, e in totals.failed.items()]
-    notes = [*call_notes, *totals.notes]
+    notes = [*call_notes, *totals.notes.listed()]
     if failed:
         notes.append(f"{len(failed)} items could not be read: their rows carry `error` and no statistic")
     facts = {
@@ -255,18 +287,22 @@ def estimate(core, request: RegionRequest):
     file whose read size is unknown to a group's estimate stays unknown (listed first)."""
     from ...processing.estimate.result import MAX_FILES_LISTED, Estimate, OutputSize
 
+    ordered = request.zones.sorted()
+    call, items = _selected(core, request, ordered)
     result = Estimate(operation="zonal_stats", output=OutputSize(rows=0, format="partitioned GeoParquet"))
-    ids, files, unknown, read, requests = {}, {}, False, 0, 0
-    for zones in request.zones.sorted().groups(GROUP_ZONES):
-        part = zonal.estimate(core, request.group(zones))
+    ids, files, unknown, read, requests, notes = {}, {}, False, 0, 0, Notes()
+    for zones in ordered.groups(GROUP_ZONES):
+        group = _part(request, zones, call, items)
+        part = zonal.estimate(core, group.request, call=group)
         ids.update(dict.fromkeys(part.item_ids))
         files.update({f.asset: f for f in part.files if f.asset not in files})
         result.output.rows += part.output.rows if part.output else 0
         unknown = unknown or part.read_bytes is None
         read, requests = read + (part.read_bytes or 0), requests + (part.read_requests or 0)
-        result.notes += [n for n in part.notes if n not in result.notes][:5]
+        notes.add([*zones.notes, *part.notes])
         result.would_refuse = result.would_refuse or part.would_refuse
         result.refusal = result.refusal or part.refusal
+    result.notes = [*call.notes, *notes.listed()]
     result.item_ids = list(ids)
     result.read_bytes, result.read_requests = (None if unknown else read), requests
     result.files = sorted(files.values(), key=lambda f: f.bytes is not None)[:MAX_FILES_LISTED]
