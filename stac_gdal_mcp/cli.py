@@ -13,7 +13,7 @@ def server_allocator() -> None:
     runs before. Its default, mimalloc, keeps what its threads freed (pandas' strings and Parquet
     writes allocate there): a zonal call over 100,000 zones on a dask cluster grew the server's RSS
     by 60 MB over its 50 groups, and 1.22x the peak of 10,000 zones; flat with the system's
-    (docs/figures.md, issue 29)."""
+    (docs/figures.md)."""
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 

@@ -51,7 +51,7 @@ class AssetSummary(Model):
     bands: list[str] = Field(default=[], description="band common names (e.g. red, nir)")
 
     @model_serializer(mode="wrap")
-    def _compact(self, handler):  # an agent reads hundreds of these: no default noise (issue 14)
+    def _compact(self, handler):  # an agent reads hundreds of these: no default noise
         out = handler(self)
         if out.get("roles") in (["data"], []):
             del out["roles"]
@@ -61,7 +61,7 @@ class AssetSummary(Model):
 
 
 class ItemSummary(Model):
-    """A compact item (issues 14, 22: <= 5% of the item). In JSON, fields without a value are left
+    """A compact item (<= 5% of the item). In JSON, fields without a value are left
     out (so are the metadata files among the assets: get_item lists them); an asset's `bands`
     when its one band's name is the asset's key or begins it (`"red": {}`
     is the red band, so is `"red-jp2": {}`); and the roles most of the assets share are given

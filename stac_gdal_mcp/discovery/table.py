@@ -1,6 +1,6 @@
 """A page of search summaries as the table an agent reads: one header of column names, one row
 per item under its collection, and what every item of a collection shares (its asset keys and
-bands, platform, gsd, projection, thumbnail) said once per collection (issue 28).
+bands, platform, gsd, projection, thumbnail) said once per collection.
 
     {"columns": ["id", "datetime", "cloud_cover", "bbox"],
      "collections": {"landsat-c2-l2": {"gsd": 30.0, "assets": {...}, "rows": [

@@ -104,7 +104,7 @@ def compute_each(core, job: Job, parts: dict[Any, tuple]) -> tuple[dict[Any, tup
     here instead of becoming no-data; cancellation and the time limit still stop everything.
 
     All parts are first computed together, so that the reads of every item overlap (a year of
-    a time series is then about as fast as one day: issue 14); only when that fails are they
+    a time series is then about as fast as one day); only when that fails are they
     computed one by one, to tell the failing parts from the others."""
     results, failures = {}, {}
     if len(parts) > 1:

@@ -1,4 +1,4 @@
-"""Small schemas for `tools/list` (issue 14): an agent's context and a client's validation time.
+"""Small schemas for `tools/list`: an agent's context and a client's validation time.
 
 Every tool's schemas are sent to the model once per session, and a client checks each structured
 result against the tool's `outputSchema` (the `mcp` SDK walks the whole schema with jsonschema, per
@@ -8,12 +8,12 @@ item of a list). So the schemas the server lists are made small and cheap:
   optional argument whose default is null listed without the default and the null type (leaving
   it out says the same), a boolean whose default is false without `"default": false`; arguments
   are described and checked as before. Every parameter keeps
-  one JSON type, also beside an enum (portable schemas, issue 22: see tools/args.py).
+  one JSON type, also beside an enum (portable schemas: see tools/args.py).
 - no `_meta` of fastmcp's own when it says nothing (`{"fastmcp": {"tags": []}}`, 31 bytes a tool).
 - no `output_schema`: the tool answers with structured content (a JSON object, as MCP's
-  structuredContent always is) and the same JSON as text. `{"type": "object"}`, listed before
-  issue 22, said nothing more than that while costing 32 bytes a tool, and a schema of bare field
-  names (`{"items": {}, ...}`, before issue 14) checked nothing while costing 2.4 KB. A tool's
+  structuredContent always is) and the same JSON as text. `{"type": "object"}` would say nothing more
+  than that while costing 32 bytes a tool, and a schema of bare field names (`{"items": {}, ...}`)
+  would check nothing while costing 2.4 KB. A tool's
   description names what it returns, the docs' tool reference lists each result's fields
   (`RESULT_FIELDS`, kept when the tool is registered), and the precise shapes are the pydantic
   models in `stac_gdal_mcp.models`.

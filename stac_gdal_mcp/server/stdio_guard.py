@@ -1,4 +1,4 @@
-"""Every line on stdin gets an answer (issue 9, class 9).
+"""Every line on stdin gets an answer.
 
 The MCP SDK's stdio transport parses each line into a JSON-RPC message and, when that fails
 (not JSON, JSON nested deeper than its parser allows, JSON that is not a JSON-RPC message),

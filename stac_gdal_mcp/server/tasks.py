@@ -80,7 +80,7 @@ class _LazyTasks:
     """The tasks extension, started when a client first asks for a task.
 
     fastmcp-tasks imports pydocket, redis, cronsim and fastmcp's client (about a second of a cold
-    start on a loaded 2-core machine, issue 14), and its lifespan starts a docket worker before the
+    start on a loaded 2-core machine), and its lifespan starts a docket worker before the
     server answers anything. This extension declares the same capability and methods at once, and
     imports, binds and starts fastmcp-tasks' `TasksExtension` (in memory, a queue of this server's
     own) only for the first `tasks/*` request or the first tool call that should become a task:

@@ -415,7 +415,7 @@ def estimate(core, request: ZonalRequest, *, call: Call | None = None):
     from ...processing.estimate.result import Estimate, OutputSize
     from ...processing.items import plan_each
 
-    deadline = timed(None, core)  # a dry run is bounded by limits.job_timeout_s too (issue 30)
+    deadline = timed(None, core)  # a dry run is bounded by limits.job_timeout_s too
     call = call or select(core, request)
     planner = Planner(core)
     result = Estimate(operation="zonal_stats", notes=list(call.notes))

@@ -1,9 +1,9 @@
 """Argument types shared by tools: the search arguments of search_items, the one `search` object
 the analysis tools take (`SearchArg`), the catalog id, the asset reference, and `json_text`, the
 one way a tool declares an array or object parameter. One definition, so every tool describes
-them alike, and briefly: every tool's schema is sent to the model each session (issue 14).
+them alike, and briefly: every tool's schema is sent to the model each session.
 
-Portable schemas (issue 22): each parameter is listed with one JSON type (`"type": "array"`,
+Portable schemas: each parameter is listed with one JSON type (`"type": "array"`,
 never a list of types such as `["array", "string"]`, which hosts that map tool schemas onto a
 single-type dialect - Gemini's function declarations - reject), and without `$ref`. The one
 exception is a parameter that takes two JSON shapes (an AOI: a bbox array or a GeoJSON object):

@@ -1,4 +1,4 @@
-"""Confirm before large jobs (issue 22): a job whose estimate reads or writes more than
+"""Confirm before large jobs: a job whose estimate reads or writes more than
 `limits.confirm_bytes` runs only once the user said yes.
 
 Before such a job runs, its dry run is worked out (headers and tile indexes only). When the

@@ -120,7 +120,7 @@ def search_items(
 def text_result(text: dict | str, value):
     """A ToolResult whose text (what an agent reads) is `text` as compact JSON and whose
     structured content (what an app or a program reads) is `value`: a search's table beside its
-    items as objects (issue 28)."""
+    items as objects."""
     import pydantic_core
     from fastmcp.tools.base import ToolResult
     from mcp.types import TextContent
