@@ -1,4 +1,4 @@
-"""What an agent pays per task (issue 28): canonical agent tasks run through this server and, side by
+"""What an agent pays per task: canonical agent tasks run through this server and, side by
 side in the same run, through stac-mcp (PyPI, pinned in requirements/bench-peers.txt), both as MCP
 servers over stdio driven by the official `mcp` SDK client, against the same test bed: the pgstac
 STAC API of tests/testbed holding real-shaped items (the Planetary Computer items of

@@ -1,4 +1,4 @@
-"""Cheap calls while heavy jobs run (issue 30): 20 composites and time series on the bundled
+"""Cheap calls while heavy jobs run: 20 composites and time series on the bundled
 sample catalog, beside two busy loops, while list_catalogs and search_items are called in turn
 every 50 ms; the latency of those calls, the event loop's lag (a 5 ms sleep's overshoot) and
 CPython's full (generation 2) collections, with `tools/jobs.responsive` (the server's setting

@@ -1,4 +1,4 @@
-"""Cloud-cover figures at scale (issue 14), on the Range server with added latency per request.
+"""Cloud-cover figures at scale, on the Range server with added latency per request.
 
 1. 24 items at 50 ms per request: one by one (24 calls) / one call. Target >= 8x.
 2. cloud_cover_stats / odc.stac.load + numpy count, each with its defaults (odc-stac: no `pool`,

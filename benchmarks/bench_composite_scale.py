@@ -1,4 +1,4 @@
-"""Composite figures at scale (issue 14): `composite` (median, cloud-masked) of --items items written
+"""Composite figures at scale: `composite` (median, cloud-masked) of --items items written
 as a COG, against odc.stac.load + xarray median written with rioxarray, in the same run; each side
 in its own process, so its peak RSS is its own (during the run: benchmarks/measure.py).
 Optionally (--distributed) the same composite on a dask.distributed LocalCluster of 2 worker

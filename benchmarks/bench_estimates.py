@@ -1,4 +1,4 @@
-"""Estimate figures (issue 12): for each operation, the bytes a dry run (dry_run=true) says it will
+"""Estimate figures: for each operation, the bytes a dry run (dry_run=true) says it will
 fetch, against the bytes the test suite's Range server really sent when the same call ran
 (target: within +-25%), and the same for the number of HTTP requests. Through the MCP client.
 

@@ -1,4 +1,4 @@
-"""stac-geoparquet catalog figures (issue 21). Prints ratios against baselines run side by side.
+"""stac-geoparquet catalog figures. Prints ratios against baselines run side by side.
 
 On a generated 1,000,000-item stac-geoparquet file (written once by stac-geoparquet, cached in
 the temp directory), one query - bbox + datetime + cloud filter + sortby, first page of 100:
@@ -19,7 +19,7 @@ the temp directory), one query - bbox + datetime + cloud filter + sortby, first 
 
 Run: python benchmarks/bench_geoparquet.py [--items N]
 
-`--snapshots N` (issue 27): N rows of the real Planetary Computer items of 13 collections
+`--snapshots N`: N rows of the real Planetary Computer items of 13 collections
 (tests/real_snapshots.py: about 750 leaf columns) written as one wide file and in the Planetary
 Computer's part layout; for each, on disk (and the wide file over the Range server): the first
 page and a 20-page walk at limit 100, ours vs DuckDB's own best SQL by hand (SELECT * ... ORDER BY
@@ -28,7 +28,7 @@ a one-month one-collection search opens, and peak RSS (ours only, measured befor
 Over HTTP DuckDB's baseline reads the local file: its httpfs extension is downloaded on first use,
 which this machine cannot.
 
-`--snapshot-scale N` (issue 27; 10,000,000 in docs/figures.md): a partitioned snapshot of N narrow
+`--snapshot-scale N` (10,000,000 in docs/figures.md): a partitioned snapshot of N narrow
 items in both published layouts, on disk and over the Range server: the parts, row groups and
 bytes a one-month one-collection search opens, its time, the default search's first page and
 20-page walk at limit 100, and peak RSS, each beside DuckDB's own SQL by hand on the same files

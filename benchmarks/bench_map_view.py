@@ -1,4 +1,4 @@
-"""The map's view in tool results (issue 26): what it costs a host that declares MCP Apps.
+"""The map's view in tool results: what it costs a host that declares MCP Apps.
 
 The calls of tests/ui_fixtures/ (a search, a cloud_cover_stats ranking, a preview with its
 quicklook, a time series with its chart) on the bundled sample catalog, through one server, called

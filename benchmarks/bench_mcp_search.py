@@ -1,4 +1,4 @@
-"""Agent-facing figures (issue 14), measured the way hosts use the server: `stac-gdal-mcp serve` over
+"""Agent-facing figures, measured the way hosts use the server: `stac-gdal-mcp serve` over
 stdio driven by the official `mcp` Python SDK client, side by side with a baseline in the same run.
 
 1. search_items wall (100 items per call) / raw pystac-client `search(...).items()` + `to_dict()`,

@@ -1,4 +1,4 @@
-"""A partitioned stac-geoparquet snapshot of N items (default 10,000,000; issue 27): one search of
+"""A partitioned stac-geoparquet snapshot of N items (default 10,000,000): one search of
 one month of one collection, ours vs DuckDB's own best SQL by hand on the same files, on disk and
 over the test bed's Range HTTP server.
 

@@ -1,4 +1,4 @@
-"""Writing stac-geoparquet snapshots (issue 27): `catalogs.snapshot_write.write_snapshot`, side by
+"""Writing stac-geoparquet snapshots: `catalogs.snapshot_write.write_snapshot`, side by
 side with what a user of stac-geoparquet and DuckDB would run by hand, on the same items in the
 same run.
 

@@ -1,4 +1,4 @@
-"""Time-series figures at scale (issue 14): `time_series` (NDVI, cloud-masked, mean) over a year of
+"""Time-series figures at scale: `time_series` (NDVI, cloud-masked, mean) over a year of
 a 5-day revisit (73 Sentinel-2-like items) for a field-sized AOI (~600 m x 600 m, crossing a tile
 corner), on the Range server with added latency per request.
 

@@ -1,4 +1,4 @@
-"""Zonal statistics figures (issue 20), in one run, on the Range server:
+"""Zonal statistics figures, in one run, on the Range server:
 
 1. bytes read / bytes of the tiles the polygons touch (the full-resolution tiles of red, nir and
    SCL whose area meets a polygon; target <= 1.3), for an NDVI (cloud-masked) run;

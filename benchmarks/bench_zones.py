@@ -1,4 +1,4 @@
-"""Reading zonal statistics' zones from a file (issue 30): wall time and peak RSS of `read_zones`
+"""Reading zonal statistics' zones from a file: wall time and peak RSS of `read_zones`
 on a GeoParquet of N small fields (default 80,000, with a name and four other columns), the
 current reader against a baseline `zones.py` taken from git (default: the one before the batched
 reader, which read the whole file with geopandas and went through GeoJSON text), each in a

@@ -1,5 +1,5 @@
 """Record every tool's result on a fixed set of calls, so that a refactoring can prove it changed
-no answer: run it before and after, and compare the two files byte for byte (issue 19).
+no answer: run it before and after, and compare the two files byte for byte.
 
     .venv/bin/python scripts/record_tool_results.py --out before.json
     (change the code)

@@ -1,5 +1,5 @@
 """stac-geoparquet snapshots built from the real Planetary Computer items of
-tests/real_items/planetary-computer (issue 27): all collections in one wide file (about 750 leaf
+tests/real_items/planetary-computer: all collections in one wide file (about 750 leaf
 columns), and the same rows partitioned as the Planetary Computer publishes them
 (`<collection>.parquet/part-NNNN_<start>_<end>.parquet`) and in hive folders
 (`collection=…/year=…/month=…`).

@@ -1,4 +1,4 @@
-"""What an agent reads stays small (issue 28), on the real pgstac API of the test bed with
+"""What an agent reads stays small, on the real pgstac API of the test bed with
 real-shaped items, each answer checked against pystac-client on the same API:
 
 - search summaries of 100 real-shaped items (the Planetary Computer items of

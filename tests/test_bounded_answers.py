@@ -1,4 +1,4 @@
-"""Every search answer is bounded by `limits.max_result_bytes` (issue 23): summaries and full
+"""Every search answer is bounded by `limits.max_result_bytes`: summaries and full
 items, one catalog and several, items with a 1 MB property and items larger than the whole
 budget; a cursor leads to the rest, without gaps or repeats. Ids and names are echoed at most
 about 100 characters. Local NDJSON catalogs of synthetic items, through the MCP client."""

@@ -1,4 +1,4 @@
-"""Catalog faults (issue 9, class 8), through an MCP client against a STAC API served by the
+"""Catalog faults, through an MCP client against a STAC API served by the
 fault-injecting server: a drip answer meets the whole-request deadline, a `next` link that loops
 stops with a note and no repeated item, `detail="full"` answers stay within
 limits.max_result_bytes with a cursor that continues without gaps or repeats, and malformed or

@@ -1,4 +1,4 @@
-"""The catalogs' one guarded HTTP client (catalogs/http.py, issue 26), through both of its users -
+"""The catalogs' one guarded HTTP client (catalogs/http.py), through both of its users -
 a STAC API's `RemoteCatalog.request` and a stac-geoparquet URL's `RangeReader` - against the test
 bed's fault server: a body cut part-way is retried and then read whole (compared with the file's
 bytes), a redirect loop stops after MAX_REDIRECTS hops, an answer larger than asked or than the

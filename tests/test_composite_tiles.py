@@ -1,4 +1,4 @@
-"""A composite is computed and written tile by tile (issue 14): an output of several tiles equals
+"""A composite is computed and written tile by tile: an output of several tiles equals
 the median numpy computes from the source files; the reduction equals numpy's nan-reductions
 exactly; a day whose reads fail only on a later tile is left out of every tile, of the record's
 derived_from and of the item count; a cancelled save writes nothing.

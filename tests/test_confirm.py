@@ -1,4 +1,4 @@
-"""Confirm before large jobs (issue 22): above limits.confirm_bytes a job runs only once the user
+"""Confirm before large jobs: above limits.confirm_bytes a job runs only once the user
 said yes - asked through MCP elicitation by a fastmcp Client with an elicitation handler (accept,
 decline), or, from a client without one, answered with the estimate and a note to call again
 with confirm=true. On the bundled sample catalog, with a limit below what the calls need."""

@@ -1,4 +1,4 @@
-"""Estimates before work (issue 12): dry_run=true answers, from COG headers only, what a call
+"""Estimates before work: dry_run=true answers, from COG headers only, what a call
 would read and write; its byte estimate is checked against the bytes the Range server really
 sent when the same call ran (within +-25%), for a subset (convert_asset with bbox), a reprojection,
 cloud statistics and a composite - all through the MCP client.

@@ -1,6 +1,6 @@
 """A misbehaving external server (stderr flood, an answer far over its size limit, death
-mid-call, slowness) gets a clear error and never holds up the core tools or other servers
-(issue 23). Real child processes (tests/external_servers/echo_server.py); every wait is bounded
+mid-call, slowness) gets a clear error and never holds up the core tools or other servers.
+Real child processes (tests/external_servers/echo_server.py); every wait is bounded
 by the server's own `timeout_s` from the settings, never by a fixed number of seconds."""
 
 import asyncio

@@ -1,4 +1,4 @@
-"""Items without geometry (issue 23): a STAC API that answers a bbox search with items whose
+"""Items without geometry: a STAC API that answers a bbox search with items whose
 `geometry` is null (their bbox matched). odc-stac cannot place such an item ("Can not process
 items without defined footprint", which escaped the error mapping); the loads leave them out with
 a note, and when none is left every analysis tool answers one line naming the geometry."""

@@ -1,5 +1,5 @@
 """A failed item in `time_series` and `composite` is reported and left out, never read as
-no-data (issue 9, class 1), through the MCP client against the fault-injecting server: one of
+no-data, through the MCP client against the fault-injecting server: one of
 three scenes (each on its own day) has its red band's tiles failing (HTTP 500, or the
 connection dropped mid-body); on the items' own grid and on a reprojected grid (odc-stac's
 warping read path)."""

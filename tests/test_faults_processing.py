@@ -257,7 +257,7 @@ async def test_cloud_cover_row_gets_the_error(build, faulty, cloud_scenes, fault
             "cloud_cover_stats", {"aoi": aoi, "search": {"catalog": "faulty", "items": refs}}
         )
     rows = {r["item_id"]: r for r in result.structured_content["items"]}
-    # lean rows (issue 22): a null is left out, so a good row has no `error` key
+    # lean rows: a null is left out, so a good row has no `error` key
     assert rows["GOOD"].get("error") is None and rows["GOOD"]["clear_fraction"] is not None
     bad = rows["BAD"]
     assert "scl" in bad["error"] and reason in bad["error"], bad["error"]

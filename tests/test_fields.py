@@ -1,4 +1,4 @@
-"""The STAC fields extension (issue 28): sent to an API that conforms (the pgstac test bed) and
+"""The STAC fields extension: sent to an API that conforms (the pgstac test bed) and
 applied here where a catalog does not (a local catalog of the same items) - the same answer
 both ways, equal to what pystac-client gets from the API with the same fields; get_item's lean
 answer and its `fields`; bad `fields` refused in one line; a search matching nothing with a

@@ -1,4 +1,4 @@
-"""Figures that explain themselves (issue 22): the time series chart is titled with the index's
+"""Figures that explain themselves: the time series chart is titled with the index's
 name, shows each day's valid fraction on a second axis and marks the days dropped as cloudy -
 checked on the matplotlib figure against the rows drawn."""
 

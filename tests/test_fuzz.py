@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every tool from its own input schema (issue 9, class 10).
+"""Property-based fuzzing of every tool from its own input schema.
 
 Arguments are drawn with hypothesis-jsonschema from each tool's `inputSchema` (so they are what
 a client may legitimately send, types and constraints included) and sent through an in-memory

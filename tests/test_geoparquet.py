@@ -1,4 +1,4 @@
-"""stac-geoparquet catalogs (issue 21): the same items in the test bed's pgstac and in a Parquet
+"""stac-geoparquet catalogs: the same items in the test bed's pgstac and in a Parquet
 file written by the stac-geoparquet library answer every search identically through the
 library (`Session.search`): the same ids in the same order, the same `matched`, and paging at
 limits 1, 7 and 50 without gaps or repeats. pgstac is the reference, not our code.
@@ -294,7 +294,7 @@ def test_a_folder_a_glob_and_a_sidecar(make_settings, stac_items, tmp_path):
 
 def test_a_search_lists_its_folder_once_and_sees_a_new_part(make_settings, stac_items, tmp_path, monkeypatch):
     """A page (and the count beside it) reads one version of a folder's parts: listed once, not
-    at every column the SQL names (issue 27: 90 ms a listing of 780 parts); a part added after
+    at every column the SQL names; a part added after
     it is read by the next search."""
     import glob
 

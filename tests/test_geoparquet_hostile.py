@@ -1,4 +1,4 @@
-"""stac-geoparquet catalogs under attack (issue 30): hostile files and servers meet the bounds the
+"""stac-geoparquet catalogs under attack: hostile files and servers meet the bounds the
 catalog promises (docs/security.md), and bad input is one line naming the file and the column.
 
 - CQL2 operators with too few or too many arguments: one line, as STAC API catalogs answer.

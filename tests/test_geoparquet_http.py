@@ -1,4 +1,4 @@
-"""stac-geoparquet catalogs over HTTP (issue 21, `url = "http://…/items.parquet"`): the file served
+"""stac-geoparquet catalogs over HTTP: the file served
 by the test bed's Range server answers searches exactly as the same file read locally does (the
 local catalog is checked against pgstac in test_geoparquet.py), a page of a 100,000-item file
 reads a small part of it (bytes counted by the server), and a server without range requests, a

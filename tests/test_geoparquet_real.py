@@ -1,4 +1,4 @@
-"""stac-geoparquet snapshots of real Planetary Computer items (issue 27): all 13 collections in one
+"""stac-geoparquet snapshots of real Planetary Computer items: all 13 collections in one
 wide file (about 750 leaf columns: every collection brings its own assets with nested bands), and
 the same rows partitioned in the Planetary Computer layout and in hive folders.
 
@@ -139,7 +139,7 @@ def test_real_items_read_back_whole(session, small):
 def test_a_page_of_100_reads_its_rows_whole_in_one_query(small, make_settings, monkeypatch):
     """Each whole-row read decodes every column of the row groups it touches, however few of its
     rows it keeps (0.3-0.45 s a row group at 750 columns): a page of 100 reads its rows in one
-    query (the 20-page walk of issue 27 at 0.9x DuckDB, not 1.55x), a page of 150 in two (100,
+    query (the 20-page walk at 0.9x DuckDB, not 1.55x), a page of 150 in two (100,
     then as many as 16 MB holds); the pages are DuckDB's own answer to the SQL by hand."""
     import duckdb
 

@@ -1,9 +1,9 @@
-"""A corpus of hostile inputs that libraries raise on (issue 23), sent to every tool that takes
+"""A corpus of hostile inputs that libraries raise on, sent to every tool that takes
 them, through an in-memory client on the bundled sample catalog. Each must answer one clear line naming the argument (never fastmcp's bare "Error
 calling tool"; a dry run may instead say WOULD BE REFUSED), and nothing is left half-written (the
 checks of tests/test_fuzz.py). Items without geometry: tests/test_faults_geometry.py.
 
-stac-geoparquet catalogs (issue 30): CQL2 operators with too few or too many arguments, and files
+stac-geoparquet catalogs: CQL2 operators with too few or too many arguments, and files
 with the wrong schema (built by tests/test_geoparquet_hostile.py's fixtures), through search_items
 and save_search.
 
@@ -69,7 +69,7 @@ CORPUS = [
 ]
 
 
-# zonal_stats's zones (issue 30): one line each, no workspace path, no unbounded echo
+# zonal_stats's zones: one line each, no workspace path, no unbounded echo
 SQUARE = {"type": "Polygon", "coordinates": [[[13.6, 45.92], [13.61, 45.92], [13.61, 45.93], [13.6, 45.92]]]}
 S2_JUNE = {**S2, "datetime": "2024-06-01/2024-06-30"}
 
@@ -261,7 +261,7 @@ def test_notes_about_long_zone_ids_are_capped(harness):
     assert sum("repaired" in n for n in notes) == 3 and len(json.dumps(notes)) < 3000, len(json.dumps(notes))
 
 
-# stac-geoparquet catalogs (issue 30): each file of tests/test_geoparquet_hostile.py is the
+# stac-geoparquet catalogs: each file of tests/test_geoparquet_hostile.py is the
 # catalog of its own server (the files are built once for this module)
 WORLD = [-180, -90, 180, 90]
 

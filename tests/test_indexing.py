@@ -203,7 +203,7 @@ async def test_a_running_server_sees_a_re_index(build, make_settings, folder, tm
         assert await hrefs() == before | {str(new.resolve())}
 
 
-# --- hardening (issue 23): what a hostile folder cannot make `index` do ------------------------
+# --- hardening: what a hostile folder cannot make `index` do ------------------------
 
 
 def small_tiff(path: Path, *, site=SITE_A, value: int = 7) -> Path:
@@ -381,8 +381,7 @@ def test_index_writes_stac_geoparquet_by_the_output_suffix(folder, tmp_path, cap
 @pytest.mark.parametrize("name", ["items.parquet", "items.json"])
 def test_index_output_never_writes_through_a_link_at_its_path(tmp_path, name):
     """`--output DIR/items.parquet` where items.parquet is a planted link to a file above DIR
-    (a place the index may be written): the link itself is replaced, the file it points to is not
-    (issue 30; the path was resolved before writing)."""
+    (a place the index may be written): the link itself is replaced, the file it points to is not."""
     work = tmp_path / "dir"
     small_tiff(work / "a.tif")
     victim = tmp_path / f"victim-{name}"
@@ -397,7 +396,7 @@ def test_index_output_never_writes_through_a_link_at_its_path(tmp_path, name):
 def test_index_parquet_of_a_float_cog_with_nan_nodata_beside_an_integer_one(tmp_path, capsys):
     """Two of the demo's own outputs in one folder: a float COG whose nodata is NaN and an
     integer one whose nodata is 0. The stac-geoparquet index holds both (nodata is a double
-    column: NaN is a double in Parquet), and reads back with their nodata (issue 30)."""
+    column: NaN is a double in Parquet), and reads back with their nodata."""
     import math
 
     import pyarrow.parquet as pq

@@ -115,7 +115,7 @@ def is_core(name: str) -> bool:
     return name != PACKAGE and not is_face(name) and not name.startswith(f"{PACKAGE}.testing")
 
 
-# Known, to be untangled by their owner (issue 13): catalogs opens the workspace catalog, which
+# Known, to be untangled by their owner: catalogs opens the workspace catalog, which
 # builds on catalogs.LocalCatalog. Listed here so that any other cycle fails at once.
 KNOWN_CYCLES: list[list[str]] = []  # catalogs <-> workspace_catalog is gone: the local class is handed in
 KNOWN_WORDS = {f"{PACKAGE}.workspace_catalog": "`stac-gdal://` self link"}  # describes records as they are

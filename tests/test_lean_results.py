@@ -1,4 +1,4 @@
-"""What an agent pays for a cloud_cover_stats answer (issue 22): at the default 50 items the
+"""What an agent pays for a cloud_cover_stats answer: at the default 50 items the
 structured result is at most 12 KB - each row without its nulls and its minor classes' zero
 fractions, the fields every row shares (collection, mask, CRS, resolution, AOI pixels) given once
 under `common` - and nothing is lost: the zeros and `common` put back into each row give the

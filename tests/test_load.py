@@ -1,4 +1,4 @@
-"""Work does not starve the server (issues 23, 30): while 20 composites and time series run on
+"""Work does not starve the server: while 20 composites and time series run on
 the bundled sample catalog (at most limits.max_jobs at once, the rest queued with progress
 "waiting") beside two busy loops the test starts (other load on the machine), cheap calls
 (list_catalogs, search_items on the sample) still answer quickly.

@@ -367,7 +367,7 @@ async def test_preview_rgb_bands_single_band_and_bbox(settings, scene):
         len([l for l in rgb.structured_content["links"] if l["rel"] == "derived_from"]) == 4
     )  # item + 3 assets
     # the saved quicklook is the picture alone (the map places it at its bbox); the client's image
-    # of a single band carries a colour bar beside it (issue 22), so it is larger
+    # of a single band carries a colour bar beside it, so it is larger
     gray = decode_png(base64.b64decode(saved[0].blob))
     assert gray.shape == (4, 64, 64)
     shown = decode_png(base64.b64decode(single.content[0].data))

@@ -1,4 +1,4 @@
-"""Results to take away (issue 21): `save_search` (the MCP tool and `Session.save_search`) writes
+"""Results to take away: `save_search` (the MCP tool and `Session.save_search`) writes
 every item of a search into the workspace, and the file reads back - by stac-geoparquet, rustac,
 DuckDB and as a catalog - as the search that made it. The reference is the test bed's pgstac API,
 read page by page through the library; the saved file is read by the other libraries, not ours.
@@ -216,7 +216,7 @@ async def test_bad_arguments_are_one_line(session):
         )
     text = result.content[0].text
     assert result.is_error and len(text.splitlines()) == 1
-    assert "unknown search argument" not in text  # it says where bbox belongs (issue 30)
+    assert "unknown search argument" not in text  # it says where bbox belongs
     assert "save_search: `bbox`" in text, text
     assert session.outputs.list() == []
 
@@ -292,8 +292,7 @@ async def test_the_tool_saves_hive_folders_that_duckdb_opens(session):
 @pytest.mark.parametrize("format", ["geoparquet", "ndjson"])
 def test_max_output_bytes_holds_while_writing(make_settings, api, format):
     """A cap far below the search's size: the save stops at the page that passes it (progress
-    never reaches the items matched), says so in one line, and leaves nothing in the workspace
-    (issue 30: the cap was checked after the whole file was written)."""
+    never reaches the items matched), says so in one line, and leaves nothing in the workspace."""
     settings = make_settings(
         catalogs=[{"id": "api", "url": api.url}],
         default_catalog="api",

@@ -1,4 +1,4 @@
-"""External servers (issue 9, class 6): a child's stderr is held in a bounded ring buffer in
+"""External servers: a child's stderr is held in a bounded ring buffer in
 memory - no file, however much it writes, and nothing left once the server exits - and
 list_extensions shows the program name and the number of arguments, not the arguments (which
 may be secrets), unless the entry declares them safe with `show_args`."""

@@ -1,4 +1,4 @@
-"""DNS rebinding and cross-site pages over streamable HTTP (issue 9, class 7), against the real
+"""DNS rebinding and cross-site pages over streamable HTTP, against the real
 `stac-gdal-mcp serve --transport http` process: Host and Origin are checked before sessions and
 tokens, loopback names by default, allow-lists from settings, 403 with the reason otherwise."""
 

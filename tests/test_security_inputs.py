@@ -1,4 +1,4 @@
-"""Hostile structured arguments (issue 9, classes 2 and 4): CRSs that reference grids, files or
+"""Hostile structured arguments: CRSs that reference grids, files or
 URLs, CRSs that cannot describe a raster grid, and arguments nested or sized to exhaust the
 parser - each refused before any work, with one line."""
 

@@ -1,4 +1,4 @@
-"""Requests where they must not go (issue 9, class 4): the address policy against every IANA
+"""Requests where they must not go: the address policy against every IANA
 special-purpose block, redirects checked hop by hop for GDAL reads and catalog requests (through
 the network guard proxy), ids that would climb out of the API, and Authorization headers kept
 inside the catalog's root.

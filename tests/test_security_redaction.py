@@ -1,4 +1,4 @@
-"""One redaction rule for what leaves the server (issue 23): a catalog URL's userinfo and secret
+"""One redaction rule for what leaves the server: a catalog URL's userinfo and secret
 query values, configured header values, an error body echoing an Authorization header, and
 signed hrefs in GDAL's messages never reach list_catalogs, errors or the log - checked through
 an MCP client against a real HTTP server (the fault server of the test bed)."""

@@ -1,4 +1,4 @@
-"""Requests that get no answer (issue 9, class 9): over stdio, a line that is not JSON, JSON
+"""Requests that get no answer: over stdio, a line that is not JSON, JSON
 nested past the parser's limit, or JSON that is not a JSON-RPC message gets a JSON-RPC error
 (-32700 with id null, or -32600 with the request's id when it can be read), and the server
 keeps answering. Driven as raw lines on the stdin of a real `stac-gdal-mcp serve`."""

@@ -1,7 +1,7 @@
 """`stac-gdal-mcp serve` pauses the cyclic garbage collector while it builds the server (a faster
-start: docs/figures.md, issue 14) and always turns it back on: before serving, with what start-up
+start: docs/figures.md) and always turns it back on: before serving, with what start-up
 made frozen, and after a start that fails. Its Arrow allocator is the system's unless the user
-chose one (flat memory at region scale: docs/figures.md, issue 29)."""
+chose one (flat memory at region scale: docs/figures.md)."""
 
 from __future__ import annotations
 

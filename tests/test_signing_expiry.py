@@ -1,4 +1,4 @@
-"""Signing that lasts (issue 12): hrefs of a signing catalog are signed when they are read, tokens
+"""Signing that lasts: hrefs of a signing catalog are signed when they are read, tokens
 are cached per container until shortly before they expire, and a read refused with HTTP 403 gets
 a new token once and goes on.
 

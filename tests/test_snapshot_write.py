@@ -1,9 +1,9 @@
-"""Writing stac-geoparquet snapshots (issue 27): hive folders partitioned by collection, year and
+"""Writing stac-geoparquet snapshots: hive folders partitioned by collection, year and
 month that DuckDB opens with `hive_partitioning=true`, rows sorted by datetime so row-group
 statistics prune, the real Planetary Computer items of 13 collections written without loss (3-D
 bboxes beside 2-D ones, SAR items without eo:cloud_cover, assets that differ per item), a column
-whose types cannot be unified refused in one line, and a byte cap that holds while writing
-(issue 30). Everything written is read back by DuckDB, pyarrow and stac-geoparquet, not by us."""
+whose types cannot be unified refused in one line, and a byte cap that holds while writing.
+Everything written is read back by DuckDB, pyarrow and stac-geoparquet, not by us."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Search summaries stay small on real catalog items (issue 22): at most 5% of the full item on an
+"""Search summaries stay small on real catalog items: at most 5% of the full item on an
 Earth Search sentinel-2-l2a and a Planetary Computer landsat-c2-l2 item (tests/real_items,
 reconstructed: see its README), with no empty `roles`, and nothing an agent needs to choose lost:
 every listed asset's roles come back from `asset_roles`, every data asset is listed. A local

@@ -1,4 +1,4 @@
-"""MCP tasks (issue 12), through fastmcp's client, which speaks the io.modelcontextprotocol/tasks
+"""MCP tasks, through fastmcp's client, which speaks the io.modelcontextprotocol/tasks
 extension (fastmcp-tasks): a long call starts at once as a task, its status shows progress,
 cancelling it stops the work and leaves nothing in the workspace, its result is fetched (also
 from another connection to the HTTP server: tasks survive the client disconnecting), and a

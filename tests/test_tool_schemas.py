@@ -1,4 +1,4 @@
-"""What every client reads first, `tools/list`: portable schemas and a small listing (issue 22).
+"""What every client reads first, `tools/list`: portable schemas and a small listing.
 
 Portability: the rules of the MCP Inspector 2.x schema lint (`--strict`; Inspector 2.12's
 schemaLint: `type-union`, `remote-ref`, `untyped-schema`, `boolean-schema`), applied to every
@@ -40,7 +40,7 @@ CONSTRAINING = {
     "$recursiveRef",
 }  # fmt: skip
 
-# the whole tools/list answer, compact JSON: 18,187 B before issue 28, whose `fields` on search_items,
+# the whole tools/list answer, compact JSON: 18,187 B before the `fields` on search_items,
 # get_item and save_search and detail="count" (instead of a count tool) measured +600 B
 LIMIT_BYTES = 19 * 1024
 
@@ -179,7 +179,7 @@ def _size(value) -> int:
 
 
 def test_tools_list_is_small(listing):
-    """The whole answer, every tool of issues 20 and 21 included, within the limit; every tool
+    """The whole answer, zonal_stats and save_search included, within the limit; every tool
     described."""
     size = _size(listing)
     assert {"zonal_stats", "save_search"} <= {t["name"] for t in listing["tools"]}

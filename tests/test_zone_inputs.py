@@ -1,4 +1,4 @@
-"""Zones as hostile input (issue 30): zonal statistics' `geometries` are measured before they are
+"""Zones as hostile input: zonal statistics' `geometries` are measured before they are
 parsed or read (size, depth, count from a file's metadata, vertices), read under the job's time
 limit, and every refusal is one line that quotes no server path and no unbounded echo.
 Tool-level cases are in tests/test_hostile_inputs.py."""
