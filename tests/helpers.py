@@ -11,6 +11,7 @@
   the Session, save, shape the result), for tests that check those results without a client.
 - `mask_only_scene`: a Sentinel-2 item whose only asset is its SCL.
 - `write_days`, `fractions`: synthetic Sentinel-2 scenes, one per day, and their cover arguments.
+- `bare_collection`: the least collection document pgstac loads (whole-world extent, no links).
 """
 
 from __future__ import annotations
@@ -234,3 +235,12 @@ def mask_only_scene(
     write_cog(path, classes, transform=grid, nodata=0, blocksize=blocksize, OVERVIEW_RESAMPLING="NEAREST")
     item["assets"] = {"scl": dict(item["assets"]["scl"], href=f"{href_base}/{path.name}")}
     return item, path
+
+
+def bare_collection(collection_id: str) -> dict:
+    """The least collection document pgstac loads: `collection_id`, whole-world extent, no links."""
+    return {
+        "type": "Collection", "stac_version": "1.0.0", "id": collection_id, "description": collection_id,
+        "license": "proprietary", "links": [],
+        "extent": {"spatial": {"bbox": [[-180, -90, 180, 90]]}, "temporal": {"interval": [[None, None]]}},
+    }  # fmt: skip

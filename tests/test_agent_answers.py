@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
+from helpers import bare_collection
 
 from testbed.miniapi import serve_mini_api
 
@@ -50,14 +51,6 @@ def _copies(item: dict, count: int, tag: str) -> list[dict]:
     return out
 
 
-def _collection(collection_id: str) -> dict:
-    return {
-        "type": "Collection", "stac_version": "1.0.0", "id": collection_id, "description": collection_id,
-        "license": "proprietary", "links": [],
-        "extent": {"spatial": {"bbox": [[-180, -90, 180, 90]]}, "temporal": {"interval": [[None, None]]}},
-    }  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def loaded(pgstac_api):
     real = _real_items()
@@ -68,7 +61,7 @@ def loaded(pgstac_api):
     naip = next(i for i in real if i["collection"] == PREFIX + "naip")
     paged, counted = _copies(landsat, 179, "ids"), _copies(naip, 1000, "count")
     items = hundred + paged + counted
-    pgstac_api.load([_collection(c) for c in dict.fromkeys(i["collection"] for i in items)], items)
+    pgstac_api.load([bare_collection(c) for c in dict.fromkeys(i["collection"] for i in items)], items)
     return {"hundred": hundred, "ids": paged, "count": counted}
 
 
@@ -139,7 +132,7 @@ async def test_a_count_the_api_cannot_give_is_paged_and_exact(make_settings, bui
     is not the answer; the matches are paged and counted."""
     item = _real_items()[0]
     items = _copies(item, 300, "mini")
-    with serve_mini_api(items, [_collection(items[0]["collection"])]) as api:
+    with serve_mini_api(items, [bare_collection(items[0]["collection"])]) as api:
         settings = make_settings(catalogs=[{"id": "mini", "url": api.url}], default_catalog="mini")
         async with Client(build(settings)) as client:
             result = await client.call_tool("search_items", {"max_cloud_cover": 50, "detail": "count"})

@@ -171,7 +171,7 @@ def test_test_data_is_not_imported_at_run_time():
 # `core` (the services bundle) stands on catalogs and the output store; the package face
 # (`stac_gdal_mcp/__init__.py`) on everything below it; the faces on the package face.
 LAYERS: list[tuple[str, ...]] = [
-    ("_version", "errors"),
+    ("_version", "errors", "words"),
     ("settings", "files"),
     ("models", "stac"),
     ("catalogs",),

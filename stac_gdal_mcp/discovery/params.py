@@ -136,7 +136,9 @@ def bbox(value: Any) -> list[float] | None:
     if not (-180 <= w <= 180 and -180 <= e <= 180):
         raise InvalidBBox(f"bbox longitudes must be within [-180, 180] (got west={w}, east={e})")
     if not (-90 <= s <= 90 and -90 <= n <= 90):
-        raise InvalidBBox(f"bbox latitudes must be within [-90, 90] (got south={s}, north={n})")
+        raise InvalidBBox(
+            f"bbox latitudes must be within [-90, 90] (got south={s}, north={n})" + latitude_first_hint(b)
+        )
     if s > n:
         raise InvalidBBox(
             f"bbox south ({s}) is greater than north ({n}); order is [west, south, east, north]"
@@ -394,12 +396,17 @@ def page_limit(limit: Any, detail: str, limits, notes: list[str]) -> int:
 
 
 def latitude_first_hint(box: list[float] | None) -> str:
-    """For a search that matched nothing: a note when `box` also reads as [south, west, north,
-    east] (latitude first), the usual slip; "" otherwise."""
+    """For a search that matched nothing, or a bbox whose latitudes are out of range: a note when
+    `box` also reads as [south, west, north, east] (latitude first), the usual slip; "" otherwise."""
     if not box or len(box) != 4:
         return ""
     south, west, north, east = box
-    if all(abs(v) <= 90 for v in (south, north)) and south < north and west < east:
+    if (
+        all(abs(v) <= 90 for v in (south, north))
+        and all(abs(v) <= 180 for v in (west, east))
+        and south < north
+        and west < east
+    ):
         return (
             f"; bbox is [west, south, east, north]: if {list(box)} was meant as [south, west, north, "
             f"east] (latitude first), search with bbox={[west, south, east, north]}"

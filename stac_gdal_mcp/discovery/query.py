@@ -34,7 +34,7 @@ class SearchArgs(TypedDict, total=False):
     query: dict[str, Any] | None
     filter: str | dict[str, Any] | None
     filter_lang: Literal["cql2-text", "cql2-json"] | None
-    sortby: str | list[str] | None
+    sortby: str | list[str | dict[str, str]] | None
     max_cloud_cover: float | None
 
 

@@ -27,6 +27,7 @@ from ..models import SearchResult
 from ..stac import find_link
 from . import aliases
 from . import params as p
+from .absent import absent_note
 from .fields import Fields, apply_fields, parse_fields
 from .local import local_search
 from .parquet_search import parquet_page
@@ -335,7 +336,21 @@ def search_page(
             "no items matched; widen bbox/datetime, raise max_cloud_cover, or check the collection ids"
             + p.latitude_first_hint(search.bbox if search is not None else None)
         )
+        absent = absent_note(search, lambda cid: _sample(core, cat, cid)) if search is not None else None
+        notes += [absent] if absent else []
     return features, matched, core.cursors.encode("items", cat.id, next_state) if next_state else None
+
+
+def _sample(core: Core, cat, collection_id: str) -> dict | None:
+    """One item of collection `collection_id` of catalog `cat` (None: it has none)."""
+    search, budget = Search(collections=[collection_id]), answer_budget(core.settings, "full")
+    if isinstance(cat, GeoparquetCatalog):
+        features = parquet_page(cat, search, None, 1, budget)[0]
+    elif isinstance(cat, LocalCatalog):
+        features = _local_page(cat, search, None, 1, budget)[0]
+    else:
+        features = _api_page(cat, search, None, 1, budget, [])[0]
+    return features[0] if features else None
 
 
 def checked_search(settings, catalog_id: str, args: dict, notes: list[str]) -> Search:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidArgument
+from ..words import counted
 from .fields import Fields
 
 #: The keys of a summary, in column order, and the item paths (fields extension) each is read from.
@@ -203,9 +204,9 @@ def count_text(page) -> str:
     """The text answer of detail="count": `1000 items (exact)`, how it was counted in brackets
     (exact, the catalog's count, at least), each catalog's count when several were asked, then
     the notes, a line each."""
-    line = f"{page.matched} items ({page.matched_is})"
+    line = f"{counted(page.matched, 'item')} ({page.matched_is})"
     if page.matched_is == "at least":
-        line = f"at least {page.matched} items (counting stopped)"
+        line = f"at least {counted(page.matched, 'item')} (counting stopped)"
     if page.catalogs:
         line += "; " + ", ".join(f"{c.id}: {c.matched}" for c in page.catalogs)
     return "\n".join([line, *page.notes])

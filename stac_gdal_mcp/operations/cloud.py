@@ -42,6 +42,7 @@ from ..processing.jobs import Job, timed
 from ..processing.masks import MaskSource, check_mask_format
 from ..processing.selection import Collections, Selection, item_mask, select
 from ..stac import item_datetime
+from ..words import counted, plural
 
 Sort = Literal["clear", "cloud", "datetime", "-datetime", "search"]
 DEFAULT_MAX_ITEMS = 50
@@ -406,7 +407,7 @@ def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverR
             selected,
             lambda it: measure_item(core, cat, it, collections, request.asset, count, job),
             workers=max(1, min(core.settings.limits.max_concurrency, total)),
-            start=f"measuring cloud cover of {total} items",
+            start=f"measuring cloud cover of {counted(total, 'item')}",
             describe=lambda row: f"{row.item_id}: {_outcome(row)}",
         )
     measured = [r for r in rows if r is not None]
@@ -414,10 +415,12 @@ def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverR
     if not measured:
         notes.append("no items to measure: widen the search (datetime, collections) or check the AOI")
     if failed:
-        notes.append(f"{failed} of {total} items could not be measured; see `error` in their rows")
+        notes.append(f"{failed} of {counted(total, 'item')} could not be measured; see `error` in their rows")
     empty = sum(1 for r in measured if not r.error and not r.valid_pixels)
     if empty:
-        notes.append(f"{empty} items have no valid pixels in the AOI (outside the item or all no data)")
+        notes.append(
+            f"{counted(empty, 'item')} {plural(empty, 'has')} no valid pixels in the AOI (outside the item or all no data)"
+        )
     return CloudCoverResult(
         aoi_bbox=[round(v, 6) for v in request.aoi.bounds],
         sort=request.sort,

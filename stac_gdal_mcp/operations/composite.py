@@ -32,6 +32,7 @@ from ..processing.load import (
 )
 from ..processing.records import Provenance
 from ..processing.requests import Load
+from ..words import counted
 from .registry import Answer
 
 if TYPE_CHECKING:
@@ -196,11 +197,11 @@ class _Plan:
             operation="composite",
             parameters=self.parameters,
             sources=sources_read(prep, failed),
-            title=f"{method} composite of {', '.join(names)} from {item_count} items",
+            title=f"{method} composite of {', '.join(names)} from {counted(item_count, 'item')}",
             lineage=(
                 f"{method} over time of {', '.join(names)} "
                 f"({'clouds masked with each item mask' if self.mask_clouds else 'no cloud mask'}), "
-                f"{item_count} items loaded with odc-stac (groupby solar_day)"
+                f"{counted(item_count, 'item')} loaded with odc-stac (groupby solar_day)"
             ),
             software=package_versions(*SOFTWARE),
             facts={

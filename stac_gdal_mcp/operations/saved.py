@@ -22,7 +22,7 @@ class Output:
     def answer(core, record, records, limits, *, quicklook: bool = False) -> Answer:
         path = core.outputs.path(record.id)
         images = (quicklook_png(path),) if quicklook else ()
-        return Answer(record, records, images, files=not path.is_dir())
+        return Answer(record, records, images, note=saved_note(record), files=not path.is_dir())
 
     @staticmethod
     def map_call(record) -> dict:
@@ -38,6 +38,26 @@ class SearchPage:
 
 
 RESULT_KINDS = {"output": Output, "search": SearchPage}
+
+
+def saved_note(record) -> str | None:
+    """For a saved search: how many items it holds of how many matched, and why it stopped -
+    "500 of 716 items saved: limits.max_items; pass max_items to save more"; None for another
+    output."""
+    from ..words import counted
+
+    extra = record.properties.model_extra or {}
+    written = extra.get("search:items")
+    if written is None:
+        return None
+    matched = extra.get("search:matched")
+    if not extra.get("search:more"):
+        return f"{counted(written, 'item', thousands=True)} saved: every item the search matched"
+    of = f"{matched:,}" if matched is not None else f"more than {written:,}"
+    parameters = (record.properties.processing_expression.get("expression") or {}).get("parameters") or {}
+    asked = parameters.get("max_items")
+    why = f"max_items={asked:,}; pass a larger" if asked is not None else "limits.max_items; pass"
+    return f"{written:,} of {of} items saved: {why} max_items to save more"
 
 
 def quicklook_png(path) -> bytes:

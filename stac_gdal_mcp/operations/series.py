@@ -30,6 +30,7 @@ from ..processing.load import (
 )
 from ..processing.records import Provenance
 from ..processing.requests import Load
+from ..words import counted, plural
 from . import tables
 from .registry import Answer, call, image
 from .tables import CSV_COLUMNS, write_chart, write_csv
@@ -167,7 +168,7 @@ def run(core, request: TimeSeriesRequest, job: Job | None = None) -> pd.DataFram
     empty = sum(1 for r in rows if r.valid_pixels == 0)
     if empty:
         notes.append(
-            f"{empty} of {len(rows)} days have no usable pixel in the AOI (clouds or no data): value null"
+            f"{empty} of {counted(len(rows), 'day')} {plural(empty, 'has')} no usable pixel in the AOI (clouds or no data): value null"
         )
     from ..outputs import package_versions
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
+from ..words import counted
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -145,7 +146,7 @@ def chart_figure(rows: Sequence, *, title: str, ylabel: str, name: str | None = 
     if dropped.any():
         bottom = np.nanmin(values) if (~dropped).any() else 0.0
         axes.plot(times[dropped], np.full(dropped.sum(), bottom), "x", color="tab:red", markersize=8,
-                  label=f"no usable pixel ({dropped.sum()} days, cloudy or no data)")  # fmt: skip
+                  label=f"no usable pixel ({counted(int(dropped.sum()), 'day')}, cloudy or no data)")  # fmt: skip
     axes.set_title(f"{name}\n{title}" if name else title, fontsize=10)
     axes.set_ylabel(name or ylabel)
     axes.grid(alpha=0.3)

@@ -27,6 +27,7 @@ from pydantic import Field
 from ..errors import InvalidArgument, MaskNotFound, NotFound, NotSupported, StacGdalMcpError
 from ..models import Model
 from ..stac import band_entries, proj_code
+from ..words import counted
 from . import access
 from .bands import mask_nodata, scale_offset, valid
 from .masks import MaskSource
@@ -76,7 +77,7 @@ class FailedItem(Model):
 def failed_note(failed: list[FailedItem], what: str) -> str:
     """The note of a result some items of which could not be read."""
     ids = ", ".join(f.item_id for f in failed[:5]) + (", ..." if len(failed) > 5 else "")
-    return f"{len(failed)} items could not be read ({ids}; see failed_items): {what}"
+    return f"{counted(len(failed), 'item')} could not be read ({ids}; see failed_items): {what}"
 
 
 def failed_error(failed: list[FailedItem]):
@@ -425,7 +426,9 @@ def with_footprints(items: list[dict], notes: list[str]) -> list[dict]:
         )
     if len(kept) < len(items):
         left = [str(i.get("id"))[:100] for i in items if i not in kept]
-        notes.append(f"{len(left)} items without a geometry (footprint) were left out: {', '.join(left[:5])}")
+        notes.append(
+            f"{counted(len(left), 'item')} without a geometry (footprint) were left out: {', '.join(left[:5])}"
+        )
     return kept
 
 

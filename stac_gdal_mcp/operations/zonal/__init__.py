@@ -29,6 +29,7 @@ from ...errors import InvalidArgument
 from ...processing.items import fetch, one_item, reference
 from ...processing.jobs import Job, timed
 from ...stac import item_datetime
+from ...words import counted
 from .pixels import (
     Call,
     class_names,
@@ -354,7 +355,9 @@ def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[l
             units,
             lambda unit: measure_item(core, call, unit, job, measure),
             workers=workers,
-            start=f"zonal statistics of {len(call.request.zones)} zones on {total} items" if report else None,
+            start=f"zonal statistics of {len(call.request.zones)} zones on {counted(total, 'item')}"
+            if report
+            else None,
             describe=_outcome,
         )
     return [meta for meta, _ in results], [frame for _, frame in results]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidArgument, LimitExceeded
 from ...processing.jobs import Job, timed
+from ...words import counted
 from .. import zonal
 from .checks import NOTES_KEPT, Zones
 from .files import count_zones, zones_path
@@ -151,7 +152,9 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
     total = -(-request.zones.count // GROUP_ZONES)
     call, items = _selected(core, request, ordered)
     store, totals, head = core.outputs, Totals(), None
-    job.progress(0, total, f"zonal statistics of {request.zones.count:,} zones on {len(items)} items")
+    job.progress(
+        0, total, f"zonal statistics of {request.zones.count:,} zones on {counted(len(items), 'item')}"
+    )
     with (
         store.writing(".parquet", stem="zonal-stats", dataset=True) as out,
         contextlib.closing(ordered.groups(GROUP_ZONES, check=job.check)) as groups,
@@ -224,7 +227,9 @@ def _facts(request: RegionRequest, head, totals: Totals, call_notes: list, items
     failed = [{"item_id": i, "error": e} for i, e in totals.failed.items()]
     notes = [*call_notes, *totals.notes.listed()]
     if failed:
-        notes.append(f"{len(failed)} items could not be read: their rows carry `error` and no statistic")
+        notes.append(
+            f"{counted(len(failed), 'item')} could not be read: their rows carry `error` and no statistic"
+        )
     facts = {
         **provenance.facts,
         "zones": request.zones.count,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...words import counted
 from .pixels import Call
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: li
     if failed:
         ids = ", ".join(m["item_id"] for m in failed[:5]) + (", ..." if len(failed) > 5 else "")
         notes.append(
-            f"{len(failed)} items could not be read ({ids}): their rows carry `error` and no statistic"
+            f"{counted(len(failed), 'item')} could not be read ({ids}): their rows carry `error` and no statistic"
         )
     if not call.items:
         notes.append("no items to measure: widen the search (datetime, collections) or check the zones")

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ...errors import LimitExceeded
+from ...words import counted
 from .reads import FilePlan, Planner
 from .result import MAX_FILES_LISTED, Estimate, OutputSize, _output, output_checks
 
@@ -50,8 +51,8 @@ def estimate_load(
     estimate.limits = output_checks(width, height, len(names), "float32", core.settings.limits)
     chunk = chunk or loads.CHUNK  # the load's dask chunks (a composite's: its output tiles)
     estimate.notes.append(
-        f"{days} solar days from {len(estimate.item_ids)} items; the load holds "
-        f"{width} x {height} px x {len(names)} band(s) x {days} days of float32 "
+        f"{counted(days, 'solar day')} from {counted(len(estimate.item_ids), 'item')}; the load holds "
+        f"{width} x {height} px x {len(names)} band(s) x {counted(days, 'day')} of float32 "
         f"({width * height * len(names) * days * 4:,} bytes) in dask chunks of at most {chunk} px"
     )
     chunks = _chunks(height, width, chunk)

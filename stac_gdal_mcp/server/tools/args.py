@@ -92,8 +92,8 @@ FilterArg = json_text(
 )
 FilterLangArg = Annotated[Literal["cql2-text", "cql2-json"] | None, Field(description="default: guessed")]
 SortbyArg = json_text(
-    str | list[str] | None,
-    '"eo:cloud_cover", "-datetime" (descending); several comma-separated',
+    str | list[str | dict[str, str]] | None,
+    '"eo:cloud_cover", "-datetime" (desc), "a,b"; or [{field, direction}]',
     listed="string",
 )
 MaxCloudArg = Annotated[
@@ -119,7 +119,7 @@ class _Search(TypedDict, total=False):
     query: dict[str, Any] | str | None
     filter: str | dict[str, Any] | None
     filter_lang: Literal["cql2-text", "cql2-json"] | None
-    sortby: str | list[str] | None
+    sortby: str | list[str | dict[str, str]] | None
     max_cloud_cover: Annotated[float, Field(ge=0, le=100)] | None
 
 
