@@ -33,6 +33,7 @@ from ...errors import LimitExceeded, NotSupported
 from ...processing.bands import Band
 from ...processing.bands import valid as stored_data
 from ...processing.jobs import Job
+from .coverage import Coverages
 from .zones import shown_id
 
 WINDOW_PIXELS = 2048 * 2048  # a group's window at most (larger zones are read one by one)
@@ -54,6 +55,7 @@ class Call:
     limits: Any = None
     tree: Any = None
     projected: dict = field(default_factory=dict)
+    coverages: Any = field(default_factory=lambda: Coverages())  # coverage by grid window, reused
 
     def zones_under(self, footprint) -> list[int]:
         """Indexes of the zones that meet `footprint` (a shapely geometry in WGS84)."""
@@ -341,7 +343,10 @@ def window_values(request, inputs: ItemInputs, read):
 
 
 def extract(request, grid: Grid, window: Window, geometries: list, value, cloud):
-    """exactextract's statistics of the window's zones (`geometries` in the grid's CRS)."""
+    """exactextract's statistics of the window's zones (`geometries` in the grid's CRS). The
+    arrays go to exactextract with NaN where masked (nodata by value): exactextract 0.3 drops a
+    masked array's mask for a multipolygon with a part off the raster, and counted those pixels."""
+    import numpy as np
     import pandas as pd
     from exactextract import exact_extract
     from exactextract.operation import Operation
@@ -351,13 +356,13 @@ def extract(request, grid: Grid, window: Window, geometries: list, value, cloud)
     x0, y0 = grid.transform @ (window.col0, window.row0)
     x1, y1 = grid.transform @ (window.col1, window.row1)
     extent = (x0, y1, x1, y0)
-    source = NumPyRasterSource(value, *extent, name="value")
+    source = NumPyRasterSource(_nan_filled(value), *extent, name="value")
     ops = [Operation(s.name, s.name, source, None, dict(s.options)) for s in request.stats]
     ops.append(Operation("count", "_count", source))
     if any(s.name == "frac" for s in request.stats):
         ops.append(Operation("unique", "_unique", source))
     # (the sources stay referenced here: the operations hold them only as C++ pointers)
-    cloud_source = None if cloud is None else NumPyRasterSource(cloud, *extent, name="cloud")
+    cloud_source = None if cloud is None else NumPyRasterSource(_nan_filled(cloud), *extent, name="cloud")
     if cloud_source is not None:
         ops.append(Operation("mean", "cloud_fraction", cloud_source))
     features = [{"type": "Feature", "properties": {}, "geometry": mapping(g)} for g in geometries]
@@ -374,8 +379,35 @@ def extract(request, grid: Grid, window: Window, geometries: list, value, cloud)
         )
         frame = pd.concat([frame.drop(columns=["frac", "_unique"]), fractions], axis=1)
     if "unique" in frame:
-        frame["unique"] = [list(map(_label, u)) for u in frame["unique"]]
+        frame["unique"] = [sorted(map(_label, u)) for u in frame["unique"]]
+    if np.ma.getdata(value).dtype.kind in "iu":  # (as exactextract gives them on an integer raster)
+        for s in request.stats:
+            if s.name in ("median", "quantile") and s.column in frame:
+                frame[s.column] = np.trunc(frame[s.column])
     return frame
+
+
+def _nan_filled(masked):
+    import numpy as np
+
+    return np.ma.masked_array(masked, dtype="float64").filled(np.nan)
+
+
+def measure_window(call: Call, grid: Grid, window: Window, projected: list, value, cloud):
+    """The statistics of one window's zones: from the coverage stored for the window (built once
+    per grid window and call, `coverage`), or exactextract's own for the statistics and windows
+    that path does not compute."""
+    from . import coverage
+
+    def geometries():
+        return [projected[i] for i in window.zones]
+
+    if window.pixels > WINDOW_PIXELS or not coverage.cacheable(call.request):
+        return extract(call.request, grid, window, geometries(), value, cloud)
+    matrix = call.coverages.get(
+        coverage.window_key(grid, window), lambda: coverage.cells(grid, window, geometries())
+    )
+    return coverage.reduce(call.request, matrix, window.zones, value, cloud, _label)
 
 
 def _label(value):
@@ -447,7 +479,7 @@ def measure_zones(call: Call, inputs: list[ItemInputs], readers: list[dict], ind
         value, cloud = mosaic(
             [window_values(call.request, i, reading(rs, grid, window)) for i, rs in zip(inputs, readers)]
         )
-        parts.append(extract(call.request, grid, window, [projected[i] for i in window.zones], value, cloud))
+        parts.append(measure_window(call, grid, window, projected, value, cloud))
     if outside:
         note = "outside the item's raster" if len(inputs) == 1 else "outside the day's rasters"
         parts.append(pd.DataFrame({"_zone": outside, "_count": 0.0, "note": note}))

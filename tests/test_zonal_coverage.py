@@ -1,0 +1,192 @@
+"""Coverage stored once per grid window (operations/zonal/coverage.py) gives exactextract's numbers.
+
+Expected values: exactextract's `exact_extract` called here on the same arrays (NaN where a pixel
+is not usable: nodata by value), never through the code under test; zones with holes, several
+parts (one off the raster), across the window's edge, outside it, and a sliver.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import rasterio
+import shapely
+from exactextract import exact_extract
+from exactextract.raster import NumPyRasterSource
+from rasterio.transform import Affine
+from shapely.geometry import box, mapping
+
+from stac_gdal_mcp.operations import zonal
+from stac_gdal_mcp.operations.zonal import coverage, pixels
+
+HEIGHT, WIDTH = 300, 400
+GRID = pixels.Grid(
+    Affine(10, 0, 500000, 0, -10, 5000000), WIDTH, HEIGHT, rasterio.crs.CRS.from_epsg(32633), (256, 256)
+)
+WINDOW_BOX = (500000, 5000000 - HEIGHT * 10, 500000 + WIDTH * 10, 5000000)
+STATS = ["count", "sum", "mean", "min", "max", "median", "quantile(q=0.9)", "quantile(q=0.05)",
+         "majority", "minority", "mode", "variety", "unique"]  # fmt: skip
+
+
+def zones(seed=5, count=150):
+    rng = np.random.default_rng(seed)
+    found = []
+    for k in range(count):
+        cx, cy = 500000 + rng.uniform(0, WIDTH * 10), 5000000 - rng.uniform(0, HEIGHT * 10)
+        half = rng.uniform(15, 250, 2)
+        field = shapely.affinity.rotate(
+            box(cx - half[0], cy - half[1], cx + half[0], cy + half[1]), rng.uniform(0, 90)
+        )
+        if k % 5 == 0:  # a hole
+            field = field.difference(shapely.Point(cx, cy).buffer(min(half) / 2))
+        if k % 7 == 0:  # two parts, the second often off the raster's east edge
+            field = shapely.MultiPolygon([field, box(cx + 300, cy, cx + 360, cy + 70)])
+        found.append(field)
+    found.append(box(400000, 400000, 400100, 400100))  # outside the window
+    found.append(box(501000, 4998000, 501000.5, 4998600))  # a sliver: partial cells only
+    return found
+
+
+def arrays(kind, seed=9):
+    rng = np.random.default_rng(seed)
+    data = (
+        rng.integers(0, 6, (HEIGHT, WIDTH)).astype("uint16")
+        if kind == "classes"
+        else rng.normal(0.4, 0.2, (HEIGHT, WIDTH))
+    )
+    mask = rng.random((HEIGHT, WIDTH)) < 0.2
+    mask[:80, :80] = True  # a corner of nodata
+    mask[:, -30:] |= rng.random((HEIGHT, 30)) < 0.7  # the east edge mostly masked
+    cloud = np.ma.masked_array(
+        (rng.random((HEIGHT, WIDTH)) < 0.3).astype("float64"), mask=rng.random((HEIGHT, WIDTH)) < 0.1
+    )
+    return np.ma.masked_array(data, mask=mask), cloud
+
+
+def exactextract_of(masked, geometries, ops):
+    """exactextract on the array with a nodata value where masked (its type's largest value for
+    integers, NaN for floats), as a user would call it on a file."""
+    if masked.dtype.kind in "iu":
+        nodata = np.iinfo(masked.dtype).max
+        array = masked.filled(nodata)
+    else:
+        nodata, array = None, np.ma.masked_array(masked, dtype="float64").filled(np.nan)
+    features = [{"type": "Feature", "properties": {}, "geometry": mapping(g)} for g in geometries]
+    source = NumPyRasterSource(array, *WINDOW_BOX, nodata=nodata)
+    return exact_extract(source, features, ops, output="pandas")
+
+
+def request_of(stats):
+    class Request:
+        pass
+
+    request = Request()
+    request.stats = zonal.parse_stats(stats)
+    return request
+
+
+@pytest.mark.parametrize("kind", ["classes", "reflectance"])
+def test_every_zones_statistics_equal_exactextracts_to_the_bit(kind):
+    geometries = zones()
+    value, cloud = arrays(kind)
+    stats = STATS + (["frac"] if kind == "classes" else [])
+    window = pixels.Window(0, 0, WIDTH, HEIGHT, tuple(range(len(geometries))))
+    got = coverage.reduce(
+        request_of(stats), coverage.cells(GRID, window, geometries), window.zones, value, cloud, pixels._label
+    )
+    want = exactextract_of(
+        value,
+        geometries,
+        [s for s in stats if s != "frac"] + (["frac", "unique"] if kind == "classes" else []),
+    )
+    clouds = exactextract_of(cloud, geometries, ["mean"])
+    for stat in zonal.parse_stats(stats):
+        if stat.name == "frac":
+            continue
+        if stat.name == "unique":
+            assert [list(map(pixels._label, sorted(u))) for u in want["unique"]] == list(got["unique"])
+            continue
+        np.testing.assert_array_equal(
+            got[stat.column].to_numpy(float), want[stat.column].to_numpy(float), err_msg=stat.column
+        )
+    np.testing.assert_array_equal(got["_count"].to_numpy(), want["count"].to_numpy())
+    np.testing.assert_array_equal(got["cloud_fraction"].to_numpy(), clouds["mean"].to_numpy())
+    if kind == "classes":
+        for zone, (classes, fractions) in enumerate(zip(want["unique"], want["frac"])):
+            for c, f in zip(classes, fractions):
+                assert got.loc[zone, f"frac_{int(c)}"] == f
+            others = [c for c in got if c.startswith("frac_") and int(c[5:]) not in set(map(int, classes))]
+            assert got.loc[zone, others].isna().all()
+    assert got.loc[len(geometries) - 2, "count"] == 0  # outside: count 0, no statistic
+    assert np.isnan(got.loc[len(geometries) - 2, "mean"])
+    assert 0 < got.loc[len(geometries) - 1, "count"] <= 3.0  # the sliver: 60 cells of 5 % each at most
+
+
+def test_exactextract_path_counts_no_masked_pixel_of_a_multipolygon_part_off_the_raster():
+    """The path without stored coverage (stdev) gives exactextract's numbers on NaN-filled arrays
+    too: a masked array's mask was lost for such zones (0.3), counting every masked pixel."""
+    geometries = zones()
+    value, cloud = arrays("reflectance")
+    window = pixels.Window(0, 0, WIDTH, HEIGHT, tuple(range(len(geometries))))
+    got = pixels.extract(request_of(["count", "stdev"]), GRID, window, geometries, value, cloud)
+    want = exactextract_of(value, geometries, ["count", "stdev"])
+    np.testing.assert_array_equal(got["count"].to_numpy(), want["count"].to_numpy())
+    off = [
+        i for i, g in enumerate(geometries) if g.geom_type == "MultiPolygon" and g.bounds[2] > WINDOW_BOX[2]
+    ]
+    assert off, "the layout has a multipolygon with a part off the raster"
+    whole = exactextract_of(np.ma.masked_array(value.data), [geometries[i] for i in off], ["count"])["count"]
+    assert (got.loc[off, "count"].to_numpy() < whole.to_numpy()).all()  # its masked pixels left out
+
+
+def test_coverage_is_built_once_per_window_and_shared_by_items_asking_together():
+    from concurrent.futures import ThreadPoolExecutor
+
+    geometries = zones(count=40)
+    window = pixels.Window(0, 0, WIDTH, HEIGHT, tuple(range(len(geometries))))
+    store = coverage.Coverages()
+    before = coverage.BUILT[0]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(
+            pool.map(
+                lambda _: store.get(
+                    coverage.window_key(GRID, window), lambda: coverage.cells(GRID, window, geometries)
+                ),
+                range(8),
+            )
+        )
+    assert coverage.BUILT[0] - before == 1
+    assert all(m is got[0] for m in got)
+    other = pixels.Window(0, 0, WIDTH // 2, HEIGHT, window.zones)
+    store.get(coverage.window_key(GRID, other), lambda: coverage.cells(GRID, other, geometries))
+    assert coverage.BUILT[0] - before == 2  # another window: its own
+
+
+def test_coverages_past_their_cell_budget_drop_the_least_recently_used():
+    geometries = zones(count=40)
+    windows = [pixels.Window(0, 0, WIDTH - k, HEIGHT, tuple(range(len(geometries)))) for k in range(3)]
+    one = coverage.cells(GRID, windows[0], geometries).nnz
+    store = coverage.Coverages(max_cells=int(one * 2.5))
+    for w in windows:
+        store.get(coverage.window_key(GRID, w), lambda w=w: coverage.cells(GRID, w, geometries))
+    before = coverage.BUILT[0]
+    store.get(coverage.window_key(GRID, windows[2]), lambda: coverage.cells(GRID, windows[2], geometries))
+    assert coverage.BUILT[0] == before  # kept
+    store.get(coverage.window_key(GRID, windows[0]), lambda: coverage.cells(GRID, windows[0], geometries))
+    assert coverage.BUILT[0] == before + 1  # dropped, built again
+
+
+def test_cached_and_exactextract_paths_give_one_table():
+    """A statistic only exactextract computes (stdev) sends the call down its path: the shared
+    statistics are the same numbers either way."""
+    geometries = zones()
+    value, cloud = arrays("reflectance")
+    window = pixels.Window(0, 0, WIDTH, HEIGHT, tuple(range(len(geometries))))
+    stats = ["mean", "count", "median", "max"]
+    assert coverage.cacheable(request_of(stats)) and not coverage.cacheable(request_of([*stats, "stdev"]))
+    cached = coverage.reduce(
+        request_of(stats), coverage.cells(GRID, window, geometries), window.zones, value, cloud, pixels._label
+    )
+    plain = pixels.extract(request_of(stats), GRID, window, geometries, value, cloud)
+    pd.testing.assert_frame_equal(cached[plain.columns], plain, check_exact=True, check_dtype=False)
