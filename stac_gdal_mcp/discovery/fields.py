@@ -61,7 +61,10 @@ def parse_fields(value: Any) -> Fields | None:
     if len(names) > MAX_FIELDS:
         raise InvalidArgument(f"fields names at most {MAX_FIELDS} fields (got {len(names)})")
     include = tuple(dict.fromkeys(path_of(n) for n in names if not n.startswith("-")))
-    exclude = tuple(dict.fromkeys(path_of(n[1:]) for n in names if n.startswith("-")))
+    # an item keeps what names it (id, collection) whatever is excluded: "-id" is not sent on
+    exclude = tuple(
+        dict.fromkeys(p for n in names if n.startswith("-") if not _within(p := path_of(n[1:]), ALWAYS))
+    )
     if not include and not exclude:
         return None
     return Fields(include=include, exclude=exclude)
@@ -75,9 +78,22 @@ def saved_fields(value: Any) -> Fields | None:
     """`fields` of a saved search: as `parse_fields`, an include list also keeping SAVED_ALWAYS
     (and what a stac-geoparquet file needs: each item's type, geometry and datetime)."""
     fields = parse_fields(value)
-    if fields is None or not fields.include:
+    if fields is None:
+        return fields
+    for path in fields.exclude:
+        if _within(path, SAVED_ALWAYS) or any(kept.startswith(path + ".") for kept in SAVED_ALWAYS):
+            raise InvalidArgument(
+                f"fields: a saved item keeps {', '.join(SAVED_ALWAYS)} (a file of items must read "
+                f"back as items): '-{path}' cannot leave them out"
+            )
+    if not fields.include:
         return fields
     return Fields(tuple(dict.fromkeys([*SAVED_ALWAYS, *fields.include])), fields.exclude)
+
+
+def _within(path: str, kept: tuple[str, ...]) -> bool:
+    """`path` is one of `kept` or inside one of them (`geometry.coordinates` is in `geometry`)."""
+    return any(path == k or path.startswith(k + ".") for k in kept)
 
 
 def _names(value: Any) -> list[str]:

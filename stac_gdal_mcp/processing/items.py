@@ -41,9 +41,10 @@ def failure(exc: BaseException) -> str:
 
 
 class Outcome:
-    """What `one_item` saw: the item's failure in one line, or None."""
+    """What `one_item` saw: the item's failure in one line, or None; and the exception."""
 
     error: str | None = None
+    exception: BaseException | None = None
 
 
 @contextlib.contextmanager
@@ -58,7 +59,7 @@ def one_item(operation: str, item_id, job: Job | None = None) -> Iterator[Outcom
         if job is not None and job.should_stop:
             job.check()  # the job's own reason (cancelled, out of time), not what it broke
             raise
-        outcome.error = failure(exc)
+        outcome.error, outcome.exception = failure(exc), exc
         log.warning("%s: item %s failed: %s", operation, item_id, outcome.error)
 
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...errors import InvalidArgument
+from ...errors import AssetNotFound, InvalidArgument, NotSupported
 from ...processing.items import fetch, one_item, reference
 from ...processing.jobs import Job, timed
 from ...stac import item_datetime
@@ -79,6 +79,7 @@ STATS = (
     "max_center_x",
     "max_center_y",
 )
+MAX_STATS = 40  # statistics in one call: a column each
 PER_PIXEL = ("values", "coverage", "cell_id", "center_x", "center_y", "weights")
 Per = Literal["item", "day"]
 
@@ -101,7 +102,9 @@ def parse_stats(stats) -> tuple[Stat, ...]:
         stats = [s for s in re.split(r",(?![^(]*\))", stats) if s.strip()]
     if not stats:
         raise InvalidArgument(f"stats is empty; give some of: {', '.join(STATS)}")
-    parsed = []
+    if len(stats) > MAX_STATS:
+        raise InvalidArgument(f"stats names at most {MAX_STATS} statistics (got {len(stats):,})")
+    parsed: list[Stat] = []
     for text in stats:
         match = re.fullmatch(r"\s*([a-z_]+)\s*(?:\((.*)\))?\s*", str(text))
         name = match.group(1) if match else str(text)
@@ -119,8 +122,20 @@ def parse_stats(stats) -> tuple[Stat, ...]:
             column = f"quantile_{round(float(q) * 100):d}"
         else:
             column = name
-        parsed.append(Stat(name, options, column))
+        stat = Stat(name, options, column)
+        same = next((s for s in parsed if s.column == column and s != stat), None)
+        if same is not None:  # one column would hold the last of them, silently
+            raise InvalidArgument(
+                f"stats {_shown(same)} and {_shown(stat)} would both fill column '{column}' "
+                "(a quantile's column is its whole percent): give quantiles at least 0.01 apart"
+            )
+        parsed.append(stat)
     return tuple(dict.fromkeys(parsed))
+
+
+def _shown(stat: Stat) -> str:
+    options = ", ".join(f"{k}={v:g}" for k, v in stat.options)
+    return f"'{stat.name}({options})'" if options else f"'{stat.name}'"
 
 
 def _stat_options(text: str, inside: str | None) -> tuple:
@@ -290,6 +305,8 @@ def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tu
         meta["sources"] = [s.source_ref() for one in inputs for s in one.sources]
         return meta, frame
     meta["error"] = outcome.error
+    # a failure the call's arguments cause (a band no item has, a resolution no grid can have)
+    meta["refused"] = isinstance(outcome.exception, (InvalidArgument, AssetNotFound, NotSupported))
     if indexes is None:  # failed before its zones were matched: it may cover any of them
         indexes = list(range(len(call.request.zones)))
     frame = pd.DataFrame({"_zone": indexes, "_count": math.nan, "error": outcome.error})
@@ -332,7 +349,18 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
     in `attrs`. `job` gets a progress step per item and stops the reads when cancelled."""
     job = timed(job, core)
     call = select(core, request)
-    return table(core, call, *measure_items(core, call, job))
+    metas, frames = measure_items(core, call, job)
+    none_measured(metas)
+    return table(core, call, metas, frames)
+
+
+def none_measured(metas: list[dict]) -> None:
+    """Refuse, in one line, a call whose every item failed for its arguments (a band no item has,
+    a resolution no grid can have): a table of empty rows would only repeat the first item's
+    reason on each. Failed reads stay rows with their error (another item may be read)."""
+    if metas and all(meta.get("refused") for meta in metas):
+        others = f" (and {len(metas) - 1} more)" if len(metas) > 1 else ""
+        raise InvalidArgument(f"none of the {len(metas)} items can be measured: {metas[0]['error']}{others}")
 
 
 def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[list, list]:

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import LimitExceeded, NotSupported
+from ...errors import InvalidArgument, LimitExceeded, NotSupported
 from ...processing.bands import Band
 from ...processing.bands import valid as stored_data
 from ...processing.jobs import Job
@@ -37,6 +37,7 @@ from .coverage import Coverages
 from .zones import shown_id
 
 WINDOW_PIXELS = 2048 * 2048  # a group's window at most (larger zones are read one by one)
+MAX_SIDE = 2**31 - 1  # pixels across a grid at most: a raster size is a 32-bit int (GDAL)
 
 
 # --- what every item of a call shares -----------------------------------------------------------
@@ -190,6 +191,11 @@ def item_grid(datasets: dict, inputs: ItemInputs, resolution: float | None) -> G
     t = finest.transform
     width = math.ceil(finest.width * abs(t.a) / resolution)
     height = math.ceil(finest.height * abs(t.e) / resolution)
+    if max(width, height) > MAX_SIDE:  # (1e-300: its pixel area is 0, its grid not invertible)
+        raise InvalidArgument(
+            f"resolution {resolution:g} is too fine for the item's raster: its grid would be "
+            f"{max(width, height):.3g} pixels across, more than a raster can have ({MAX_SIDE:,})"
+        )
     scale = abs(t.a) / resolution
     block = (max(1, round(block[0] * scale)), max(1, round(block[1] * scale)))
     return Grid(Affine(resolution, 0, t.c, 0, -resolution, t.f), width, height, finest.crs, block)
