@@ -73,6 +73,11 @@ class LimitExceeded(StacGdalMcpError):
     """A request would exceed a configured limit (pixels, bytes, items)."""
 
 
+class CallRefused(LimitExceeded):
+    """A limit that refuses the whole call, not one item's work (every item would meet it): the
+    item pipeline raises it instead of keeping it in the item's rows."""
+
+
 class MaskNotFound(AssetNotFound):
     """The item has no asset that can be read as a cloud mask (no classification, no known mask key)."""
 

@@ -217,6 +217,9 @@ class LimitSettings(BaseModel):
     # most features such a file may have (both counted from the file's metadata, before reading it)
     zonal_region_zones: int = Field(20_000, ge=1)
     max_region_zones: int = Field(10_000_000, ge=1)
+    # distinct values of a raster that zonal statistics' class statistics (frac, unique, majority,
+    # minority, mode) take as classes: more is a continuous raster, refused before any column
+    max_classes: int = Field(1_000, ge=1)
 
 
 class PluginSettings(BaseModel):

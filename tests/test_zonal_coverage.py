@@ -7,6 +7,8 @@ parts (one off the raster), across the window's edge, outside it, and a sliver.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,6 +19,10 @@ from exactextract.raster import NumPyRasterSource
 from rasterio.transform import Affine
 from shapely.geometry import box, mapping
 
+# the pgstac test bed's scenes and a session over them (pytest takes the fixtures from this import)
+from test_zonal import S2, fields, run, scenes, session  # noqa: F401
+
+from stac_gdal_mcp.errors import LimitExceeded
 from stac_gdal_mcp.operations import zonal
 from stac_gdal_mcp.operations.zonal import coverage, pixels
 
@@ -190,3 +196,36 @@ def test_cached_and_exactextract_paths_give_one_table():
     )
     plain = pixels.extract(request_of(stats), GRID, window, geometries, value, cloud)
     pd.testing.assert_frame_equal(cached[plain.columns], plain, check_exact=True, check_dtype=False)
+
+
+# --- class statistics are bounded: limits.max_classes -----------------------------------------------
+
+
+@pytest.mark.parametrize("stats", [["frac"], ["unique"], ["majority"], ["frac", "stdev"]])
+def test_class_statistics_of_a_continuous_raster_are_refused_in_one_line(session, scenes, stats):  # noqa: F811
+    """frac/unique/majority of reflectance (55 distinct values under the fields, 26 in the first
+    window, over a limit of 20) are refused naming limits.max_classes, on the stored-coverage path and exactextract's
+    alike."""
+    session.core.settings.limits.max_classes = 20
+    with pytest.raises(LimitExceeded) as refused:
+        run(session, fields(), expression="red", stats=stats, mask_clouds=False, collections=[S2],
+            datetime="2024-06-01/2024-06-12")  # fmt: skip
+    message = str(refused.value)
+    assert re.search(
+        r"red has \d\d+ distinct values under the zones, more than limits.max_classes=20", message
+    )
+    assert "\n" not in message
+    assert "median" in message and "red > 0.5" in message
+
+
+def test_classes_within_max_classes_are_measured_and_a_lower_limit_refuses_them(session, scenes):  # noqa: F811
+    frame = run(session, fields(), expression="scl", stats=["count", "frac", "majority", "unique"], mask_clouds=False,
+                collections=[S2], datetime="2024-06-01/2024-06-12")  # fmt: skip
+    measured = frame[frame["count"] > 0]
+    assert len(measured) and measured["error"].isna().all()
+    classes = {v for u in measured["unique"] for v in u}
+    assert 3 <= len(classes) <= 12
+    session.core.settings.limits.max_classes = 2
+    with pytest.raises(LimitExceeded, match="limits.max_classes=2"):
+        run(session, fields(), expression="scl", stats=["frac"], mask_clouds=False, collections=[S2],
+            datetime="2024-06-01/2024-06-12")  # fmt: skip

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..errors import StacGdalMcpError
+from ..errors import CallRefused, StacGdalMcpError
 from .jobs import Job
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,8 @@ def one_item(operation: str, item_id, job: Job | None = None) -> Iterator[Outcom
     outcome = Outcome()
     try:
         yield outcome
+    except CallRefused:
+        raise
     except Exception as exc:
         if job is not None and job.should_stop:
             job.check()  # the job's own reason (cancelled, out of time), not what it broke
@@ -160,6 +162,8 @@ class Cluster:
         except BaseException:
             future.cancel()
             raise
+        if isinstance(error, CallRefused):
+            raise error
         if error is not None:
             raise ItemFailed(error)
         return result
@@ -184,9 +188,11 @@ def kept(key: str, make: Callable[[], Any]) -> Any:
 
 def _on_worker(fn: Callable, *args) -> tuple[Any, str | None]:
     """(result, None) or (None, the failure in one line) of `fn(*args)` on a dask worker (our
-    errors do not travel back whole)."""
+    errors do not travel back whole, but for a refusal of the whole call: itself)."""
     try:
         return fn(*args), None
+    except CallRefused as exc:
+        return None, exc
     except Exception as exc:
         log.warning("an item failed on a dask worker: %s", failure(exc))
         return None, failure(exc)

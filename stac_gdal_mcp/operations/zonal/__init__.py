@@ -376,7 +376,7 @@ def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[l
         measure = measure_assets
         if total and core.settings.dask_scheduler:  # a worker thread per item in flight
             cluster = stack.enter_context(contextlib.closing(Cluster(core, call.request)))
-            workers = max(1, min(cluster.threads, total))
+            workers = max(1, min(2 * cluster.threads, total))  # (one waiting while one runs)
             measure = on_cluster(cluster)
         results = each(
             job,

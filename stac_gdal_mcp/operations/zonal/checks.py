@@ -34,12 +34,18 @@ class Zones:
         per-day call asks it per day, and it takes most of a second for 10,000 zones)."""
         return self._search_area
 
+    def bounds(self) -> tuple[float, float, float, float]:
+        """The box of every zone (WGS84): the search area's bounds, without its union."""
+        import shapely
+
+        return tuple(float(v) for v in shapely.total_bounds(list(self.geometries)))
+
     @functools.cached_property
     def _search_area(self):
         import shapely
-        from shapely.geometry import box
 
-        boxes = shapely.union_all([box(*g.bounds) for g in self.geometries])
+        b = shapely.bounds(list(self.geometries))
+        boxes = shapely.union_all(shapely.box(b[:, 0], b[:, 1], b[:, 2], b[:, 3]))
         if shapely.get_num_coordinates(boxes) > 200:
             return boxes.convex_hull
         return boxes

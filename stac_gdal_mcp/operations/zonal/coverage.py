@@ -49,8 +49,9 @@ CACHED = frozenset(
         "unique",
     )
 )
+CLASS_STATS = frozenset(("frac", "unique", "majority", "minority", "mode"))  # a column or list per value
 HISTOGRAM = frozenset(("median", "quantile", "majority", "minority", "mode", "variety", "frac", "unique"))
-MAX_CELLS = 12_000_000  # covered cells kept per call (12 bytes each: ~144 MB at most)
+MAX_CELLS = 16_000_000  # covered cells kept per call (12 bytes each: ~190 MB at most)
 PAD_CELLS = 4_000_000  # the padded rows of one step of the quantiles
 
 _built = itertools.count()
@@ -126,9 +127,26 @@ def window_key(grid, window) -> tuple:
 # --- the statistics of one item on one window ------------------------------------------------------
 
 
-def reduce(request, matrix, zones: tuple, value, cloud, label):
+def check_classes(request, count: int, max_classes: int | None) -> None:
+    """Refuse class statistics over more than `max_classes` distinct values (a continuous raster:
+    a column or list entry per value would follow), in one line, for the whole call."""
+    from ...errors import CallRefused
+
+    if max_classes is None or count <= max_classes or not any(s.name in CLASS_STATS for s in request.stats):
+        return
+    names = ", ".join(s.name for s in request.stats if s.name in CLASS_STATS)
+    expression = getattr(request, "expression", "the expression")
+    raise CallRefused(
+        f"{expression} has {count:,} distinct values under the zones, more than limits.max_classes="
+        f"{max_classes:,}: class statistics ({names}) take each value as a class; for a continuous raster ask mean or "
+        f'quantiles (median, quantile(q=0.9)), or classes by a threshold (expression="{expression} > 0.5")'
+    )
+
+
+def reduce(request, matrix, zones: tuple, value, cloud, label, max_classes=None):
     """The frame `pixels.extract` gives for the window's `zones`, from the stored `matrix` and the
-    window's (value, cloud) masked arrays. `label`: a class value as a column suffix."""
+    window's (value, cloud) masked arrays. `label`: a class value as a column suffix; class
+    statistics refused past `max_classes` distinct values (`check_classes`)."""
     import numpy as np
     import pandas as pd
 
@@ -151,7 +169,10 @@ def reduce(request, matrix, zones: tuple, value, cloud, label):
         if cloud is not None:
             frame["cloud_fraction"] = sums[:, 2] / sums[:, 3]
     if names & (HISTOGRAM | {"min", "max"}):
-        frame = _ordered(request, frame, _histogram(matrix, data, usable), count, label)
+        runs = _histogram(matrix, data, usable)
+        if names & CLASS_STATS:
+            check_classes(request, np.unique(runs["value"]).size, max_classes)
+        frame = _ordered(request, frame, runs, count, label)
     return frame
 
 

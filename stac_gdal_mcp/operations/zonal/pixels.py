@@ -33,7 +33,7 @@ from ...errors import InvalidArgument, LimitExceeded, NotSupported
 from ...processing.bands import Band
 from ...processing.bands import valid as stored_data
 from ...processing.jobs import Job
-from .coverage import Coverages
+from .coverage import CLASS_STATS, Coverages, check_classes
 from .zones import shown_id
 
 WINDOW_PIXELS = 2048 * 2048  # a group's window at most (larger zones are read one by one)
@@ -348,8 +348,9 @@ def window_values(request, inputs: ItemInputs, read):
     return np.ma.masked_array(value, mask=~usable), cloud
 
 
-def extract(request, grid: Grid, window: Window, geometries: list, value, cloud):
-    """exactextract's statistics of the window's zones (`geometries` in the grid's CRS). The
+def extract(request, grid: Grid, window: Window, geometries: list, value, cloud, max_classes=None):
+    """exactextract's statistics of the window's zones (`geometries` in the grid's CRS); class
+    statistics refused past `max_classes` distinct values (`coverage.check_classes`). The
     arrays go to exactextract with NaN where masked (nodata by value): exactextract 0.3 drops a
     masked array's mask for a multipolygon with a part off the raster, and counted those pixels."""
     import numpy as np
@@ -365,7 +366,7 @@ def extract(request, grid: Grid, window: Window, geometries: list, value, cloud)
     source = NumPyRasterSource(_nan_filled(value), *extent, name="value")
     ops = [Operation(s.name, s.name, source, None, dict(s.options)) for s in request.stats]
     ops.append(Operation("count", "_count", source))
-    if any(s.name == "frac" for s in request.stats):
+    if any(s.name in CLASS_STATS for s in request.stats):
         ops.append(Operation("unique", "_unique", source))
     # (the sources stay referenced here: the operations hold them only as C++ pointers)
     cloud_source = None if cloud is None else NumPyRasterSource(_nan_filled(cloud), *extent, name="cloud")
@@ -375,6 +376,9 @@ def extract(request, grid: Grid, window: Window, geometries: list, value, cloud)
     frame = exact_extract(source, features, ops, output="pandas")
     del cloud_source
     frame.insert(0, "_zone", list(window.zones))
+    if "_unique" in frame:
+        found = np.unique(np.concatenate([np.asarray(u, dtype="float64") for u in frame["_unique"]] or [[]]))
+        check_classes(request, found.size, max_classes)
     if "frac" in frame:
         fractions = pd.DataFrame(
             [
@@ -383,9 +387,10 @@ def extract(request, grid: Grid, window: Window, geometries: list, value, cloud)
             ],
             index=frame.index,
         )
-        frame = pd.concat([frame.drop(columns=["frac", "_unique"]), fractions], axis=1)
+        frame = pd.concat([frame.drop(columns=["frac"]), fractions], axis=1)
     if "unique" in frame:
         frame["unique"] = [sorted(map(_label, u)) for u in frame["unique"]]
+    frame = frame.drop(columns=["_unique"], errors="ignore")
     if np.ma.getdata(value).dtype.kind in "iu":  # (as exactextract gives them on an integer raster)
         for s in request.stats:
             if s.name in ("median", "quantile") and s.column in frame:
@@ -408,12 +413,13 @@ def measure_window(call: Call, grid: Grid, window: Window, projected: list, valu
     def geometries():
         return [projected[i] for i in window.zones]
 
+    max_classes = call.limits.max_classes if call.limits is not None else None
     if window.pixels > WINDOW_PIXELS or not coverage.cacheable(call.request):
-        return extract(call.request, grid, window, geometries(), value, cloud)
+        return extract(call.request, grid, window, geometries(), value, cloud, max_classes)
     matrix = call.coverages.get(
         coverage.window_key(grid, window), lambda: coverage.cells(grid, window, geometries())
     )
-    return coverage.reduce(call.request, matrix, window.zones, value, cloud, _label)
+    return coverage.reduce(call.request, matrix, window.zones, value, cloud, _label, max_classes)
 
 
 def _label(value):

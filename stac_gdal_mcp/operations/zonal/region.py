@@ -39,7 +39,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SUFFIXES = (".parquet", ".geoparquet", ".gpkg", ".fgb")  # files read in batches
-GROUP_ZONES = 2_000  # zones measured together (and one partition of the output)
+# zones measured together (and one partition of the output): a group of parcels covers about a
+# COG tile of a Sentinel-2 scene at a million fields, so each item's tile is decoded once per group
+# and its stored coverage serves every item of the grid
+GROUP_ZONES = 10_000
 PARTITION = "zone_group"
 
 

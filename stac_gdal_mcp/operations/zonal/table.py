@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ...words import counted
+from .coverage import check_classes
 from .pixels import Call
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
     zones = request.zones
     stats = [s.column for s in request.stats if s.name != "frac"]
     fracs = sorted((c for c in rows if c.startswith("frac_")), key=lambda c: (len(c), c))
+    check_classes(request, len(fracs), core.settings.limits.max_classes)  # (over every window and item)
     if fracs:  # a class absent from a measured zone: 0 (unmeasured, failed: none)
         measured = (rows["_count"] > 0).to_numpy()[:, None]
         rows[fracs] = rows[fracs].where(rows[fracs].notna() | ~measured, 0.0)
@@ -112,7 +114,7 @@ def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: li
         lineage=f"{title} and {request.per}, exact (coverage-weighted) statistics with exactextract "
         f"on the native grids of {len(sources)} assets",
         software=package_versions(*SOFTWARE),
-        properties={"zones_bbox": [round(v, 6) for v in zones.search_area().bounds]},
+        properties={"zones_bbox": [round(v, 6) for v in zones.bounds()]},
         facts={
             "expression": request.expression,
             "stats": [s.column for s in request.stats],
