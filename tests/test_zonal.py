@@ -27,7 +27,7 @@ from shapely.geometry import box, mapping, shape
 from test_distributed import cluster  # noqa: F401
 
 from stac_gdal_mcp import Session
-from stac_gdal_mcp.errors import InvalidArgument, OperationCancelled
+from stac_gdal_mcp.errors import AssetUnreadable, InvalidArgument, OperationCancelled
 from stac_gdal_mcp.operations import zonal
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.testing import synthetic
@@ -244,11 +244,17 @@ def test_zone_across_two_utm_zones_is_measured_on_each_items_grid(session, scene
 
 
 def test_a_failed_read_is_never_data(session, scenes):
-    frame = run(session, fields(), expression="ndvi", stats=["mean"], items=[{"collection_id": BROKEN, "item_id": "S2A_BROKEN"}])  # fmt: skip
-    measured = frame[frame["zone_id"] != "far-away"]
-    assert measured["mean"].isna().all() and measured["valid_fraction"].isna().all()
+    items = [{"collection_id": BROKEN, "item_id": "S2A_BROKEN"}, {"collection_id": S2, "item_id": "S2A_Z1"}]
+    frame = run(session, fields(), expression="ndvi", stats=["mean"], items=items)
+    measured = frame[(frame["zone_id"] != "far-away") & (frame["item_ids"] == "S2A_BROKEN")]
+    assert len(measured) and measured["mean"].isna().all() and measured["valid_fraction"].isna().all()
     assert measured["error"].str.contains("red.tif").all()
     assert "could not be read" in " ".join(frame.attrs["stac_gdal_mcp"]["facts"]["notes"])
+
+
+def test_every_item_failing_fails_the_call_with_the_reason(session, scenes):
+    with pytest.raises(AssetUnreadable, match="red.tif"):
+        run(session, fields(), expression="ndvi", stats=["mean"], items=[{"collection_id": BROKEN, "item_id": "S2A_BROKEN"}])  # fmt: skip
 
 
 def test_an_item_failing_before_its_zones_are_matched_gives_every_zone_an_error(session, scenes):
@@ -444,11 +450,13 @@ async def test_the_tool_without_cloud_mask_gives_exactextracts_class_fractions(s
     assert far and all(v is None for v in far)
 
 
-def test_every_item_failing_with_count_asked_gives_rows_with_error(session, scenes):
-    frame = run(session, fields(), expression="ndvi", stats=["count", "mean"],
-                items=[{"collection_id": BROKEN, "item_id": "S2A_BROKEN"}])  # fmt: skip
-    measured = frame[frame["zone_id"] != "far-away"]
-    assert measured["error"].str.contains("red.tif").all() and measured["count"].isna().all()
+def test_a_failing_item_with_count_asked_gives_rows_with_error(session, scenes):
+    items = [{"collection_id": BROKEN, "item_id": "S2A_BROKEN"}, {"collection_id": S2, "item_id": "S2A_Z1"}]
+    frame = run(session, fields(), expression="ndvi", stats=["count", "mean"], items=items)
+    measured = frame[(frame["zone_id"] != "far-away") & (frame["item_ids"] == "S2A_BROKEN")]
+    assert (
+        len(measured) and measured["error"].str.contains("red.tif").all() and measured["count"].isna().all()
+    )
 
 
 def test_the_package_has_one_solar_day_definition():

@@ -37,7 +37,7 @@ from ..models import Model
 from ..processing.access import ONE_THREAD_PER_READ, asset_source, open_reader
 from ..processing.aoi import aoi_geometry, coordinates, decimation, project_aoi, rasterize_aoi
 from ..processing.bands import GridWindow, mask_nodata, window_of
-from ..processing.items import Cluster, each, fetch, kept, one_item, reference
+from ..processing.items import Cluster, each, fetch, kept, none_read, one_item, reference
 from ..processing.jobs import Job, timed
 from ..processing.masks import MaskSource, check_mask_format
 from ..processing.selection import Collections, Selection, item_mask, select
@@ -412,6 +412,8 @@ def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverR
         )
     measured = [r for r in rows if r is not None]
     failed = sum(1 for r in measured if r.error)
+    if measured and failed == len(measured):
+        raise none_read([r.error for r in measured])
     if not measured:
         notes.append("no items to measure: widen the search (datetime, collections) or check the AOI")
     if failed:

@@ -3,7 +3,8 @@ selected once (`selection.select`), each item's reference parsed once (`referenc
 item (or group of items) measured on the process's reader threads, at most `workers` at a time,
 with a progress step per item and cancel between items (`each`); the pixel work of an item may
 run on the dask.distributed cluster at `settings.dask_scheduler` instead (`Cluster`). An item's
-failure is its own, in one line (`failure`), kept in its row (`one_item`), never taken as data.
+failure is its own, in one line (`failure`), kept in its row (`one_item`), never taken as data;
+when every item failed, the call fails (`none_read`): with the one reason when they share it.
 Dry runs plan the items the same way (`plan_each`)."""
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def plan_each(job: Job, units: list, plan: Callable[[Any], tuple], notes: list[s
         job.check()
         return plan(unit)
 
-    planned = []
+    planned, failed = [], []
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="estimate") as pool:
         futures = [pool.submit(bounded, unit) for unit in units]
         for unit, future in zip(units, futures):
@@ -110,8 +111,32 @@ def plan_each(job: Job, units: list, plan: Callable[[Any], tuple], notes: list[s
             try:
                 planned.append(future.result())
             except StacGdalMcpError as exc:
+                failed.append(str(exc))
                 notes.append(f"item '{reference(unit)['item_id']}' would fail: {exc}")
+    if failed and not planned:  # the run would fail too: the estimate says why, not "0 bytes"
+        raise none_read(failed)
     return planned
+
+
+def reason(message: str) -> str:
+    """What went wrong in an item's error, without the asset it names: the text after its last
+    "failed: " ("opening asset 'SCL' of item 'A' (https://...) failed: the connection ...")."""
+    return message.rpartition(" failed: ")[2] if " failed: " in message else message
+
+
+def none_read(errors: list[str]):
+    """The error of a call none of whose items could be read (`errors`: theirs, in order): when
+    they share their reason, that one reason, naming the first item's asset; else the first three."""
+    from ..errors import AssetUnreadable
+
+    if len(errors) == 1:
+        return AssetUnreadable(errors[0])
+    if len({reason(e) for e in errors}) == 1:
+        return AssetUnreadable(
+            f"none of the {len(errors)} items could be read, all for one reason: {errors[0]}"
+        )
+    listed = "; ".join(errors[:3]) + ("; ..." if len(errors) > 3 else "")
+    return AssetUnreadable(f"none of the {len(errors)} items could be read: {listed}")
 
 
 class ItemFailed(StacGdalMcpError):

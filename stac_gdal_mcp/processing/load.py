@@ -81,10 +81,10 @@ def failed_note(failed: list[FailedItem], what: str) -> str:
 
 
 def failed_error(failed: list[FailedItem]):
-    """The error when no item at all could be read."""
-    from ..errors import AssetUnreadable
+    """The error when no item at all could be read (`items.none_read`)."""
+    from .items import none_read
 
-    return AssetUnreadable(f"none of the {len(failed)} items could be read: {failed[0].error}")
+    return none_read([f.error for f in failed])
 
 
 def sources_read(prep, failed: list[FailedItem]) -> list:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import AssetNotFound, InvalidArgument, NotSupported
-from ...processing.items import fetch, one_item, reference
+from ...processing.items import fetch, none_read, one_item, reference
 from ...processing.jobs import Job, timed
 from ...stac import item_datetime
 from ...words import counted
@@ -355,12 +355,17 @@ def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
 
 
 def none_measured(metas: list[dict]) -> None:
-    """Refuse, in one line, a call whose every item failed for its arguments (a band no item has,
-    a resolution no grid can have): a table of empty rows would only repeat the first item's
-    reason on each. Failed reads stay rows with their error (another item may be read)."""
+    """Refuse, in one line, a call whose every item failed: for its arguments (a band no item
+    has, a resolution no grid can have), a table of empty rows would only repeat the first item's
+    reason on each; for their reads (an unreachable host), the call fails with the one reason
+    when they share it (`items.none_read`). Failed reads stay rows with their error when another
+    item was read."""
     if metas and all(meta.get("refused") for meta in metas):
         others = f" (and {len(metas) - 1} more)" if len(metas) > 1 else ""
         raise InvalidArgument(f"none of the {len(metas)} items can be measured: {metas[0]['error']}{others}")
+    errors = [meta["error"] for meta in metas if meta]
+    if errors and all(errors):
+        raise none_read(errors)
 
 
 def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[list, list]:

@@ -292,7 +292,15 @@ class Planner:
 
         settings = self.core.settings
         plan = self.file(source)
-        with open_raster(source, settings) as src, gdal_errors(source, "reading the header of"):
+        with contextlib.ExitStack() as stack:
+            try:
+                src = stack.enter_context(open_raster(source, settings))
+            except Exception:
+                with self._lock:  # never opened: an error of its item, not a file of unknown size
+                    if plan.dataset is None:
+                        self.files.pop(source.gdal_path, None)
+                raise
+            stack.enter_context(gdal_errors(source, "reading the header of"))
             for level in plan._levels.values():  # reopened: look tiles up through this dataset
                 level.dataset = src
             if plan.dataset is None:
