@@ -7,6 +7,8 @@ catalog promises (docs/security.md), and bad input is one line naming the file a
 - A footer claimed to be 600 MB: refused from the file's last 8 bytes, before it is read.
 - A server dripping a byte at a time: network.timeout_s holds for a whole request (a search, and
   list_catalogs(check_reachable=true)), measured in wall time.
+- A server sending its status line and headers a byte a second: the same deadline holds, for
+  a catalog file's range reads and a STAC API's requests alike (the one HTTP client, http.py).
 - 2,000 rows sharing one 4 MB string: a search's peak RSS, measured in a fresh process, stays
   under limits.query_memory_mb + MARGIN_MB.
 """
@@ -35,7 +37,7 @@ from stac_gdal_mcp.errors import (
     LimitExceeded,
     StacGdalMcpError,
 )
-from testbed.faults import Drip, serve_faults
+from testbed.faults import Drip, DripHeaders, serve_faults
 from testbed.rangeserver import serve_directory
 
 # what a server process holds beside its queries (Python, DuckDB, pyarrow, GDAL, shapely and the
@@ -170,6 +172,37 @@ def test_a_dripping_server_is_bounded_by_timeout_s_for_the_whole_request(make_se
             took = time.monotonic() - started
     assert info.reachable is False and ("timed out" in info.error or f"within {timeout:g} s" in info.error)
     assert took < timeout + 2.5, took
+
+
+@pytest.mark.parametrize("after", [0, 1], ids=["version", "footer"])
+def test_headers_sent_a_byte_a_second_are_bounded_by_timeout_s(make_settings, good, after):
+    """The first request (the file's version) or the next (its footer) gets its headers a byte a
+    second: each read is answered in time, and only a deadline for the request as a whole ends it."""
+    timeout = 3.0
+    with serve_faults(good.parent) as server:
+        server.set_fault(f"/{good.name}", DripHeaders(interval_s=1.0, after=after))
+        url = f"{server.url}/{good.name}"
+        with _session(make_settings, url, network={"timeout_s": timeout, "max_retries": 0}) as session:
+            started = time.monotonic()
+            message = _one_line(session, CatalogUnavailable)
+            took = time.monotonic() - started
+    assert f"within {timeout:g} s" in message and took < timeout + 2.5, took
+
+
+def test_a_stac_api_sending_headers_a_byte_a_second_is_bounded_by_timeout_s(make_settings, tmp_path):
+    (tmp_path / "search").write_text('{"type": "FeatureCollection", "features": [], "links": []}')
+    (tmp_path / "index.json").write_text('{"type": "Catalog", "id": "x", "links": []}')
+    timeout = 2.0
+    with serve_faults(tmp_path) as server:
+        server.set_fault(None, DripHeaders(interval_s=1.0))
+        api = {"id": "api", "url": server.url}
+        settings = make_settings(catalogs=[api], network={"timeout_s": timeout, "max_retries": 0})
+        with Session(settings) as session:
+            started = time.monotonic()
+            with pytest.raises(CatalogUnavailable) as caught:
+                session.search(catalog="api", limit=1)
+            took = time.monotonic() - started
+    assert f"within {timeout:g} s" in str(caught.value) and took < timeout + 2.5, took
 
 
 PROBE = """

@@ -28,6 +28,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import stat
 import threading
 import time
@@ -82,12 +83,15 @@ class GeoparquetCatalog:
 
     @property
     def patterns(self) -> list[str]:
-        """The files as globs: each path itself, every .parquet under a folder, or the glob."""
+        """The files as globs: every .parquet under a folder, a file itself, or the glob given (a
+        folder's or a file's own name is escaped: `collection=[ab]` is that folder, not a or b)."""
         out = []
         for given in self.config.paths or [self.config.path]:
             path = Path(given).expanduser()
             if path.is_dir():
-                out.append(str(path.resolve() / "**" / "*.parquet"))
+                out.append(os.path.join(glob.escape(str(path.resolve())), "**", "*.parquet"))
+            elif path.is_file():
+                out.append(glob.escape(str(path.resolve())))
             else:
                 out.append(str(path if path.is_absolute() else path.resolve()))
         return out
@@ -323,12 +327,13 @@ class GeoparquetCatalog:
     def source(self, paths: list[str] | None = None, numbered: bool = False) -> str:
         """The files (or those of `paths`, as read_parquet reads them) as a DuckDB table function,
         paths inlined as SQL string literals; `numbered`: with each row's `filename` and
-        `file_row_number`. Hive folder names are not read as columns (the files hold them).
+        `file_row_number`. Each path is literal (DuckDB globs every path it is given: its glob
+        characters are escaped, `literal`). Hive folder names are not read as columns (the files hold them).
         Columns are matched by name where the files' schemas differ (union_by_name: DuckDB then
         reads every file's schema at each query, 2.5x the time of a page over 780 parts)."""
         files = self.files
         chosen = files.sources if paths is None else paths
-        listed = ", ".join("'" + p.replace("'", "''") + "'" for p in chosen)
+        listed = ", ".join("'" + literal(p).replace("'", "''") + "'" for p in chosen)
         extra = ", filename = true, file_row_number = true" if numbered else ""
         union = "false" if files.uniform else "true"
         return f"read_parquet([{listed}], union_by_name = {union}, hive_partitioning = false{extra})"
@@ -456,6 +461,13 @@ def without_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [without_nulls(v) for v in value]
     return value
+
+
+def literal(path: str) -> str:
+    """`path` as a pattern DuckDB's glob matches only to itself: `[`, `*` and `?` each in a class
+    of its own (`[[]`, `[*]`, `[?]`), so a part named `collection=[ab]` or `s2*.parquet` is read
+    once, and not its neighbours `collection=a` or `s2x.parquet`."""
+    return re.sub(r"([\[*?])", r"[\1]", path)
 
 
 def quote(name: str) -> str:

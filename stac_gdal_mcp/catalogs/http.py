@@ -7,8 +7,9 @@ the same guards:
   (netguard.py) where the policy refuses some addresses;
 - the configured headers (Authorization, ...) sent only to URLs under the catalog's root
   (`url_under`: scheme, host, port and a path prefix, dot segments resolved);
-- `network.timeout_s` for each attempt as a whole (connect, headers and body), checked as the
-  bytes arrive: a server dripping a byte at a time fails at the deadline, not once per read;
+- `network.timeout_s` for each attempt as a whole (connect, status line, headers and body): the
+  attempt's sockets are shut down when it passes (http_deadline.py), so a server dripping its
+  headers or its body a byte at a time fails at the deadline, not once per read;
 - connection errors, bodies cut part-way and HTTP 429/5xx retried `network.max_retries` times
   with backoff (honouring Retry-After, capped at 30 s); connect timeouts and the deadline not;
 - each failure a core error (`AccessDenied` for a refused address, `CatalogUnavailable`
@@ -76,7 +77,11 @@ class GuardedHttp:
         from .netguard import requests_proxies
 
         mask_library_logs()  # urllib3's request lines carry query strings
+        from .http_deadline import WatchedAdapter
+
         session = requests.Session()
+        for scheme in ("http://", "https://"):  # every connection under the attempt's deadline
+            session.mount(scheme, WatchedAdapter())
         session.headers["User-Agent"] = f"stac-gdal-mcp/{_version()}"
         proxies = requests_proxies(self.settings)
         if proxies:  # every connection through the checking proxy (see netguard.py)
@@ -157,9 +162,26 @@ class GuardedHttp:
         raise AssertionError("unreachable")
 
     def _attempt(self, url: str, method: str, params, payload, headers: dict, span) -> Answer:
-        """One exchange within network.timeout_s as a whole."""
+        """One exchange within network.timeout_s as a whole: connect, headers and body (a
+        connection still busy at the deadline is shut down, http_deadline.py)."""
+        import requests
+
+        from .http_deadline import deadline
+
         timeout = self.settings.network.timeout_s
-        deadline = time.monotonic() + timeout
+        with deadline(timeout) as watch:
+            try:
+                answer = self._exchange(url, method, params, payload, headers, span, watch.at)
+            except requests.exceptions.RequestException:
+                if watch.expired:
+                    raise _Deadline() from None
+                raise
+            if watch.expired:  # a body cut by the shutdown may look complete
+                raise _Deadline()
+            return answer
+
+    def _exchange(self, url: str, method: str, params, payload, headers: dict, span, until: float) -> Answer:
+        timeout = max(0.05, until - time.monotonic())
         response = self.session.request(
             method,
             url,
@@ -175,7 +197,7 @@ class GuardedHttp:
             if status in REDIRECT_STATUS or (span is not None and status != 206):
                 return Answer(url, status, response.headers, b"")
             limit = MAX_ANSWER_BYTES if span is None else span[1] - span[0] + 1
-            body = _read(response, deadline, limit, decode=span is None)
+            body = _read(response, until, limit, decode=span is None)
             if len(body) > limit:
                 raise CatalogUnavailable(self.unavailable(url, f"the answer is larger than {_amount(limit)}"))
             return Answer(url, status, response.headers, body)

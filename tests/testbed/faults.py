@@ -31,6 +31,8 @@ Every mode also takes `after`, `from_byte` and `times` (see `Fault`). All argume
   sent (negative: fewer), then close.
 - `Drip(interval_s=2.0, after=0)`: send the answer one byte every `interval_s` seconds (a
   per-read timeout never fires; only a whole-request deadline does).
+- `DripHeaders(interval_s=1.0, after=0)`: send the status line and headers one byte every
+  `interval_s` seconds (each read gets a byte in time; only a whole-request deadline fires).
 - `Redirect(location, status=302, after=0, append_path=False)`: answer with a `Location`
   header, e.g. `http://127.0.0.1:PORT/x`, `http://[::1]/x`, `http://100.100.100.200/x`.
   `append_path` adds the request's path (and query) to `location`.
@@ -175,6 +177,20 @@ class Drip(Fault):
 
     def inject(self, handler, request):
         handler.send_file(request, drip_s=self.interval_s)
+        return True
+
+
+@dataclass(kw_only=True)
+class DripHeaders(Fault):
+    interval_s: float = 1.0
+
+    def inject(self, handler, request):
+        status = "206 Partial Content" if request.range else "200 OK"
+        head = f"HTTP/1.1 {status}\r\nContent-Type: application/octet-stream\r\nX-Slow: {'x' * 200}\r\n"
+        for byte in head.encode():
+            if not handler._write(bytes([byte])) or handler.server_ref.wait(self.interval_s):
+                break
+        handler.close_connection = True
         return True
 
 
@@ -471,6 +487,7 @@ class FaultHandler(BaseHTTPRequestHandler):
 __all__ = [
     "AbortMidBody",
     "Drip",
+    "DripHeaders",
     "Fault",
     "FaultServer",
     "LoopNext",
