@@ -285,7 +285,15 @@ def main() -> None:
     parser.add_argument("--http-only", action="store_true", help="only row 5 (over HTTP)")
     parser.add_argument("--snapshots", type=int, help="N rows of the real items, wide and in parts")
     parser.add_argument("--snapshot-scale", type=int, help="a partitioned snapshot of N narrow items")
+    parser.add_argument("--matrix", type=int, help="every query shape at N items, beside DuckDB by hand")
+    parser.add_argument("--layouts", default="file,pc,hive", help="--matrix: of file, pc, hive")
+    parser.add_argument("--no-http", action="store_true", help="--matrix: on disk only")
     args = parser.parse_args()
+    if args.matrix:
+        from bench_query_shapes import run
+
+        run(args.matrix, tuple(args.layouts.split(",")), http=not args.no_http)
+        return
     if args.snapshot_scale:
         from bench_snapshot_scale import scale
 

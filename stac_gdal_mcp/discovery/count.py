@@ -46,10 +46,12 @@ def count_items(
         from ..errors import InvalidArgument
 
         raise InvalidArgument("detail='count' counts a whole search: call it without a cursor")
+    from .fields import Fields
     from .search import search_page
 
-    if isinstance(cat, GeoparquetCatalog | LocalCatalog):
-        _, matched, _ = search_page(core, cat, 1, None, ResultBudget(None), args, notes)
+    if isinstance(cat, GeoparquetCatalog | LocalCatalog):  # the page's one item read by its id only
+        ids = Fields(include=("id",))
+        _, matched, _ = search_page(core, cat, 1, None, ResultBudget(None), args, notes, ids)
         how = EXACT if matched is not None else None
     else:
         matched, how = _count_api(core, cat, args, notes)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..catalogs import cursors
+from ..catalogs.geoparquet import quote
 from ..errors import GeoparquetError, LimitExceeded
 from . import params as p
 from .cql2_sql import to_sql
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
     from ..catalogs import ResultBudget
     from ..catalogs.geoparquet import GeoparquetCatalog
+    from .fields import Fields
 
 EXACT_COUNT_MAX = 100_000  # rows whose footprint is tested one by one to count `matched`
 RESIDUAL_COUNT_MAX = 10_000  # rows converted to items and tested with cql2 to count `matched`
@@ -39,6 +41,17 @@ SCAN_CHUNK = 500  # candidates found at a time when a CQL2 residual drops some o
 # number of rows); then as many as FETCH_BYTES holds at the size they had
 FETCH_FIRST = 100
 FETCH_BYTES = 16 * 1024**2  # (the count of a CQL2 residual starts with one row: it reads them all)
+TOP_LEVEL = {
+    "type",
+    "stac_version",
+    "stac_extensions",
+    "id",
+    "collection",
+    "geometry",
+    "bbox",
+    "links",
+    "assets",
+}
 
 
 @dataclass
@@ -54,6 +67,7 @@ class Plan:
     sure_params: list | None = None
     residual: Any = None  # a cql2.Expr the items are tested with (a filter with s_intersects)
     files: list[str] | None = None  # the parts that can hold matches (None: every file)
+    columns: list[str] | None = None  # the columns a page's items are read with (None: all)
 
     @property
     def exact(self) -> bool:
@@ -61,20 +75,33 @@ class Plan:
 
 
 def parquet_page(
-    cat: GeoparquetCatalog, search: Search, state: dict | None, limit: int, budget: ResultBudget | None
+    cat: GeoparquetCatalog,
+    search: Search,
+    state: dict | None,
+    limit: int,
+    budget: ResultBudget | None,
+    fields: Fields | None = None,
 ) -> tuple[list[dict], int | None, dict | None]:
     """One page of `search` from where the cursor `state` stands (None: the first page):
-    (items, matched, the next cursor's state or None), from one version of the files."""
+    (items, matched, the next cursor's state or None), from one version of the files. `fields`:
+    the parts of the items the answer needs (the rest may be left unread, `projection`)."""
     with cat.pinned():
-        return _page_of(cat, search, state, limit, budget)
+        return _page_of(cat, search, state, limit, budget, fields)
 
 
 def _page_of(
-    cat: GeoparquetCatalog, search: Search, state: dict | None, limit: int, budget: ResultBudget | None
+    cat: GeoparquetCatalog,
+    search: Search,
+    state: dict | None,
+    limit: int,
+    budget: ResultBudget | None,
+    fields: Fields | None,
 ) -> tuple[list[dict], int | None, dict | None]:
     for cid in search.collections or []:
         cat.check_collection(cid)  # an unknown collection is an error, not an empty answer
     plan = make_plan(cat, search)
+    if plan.residual is None:  # a CQL2 residual tests whole items
+        plan.columns = projection(cat.files.schema, fields)
     offset = cursors.offset(state) if state is not None else 0
     if plan.files == []:  # no part can hold a match (snapshot_layout.py)
         return [], 0, None
@@ -169,6 +196,33 @@ def order(cat: GeoparquetCatalog, sortby: list[dict] | None) -> tuple[str, str]:
     return ", ".join(f"{c} {d}" for c, d in zip(columns, directions, strict=True)), columns[0]
 
 
+def projection(schema: dict, fields: Fields | None) -> list[str] | None:
+    """The columns the items of an answer with `fields` are read with (None: all): those its
+    paths include (every column without includes), less those it excludes whole; always id,
+    collection, bbox and datetime (stac-geoparquet's conversion back to items needs a property
+    column and the bbox). A property path `properties.<name>...` is column <name>."""
+    if fields is None:
+        return None
+    names = list(schema)
+    properties = [n for n in names if n not in TOP_LEVEL]
+
+    def named(path: str) -> list[str]:
+        head, _, rest = path.partition(".")
+        if head == "properties":
+            return (
+                properties if not rest else [c for c in properties if rest == c or rest.startswith(c + ".")]
+            )
+        return [head] if head in schema else []
+
+    kept = {c for path in fields.include for c in named(path)} if fields.include else set(names)
+    for path in fields.exclude:
+        if path == "properties" or path.count(".") <= (1 if path.startswith("properties.") else 0):
+            kept -= set(named(path))
+    when = next((c for c in ("datetime", "start_datetime") if c in schema), None)
+    kept |= {c for c in ("id", "collection", "bbox", when) if c in schema}
+    return None if len(kept) == len(names) else [n for n in names if n in kept]
+
+
 def page(
     cat: GeoparquetCatalog, plan: Plan, offset: int, limit: int, budget: ResultBudget | None
 ) -> tuple[list[dict], int | None]:
@@ -192,10 +246,14 @@ def page(
 
 
 def keys(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int) -> pa.Table:
-    """The file and row number (and footprint, for an exact test) of candidates `offset`..
-    `offset + n` in the search's order (offset None: every candidate, unordered, up to n): DuckDB
-    reads only the filter and sort columns, whatever the width of the files."""
-    shape = ", geometry" if plan.area is not None else ""
+    """The file and row number (and, for an exact footprint test, whether the bbox makes it
+    sure) of candidates `offset`..`offset + n` in the search's order (offset None: every
+    candidate, unordered, up to n): DuckDB reads only the filter and sort columns, whatever the
+    width of the files (a footprint carried through the top-N made it 4x slower: it is read
+    afterwards for the rows it decides, `_footprints_meet`)."""
+    shape, params = "", plan.params
+    if plan.area is not None and plan.sure:
+        shape, params = f", ({plan.sure}) AS sure", [*plan.sure_params, *plan.params]
     ordered = f"ORDER BY {plan.order} LIMIT {n} OFFSET {offset}" if offset is not None else f"LIMIT {n}"
     files = plan.files
     if offset is not None and files is None and plan.where == "TRUE" and plan.first_key == '"datetime"':
@@ -204,24 +262,29 @@ def keys(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int) -> pa.T
     return cat.run(
         f"SELECT filename, file_row_number{shape} FROM {cat.source(files, numbered=True)} "
         f"WHERE {plan.where} {ordered}",
-        plan.params,
+        params,
     )
 
 
 def whole_rows(
-    cat: GeoparquetCatalog, found: pa.Table, wanted: list[int], first: int = FETCH_FIRST
+    cat: GeoparquetCatalog,
+    found: pa.Table,
+    wanted: list[int],
+    first: int = FETCH_FIRST,
+    columns: list[str] | None = None,
 ) -> Iterator[tuple[list[int], pa.Table]]:
-    """(indices in `found`, those rows whole in that order) for the rows `wanted` of `found`, read
-    by file and row number a few at a time: `first` rows, then as many as fit in FETCH_BYTES
-    at the size the rows read so far had (rows that share a huge value are read one by one, so
-    memory does not grow with the page)."""
+    """(indices in `found`, those rows whole - or their `columns` - in that order) for the rows
+    `wanted` of `found`, read by file and row number a few at a time: `first` rows, then as many
+    as fit in FETCH_BYTES at the size the rows read so far had (rows that share a huge value are
+    read one by one, so memory does not grow with the page)."""
     files = found.column("filename").to_pylist()
     numbers = found.column("file_row_number").to_pylist()
     at, size = 0, max(1, first)
+    chosen = "*" if columns is None else ", ".join(map(quote, [*columns, "filename", "file_row_number"]))
     while at < len(wanted):
         part = wanted[at : at + size]
         table = cat.run(
-            f"SELECT * FROM {cat.source(sorted({files[i] for i in part}), numbered=True)} "
+            f"SELECT {chosen} FROM {cat.source(sorted({files[i] for i in part}), numbered=True)} "
             f"WHERE file_row_number IN ({', '.join(str(numbers[i]) for i in part)})"
         )
         where = {
@@ -250,16 +313,29 @@ def _matching(
 
     keep = np.arange(found.num_rows)
     if plan.area is not None and found.num_rows:
-        keep = keep[_intersects(cat, found.column("geometry"), plan.area)]
+        keep = keep[_footprints_meet(cat, plan, found)]
     keep = keep.tolist()
     wanted = keep if plan.residual is not None else keep[:need]
-    for indices, table in whole_rows(cat, found, wanted, min(need, first)):
+    for indices, table in whole_rows(cat, found, wanted, min(need, first), plan.columns):
         for index, item in zip(indices, cat.items(table), strict=True):
             if plan.residual is None or plan.residual.matches(item):
                 yield index, item
         _check_deadline(cat, deadline)
     if plan.residual is None:
         yield from ((index, None) for index in keep[need:])
+
+
+def _footprints_meet(cat: GeoparquetCatalog, plan: Plan, found: pa.Table) -> Any:
+    """A boolean array: which candidates of `found` have a footprint meeting `plan.area`; those
+    whose bbox lies inside a search bbox are sure, the others' footprints read and tested."""
+    import numpy as np
+
+    sure = found.column("sure").to_numpy(zero_copy_only=False) if "sure" in found.column_names else None
+    meets = np.ones(found.num_rows, bool) if sure is None else sure.astype(bool).copy()
+    doubtful = np.flatnonzero(~meets).tolist() if sure is not None else list(range(found.num_rows))
+    for indices, table in whole_rows(cat, found, doubtful, FETCH_FIRST, ["geometry"]):
+        meets[indices] = _intersects(cat, table.column("geometry"), plan.area)
+    return meets
 
 
 def _check_deadline(cat: GeoparquetCatalog, deadline: float) -> None:
@@ -271,8 +347,9 @@ def _check_deadline(cat: GeoparquetCatalog, deadline: float) -> None:
 
 
 def count(cat: GeoparquetCatalog, plan: Plan) -> int | None:
-    """How many items match, in one scan: a SQL count; with a footprint test, the rows surely
-    inside the bbox counted and the footprints of the others tested here (None when that is
+    """How many items match: a SQL count; with a footprint test, the rows surely inside the
+    bbox counted (one scan of the bbox columns) and the footprints of the others read and tested
+    here (None when that is
     more than EXACT_COUNT_MAX rows or beyond the query's bounds); with a CQL2 residual, the
     candidates read (a few at a time, see `whole_rows`) and tested as items (None when they are
     more than RESIDUAL_COUNT_MAX or take longer than limits.query_timeout_s)."""
@@ -289,18 +366,26 @@ def count(cat: GeoparquetCatalog, plan: Plan) -> int | None:
         except LimitExceeded:
             return None
     sure, sure_params = (plan.sure, plan.sure_params or []) if plan.sure else ("FALSE", [])
-    try:
+    try:  # counted first on the bbox columns; footprints read only for the doubtful rows
         counts = cat.run(
-            f"SELECT count(*) FILTER (WHERE {sure}) AS sure, list(geometry) FILTER (WHERE NOT ({sure})) AS doubtful "
+            f"SELECT count(*) FILTER (WHERE {sure}) AS sure, count(*) FILTER (WHERE NOT ({sure})) AS doubtful "
             f"FROM {source} WHERE {plan.where}",
             sure_params + sure_params + plan.params,
         )
+        doubtful = counts["doubtful"][0].as_py()
+        if doubtful > EXACT_COUNT_MAX:
+            return None
+        footprints = (
+            cat.run(
+                f"SELECT geometry FROM {source} WHERE {plan.where} AND NOT ({sure})",
+                plan.params + sure_params,
+            ).column("geometry")
+            if doubtful
+            else None
+        )
     except LimitExceeded:
         return None
-    doubtful = counts["doubtful"].combine_chunks().flatten()
-    if len(doubtful) > EXACT_COUNT_MAX:
-        return None
-    found = int(_intersects(cat, doubtful, plan.area).sum()) if len(doubtful) else 0
+    found = int(_intersects(cat, footprints, plan.area).sum()) if doubtful else 0
     return counts["sure"][0].as_py() + found
 
 

@@ -326,7 +326,7 @@ def search_page(
 
     if isinstance(cat, GeoparquetCatalog):  # SQL over stac-geoparquet files (parquet_search.py)
         search = _search_from_cursor(state) if state is not None else search
-        features, matched, next_state = parquet_page(cat, search, state, limit, budget)
+        features, matched, next_state = parquet_page(cat, search, state, limit, budget, fields)
     elif isinstance(cat, LocalCatalog):
         features, matched, next_state = _local_page(cat, search, state, limit, budget)
     else:

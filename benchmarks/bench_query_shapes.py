@@ -1,0 +1,204 @@
+"""Every query shape on stac-geoparquet, ours beside DuckDB's own SQL on the same files in the
+same run (`python benchmarks/bench_geoparquet.py --matrix N`).
+
+Sources: the narrow one-file catalog of bench_geoparquet.py (N items, one row group a 50,000),
+and the partitioned snapshot of bench_snapshot_scale.py (N items in the Planetary Computer's
+parts and in hive folders, cached), each on disk and over the test bed's Range HTTP server.
+
+Shapes, each the first page of 100 with `fields=["id"]` (what a user asks to list matches): the
+default (newest first), a bbox, an intersects polygon (a triangle), a quarter's datetime, a CQL2
+filter `eo:cloud_cover < 5`, all four together sorted by cloud cover, a sortby on a property, five
+ids, a collection, and the exact count of a bbox (`detail="count"`); then a 20-page walk with the
+CQL2 filter. The baseline is the SQL a DuckDB user writes for the same answer (`SELECT id ... WHERE
+... ORDER BY <pgstac's order> LIMIT 100`; the triangle's exact test with shapely over the bbox
+candidates, DuckDB's spatial extension being unavailable here), over HTTP through a plain fsspec
+range-request filesystem (httpfs cannot be downloaded here). Every page is checked equal to
+DuckDB's. Times are medians of ROUNDS runs taken in turn (the machine's load falls on both);
+peak RSS is the whole process's (ours and DuckDB's by hand, an upper bound of ours).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from common import median_s
+
+ROUNDS = 3
+PAGE = 100
+BOX = [-10.0, 30.0, 40.0, 60.0]
+TRIANGLE = {"type": "Polygon", "coordinates": [[[-10.0, 30.0], [40.0, 30.0], [15.0, 60.0], [-10.0, 30.0]]]}
+QUARTER = ("2023-01-01T00:00:00Z/2023-03-31T23:59:59Z", datetime(2023, 1, 1, tzinfo=UTC),
+           datetime(2023, 3, 31, 23, 59, 59, tzinfo=UTC))  # fmt: skip
+CLOUDY = '"eo:cloud_cover" < 5'
+NEWEST = "ORDER BY datetime DESC NULLS FIRST, collection DESC NULLS FIRST, id DESC NULLS FIRST"
+CLEAREST = 'ORDER BY "eo:cloud_cover" ASC NULLS LAST, collection ASC NULLS LAST, id ASC NULLS LAST'
+CLOUDIEST = 'ORDER BY "eo:cloud_cover" DESC NULLS FIRST, collection DESC NULLS FIRST, id DESC NULLS FIRST'
+OVERLAP = "bbox.xmin <= {e} AND bbox.xmax >= {w} AND bbox.ymin <= {n} AND bbox.ymax >= {s}"
+
+
+def _overlap(box) -> str:
+    w, s, e, n = box
+    return OVERLAP.format(w=w, s=s, e=e, n=n)
+
+
+def shapes(collection: str, ids: list[str]) -> dict[str, tuple[dict, str, str]]:
+    """name -> (our search arguments, DuckDB's WHERE, DuckDB's ORDER BY)."""
+    when = f"datetime >= TIMESTAMPTZ '{QUARTER[1].isoformat()}' AND datetime <= TIMESTAMPTZ '{QUARTER[2].isoformat()}'"
+    listed = ", ".join(f"'{i}'" for i in ids)
+    return {
+        "default (newest first)": ({}, "TRUE", NEWEST),
+        "bbox": ({"bbox": BOX}, _overlap(BOX), NEWEST),
+        "intersects (a triangle)": ({"intersects": TRIANGLE}, _overlap(BOX), NEWEST),
+        "datetime (a quarter)": ({"datetime": QUARTER[0]}, when, NEWEST),
+        "CQL2 filter cloud < 5": ({"filter": CLOUDY}, CLOUDY, NEWEST),
+        "bbox+datetime+filter, sortby -cloud": (
+            {"bbox": BOX, "datetime": QUARTER[0], "filter": CLOUDY, "sortby": "-eo:cloud_cover"},
+            f"{_overlap(BOX)} AND {when} AND {CLOUDY}",
+            CLOUDIEST,
+        ),
+        "sortby cloud": ({"sortby": "eo:cloud_cover"}, "TRUE", CLEAREST),
+        "five ids": ({"ids": ids}, f"id IN ({listed})", NEWEST),
+        "a collection": ({"collections": [collection]}, f"collection = '{collection}'", NEWEST),
+    }
+
+
+def by_hand(con, source: str, where: str, order: str, offset: int = 0, exact=None) -> list[str]:
+    """DuckDB's own SQL for one page of ids; `exact`: a shapely geometry the footprints of the
+    bbox candidates are tested against (read in chunks until the page is full)."""
+    if exact is None:
+        rows = con.sql(f"SELECT id FROM {source} WHERE {where} {order} LIMIT {PAGE} OFFSET {offset}")
+        return [r[0] for r in rows.fetchall()]
+    import shapely
+
+    found, at = [], 0
+    while len(found) < offset + PAGE:
+        rows = con.sql(
+            f"SELECT id, geometry FROM {source} WHERE {where} {order} LIMIT 1000 OFFSET {at}"
+        ).fetchall()
+        if rows:
+            hits = shapely.intersects(shapely.from_wkb([r[1] for r in rows]), exact)
+            found += [r[0] for r, hit in zip(rows, hits, strict=True) if hit]
+        if len(rows) < 1000:
+            break
+        at += 1000
+    return found[offset : offset + PAGE]
+
+
+def _connection(http: bool):
+    import duckdb
+    from bench_snapshot_scale import plain_http
+
+    con = duckdb.connect(config={"memory_limit": "512MB"})
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET parquet_metadata_cache = true")  # as ours keeps footers
+    if http:
+        con.register_filesystem(plain_http())
+    return con
+
+
+def matrix(label: str, catalog: dict, files: list[str], collection: str) -> dict:
+    """The shapes on one source: prints a row per shape, returns the figures."""
+    from measure import peak_rss_mb, reset_peak
+    from shapely.geometry import shape
+
+    from stac_gdal_mcp import Session
+    from stac_gdal_mcp.settings import load_settings
+
+    con = _connection(files[0].startswith("plainhttp://"))
+    source = (
+        "read_parquet(["
+        + ", ".join(f"'{f}'" for f in files)
+        + "], union_by_name = true, hive_partitioning = false)"
+    )
+    ids = [r[0] for r in con.sql(f"SELECT id FROM {source} USING SAMPLE 5 ROWS").fetchall()]
+    settings = load_settings(
+        catalogs=[{"id": "gp", **catalog}], default_catalog="gp", network={"allow_private_hosts": True}
+    )
+    out: dict = {"rows": []}
+    with Session(settings) as session:
+        started = time.perf_counter()
+        session.search(limit=1, fields=["id"])  # the files checked (footers), timed apart
+        opened = time.perf_counter() - started
+        by_hand(con, source, "TRUE", NEWEST)  # DuckDB's footers read once too
+        print(f"{label}: catalog opened in {opened:.2f} s; first page of {PAGE} ids, median of {ROUNDS}")
+        reset_peak()
+        for name, (args, where, order) in shapes(collection, ids).items():
+            exact = shape(TRIANGLE) if "intersects" in args else None
+            (ours_s, page), (hand_s, hand) = median_s(
+                lambda args=args: session.search(limit=PAGE, fields=["id"], **args),
+                lambda where=where, order=order, exact=exact: by_hand(con, source, where, order, 0, exact),
+                rounds=ROUNDS,
+            )
+            assert [i.id for i in page.items] == hand, f"{label} {name}: ours and DuckDB differ"
+            _row(out, name, ours_s, hand_s)
+        (ours_s, counted), (hand_s, hand) = median_s(
+            lambda: session.search(detail="count", bbox=BOX).matched,
+            lambda: con.sql(f"SELECT count(*) FROM {source} WHERE {_overlap(BOX)}").fetchall()[0][0],
+            rounds=ROUNDS,
+        )
+        assert counted == hand, f"{label} count: ours {counted}, DuckDB {hand}"
+        _row(out, "exact count of a bbox", ours_s, hand_s)
+        ours_s, hand_s = _walk(session, con, source)
+        _row(out, "20-page walk, CQL2 filter", ours_s, hand_s)
+        out["rss"] = peak_rss_mb()
+    con.close()
+    print(f"  peak RSS of the process (ours and DuckDB's by hand): {out['rss']:.0f} MiB")
+    return out
+
+
+def _walk(session, con, source: str) -> tuple[float, float]:
+    """20 pages of the CQL2 filter, ours through the cursors and DuckDB by OFFSET, each page checked."""
+    started, cursor, pages = time.perf_counter(), None, []
+    for _ in range(20):
+        page = session.search(limit=PAGE, fields=["id"], filter=CLOUDY, cursor=cursor)
+        pages.append([i.id for i in page.items])
+        cursor = page.next_cursor
+    ours_s = time.perf_counter() - started
+    started = time.perf_counter()
+    hand = [by_hand(con, source, CLOUDY, NEWEST, k * PAGE) for k in range(20)]
+    hand_s = time.perf_counter() - started
+    assert pages == hand, "the walks differ"
+    return ours_s, hand_s
+
+
+def _row(out: dict, name: str, ours_s: float, hand_s: float) -> None:
+    out["rows"].append((name, ours_s, hand_s))
+    print(
+        f"  {name:38s} ours {ours_s * 1000:7.0f} ms   DuckDB {hand_s * 1000:7.0f} ms   {ours_s / hand_s:5.2f}x"
+    )
+
+
+def run(items: int, layouts: tuple[str, ...] = ("file", "pc", "hive"), http: bool = True) -> None:
+    """The matrix at `items` items: each layout on disk, then over HTTP."""
+    import os
+    import tempfile
+
+    from bench_geoparquet import generate
+
+    from testbed import serve_directory
+
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    sources = []
+    if "file" in layouts:
+        path = generate(Path(tempfile.gettempdir()) / f"bench-geoparquet-{items}.parquet", items)
+        sources.append(("one file", path.parent, [path], "sentinel-2-l2a"))
+    if {"pc", "hive"} & set(layouts):
+        from bench_snapshot_scale import _parts
+        from bench_snapshot_scale import generate as snapshot
+
+        root = snapshot(items)
+        for layout in ("pc", "hive"):
+            if layout in layouts:
+                sources.append((f"{layout} parts", root, _parts(root / layout), "sentinel-2-l2a"))
+    for label, root, paths, collection in sources:
+        whole = {"path": str(paths[0] if len(paths) == 1 else root / label.split()[0])}
+        matrix(f"{label}, {items:,} items, on disk", whole, [str(p) for p in paths], collection)
+        if http:
+            with serve_directory(root, nodelay=True) as server:
+                urls = [f"{server.url}/{p.relative_to(root).as_posix()}" for p in paths]
+                catalog = {"url": urls[0]} if len(urls) == 1 else {"urls": urls}
+                plain = [u.replace("http://", "plainhttp://") for u in urls]
+                matrix(f"{label}, {items:,} items, over HTTP", catalog, plain, collection)
+        print(f"  load average now: {os.getloadavg()[0]:.1f}")
