@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .discovery.summaries import item_summary
 from .errors import InvalidArgument, LimitExceeded
 from .models import ItemSummary, SearchResult
+from .operations.cloud import CloudCover as CloudCover  # the results live with their operations
+from .operations.preview import Preview as Preview
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .core import Core
-    from .operations.cloud import CloudCoverResult, ItemCloudCover
     from .outputs import OutputRecord
     from .processing.jobs import Job
 
@@ -448,96 +448,3 @@ def _search_href(core: Core, catalog_id: str) -> str:
     if info is not None and info.url:
         return info.url.rstrip("/") + "/search"
     return info.path if info is not None and info.path else f"stac://{catalog_id}"
-
-
-@dataclass(frozen=True)
-class Preview:
-    """A quicklook PNG (also saved as an output, see `record`); shows inline in Jupyter.
-
-    `png` holds the PNG bytes; `record` the output's STAC-like record; `width`, `height` its
-    size in pixels; `save(path)` writes the PNG somewhere else too.
-    """
-
-    png: bytes = field(repr=False)
-    record: OutputRecord = field(repr=False)
-    result_kind: ClassVar[str] = "preview"  # answered and drawn by operations/preview.py
-
-    @property
-    def width(self) -> int:
-        return int(self.record.properties.proj_shape[1])
-
-    @property
-    def height(self) -> int:
-        return int(self.record.properties.proj_shape[0])
-
-    @property
-    def title(self) -> str:
-        return self.record.properties.title or self.record.id
-
-    def _repr_png_(self) -> bytes:
-        return self.png
-
-    def save(self, path) -> None:
-        """Write the PNG to `path`."""
-        from pathlib import Path
-
-        Path(path).write_bytes(self.png)
-
-    def __repr__(self) -> str:
-        return f"<Preview {self.title!r} {self.width} x {self.height} px, output {self.record.id}>"
-
-
-class CloudCover:
-    """Cloud cover inside an AOI, one row per item (clearest first by default): `result` is the
-    same `CloudCoverResult` the server's cloud_cover_stats tool returns; `to_dataframe()` makes
-    the ranking table (its `attrs`: aoi_bbox, sort, failed, notes).
-
-    It reads as that table too - `ranking["clear_fraction"]`, `ranking.iloc[0]`, `len(ranking)`,
-    `ranking.attrs` and the other DataFrame attributes go to `to_dataframe()` - so code written
-    for the table keeps working; in Jupyter it shows as the table.
-    """
-
-    result_kind = "cloud_cover"  # answered and drawn by operations/cloud.py
-
-    def __init__(self, result: CloudCoverResult):
-        self.result = result
-        self._frame: pd.DataFrame | None = None
-
-    @property
-    def items(self) -> list[ItemCloudCover]:
-        """The rows: per item, the cloud, shadow, cirrus, snow, water, clear and no-data fractions."""
-        return self.result.items
-
-    @property
-    def notes(self) -> list[str]:
-        return self.result.notes
-
-    def to_dataframe(self) -> pd.DataFrame:
-        """The ranking as a DataFrame, one row per item in its order (a copy each call)."""
-        from .operations.tables import cloud_cover_frame
-
-        if self._frame is None:
-            self._frame = cloud_cover_frame(self.result)
-        return self._frame.copy()
-
-    def _table(self) -> pd.DataFrame:
-        if self._frame is None:
-            self.to_dataframe()
-        return self._frame  # type: ignore[return-value]
-
-    def __getitem__(self, key):
-        return self._table()[key]
-
-    def __len__(self) -> int:
-        return len(self.result.items)
-
-    def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("result", "_frame"):
-            raise AttributeError(name)
-        return getattr(self._table(), name)
-
-    def _repr_html_(self) -> str:
-        return self._table()._repr_html_()
-
-    def __repr__(self) -> str:
-        return f"<CloudCover {len(self)} items, {self.result.failed} failed, sort={self.result.sort!r}>"

@@ -128,7 +128,7 @@ def test_no_import_cycles():
 
 def test_the_walk_sees_lazy_and_type_checking_imports():
     """The checker is not blind: imports inside functions and under TYPE_CHECKING count."""
-    assert f"{PACKAGE}.operations.warp" in imports(f"{PACKAGE}.session")  # inside a method
+    assert f"{PACKAGE}.processing.requests" in imports(f"{PACKAGE}.session")  # inside a method
     assert f"{PACKAGE}.core" in imports(f"{PACKAGE}.discovery.search")  # under TYPE_CHECKING
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
 

@@ -1,29 +1,31 @@
 """operations/registry.py: every operation is one protocol, every result kind has one handler, and
 Session.save, Session.map and the tools' answers dispatch through it (no chain naming operations)."""
 
-import importlib
-import pkgutil
-
 import pytest
 
 import stac_gdal_mcp
-from stac_gdal_mcp import operations
 from stac_gdal_mcp.errors import InvalidArgument
 from stac_gdal_mcp.operations import registry
 
 
-def _operation_modules():
-    for info in pkgutil.walk_packages(operations.__path__, f"{operations.__name__}."):
-        module = importlib.import_module(info.name)
-        if hasattr(module, "run") and hasattr(module, "estimate"):
-            yield module
+def test_every_registered_operation_is_one_class():
+    """OPERATIONS names each class by its tool name; the Session has its method."""
+    from stac_gdal_mcp.operations import OPERATIONS
+    from stac_gdal_mcp.operations.base import Operation
 
-
-def test_every_operation_module_is_an_operation():
-    found = {m.__name__.rsplit(".", 1)[-1] for m in _operation_modules()}
-    assert {"warp", "convert", "preview", "cloud", "series", "composite", "zonal", "region"} <= found
-    for module in _operation_modules():
-        assert isinstance(module, registry.Operation), module.__name__
+    assert list(OPERATIONS) == [
+        "inspect_asset",
+        "reproject_asset",
+        "convert_asset",
+        "preview",
+        "cloud_cover_stats",
+        "time_series",
+        "composite",
+        "zonal_stats",
+    ]
+    for name, cls in OPERATIONS.items():
+        assert issubclass(cls, Operation) and cls.name == name
+        assert getattr(stac_gdal_mcp.Session, cls.library_name).__name__ == cls.library_name
 
 
 def test_every_result_kind_has_its_handler():

@@ -180,7 +180,7 @@ def test_a_folder_catalog_does_not_open_its_parent(tmp_path, make_settings):
     read, the folder above it may not (the root was taken as resolve().parent)."""
     from stac_gdal_mcp import Session
     from stac_gdal_mcp.errors import AccessDenied
-    from stac_gdal_mcp.operations import zonal
+    from stac_gdal_mcp.operations.zonal import stats as zonal_stats
 
     parent = tmp_path / "parent"
     (parent / "snap").mkdir(parents=True)
@@ -196,8 +196,8 @@ def test_a_folder_catalog_does_not_open_its_parent(tmp_path, make_settings):
     assert (parent / "snap").resolve() in core.catalogs.local_roots()
     assert parent.resolve() not in core.catalogs.local_roots()
     with pytest.raises(AccessDenied, match="outside the allowed folders") as error:
-        zonal.check(core, str(parent / "zones.geojson"))
+        zonal_stats.check(core, str(parent / "zones.geojson"))
     assert str(tmp_path) not in str(error.value).replace(str(parent / "zones.geojson"), "")
-    assert len(zonal.check(core, str(parent / "snap" / "zones.geojson")).zones) == 1
+    assert len(zonal_stats.check(core, str(parent / "snap" / "zones.geojson")).zones) == 1
     glob = Session(make_settings(catalogs=[{"id": "g", "path": str(parent / "snap" / "*.parquet")}])).core
     assert (parent / "snap").resolve() in glob.catalogs.local_roots()

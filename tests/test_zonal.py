@@ -29,6 +29,7 @@ from test_distributed import cluster  # noqa: F401
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import AssetUnreadable, InvalidArgument, OperationCancelled
 from stac_gdal_mcp.operations import zonal
+from stac_gdal_mcp.operations.zonal import stats as zonal_stats
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.testing import synthetic
 
@@ -110,7 +111,7 @@ def session(make_settings, pgstac_api, scenes):
 def run(session, geometries, **arguments):
     core = session.core
     arguments.setdefault("catalog", "testbed")
-    return zonal.run(core, zonal.check(core, geometries, **arguments))
+    return zonal.run(core, zonal_stats.check(core, geometries, **arguments))
 
 
 # --- the independent computation -------------------------------------------------------------------
@@ -277,7 +278,7 @@ def test_an_item_failing_before_its_zones_are_matched_gives_every_zone_an_error(
 
 def test_estimate_counts_the_windows_reads(session, scenes):
     core = session.core
-    request = zonal.check(core, fields(), expression="ndvi", catalog="testbed", collections=[S2], datetime="2024-06-01/2024-06-12")  # fmt: skip
+    request = zonal_stats.check(core, fields(), expression="ndvi", catalog="testbed", collections=[S2], datetime="2024-06-01/2024-06-12")  # fmt: skip
     estimate = zonal.estimate(core, request)
     assert sorted(estimate.item_ids) == sorted(DATES)
     assert estimate.output.rows == 2 * (len(fields()["features"]) - 1)
@@ -290,7 +291,7 @@ def test_cancel_stops_the_call(session, scenes):
     job.cancel()
     core = session.core
     with pytest.raises(OperationCancelled):
-        zonal.run(core, zonal.check(core, fields(), catalog="testbed", collections=[S2]), job=job)
+        zonal.run(core, zonal_stats.check(core, fields(), catalog="testbed", collections=[S2]), job=job)
 
 
 def test_save_writes_geoparquet_and_csv_with_a_record(session, scenes):
@@ -319,11 +320,11 @@ def core(make_settings):
 
 def test_unknown_stat_is_refused_in_one_line_listing_the_valid_ones(core):
     with pytest.raises(InvalidArgument) as error:
-        zonal.check(core, mapping(box(13, 45, 13.01, 45.01)), stats=["mean", "avg"])
+        zonal_stats.check(core, mapping(box(13, 45, 13.01, 45.01)), stats=["mean", "avg"])
     message = str(error.value)
     assert "\n" not in message and "'avg'" in message and "majority" in message and "quantile" in message
     with pytest.raises(InvalidArgument, match="per-pixel"):
-        zonal.check(core, mapping(box(13, 45, 13.01, 45.01)), stats=["values"])
+        zonal_stats.check(core, mapping(box(13, 45, 13.01, 45.01)), stats=["values"])
 
 
 def test_invalid_rings_are_repaired_with_a_note_or_refused_naming_the_feature(core):
@@ -332,31 +333,31 @@ def test_invalid_rings_are_repaired_with_a_note_or_refused_naming_the_feature(co
         "coordinates": [[[13, 45], [13.01, 45.01], [13.01, 45], [13, 45.01], [13, 45]]],
     }
     line = {"type": "LineString", "coordinates": [[13, 45], [13.01, 45.01]]}
-    request = zonal.check(core, {"type": "Feature", "id": "bow", "properties": {}, "geometry": bowtie})
+    request = zonal_stats.check(core, {"type": "Feature", "id": "bow", "properties": {}, "geometry": bowtie})
     assert request.zones.geometries[0].is_valid and request.zones.geometries[0].area > 0
     assert "'bow'" in request.zones.notes[0] and "repaired" in request.zones.notes[0]
     with pytest.raises(InvalidArgument, match="zone 'line' has no area"):
-        zonal.check(core, [{"type": "Feature", "id": "line", "properties": {}, "geometry": line}])
+        zonal_stats.check(core, [{"type": "Feature", "id": "line", "properties": {}, "geometry": line}])
 
 
 def test_zone_ids_from_a_property_and_from_a_workspace_file(core):
     import geopandas
 
     collection = {"type": "FeatureCollection", "features": synthetic.field_polygons(32633, SCENE, 12)}
-    request = zonal.check(core, collection, id_property="name")
+    request = zonal_stats.check(core, collection, id_property="name")
     assert request.zones.ids[0] == "field 0"
     with pytest.raises(InvalidArgument, match="no property 'crop'"):
-        zonal.check(core, collection, id_property="crop")
+        zonal_stats.check(core, collection, id_property="crop")
     path = core.settings.workspace / "fields.gpkg"
     path.parent.mkdir(parents=True, exist_ok=True)
     geopandas.GeoDataFrame.from_features(collection["features"], crs="EPSG:4326").to_file(path)
-    request = zonal.check(core, "fields.gpkg", id_property="name")
+    request = zonal_stats.check(core, "fields.gpkg", id_property="name")
     assert len(request.zones) == len(collection["features"])
     assert math.isclose(
         request.zones.geometries[3].area, shape(collection["features"][3]["geometry"]).area, rel_tol=1e-9
     )
     with pytest.raises(Exception, match="outside the allowed folders"):
-        zonal.check(core, "/etc/passwd.geojson")
+        zonal_stats.check(core, "/etc/passwd.geojson")
 
 
 def test_a_mostly_cloudy_zone_gets_no_value_and_a_note_unless_min_valid_fraction_is_0(session, scenes):

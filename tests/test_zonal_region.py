@@ -23,6 +23,7 @@ from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import InvalidArgument, LimitExceeded, OperationCancelled
 from stac_gdal_mcp.operations import zonal
 from stac_gdal_mcp.operations.zonal import region as zonal_region
+from stac_gdal_mcp.operations.zonal import stats as zonal_stats
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.testing import synthetic
 
@@ -110,7 +111,7 @@ ARGUMENTS = dict(
 
 
 def ordinary(session, path, **arguments):
-    request = zonal.check(session.core, str(path), **{**ARGUMENTS, **arguments})
+    request = zonal_stats.check(session.core, str(path), **{**ARGUMENTS, **arguments})
     return zonal.run(session.core, request)
 
 
@@ -257,7 +258,7 @@ def test_the_tool_at_region_scale(region):
 def test_dry_run_counts_the_rows_of_the_ordinary_estimate(region):
     session, path = region()
     estimate = session.zonal_stats(str(path), dry_run=True, **ARGUMENTS)
-    request = zonal.check(session.core, str(path), **ARGUMENTS)
+    request = zonal_stats.check(session.core, str(path), **ARGUMENTS)
     whole = zonal.estimate(session.core, request)
     assert estimate.output.rows == whole.output.rows > 0
     assert sorted(estimate.item_ids) == sorted(whole.item_ids)

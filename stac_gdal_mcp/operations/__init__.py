@@ -11,3 +11,20 @@ it; `tables` writes the time series and cloud cover tables.
 What they stand on (raster I/O, item selection, masks, expressions, estimates, jobs) is in
 `processing/`, one layer below: nothing there imports an operation.
 """
+
+from . import cloud, composite, convert, inspect, preview, series, warp
+from .base import Operation
+from .zonal import stats as zonal_stats
+
+#: Every operation, by its name (the tool's): what the server makes its tools of and the Session
+#: its methods of.
+OPERATIONS: dict[str, type[Operation]] = {
+    "inspect_asset": inspect.InspectAsset,
+    "reproject_asset": warp.ReprojectAsset,
+    "convert_asset": convert.ConvertAsset,
+    "preview": preview.PreviewImage,
+    "cloud_cover_stats": cloud.CloudCoverStats,
+    "time_series": series.TimeSeries,
+    "composite": composite.Composite,
+    "zonal_stats": zonal_stats.ZonalStats,
+}

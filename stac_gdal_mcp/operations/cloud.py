@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, model_serializer
 
@@ -43,6 +44,11 @@ from ..processing.masks import MaskSource, check_mask_format
 from ..processing.selection import Collections, Selection, item_mask, select
 from ..stac import item_datetime
 from ..words import counted, plural
+from .base import Operation, Tool
+from .params import AoiArg, MaxItemsArg, ResolutionArg, SearchOrItemsArg, search_group
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Sort = Literal["clear", "cloud", "datetime", "-datetime", "search"]
 DEFAULT_MAX_ITEMS = 50
@@ -231,7 +237,7 @@ def aoi_window_counts(
     }
 
 
-def count_mask(settings, request: CloudCoverRequest, grids: AoiGrids, mask_file, source: MaskSource) -> dict:
+def count_mask(settings, request: CloudCoverStats, grids: AoiGrids, mask_file, source: MaskSource) -> dict:
     """The mask's classes counted inside the request's AOI (`aoi_window_counts`), the file opened
     here with one GDAL thread (items are read concurrently, one thread each). A failed read
     raises: it is the item's error, never counted as clear or no data."""
@@ -239,7 +245,7 @@ def count_mask(settings, request: CloudCoverRequest, grids: AoiGrids, mask_file,
         return reader.run(
             lambda src: aoi_window_counts(
                 src,
-                request.aoi,
+                request.geometry,
                 source,
                 resolution=request.resolution,
                 resampling=request.resampling,
@@ -249,19 +255,19 @@ def count_mask(settings, request: CloudCoverRequest, grids: AoiGrids, mask_file,
         )
 
 
-def counting(core, request: CloudCoverRequest, job: Job, cluster: Cluster | None = None):
+def counting(core, request: CloudCoverStats, job: Job, cluster: Cluster | None = None):
     """`count(mask_file, source)` of a call: `count_mask` on the calling thread, the call's AOI
     grids shared by its items - or on a worker of `cluster` (`processing.items.Cluster`)."""
     if cluster is not None:
         return lambda mask_file, source: cluster.run(job, count_on_worker, core.settings, mask_file, source)
-    grids = AoiGrids(request.aoi, request.resolution, core.settings.limits.max_output_pixels)
+    grids = AoiGrids(request.geometry, request.resolution, core.settings.limits.max_output_pixels)
     return lambda mask_file, source: count_mask(core.settings, request, grids, mask_file, source)
 
 
-def count_on_worker(request: CloudCoverRequest, key: str, settings, mask_file, source: MaskSource) -> dict:
+def count_on_worker(request: CloudCoverStats, key: str, settings, mask_file, source: MaskSource) -> dict:
     """`count_mask` on a dask worker, which keeps one call's AOI grids (`key`: the call)."""
     limit = settings.limits.max_output_pixels
-    grids = kept(key, lambda: AoiGrids(request.aoi, request.resolution, limit))
+    grids = kept(key, lambda: AoiGrids(request.geometry, request.resolution, limit))
     return count_mask(settings, request, grids, mask_file, source)
 
 
@@ -325,75 +331,81 @@ def _outcome(row: ItemCloudCover) -> str:
     return f"{row.clear_fraction:.1%} clear"
 
 
-@dataclass(frozen=True)
-class CloudCoverRequest:
-    """A checked cloud cover call: the AOI (a shapely geometry, WGS84), explicit `items` or the
-    `search` arguments over the AOI in `catalog`, at most `max_items`; the mask read at
-    `resolution` with `resampling`, rows in `sort` order; `asset` names the mask (default: found)."""
+class CloudCoverStats(Operation):
+    """How cloudy was *this area* in each scene: per item, the cloud, shadow, cirrus, snow,
+    water and clear fractions of the valid pixels inside `aoi` (a WGS84 bbox or GeoJSON
+    geometry), its no-data fraction, and the scene-wide eo:cloud_cover for comparison, from
+    each item's own mask read only in the AOI's window. Items: `items` (search results or
+    [{"collection_id": ..., "item_id": ...}]) or the search arguments (catalog, collections,
+    datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover). Clearest first by
+    default. A `CloudCover`: `to_dataframe()` is the table, one row per item (`attrs` hold
+    aoi_bbox, sort, failed and notes), and it reads as that table too; `.result` is the model.
+    `dry_run=True`: an `Estimate` of what it would read (only headers are read).
 
-    aoi: Any
-    items: tuple | None = None
-    search: dict = field(default_factory=dict)
-    catalog: str | None = None
-    resolution: float | None = None
-    max_items: int | None = None
-    sort: str = "clear"
-    asset: str | None = None
-    resampling: str = "nearest"
+    >>> ranking = session.cloud_cover(aoi, collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
+    >>> ranking[["item_id", "cloud_fraction", "scene_cloud_cover"]].tail(1).to_dict("records")
+    [{'item_id': 'S2B_33TUL_20240604_0_L2A', 'cloud_fraction': ..., 'scene_cloud_cover': 62.0}]
+    """
+
+    name: ClassVar[str] = "cloud_cover_stats"
+    library_name: ClassVar[str] = "cloud_cover"
+    positional: ClassVar[tuple[str, ...]] = ("aoi",)
+    tool: ClassVar[Tool] = Tool(read_only=True)
+    answer_model: ClassVar[type] = CloudCoverResult
+    description: ClassVar[str] = """How cloudy was *this area* in each scene? Per item, from its mask
+    (SCL, QA_PIXEL, Fmask...) in the AOI only: cloud, shadow, cirrus, snow, water, clear, no-data
+    fractions.
+
+    Example: cloud_cover_stats(aoi=[13.55, 45.85, 13.75, 45.98], search={"catalog": "sample",
+    "collections": ["sentinel-2-l2a"], "datetime": "2024-06"})."""
+    asset: ClassVar[str | None] = None  # the mask: found in each item
+    resampling: ClassVar[str] = "nearest"  # how the mask is read at a coarser resolution
+
+    aoi: AoiArg
+    search: SearchOrItemsArg = None
+    resolution: ResolutionArg = None
+    max_items: MaxItemsArg = None
+    sort: Annotated[
+        Sort, Field(description="clear: clearest first; cloud: least cloud; search: as found")
+    ] = "clear"
+
+    @cached_property
+    def geometry(self):
+        """The AOI as a shapely geometry (WGS84)."""
+        return aoi_geometry(self.aoi)
 
     def select(self, core) -> Selection:
         """The items to measure - for the call and for its dry run alike."""
+        catalog, items, search = search_group(self.search)
         return select(
             core,
-            self.aoi,
-            catalog=self.catalog,
-            items=self.items,
-            search=self.search,
+            self.geometry,
+            catalog=catalog,
+            items=items,
+            search=search,
             max_items=self.max_items,
             default_max=DEFAULT_MAX_ITEMS,
         )
 
+    def estimate(self, core):
+        """What `run` would read (the masks' headers only)."""
+        from ..processing.estimate import estimate_cloud_cover
 
-def check(
-    aoi,
-    *,
-    items: list | None = None,
-    catalog: str | None = None,
-    resolution: float | None = None,
-    max_items: int | None = None,
-    sort: Sort = "clear",
-    asset: str | None = None,
-    resampling: str = "nearest",
-    **search,
-) -> CloudCoverRequest:
-    """The arguments checked into the request, before any work. `search` takes search_items'
-    arguments (collections, datetime, ids, query, filter, filter_lang, sortby, max_cloud_cover);
-    the AOI is the search area."""
-    aoi_geom = aoi_geometry(aoi)
-    sort_rows([], sort)
-    if resolution is not None and resolution <= 0:
-        raise InvalidArgument(f"resolution must be positive (got {resolution})")
-    chosen = None if items is None else tuple(items)
-    return CloudCoverRequest(
-        aoi_geom, chosen, search, catalog, resolution, max_items, sort, asset, resampling
-    )
+        return estimate_cloud_cover(core, self)
 
-
-def estimate(core, request: CloudCoverRequest):
-    """What `run` would read (the masks' headers only)."""
-    from ..processing.estimate import estimate_cloud_cover
-
-    return estimate_cloud_cover(core, request)
+    def run(self, core, job: Job | None = None) -> CloudCover:
+        """Cloud statistics over the AOI for the items (`measure`), as a ranking."""
+        return CloudCover(measure(core, self, job))
 
 
 def cloud_cover_stats(core, aoi, *, job: Job | None = None, **arguments) -> CloudCoverResult:
-    """`run` of the request `check(aoi, **arguments)`."""
-    return run(core, check(aoi, **arguments), job)
+    """The ranking (`CloudCoverResult`) of `aoi` over the items `arguments` name."""
+    return CloudCoverStats.of(aoi, **arguments).run(core, job).result
 
 
-def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverResult:
+def measure(core, request: CloudCoverStats, job: Job | None = None) -> CloudCoverResult:
     """Cloud statistics over the AOI for the request's items. `job` receives one progress step
-    per item measured and can cancel the call between items. Its dry run is `estimate`."""
+    per item measured and can cancel the call between items."""
     cat, selected, notes, collections = request.select(core)
     total = len(selected)
     job = timed(job, core)
@@ -424,13 +436,70 @@ def run(core, request: CloudCoverRequest, job: Job | None = None) -> CloudCoverR
             f"{counted(empty, 'item')} {plural(empty, 'has')} no valid pixels in the AOI (outside the item or all no data)"
         )
     return CloudCoverResult(
-        aoi_bbox=[round(v, 6) for v in request.aoi.bounds],
+        aoi_bbox=[round(v, 6) for v in request.geometry.bounds],
         sort=request.sort,
         items=sort_rows(measured, request.sort),
         returned=len(measured),
         failed=failed,
         notes=notes,
     )
+
+
+class CloudCover:
+    """Cloud cover inside an AOI, one row per item (clearest first by default): `result` is the
+    same `CloudCoverResult` the server's cloud_cover_stats tool returns; `to_dataframe()` makes
+    the ranking table (its `attrs`: aoi_bbox, sort, failed, notes).
+
+    It reads as that table too - `ranking["clear_fraction"]`, `ranking.iloc[0]`, `len(ranking)`,
+    `ranking.attrs` and the other DataFrame attributes go to `to_dataframe()` - so code written
+    for the table keeps working; in Jupyter it shows as the table.
+    """
+
+    result_kind = "cloud_cover"  # answered and drawn below
+
+    def __init__(self, result: CloudCoverResult):
+        self.result = result
+        self._frame: pd.DataFrame | None = None
+
+    @property
+    def items(self) -> list[ItemCloudCover]:
+        """The rows: per item, the cloud, shadow, cirrus, snow, water, clear and no-data fractions."""
+        return self.result.items
+
+    @property
+    def notes(self) -> list[str]:
+        return self.result.notes
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """The ranking as a DataFrame, one row per item in its order (a copy each call)."""
+        from .tables import to_frame
+
+        if self._frame is None:  # its other fields in `attrs`
+            self._frame = to_frame(self.result.items, list(ItemCloudCover.model_fields))
+            self._frame.attrs.update(self.result.model_dump(include={"aoi_bbox", "sort", "failed", "notes"}))
+        return self._frame.copy()
+
+    def _table(self) -> pd.DataFrame:
+        if self._frame is None:
+            self.to_dataframe()
+        return self._frame  # type: ignore[return-value]
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __len__(self) -> int:
+        return len(self.result.items)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("result", "_frame"):
+            raise AttributeError(name)
+        return getattr(self._table(), name)
+
+    def _repr_html_(self) -> str:
+        return self._table()._repr_html_()
+
+    def __repr__(self) -> str:
+        return f"<CloudCover {len(self)} items, {self.result.failed} failed, sort={self.result.sort!r}>"
 
 
 # --- the result: a `CloudCover` ranking (registry.py) ----------------------------------------------

@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -31,8 +32,9 @@ from ..processing.load import (
     sources_read,
 )
 from ..processing.records import Provenance
-from ..processing.requests import Load
 from ..words import counted
+from .base import Tool
+from .params import OverArea, json_text
 from .registry import Answer
 
 if TYPE_CHECKING:
@@ -41,8 +43,6 @@ if TYPE_CHECKING:
     from ..outputs import OutputRecord
 
 RESULT_KINDS = ("composite", "array")  # saved and answered by `save`, `outputs`, `answer` (registry.py)
-Method = Literal["median", "mean", "min", "max"]
-METHODS = ("median", "mean", "min", "max")
 TILE = 1024  # px a side of the output tiles a composite is computed and written by (its dask chunks)
 
 
@@ -68,43 +68,67 @@ def band_names(bands) -> list[str]:
     return names
 
 
-@dataclass(frozen=True)
-class CompositeRequest:
-    """A checked composite: the load, the band names and the method."""
+class Composite(OverArea):
+    """A cloud-free picture of `aoi`: per pixel, the median (mean, min, max) over time of each
+    band's cloud-masked values; a float32 DataArray (band, y, x) of reflectances, NaN where no
+    clear value was seen, georeferenced (its `spatial_ref`). `save` writes it as a COG whose
+    record lists every item it came from. `dry_run=True`: an `Estimate` of what computing and
+    saving it would read and write (only headers are read).
 
-    load: Load
-    names: tuple[str, ...]
-    method: str = "median"
+    >>> rgb = session.composite(aoi, ["red", "green", "blue"], collections=["sentinel-2-l2a"])
+    >>> rgb.dims, rgb.band.values.tolist(), rgb.attrs["items"]
+    (('band', 'y', 'x'), ['red', 'green', 'blue'], 5)
+    """
 
+    name: ClassVar[str] = "composite"
+    library_name: ClassVar[str] = "composite"
+    positional: ClassVar[tuple[str, ...]] = ("aoi", "bands")
+    tool: ClassVar[Tool] = Tool(quicklook=True)
+    description: ClassVar[str] = """A cloud-free picture of the AOI: per pixel, the `method` over
+    time of each band's cloud-masked reflectances, as a float32 COG (NaN where never clear).
 
-def check(load: Load, bands, method: Method = "median") -> CompositeRequest:
-    """The arguments checked into the request, before any work."""
-    names = band_names(bands)
-    if method not in METHODS:
-        raise InvalidArgument(f"method must be one of {', '.join(METHODS)}")
-    return CompositeRequest(load, tuple(names), method)
+    Example: composite(aoi=[13.6, 45.92, 13.62, 45.935], bands=["red", "green", "blue"],
+    search={"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": "2024-06"})."""
+    answer_model: ClassVar[type] = CompositeResult
 
+    bands: json_text(list[str], 'band names or asset keys: ["red", "green", "blue"]')
+    method: Annotated[
+        Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")
+    ] = "median"
 
-def estimate(core, request: CompositeRequest):
-    """What computing and saving the composite would read and write (headers only)."""
-    from ..processing.estimate.loads import estimate_load
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """The band names (checked)."""
+        return tuple(band_names(self.bands))
 
-    return estimate_load(core, request.load, list(request.names), operation="composite", chunk=TILE)
+    def plan(self, core) -> Composite:
+        """The band names checked before anything is read."""
+        self.names  # noqa: B018
+        return self
+
+    def estimate(self, core):
+        """What computing and saving the composite would read and write (headers only)."""
+        from ..processing.estimate.loads import estimate_load
+
+        names = list(self.plan(core).names)
+        return estimate_load(core, self.load, names, operation="composite", chunk=TILE)
+
+    def run(self, core, job: Job | None = None) -> xr.DataArray:
+        """The lazy composite (`reduce_over_time`)."""
+        return reduce_over_time(core, self.plan(core), job)
 
 
 def composite(core, aoi, *, job: Job | None = None, **arguments) -> xr.DataArray:
-    """`run` of the request checked from `aoi` and the load's, search's and composite's arguments."""
-    load, rest = Load.split(aoi, arguments)
-    return run(core, check(load, **rest), job)
+    """The composite of `aoi` over the load, search and composite `arguments` name."""
+    return Composite.of(aoi, **arguments).run(core, job)
 
 
-def run(core, request: CompositeRequest, job: Job | None = None) -> xr.DataArray:
+def reduce_over_time(core, request: Composite, job: Job | None = None) -> xr.DataArray:
     """Per pixel, `method` over time of each band's usable values: a lazy float32 DataArray
     (band, y, x) on dask, NaN outside the AOI and where no usable value was seen; its blocks are
     output tiles of at most TILE px a side, each the reduction of that tile's days. Nothing is
     read until it is computed or saved (`save_array` streams it tile by tile; the facts that
-    need the pixels - valid_fraction, failed items - are filled in then). Its dry run is
-    `estimate`."""
+    need the pixels - valid_fraction, failed items - are filled in then)."""
     import dask.array as da
     import numpy as np
     import xarray as xr

@@ -10,17 +10,20 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+
+from pydantic import Field
 
 from ..errors import InvalidArgument
 from ..outputs import OutputRecord
 from ..processing import formats
-from ..processing.access import AssetSource, check_read_size, gdal_errors, open_reader
+from ..processing.access import check_read_size, gdal_errors, open_reader
 from ..processing.formats import finish, row_strips, stretch_to_8bit, write_8bit, write_chunks
 from ..processing.grids import bbox_window, check_output_size
 from ..processing.jobs import Job, timed
 from ..processing.records import describe_raster, raster_bands, raster_facts
+from .params import BBoxArg, BBoxCrsArg, OnAsset, OutputNameArg, json_text
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
 PERCENTILES = (2, 98)
 
 
-def _eight_bit(reader, request: ConvertRequest, out, indexes, window, transform, job: Job):
+def _eight_bit(reader, request: ConvertAsset, out, indexes, window, transform, job: Job):
     """Write the window as an 8-bit PNG/JPEG picture; (its raster facts, how it was rendered)."""
     import numpy as np
 
@@ -65,40 +68,72 @@ def band_indexes(bands: Sequence[int] | None, count: int, eight_bit: bool) -> li
     return indexes
 
 
-@dataclass(frozen=True)
-class ConvertRequest:
-    """A checked conversion of `source`: the output format and its creation options checked;
-    `bbox`, `bbox_crs`, `bands` as given (band numbers are checked against the file)."""
+class ConvertAsset(OnAsset):
+    """Write an asset (its window inside `bbox`, its `bands`) in another format, in its own
+    CRS and resolution; PNG/JPEG are 8-bit renderings. Returns the output's record
+    (`dry_run=True`: an `Estimate` of what it would read and write).
 
-    source: AssetSource
-    fmt: Any  # formats.Format
-    options: dict
-    bbox: Sequence[float] | None = None
-    bbox_crs: str = "EPSG:4326"
-    bands: Sequence[int] | None = None
-    output_name: str | None = None
+    >>> record = session.convert(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "red",
+    ...                          output_format="PNG", bbox=aoi)
+    >>> record.file.type
+    'image/png'
+    """
+
+    name: ClassVar[str] = "convert_asset"
+    library_name: ClassVar[str] = "convert"
+    description: ClassVar[str] = """Convert an asset (some bands, its window in bbox; nothing
+    resampled) to another format.
+
+    Example: convert_asset(catalog="sample", collection_id="sentinel-2-l2a",
+    item_id="S2A_33TUL_20240808_0_L2A", asset="visual", output_format="PNG")."""
+    answer_model: ClassVar[type] = OutputRecord
+
+    output_format: Annotated[
+        Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"],
+        Field(description="PNG/JPEG: stretched 8-bit pictures; others keep the values"),
+    ]
+    bbox: BBoxArg = None
+    bbox_crs: BBoxCrsArg = "EPSG:4326"
+    bands: json_text(list[int] | None, "band numbers from 1; PNG/JPEG: 1 or 3") = None
+    creation_options: json_text(
+        dict[str, str | int] | None, 'GDAL creation options, e.g. {"COMPRESS": "ZSTD"}'
+    ) = None
+    output_name: OutputNameArg = None
+
+    def plan(self, core: Core) -> ConvertAsset:
+        """The input resolved, then the output format and its creation options checked."""
+        super().plan(core)
+        options = self.options
+        for name in self.creation_options or {}:
+            check_creation_option(self.fmt.driver, str(name).upper(), options[str(name).upper()])
+        return self
+
+    @cached_property
+    def fmt(self):
+        return formats.output_format(self.output_format)
+
+    @cached_property
+    def options(self) -> dict:
+        return formats.creation_options(self.fmt, self.creation_options)
 
     def band_indexes(self, count: int) -> list[int]:
         """The band numbers read of a file of `count` bands (checked)."""
         return band_indexes(self.bands, count, self.fmt.eight_bit)
 
+    def estimate(self, core: Core) -> Estimate:
+        """What `run` would read and write (header only)."""
+        from ..processing.estimate import estimate_convert
 
-def check(
-    source: AssetSource,
-    *,
-    output_format: str,
-    bbox: Sequence[float] | None = None,
-    bbox_crs: str = "EPSG:4326",
-    bands: Sequence[int] | None = None,
-    creation_options: dict[str, str | int] | None = None,
-    output_name: str | None = None,
-) -> ConvertRequest:
-    """The arguments of a conversion checked into its request (before anything is read)."""
-    fmt = formats.output_format(output_format)
-    options = formats.creation_options(fmt, creation_options)
-    for name in creation_options or {}:
-        check_creation_option(fmt.driver, str(name).upper(), options[str(name).upper()])
-    return ConvertRequest(source, fmt, options, bbox, bbox_crs, bands, output_name)
+        return estimate_convert(core, self.plan(core))
+
+    def run(self, core: Core, job: Job | None = None) -> OutputRecord:
+        """The output's record (`convert`)."""
+        return convert(core, self.plan(core), job)
+
+
+def convert_asset(core: Core, source, *, job: Job | None = None, **arguments) -> OutputRecord:
+    """The record of `source` converted as `arguments` say."""
+    return ConvertAsset.of(source, **arguments).run(core, job)
 
 
 _RANGE = re.compile(r"(-?\d+)\s*(?:\([^)]*\))?\s*-\s*(-?\d+)")  # "1-12", "1(fast)-22(slow)"
@@ -162,25 +197,13 @@ def check_creation_option(driver: str, name: str, value: str) -> None:
             raise InvalidArgument(f"{wrong}: it takes {span}")
 
 
-def estimate(core: Core, request: ConvertRequest) -> Estimate:
-    """What `run` would read and write (header only)."""
-    from ..processing.estimate import estimate_convert
-
-    return estimate_convert(core, request)
-
-
-def convert_asset(core: Core, source: AssetSource, *, job: Job | None = None, **arguments) -> OutputRecord:
-    """`run` of the request `check(source, **arguments)`."""
-    return run(core, check(source, **arguments), job)
-
-
-def run(core: Core, request: ConvertRequest, job: Job | None = None) -> OutputRecord:
-    """Write the request's source (its `bbox` window, its `bands`) in its format; return the
-    output's record. Its dry run is `estimate`."""
+def convert(core: Core, request: ConvertAsset, job: Job | None = None) -> OutputRecord:
+    """Write the request's input (its `bbox` window, its `bands`) in its format; return the
+    output's record."""
     from rasterio.windows import Window
 
     job = timed(job, core)
-    source, fmt, bbox, bbox_crs = request.source, request.fmt, request.bbox, request.bbox_crs
+    source, fmt, bbox, bbox_crs = request.input, request.fmt, request.bbox, request.bbox_crs
     settings = core.settings
     store = core.outputs
     with open_reader(source, settings, job=job) as reader, gdal_errors(source, "converting"):
@@ -210,7 +233,7 @@ def run(core: Core, request: ConvertRequest, job: Job | None = None) -> OutputRe
             return commit_raster(store, out, request, "convert_asset", parameters, facts, lineage)
 
 
-def _values(reader, request: ConvertRequest, out, indexes, window, transform, job: Job):
+def _values(reader, request: ConvertAsset, out, indexes, window, transform, job: Job):
     """Write the window's values in the request's format, strip by strip through a working
     GeoTIFF; (its raster facts, how it was written)."""
     from rasterio.windows import Window
@@ -247,7 +270,7 @@ def _values(reader, request: ConvertRequest, out, indexes, window, transform, jo
     return describe_raster(out.path), "values unchanged"
 
 
-def _parameters(request: ConvertRequest, indexes: list[int], window) -> dict:
+def _parameters(request: ConvertAsset, indexes: list[int], window) -> dict:
     """The record's parameters of a conversion."""
     bbox = request.bbox
     return {
@@ -274,7 +297,7 @@ def commit_raster(
         out,
         operation=operation,
         parameters=parameters,
-        sources=[request.source.source_ref()],
+        sources=[request.input.source_ref()],
         media_type=request.fmt.media_type,
         raster=facts,
         lineage=lineage,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgument
+from ..errors import AssetNotFound, InvalidArgument
 from ..processing import access
 from ..processing.requests import AssetRef
 
@@ -60,7 +60,6 @@ def preview_sources(
     names it: an href, or an item's asset), or an item's `assets` (default: its visual asset, else
     red/green/blue)."""
     from ..discovery.collections import get_item
-    from .preview import preview_assets
 
     named = source or ref if source is None or isinstance(source, AssetRef) else None
     if named is not None:
@@ -80,6 +79,26 @@ def preview_sources(
     return [
         access.asset_source(core, item, name, catalog=ref.catalog) for name in preview_assets(item, assets)
     ]
+
+
+def preview_assets(item: dict, assets: Sequence[str] | None) -> list[str]:
+    """Which assets of `item` a preview shows (names as given; resolved with find_asset)."""
+    if assets:
+        if len(assets) not in (1, 3):
+            raise InvalidArgument("assets: give 1 asset (single band) or 3 (red, green, blue)")
+        return list(assets)
+    for choice in (["visual"], ["red", "green", "blue"]):
+        try:
+            for name in choice:
+                access.find_asset(item, name)
+            return choice
+        except AssetNotFound:
+            continue
+    for key, asset in (item.get("assets") or {}).items():
+        roles = asset.get("roles") or []
+        if "data" in roles and "tiff" in (asset.get("type") or "").lower():
+            return [key]
+    raise AssetNotFound(f"item '{item.get('id')}' has no visual, red/green/blue or data asset to preview")
 
 
 def item_refs(items: Any) -> list | None:

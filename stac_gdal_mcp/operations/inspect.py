@@ -1,56 +1,66 @@
 """inspect: a raster asset's header - driver, size, bands, nodata, CRS, blocks, overviews, COG
-validity - with no pixel read (`processing.inspect.inspect_asset`), as an operation: `check`,
+validity - with no pixel read (`processing.inspect.inspect_asset`), as an operation: its
 `estimate` (the header's bytes and requests), `run` (bounded in time, cancellable between its
 reads), and its `AssetInfo` answered as itself.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
-from ..processing.access import AssetSource
+from ..processing.inspect import AssetInfo
 from ..processing.jobs import Job, timed
+from .base import Tool
+from .params import OnAsset
 from .registry import Answer
 
 if TYPE_CHECKING:
     from ..core import Core
     from ..processing.estimate import Estimate
-    from ..processing.inspect import AssetInfo
 
 RESULT_KINDS = ("AssetInfo",)  # the class of its result (registry.kind_of)
 
 
-@dataclass(frozen=True)
-class InspectRequest:
-    source: AssetSource
+class InspectAsset(OnAsset):
+    """A raster asset's header (no pixel is read): driver, size, bands, dtypes, nodata,
+    scale/offset, CRS, transform, bounds, blocks, overviews, compression, COG validity.
+    Inputs as for `asset`; `dry_run=True`: an `Estimate` of the header's bytes and requests.
 
+    >>> info = session.inspect(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "red")
+    >>> info.crs, info.dtypes, info.is_cog
+    ('EPSG:32633', ['uint16'], True)
+    """
 
-def check(source: AssetSource) -> InspectRequest:
-    return InspectRequest(source)
+    name: ClassVar[str] = "inspect_asset"
+    library_name: ClassVar[str] = "inspect"
+    tool: ClassVar[Tool] = Tool(read_only=True, map=False, task=False, dry_run=False, confirm=False)
+    description: ClassVar[str] = """A raster's header: size, bands, dtypes, nodata, scale/offset, CRS,
+    transform, bounds, blocks, overviews, compression, COG validity.
 
+    Example: inspect_asset(catalog="sample", collection_id="sentinel-2-l2a",
+    item_id="S2A_33TUL_20240808_0_L2A", asset="red")."""
+    answer_model: ClassVar[type] = AssetInfo
 
-def estimate(core: Core, request: InspectRequest) -> Estimate:
-    """What inspecting would read: the header (opened once, as `run` opens it)."""
-    from ..processing.estimate import Estimate
-    from ..processing.estimate.reads import Planner
+    def estimate(self, core: Core) -> Estimate:
+        """What inspecting would read: the header (opened once, as `run` opens it)."""
+        from ..processing.estimate import Estimate
+        from ..processing.estimate.reads import Planner
 
-    source = request.source
-    planner = Planner(core)
-    with planner.open(source):
-        pass
-    found = Estimate(operation="inspect_asset", item_ids=[source.item_id] if source.item_id else [])
-    return planner.fill(found)
+        source = self.plan(core).input
+        planner = Planner(core)
+        with planner.open(source):
+            pass
+        found = Estimate(operation="inspect_asset", item_ids=[source.item_id] if source.item_id else [])
+        return planner.fill(found)
 
+    def run(self, core: Core, job: Job | None = None) -> AssetInfo:
+        from ..processing.inspect import inspect_asset
 
-def run(core: Core, request: InspectRequest, job: Job | None = None) -> AssetInfo:
-    from ..processing.inspect import inspect_asset
-
-    job = timed(job, core)
-    job.check()
-    info = inspect_asset(core, request.source)
-    job.check()
-    return info
+        job = timed(job, core)
+        job.check()
+        info = inspect_asset(core, self.plan(core).input)
+        job.check()
+        return info
 
 
 def answer(core: Core, info: AssetInfo, records, limits, **options) -> Answer:

@@ -11,17 +11,19 @@ Reads are decimated, so GDAL reads the overviews, not the full-resolution tiles.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
-from ..errors import AssetNotFound, InvalidArgument
+from pydantic import Field
+
 from ..outputs import OutputRecord
 from ..processing.access import AssetSource, check_read_size, gdal_errors, open_reader
 from ..processing.formats import FORMATS, colorize, stretch_to_8bit, write_8bit
 from ..processing.grids import bbox_window
 from ..processing.jobs import Job, timed
 from ..processing.records import raster_bands, raster_facts
+from .base import Tool
+from .params import OnAsset, json_text
 from .registry import Answer
 
 if TYPE_CHECKING:
@@ -65,51 +67,56 @@ def describe_stretch(stretch: dict) -> str:
     )
 
 
-def preview_assets(item: dict, assets: Sequence[str] | None) -> list[str]:
-    """Which assets of `item` a preview shows (names as given; resolved with find_asset)."""
-    from ..processing.access import find_asset
+class PreviewImage(OnAsset):
+    """A quicklook PNG of an item (true colour from its visual asset or red/green/blue) or of
+    one asset (single band, colormap), at most `max_size` px; it shows inline in Jupyter and
+    is saved as an output (`.record`). `assets`: 1 or 3 asset names to show. `dry_run=True`:
+    an `Estimate` of what it would read and write.
 
-    if assets:
-        if len(assets) not in (1, 3):
-            raise InvalidArgument("assets: give 1 asset (single band) or 3 (red, green, blue)")
-        return list(assets)
-    for choice in (["visual"], ["red", "green", "blue"]):
-        try:
-            for name in choice:
-                find_asset(item, name)
-            return choice
-        except AssetNotFound:
-            continue
-    for key, asset in (item.get("assets") or {}).items():
-        roles = asset.get("roles") or []
-        if "data" in roles and "tiff" in (asset.get("type") or "").lower():
-            return [key]
-    raise AssetNotFound(f"item '{item.get('id')}' has no visual, red/green/blue or data asset to preview")
+    >>> image = session.preview(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), bbox=aoi, max_size=64)
+    >>> image.png[:4], image.width <= 64
+    (b'\\x89PNG', True)
+    """
 
+    name: ClassVar[str] = "preview"
+    library_name: ClassVar[str] = "preview"
+    tool: ClassVar[Tool] = Tool(task=False, confirm=False)
+    description: ClassVar[str] = """A quicklook PNG of an item (true colour) or an asset (colormap,
+    colour bar), returned as an image and saved; reads overviews (quick).
 
-@dataclass(frozen=True)
-class PreviewRequest:
-    """A checked preview: the sources shown (1 or 3), the WGS84 `bbox`, `max_size` px."""
+    Example: preview(catalog="sample", collection_id="sentinel-2-l2a", item_id="S2A_33TUL_20240808_0_L2A")."""
+    answer_model: ClassVar[type] = OutputRecord
 
-    sources: tuple[AssetSource, ...]
-    bbox: Sequence[float] | None = None
-    max_size: int = 512
+    assets: json_text(
+        list[str] | None,
+        "1 asset (colormap) or 3 (RGB); default: visual or red, green, blue",
+    ) = None
+    bbox: json_text(
+        Annotated[list[float], Field(min_length=4, max_length=4)] | None,
+        "[west, south, east, north] in WGS84",
+    ) = None
+    max_size: Annotated[int, Field(ge=16, le=MAX_PREVIEW_SIZE, description="longest side in pixels")] = 512
 
+    def resolve(self, core: Core) -> tuple[AssetSource, ...]:
+        """What it shows: one asset, or an item's 1 or 3 (`inputs.preview_sources`)."""
+        from .inputs import preview_sources
 
-def check(
-    sources: Sequence[AssetSource], *, bbox: Sequence[float] | None = None, max_size: int = 512
-) -> PreviewRequest:
-    """The arguments of a preview checked into its request (before anything is read)."""
-    if not isinstance(max_size, int) or not 16 <= max_size <= MAX_PREVIEW_SIZE:
-        raise InvalidArgument(f"max_size must be between 16 and {MAX_PREVIEW_SIZE} pixels")
-    return PreviewRequest(tuple(sources), bbox, max_size)
+        return tuple(preview_sources(core, self.source, self.asset, self.assets, self.ref))
 
+    @property
+    def sources(self) -> tuple[AssetSource, ...]:
+        return self.input
 
-def estimate(core: Core, request: PreviewRequest) -> Estimate:
-    """What `run` would read and write (headers only)."""
-    from ..processing.estimate import estimate_preview
+    def estimate(self, core: Core) -> Estimate:
+        """What `run` would read and write (headers only)."""
+        from ..processing.estimate import estimate_preview
 
-    return estimate_preview(core, request)
+        return estimate_preview(core, self.plan(core))
+
+    def run(self, core: Core, job: Job | None = None) -> Preview:
+        """The quicklook, saved (`render`)."""
+        record, png = render(core, self.plan(core), job)
+        return Preview(png=png, record=record)
 
 
 def check_preview_read(
@@ -168,9 +175,9 @@ def _read_others(core: Core, sources, crs, area, size: tuple[int, int], resampli
     return layers
 
 
-def run(core: Core, request: PreviewRequest, job: Job | None = None) -> tuple[OutputRecord, bytes]:
+def render(core: Core, request: PreviewImage, job: Job | None = None) -> tuple[OutputRecord, bytes]:
     """Read the request's sources decimated to at most `max_size` px, render to 8-bit PNG, store
-    it; return the record and the PNG bytes. Its dry run is `estimate`."""
+    it; return the record and the PNG bytes."""
     import numpy as np
     from rasterio.enums import Resampling
     from rasterio.transform import Affine
@@ -247,6 +254,43 @@ def run(core: Core, request: PreviewRequest, job: Job | None = None) -> tuple[Ou
         )
     job.progress(len(sources) + 1, len(sources) + 1, "written")
     return record, png
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A quicklook PNG (also saved as an output, see `record`); shows inline in Jupyter.
+
+    `png` holds the PNG bytes; `record` the output's STAC-like record; `width`, `height` its
+    size in pixels; `save(path)` writes the PNG somewhere else too.
+    """
+
+    png: bytes = field(repr=False)
+    record: OutputRecord = field(repr=False)
+    result_kind: ClassVar[str] = "preview"  # answered and drawn below
+
+    @property
+    def width(self) -> int:
+        return int(self.record.properties.proj_shape[1])
+
+    @property
+    def height(self) -> int:
+        return int(self.record.properties.proj_shape[0])
+
+    @property
+    def title(self) -> str:
+        return self.record.properties.title or self.record.id
+
+    def _repr_png_(self) -> bytes:
+        return self.png
+
+    def save(self, path) -> None:
+        """Write the PNG to `path`."""
+        from pathlib import Path
+
+        Path(path).write_bytes(self.png)
+
+    def __repr__(self) -> str:
+        return f"<Preview {self.title!r} {self.width} x {self.height} px, output {self.record.id}>"
 
 
 # --- the result (registry.py) ----------------------------------------------------------------------

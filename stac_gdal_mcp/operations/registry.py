@@ -1,8 +1,5 @@
-"""Every operation is one object of one protocol, and every result knows what happens to it.
-
-An operation (`Operation`) is a module of `operations/` with `check` (the caller's arguments
-into a frozen request, no I/O), `estimate` (what it would read and write, from headers and tile
-indexes) and `run` (the work, with a `Job`).
+"""What happens to a result: saved, kept and answered by a tool, drawn on the map. (The
+operations themselves are classes, registered in `operations.OPERATIONS`: base.py.)
 
 A result has a kind: the `result_kind` of its class (`CloudCover`, `Preview`, `SearchResults`,
 `OutputRecord`), else the `Provenance.kind` a table or array carries in its `attrs`, else the
@@ -28,7 +25,7 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
 
@@ -36,26 +33,12 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ..outputs import OutputRecord
-    from ..processing.estimate import Estimate
-    from ..processing.jobs import Job
 
 SAVED = "a table (from time_series or zonal_stats) or an array (from composite)"
 MAPPED = (
     "search results, a cloud cover ranking, a zonal_stats or time_series table, an output record or a preview"
 )
 HOOKS = {"save": f"save takes {SAVED}", "map_call": f"map takes {MAPPED}"}
-
-
-@runtime_checkable
-class Operation(Protocol):
-    """An operation module: `check(...)` -> its request (the arguments differ per operation, so the
-    protocol names only the two steps every caller makes the same way)."""
-
-    def check(self, *args: Any, **kwargs: Any) -> Any: ...
-
-    def estimate(self, core, request) -> Estimate: ...
-
-    def run(self, core, request, job: Job | None = None) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ record naming every asset read. `result` is the shape the server's tool returns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -29,9 +29,9 @@ from ..processing.load import (
     sources_read,
 )
 from ..processing.records import Provenance
-from ..processing.requests import Load
 from ..words import counted, plural
 from . import tables
+from .params import OverArea
 from .registry import Answer, call, image
 from .tables import CSV_COLUMNS, write_chart, write_csv
 
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
     from ..outputs import OutputRecord
 
 RESULT_KINDS = ("time_series",)  # saved, answered and drawn by the functions at the end (registry.py)
-Reducer = Literal["mean", "median", "min", "max", "count"]
-REDUCERS = ("mean", "median", "min", "max", "count")
 
 
 class TimeSeriesRow(Model):
@@ -120,45 +118,73 @@ def compute_rows(
     return rows, failed
 
 
-@dataclass(frozen=True)
-class TimeSeriesRequest:
-    """A checked time series: the load, the expression (its text, parsed tree and the band names
-    it reads) and the reducer."""
+class TimeSeries(OverArea):
+    """One value per solar day over `aoi`: `reducer` of `expression` (an index - ndvi, ndwi,
+    nbr, ndbi -, a band, or a formula of band names such as "(nir-red)/(nir+red)") over the
+    pixels left after cloud masking. A DataFrame indexed by acquisition time (UTC) with
+    columns date, datetime, value, valid_fraction, valid_pixels, collection_id, item_ids;
+    nothing is written until you `save` it (CSV, or format="png" for a chart). `dry_run=True`:
+    an `Estimate` of what it would read (only headers are read).
 
-    load: Load
-    expression: str
-    tree: Any
-    names: tuple[str, ...]
-    reducer: str = "mean"
+    >>> table = session.time_series(aoi, "ndvi", collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
+    >>> list(table["date"]), [round(v, 3) for v in table["value"]]
+    (['2024-06-04', '2024-06-19', '2024-07-14'], [0.517, 0.648, 0.52])
+    """
 
+    name: ClassVar[str] = "time_series"
+    library_name: ClassVar[str] = "time_series"
+    positional: ClassVar[tuple[str, ...]] = ("aoi", "expression")
+    description: ClassVar[str] = """One value per solar day: `reducer` of `expression` over the
+    AOI's cloud-free pixels, with the valid fraction and item ids; writes a CSV and a chart (also
+    as an image).
 
-def check(load: Load, expression: str = "ndvi", reducer: Reducer = "mean") -> TimeSeriesRequest:
-    """The arguments checked into the request, before any work."""
-    text, tree, names = parse_expression(expression)
-    if reducer not in REDUCERS:
-        raise InvalidArgument(f"reducer must be one of {', '.join(REDUCERS)}")
-    return TimeSeriesRequest(load, text, tree, tuple(names), reducer)
+    Example: time_series(aoi=[13.6, 45.92, 13.62, 45.935], search={"catalog": "sample",
+    "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"})."""
+    answer_model: ClassVar[type] = TimeSeriesResult
 
+    expression: Annotated[
+        str,
+        Field(description='ndvi, ndwi, nbr, ndbi, a band ("nir") or a formula: (nir-red)/(nir+red)'),
+    ] = "ndvi"
+    reducer: Annotated[
+        Literal["mean", "median", "min", "max", "count"],
+        Field(description="how a day's AOI pixels become one value"),
+    ] = "mean"
 
-def estimate(core, request: TimeSeriesRequest):
-    """What `run` would read (headers only)."""
-    from ..processing.estimate.loads import estimate_load
+    @cached_property
+    def parsed(self) -> tuple[str, Any, tuple[str, ...]]:
+        """The expression's text, its parsed tree and the band names it reads."""
+        text, tree, names = parse_expression(self.expression)
+        return text, tree, tuple(names)
 
-    return estimate_load(core, request.load, list(request.names), operation="time_series")
+    def plan(self, core) -> TimeSeries:
+        """The expression parsed before anything is read."""
+        self.parsed  # noqa: B018
+        return self
+
+    def estimate(self, core):
+        """What `run` would read (headers only)."""
+        from ..processing.estimate.loads import estimate_load
+
+        names = list(self.plan(core).parsed[2])
+        return estimate_load(core, self.load, names, operation="time_series")
+
+    def run(self, core, job: Job | None = None) -> pd.DataFrame:
+        """The table (`series`)."""
+        return series(core, self.plan(core), job)
 
 
 def time_series(core, aoi, *, job: Job | None = None, **arguments) -> pd.DataFrame:
-    """`run` of the request checked from `aoi` and the load's, search's and series' arguments."""
-    load, rest = Load.split(aoi, arguments)
-    return run(core, check(load, **rest), job)
+    """The table of `aoi` over the load, search and series `arguments` name."""
+    return TimeSeries.of(aoi, **arguments).run(core, job)
 
 
-def run(core, request: TimeSeriesRequest, job: Job | None = None) -> pd.DataFrame:
+def series(core, request: TimeSeries, job: Job | None = None) -> pd.DataFrame:
     """One row per solar day: `reducer` of the expression over the usable AOI pixels (computed on
-    the session's dask scheduler). Its dry run is `estimate`."""
+    the session's dask scheduler)."""
     job = timed(job, core)
-    text, tree, reducer, load = request.expression, request.tree, request.reducer, request.load
-    prep = prepare(core, load, list(request.names))
+    (text, tree, names), reducer, load = request.parsed, request.reducer, request.load
+    prep = prepare(core, load, list(names))
     rows, failed = compute_rows(core, prep, tree, reducer, job)
     notes = list(prep.notes)
     if failed:

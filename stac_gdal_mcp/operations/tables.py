@@ -2,8 +2,6 @@
 
 - `to_frame(rows, columns)` / `from_frame(frame, Model)`: pydantic rows <-> a DataFrame whose
   cells are plain values (None -> NaN in numeric columns, and back to None).
-- `cloud_cover_frame`: the cloud cover ranking as a DataFrame (the result's other fields in
-  `attrs`; `results.CloudCover.to_dataframe`).
 - `write_csv`, `write_chart`: a time series (rows of `series.TimeSeriesRow`: date, datetime,
   value, valid_fraction, valid_pixels, collection_id, item_ids) as a CSV table (for
   spreadsheets and code) and a PNG line chart (for people: titled by the index's name, the valid
@@ -23,8 +21,6 @@ from ..words import counted
 if TYPE_CHECKING:
     import pandas as pd
     from pydantic import BaseModel
-
-    from .cloud import CloudCoverResult
 
 CSV_COLUMNS = ("date", "datetime", "value", "valid_fraction", "valid_pixels", "collection_id", "item_ids")
 
@@ -55,18 +51,6 @@ def from_frame(frame: pd.DataFrame, model: type[BaseModel], columns: Sequence[st
         model.model_validate({k: plain(v) for k, v in record.items()})
         for record in frame[columns].to_dict("records")
     ]
-
-
-_CLOUD_ATTRS = ("aoi_bbox", "sort", "failed", "notes")
-
-
-def cloud_cover_frame(result: CloudCoverResult) -> pd.DataFrame:
-    """The ranking, one row per item in its order; `attrs` keep aoi_bbox, sort, failed, notes."""
-    from .cloud import ItemCloudCover
-
-    frame = to_frame(result.items, list(ItemCloudCover.model_fields))
-    frame.attrs.update(result.model_dump(include=set(_CLOUD_ATTRS)))
-    return frame
 
 
 def write_csv(path: Path, rows: Sequence) -> None:

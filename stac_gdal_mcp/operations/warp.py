@@ -13,15 +13,17 @@ Steps (each decided from the header, before any pixel is read):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+
+from pydantic import Field
 
 from ..outputs import OutputRecord
 from ..processing import formats
-from ..processing.access import AssetSource, check_read_size, gdal_errors, open_raster, open_reader
+from ..processing.access import check_read_size, gdal_errors, open_raster, open_reader
 from ..processing.formats import creation_options, finish, overview_resampling, row_strips, write_chunks
 from ..processing.grids import (
+    RESAMPLING,
     check_output_size,
     choose_overview,
     crs_label,
@@ -33,7 +35,9 @@ from ..processing.grids import (
 )
 from ..processing.jobs import Job, timed
 from ..processing.records import describe_raster
+from .base import Tool
 from .convert import commit_raster
+from .params import BBoxArg, BBoxCrsArg, OnAsset, OutputNameArg
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -43,57 +47,83 @@ WARP_FORMATS = ("COG", "GTiff", "netCDF")
 WARP_THREADS = 2  # GDAL warper threads per strip
 
 
-@dataclass(frozen=True)
-class ReprojectRequest:
-    """A checked reprojection of `source`: the output format, the target CRS and resampling
-    parsed; `resolution`, `bbox`, `bbox_crs`, `resampling` as given (the record lists them)."""
+class ReprojectAsset(OnAsset):
+    """Warp an asset (or its part inside `bbox`) to `dst_crs` and write it into the workspace
+    (a valid COG by default); only the source tiles needed are read. Returns the output's
+    STAC-like record. Inputs as for `asset`; `job` reports progress and can cancel;
+    `dry_run=True` returns what it would read and write instead (an `Estimate`).
 
-    source: AssetSource
-    fmt: Any  # formats.Format
-    crs: Any  # rasterio CRS
-    method: Any  # rasterio Resampling
-    resolution: float | Sequence[float] | None = None
-    bbox: Sequence[float] | None = None
-    bbox_crs: str = "EPSG:4326"
-    resampling: str = "nearest"
-    output_name: str | None = None
+    >>> record = session.reproject(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), "red",
+    ...                            dst_crs="EPSG:4326", bbox=aoi)
+    >>> record.properties.proj_code, record.file.type.split(";")[0]
+    ('EPSG:4326', 'image/tiff')
+    """
+
+    name: ClassVar[str] = "reproject_asset"
+    library_name: ClassVar[str] = "reproject"
+    tool: ClassVar[Tool] = Tool(quicklook=True)
+    description: ClassVar[str] = """Warp an asset (or its part in bbox) to another CRS as a COG output,
+    reading only the tiles needed.
+
+    Example: reproject_asset(catalog="sample", collection_id="sentinel-2-l2a",
+    item_id="S2A_33TUL_20240808_0_L2A", asset="red", dst_crs="EPSG:4326")."""
+    answer_model: ClassVar[type] = OutputRecord
+
+    dst_crs: Annotated[str, Field(description="target CRS, e.g. EPSG:4326, EPSG:32633")]
+    resolution: Annotated[
+        float | None,
+        Field(gt=0, description="pixel size in dst_crs units; default: the source's"),
+    ] = None
+    bbox: BBoxArg = None
+    bbox_crs: BBoxCrsArg = "EPSG:4326"
+    resampling: Annotated[
+        Literal[RESAMPLING],
+        Field(description="nearest keeps values (classes, masks); bilinear...: continuous data"),
+    ] = "nearest"
+    output_format: Annotated[
+        Literal["COG", "GTiff", "netCDF"], Field(description="COG has internal overviews")
+    ] = "COG"
+    output_name: OutputNameArg = None
+
+    def plan(self, core: Core) -> ReprojectAsset:
+        """The input resolved, then the format, the target CRS and the resampling parsed."""
+        super().plan(core)
+        self.fmt, self.crs, self.resampling_method  # noqa: B018 - checked before anything is read
+        return self
+
+    @cached_property
+    def fmt(self):
+        return formats.output_format(self.output_format, allowed=WARP_FORMATS)
+
+    @cached_property
+    def crs(self):
+        return parse_crs(self.dst_crs)
+
+    @cached_property
+    def resampling_method(self):
+        return parse_resampling(self.resampling)
+
+    def estimate(self, core: Core) -> Estimate:
+        """What `run` would read and write (header only)."""
+        from ..processing.estimate import estimate_reproject
+
+        return estimate_reproject(core, self.plan(core))
+
+    def run(self, core: Core, job: Job | None = None) -> OutputRecord:
+        """The output's record (`warp`)."""
+        return warp(core, self.plan(core), job)
 
 
-def check(
-    source: AssetSource,
-    *,
-    dst_crs: str | int,
-    resolution: float | Sequence[float] | None = None,
-    bbox: Sequence[float] | None = None,
-    bbox_crs: str = "EPSG:4326",
-    resampling: str = "nearest",
-    output_format: str = "COG",
-    output_name: str | None = None,
-) -> ReprojectRequest:
-    """The arguments of a reprojection checked into its request (before anything is read)."""
-    fmt = formats.output_format(output_format, allowed=WARP_FORMATS)
-    crs = parse_crs(dst_crs)
-    method = parse_resampling(resampling)
-    return ReprojectRequest(source, fmt, crs, method, resolution, bbox, bbox_crs, resampling, output_name)
+def reproject_asset(core: Core, source, *, job: Job | None = None, **arguments) -> OutputRecord:
+    """The record of `source` reprojected as `arguments` say."""
+    return ReprojectAsset.of(source, **arguments).run(core, job)
 
 
-def estimate(core: Core, request: ReprojectRequest) -> Estimate:
-    """What `run` would read and write (header only)."""
-    from ..processing.estimate import estimate_reproject
-
-    return estimate_reproject(core, request)
-
-
-def reproject_asset(core: Core, source: AssetSource, *, job: Job | None = None, **arguments) -> OutputRecord:
-    """`run` of the request `check(source, **arguments)`."""
-    return run(core, check(source, **arguments), job)
-
-
-def run(core: Core, request: ReprojectRequest, job: Job | None = None) -> OutputRecord:
-    """Warp the request's source (or its part inside `bbox`) to its CRS; return the output's
-    record. Its dry run is `estimate`."""
+def warp(core: Core, request: ReprojectAsset, job: Job | None = None) -> OutputRecord:
+    """Warp the request's input (or its part inside `bbox`) to its CRS; return the output's
+    record."""
     job = timed(job, core)
-    source, fmt, resampling = request.source, request.fmt, request.resampling
+    source, fmt, resampling = request.input, request.fmt, request.resampling
     grid, level, src = _plan(core, request)
     job.progress(0, 1, "planned")
     store = core.outputs
@@ -127,12 +157,12 @@ def run(core: Core, request: ReprojectRequest, job: Job | None = None) -> Output
         )
 
 
-def _warp_strips(core: Core, request: ReprojectRequest, grid, level, src, working, job: Job) -> int:
+def _warp_strips(core: Core, request: ReprojectAsset, grid, level, src, working, job: Job) -> int:
     """Warp the source, strip by strip of the output grid, into the working GeoTIFF `working`;
     the number of strips (a progress step each)."""
     from rasterio.windows import Window
 
-    source, nodata = request.source, src.nodata
+    source, nodata = request.input, src.nodata
     parts = row_strips(grid.width, grid.height, src.count, src.dtypes[0])
     strips, total = len(parts), len(parts) + 1
     on_grid = {"crs": request.crs, "transform": grid.transform, "width": grid.width, "height": grid.height}
@@ -145,7 +175,7 @@ def _warp_strips(core: Core, request: ReprojectRequest, grid, level, src, workin
         extras = {"NUM_THREADS": WARP_THREADS}
         with WarpedVRT(
             reader_src,
-            resampling=request.method,
+            resampling=request.resampling_method,
             src_nodata=nodata,
             nodata=nodata,
             warp_extras=extras,
@@ -176,7 +206,7 @@ def _warp_strips(core: Core, request: ReprojectRequest, grid, level, src, workin
     return strips
 
 
-def _parameters(request: ReprojectRequest, grid, level) -> dict:
+def _parameters(request: ReprojectAsset, grid, level) -> dict:
     """The record's parameters of a reprojection."""
     bbox = request.bbox
     return {
@@ -190,23 +220,23 @@ def _parameters(request: ReprojectRequest, grid, level) -> dict:
     }
 
 
-def _lineage(request: ReprojectRequest, grid, level) -> str:
+def _lineage(request: ReprojectAsset, grid, level) -> str:
     """The record's lineage sentence of a reprojection."""
     bbox, bbox_crs = request.bbox, request.bbox_crs
     return (
-        f"{request.source.label} warped to {crs_label(request.crs)} at {_res_text(grid.resolution)} with "
+        f"{request.input.label} warped to {crs_label(request.crs)} at {_res_text(grid.resolution)} with "
         f"{request.resampling} resampling{' from source overview level ' + str(level) if level is not None else ''}"
         f"{' inside bbox ' + str(list(bbox)) + ' (' + bbox_crs + ')' if bbox else ''}; "
         f"written as {request.fmt.name}"
     )
 
 
-def _plan(core: Core, request: ReprojectRequest):
+def _plan(core: Core, request: ReprojectAsset):
     """(output grid, source overview level, the source's header facts) of a reprojection, after
     checking its output size and read budget (from the header alone)."""
     from types import SimpleNamespace
 
-    source, crs, settings = request.source, request.crs, core.settings
+    source, crs, settings = request.input, request.crs, core.settings
     with open_raster(source, settings) as src, gdal_errors(source, "reading the header of"):
         grid = warp_grid(src, crs, request.resolution, request.bbox, request.bbox_crs)
         check_output_size(

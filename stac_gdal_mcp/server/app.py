@@ -71,8 +71,9 @@ def build_server_parts(
     from .http_guard import guarded_server
     from .map_app import register_map_app
     from .resources import record_links
-    from .tools import analysis, discovery, processing, register, saving
+    from .tools import discovery, processing, register, saving
     from .tools.errors import argument_errors_middleware, hide_folders
+    from .tools.operations import operation_tools
 
     if session is None:
         session = Session(settings)
@@ -91,7 +92,7 @@ def build_server_parts(
     )
     tasks.install(mcp, session.settings)  # long tools as MCP tasks (server/tasks.py)
     # module-level tools, each bound to the session
-    for tools in (discovery, processing, analysis, saving):
+    for tools in (discovery, processing, operation_tools(), saving):
         register(mcp, session, tools)
     discovery.register_prompts(mcp)
     register_map_app(mcp)  # the ui:// map the tools above point to (MCP Apps hosts)

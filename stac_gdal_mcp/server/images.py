@@ -6,17 +6,12 @@ a host shows and a model can look at. The structured content stays as it is.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-from pydantic import Field
+from ..operations.params import QuicklookArg as QuicklookArg  # declared with the operations' fields
 
 if TYPE_CHECKING:
     from mcp.types import ImageContent
-
-QuicklookArg = Annotated[
-    bool,
-    Field(description="true: also return a PNG of the output"),
-]
 
 
 def png_content(png: bytes) -> ImageContent:

@@ -41,7 +41,7 @@ from .pixels import (
     windows,
 )
 from .table import finish, per_day
-from .zones import Zones, read_zones
+from .zones import Zones
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -186,60 +186,6 @@ class ZonalRequest:
             **self.search_arguments,
         }
         return {k: v for k, v in values.items() if v is not None}
-
-
-def check(
-    core,
-    geometries,
-    *,
-    expression: str = "ndvi",
-    stats=("mean", "count"),
-    mask_clouds: bool = True,
-    per: Per = "item",
-    id_property: str | None = None,
-    resolution: float | None = None,
-    min_valid_fraction: float = DEFAULT_MIN_VALID_FRACTION,
-    catalog: str | None = None,
-    items: list | None = None,
-    max_items: int | None = None,
-    **search,
-) -> ZonalRequest:
-    """The arguments of a call checked into a `ZonalRequest` (zones read, expression parsed,
-    statistics named), before any item is searched or pixel read."""
-    from ...processing.access import local_roots
-    from ...processing.expressions import parse_expression
-
-    if per not in ("item", "day"):
-        raise InvalidArgument("per must be 'item' (a row per zone and item) or 'day' (per solar day)")
-    if resolution is not None and not resolution > 0:
-        raise InvalidArgument(f"resolution must be positive (got {resolution})")
-    if not isinstance(min_valid_fraction, (int, float)) or not 0 <= min_valid_fraction <= 1:
-        raise InvalidArgument(f"min_valid_fraction must be between 0 and 1 (got {min_valid_fraction!r})")
-    parsed_stats = parse_stats(stats)
-    text, tree, names = parse_expression(expression)
-    # (zones already read: region's groups of a large file)
-    zones = (
-        geometries
-        if isinstance(geometries, Zones)
-        else read_zones(
-            geometries, id_property=id_property, roots=local_roots(core), limits=core.settings.limits
-        )
-    )
-    return ZonalRequest(
-        zones=zones,
-        expression=text,
-        tree=tree,
-        names=tuple(names),
-        stats=parsed_stats,
-        mask_clouds=bool(mask_clouds),
-        per=per,
-        resolution=resolution,
-        min_valid_fraction=float(min_valid_fraction),
-        catalog=catalog,
-        items=None if items is None else tuple(items),
-        max_items=max_items,
-        search=tuple((k, v) for k, v in search.items() if v is not None),
-    )
 
 
 # --- items --------------------------------------------------------------------------------------

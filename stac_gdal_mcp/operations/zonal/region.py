@@ -4,7 +4,7 @@ with the memory of the calling process flat in the number of zones.
 
 `applies` says whether a call's `geometries` is such a file (counted from its metadata); `check`
 makes a `RegionRequest` (the file's size checked against `limits.max_region_zones`, the arguments
-checked by `zonal.check`), before anything but metadata is read. `run`:
+checked by `ZonalStats.request`), before anything but metadata is read. `run`:
 
 1. the items are selected once, over the box of the zones' extent (the caller's items as given);
 2. the zones stream from the file in groups of `GROUP_ZONES` neighbours along a Hilbert curve
@@ -80,9 +80,9 @@ class RegionRequest:
         return dataclasses.replace(self.template, zones=zones)
 
 
-def check(core, geometries, *, id_property: str | None = None, **arguments) -> RegionRequest:
-    """The arguments checked (as `zonal.check` does) and the file's size against its limit; only
-    the file's metadata is read."""
+def check(core, geometries, id_property: str | None, template: zonal.ZonalRequest) -> RegionRequest:
+    """The zones file's size checked against its limit (only its metadata is read); `template`:
+    the call's other arguments checked, zones left empty (`ZonalStats.request`)."""
     found = zones_file(core, geometries)
     if found is None:
         raise InvalidArgument(
@@ -95,7 +95,6 @@ def check(core, geometries, *, id_property: str | None = None, **arguments) -> R
         raise LimitExceeded(
             f"geometries file {label} has {count:,} features, more than limits.max_region_zones={limit:,}"
         )
-    template = zonal.check(core, Zones((), ()), **arguments)
     return RegionRequest(ZoneFile(path, label, count, id_property, core.settings.limits), template)
 
 

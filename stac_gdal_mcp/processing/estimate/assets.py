@@ -27,14 +27,14 @@ _KERNEL_RADIUS = {"nearest": 0, "bilinear": 1, "cubic": 2, "cubic_spline": 2, "l
 
 
 def estimate_convert(core: Core, request) -> Estimate:
-    """What `convert.run` of `request` (a `convert.ConvertRequest`) would read and write."""
+    """What `convert.ConvertAsset.run` of `request` (a `ConvertAsset`) would read and write."""
     from rasterio.windows import Window
 
     from .. import formats
     from ..access import check_read_size
     from ..grids import bbox_window, check_output_size, crs_label
 
-    source, fmt, bbox = request.source, request.fmt, request.bbox
+    source, fmt, bbox = request.input, request.fmt, request.bbox
     settings = core.settings
     planner = Planner(core)
     estimate = Estimate(operation="convert_asset", item_ids=_items_of([source]), inputs=[source.label])
@@ -87,7 +87,7 @@ def estimate_convert(core: Core, request) -> Estimate:
 
 
 def estimate_reproject(core: Core, request) -> Estimate:
-    """What `warp.run` of `request` (a `warp.ReprojectRequest`) would read and write."""
+    """What `warp.ReprojectAsset.run` of `request` (a `ReprojectAsset`) would read and write."""
     from .. import formats
     from ..access import check_read_size
     from ..grids import (
@@ -99,7 +99,7 @@ def estimate_reproject(core: Core, request) -> Estimate:
         warp_grid,
     )
 
-    source, fmt, crs, resampling = request.source, request.fmt, request.crs, request.resampling
+    source, fmt, crs, resampling = request.input, request.fmt, request.crs, request.resampling
     settings = core.settings
     planner = Planner(core)
     estimate = Estimate(operation="reproject_asset", item_ids=_items_of([source]), inputs=[source.label])

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def estimate_cloud_cover(core: Core, request) -> Estimate:
-    """What `cloud.run` of `request` (a `cloud.CloudCoverRequest`) would read: per item, the AOI's
+    """What `cloud.run` of `request` (a `cloud.CloudCoverStats`) would read: per item, the AOI's
     window of its mask (at the overview GDAL picks for `resolution`). Items whose mask cannot be
     found are noted."""
     from ..access import asset_source
@@ -26,7 +26,7 @@ def estimate_cloud_cover(core: Core, request) -> Estimate:
 
     cat, selected, notes, collections = request.select(core)
     aoi_geom, resolution, asset, resampling = (
-        request.aoi,
+        request.geometry,
         request.resolution,
         request.asset,
         request.resampling,

@@ -11,6 +11,7 @@ arguments through `args.json_text`); docstrings are written for an agent. Core e
 
 import functools
 import inspect
+import types
 from typing import get_origin
 
 from pydantic import BaseModel
@@ -89,12 +90,13 @@ def session_resource(uri, **kwargs):
     return declare
 
 
-def register(mcp, session, module) -> None:
-    """Register the tools and resources `module` declares, each bound to `session`."""
+def register(mcp, session, tools) -> None:
+    """Register the tools and resources the module `tools` declares (or those of a list), each
+    bound to `session`."""
     from ..map_app import map_app_config
     from ..tasks import task_config
 
-    for fn in vars(module).values():
+    for fn in vars(tools).values() if isinstance(tools, types.ModuleType) else tools:
         if hasattr(fn, "__session_tool__"):
             annotations, app, task, kwargs = fn.__session_tool__
             options = {

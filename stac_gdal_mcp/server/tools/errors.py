@@ -103,25 +103,13 @@ def core_errors(fn, error_type=None):
     return wrapper
 
 
-def argument_errors(error) -> str:
-    """A pydantic ValidationError of a call's arguments as one line: each bad parameter with
-    what is wrong (our own validators' messages, e.g. from the JSON-text parser, as they are)."""
-    parts = []
-    for e in error.errors(include_url=False):
-        name = ".".join(str(part) for part in e["loc"]) or "arguments"
-        if e["type"] == "value_error" and "error" in e.get("ctx", {}):
-            text = str(e["ctx"]["error"])
-            parts.append(text if text.startswith(name) else f"{name}: {text}")
-        else:
-            parts.append(f"{name}: {e['msg']}")
-    return "; ".join(parts)
-
-
 def argument_errors_middleware():
     """fastmcp middleware: a tool call whose arguments do not validate fails with one line."""
     from fastmcp.exceptions import ToolError, ValidationError
     from fastmcp.server.middleware import Middleware
     from pydantic import ValidationError as PydanticValidationError
+
+    from ...operations.base import argument_errors
 
     class ArgumentErrors(Middleware):
         async def on_call_tool(self, context, call_next):
@@ -131,7 +119,20 @@ def argument_errors_middleware():
                 cause = exc.__cause__
                 if not isinstance(cause, PydanticValidationError):
                     raise
-                message = f"invalid arguments for {context.message.name}: {argument_errors(cause)}"
+                message = argument_errors(cause) + await _nearest_names(context, cause)
+                message = f"invalid arguments for {context.message.name}: {message}"
                 raise ToolError(message, log_level=logging.DEBUG) from None
 
     return ArgumentErrors()
+
+
+async def _nearest_names(context, error) -> str:
+    """The hints "; serch: did you mean 'search'?" for each unknown argument near a name the tool takes."""
+    from ...operations.base import nearest
+
+    unknown = [str(e["loc"][0]) for e in error.errors() if e["type"] == "unexpected_keyword_argument"]
+    if not unknown:
+        return ""
+    tool = await context.fastmcp_context.fastmcp.get_tool(context.message.name)
+    names = list((tool.parameters if tool else {}).get("properties", {}))
+    return "".join(f"; {name}: {nearest(name, names)}" for name in unknown if nearest(name, names))

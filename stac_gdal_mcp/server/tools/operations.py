@@ -1,8 +1,12 @@
-"""The body of every operation's tool: `run_operation(ctx, session, method, ...)`, one line.
+"""The operations' tools, made from their classes (`operations.registry.OPERATIONS`) by one
+factory, `operation_tool`: the tool's parameters are the class's fields (those not marked
+library-only, with their descriptions and bounds), then `quicklook`, `dry_run` and `confirm` as
+the class's `Tool` says; its description is the class's `description`. Its body is
+`run_operation`:
 
 1. confirm (`confirm.unconfirmed`): a job larger than limits.confirm_bytes runs once the user
    said yes (`confirm=None`: the tool has no such step);
-2. the job (`jobs.run_job`): the Session method in a worker thread, with progress and cancel;
+2. the job (`jobs.run_job`): the operation in a worker thread, with progress and cancel;
 3. a dry run answers its estimate; else the result's kind keeps its outputs (saves them) and
    answers (operations/registry.py), in the same job, as a notebook user would with `session.save`;
 4. the answer becomes the tool result: images, the structured value, links to the outputs.
@@ -10,44 +14,107 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import re
 from typing import TYPE_CHECKING, Any
 
+from fastmcp import Context
+from fastmcp.dependencies import CurrentContext
+
+from ...operations.base import Operation, validated
+from ...operations.params import DryRunArg, QuicklookArg
 from ..links import answered, estimate_result
-from .confirm import unconfirmed
+from ..resources import OUTPUT_URI
+from . import READ_ONLY, WRITES_OUTPUT, session_tool
+from .confirm import ConfirmArg, unconfirmed
 from .jobs import run_job
 
 if TYPE_CHECKING:
-    from fastmcp import Context
-
     from ...session import Session
+
+
+def operation_tools() -> list:
+    """The tool of every operation, in the registry's order."""
+    from ...operations import OPERATIONS
+
+    return [operation_tool(cls) for cls in OPERATIONS.values()]
+
+
+def operation_tool(cls: type[Operation]):
+    """The tool of the operation `cls` (a `session_tool`, registered by `tools.register`)."""
+    options = cls.tool
+    P = inspect.Parameter
+    parameters = [P("session", P.POSITIONAL_OR_KEYWORD)]
+    for name, annotation in cls.tool_parameters().items():
+        field = cls.model_fields[name]
+        default = P.empty if field.is_required() else field.get_default(call_default_factory=True)
+        parameters.append(P(name, P.KEYWORD_ONLY, default=default, annotation=annotation))
+    for wanted, name, annotation in (
+        (options.quicklook, "quicklook", QuicklookArg),
+        (options.dry_run, "dry_run", DryRunArg),
+        (options.confirm, "confirm", ConfirmArg),
+    ):
+        if wanted:
+            parameters.append(P(name, P.KEYWORD_ONLY, default=False, annotation=annotation))
+    parameters.append(P("ctx", P.KEYWORD_ONLY, default=CurrentContext(), annotation=Context))
+
+    async def tool(session: Session, *, ctx=None, quicklook=False, dry_run=False, confirm=None, **values):
+        operation = validated(cls, {k: output_file(session, v) for k, v in values.items()})
+        return await run_operation(
+            ctx,
+            session,
+            functools.partial(operation, session.core),
+            confirm=confirm if options.confirm else None,
+            quicklook=quicklook,
+            dry_run=dry_run,
+        )
+
+    tool.__name__ = tool.__qualname__ = cls.name
+    tool.__doc__ = cls.description
+    tool.__signature__ = inspect.Signature(parameters, return_annotation=cls.answer_model)
+    tool.__annotations__ = {p.name: p.annotation for p in parameters if p.annotation is not P.empty}
+    annotations = READ_ONLY if options.read_only else WRITES_OUTPUT
+    return session_tool(annotations, app=options.map, task=options.task, estimates=options.dry_run)(tool)
+
+
+_OUTPUT = re.compile(re.escape(OUTPUT_URI.split("{", 1)[0]) + r"([^/]+)(?:/file)?")
+
+
+def output_file(session: Session, value: Any) -> Any:
+    """A stac-gdal://outputs/ URI as the output's file in the workspace; anything else as given."""
+    if isinstance(value, str):
+        found = _OUTPUT.fullmatch(value.strip())
+        if found:
+            return str(session.outputs.path(found.group(1)))
+    return value
 
 
 async def run_operation(
     ctx: Context | None,
     session: Session,
-    method: str,
+    call,
     /,
-    *args: Any,
+    *,
     confirm: bool | None = None,
     quicklook: bool = False,
-    **arguments: Any,
+    dry_run: bool = False,
 ):
-    """The tool result of `session.<method>(*args, **arguments)` run as a job (see the module's
-    docstring); `quicklook`: the answer shows a PNG of the output."""
-    call = getattr(session, method)
+    """The tool result of `call(job=..., dry_run=...)` run as a job (see the module's docstring);
+    `quicklook`: the answer shows a PNG of the output."""
     if confirm is not None:
-        stop = await unconfirmed(ctx, session, confirm, call, *args, **arguments)
+        stop = await unconfirmed(ctx, session, confirm, call, dry_run=dry_run)
         if stop is not None:
             return stop
-    return await run_job(ctx, session, _answer, session, call, args, arguments, quicklook)
+    return await run_job(ctx, session, _answer, session, call, dry_run, quicklook)
 
 
-def _answer(session: Session, call, args: tuple, arguments: dict, quicklook: bool, *, job):
+def _answer(session: Session, call, dry_run: bool, quicklook: bool, *, job) -> Any:
     """The job: the call, then its result kept and answered (a dry run: its estimate)."""
     from ...operations import registry
     from ...processing.estimate import Estimate
 
-    result = call(*args, job=job, **arguments)
+    result = call(job=job, **({"dry_run": True} if dry_run else {}))  # (save_search has none)
     if isinstance(result, Estimate):
         return estimate_result(result)
     limits = session.settings.limits

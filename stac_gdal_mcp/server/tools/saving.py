@@ -6,6 +6,7 @@ the partial file); the answer is the output's record with links to its resources
 output (a folder: to its record).
 """
 
+import functools
 from typing import Annotated, Literal
 
 from fastmcp import Context
@@ -40,6 +41,7 @@ async def save_search(
     arguments = {**search_kwargs(search), **({"bbox": bbox} if bbox is not None else {})}
     if partition_by:
         arguments["partition_by"] = partition_by
-    return await run_operation(
-        ctx, session, "save_search", format=format, max_items=max_items, fields=fields, **arguments
+    call = functools.partial(
+        session.save_search, format=format, max_items=max_items, fields=fields, **arguments
     )
+    return await run_operation(ctx, session, call)
