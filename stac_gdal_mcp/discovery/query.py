@@ -52,16 +52,21 @@ class SearchKeywords(SearchArgs, total=False):
 SEARCH_KEYWORDS: tuple[str, ...] = tuple(SearchKeywords.__annotations__)
 
 
-def check_names(values: dict, names: tuple[str, ...] = SEARCH_ARGS) -> None:
+def check_names(values: dict, names: tuple[str, ...] = SEARCH_ARGS, others: tuple[str, ...] = ()) -> None:
     """Refuse a name of `values` that is not one of `names` (the search arguments), with the list
-    of those there are; the names refused are shown on one line (at most five)."""
-    unknown = sorted(set(values) - set(names), key=str)
+    of those there are and the nearest names (of `names` and `others`, the caller's own); the
+    names refused are shown on one line (at most five)."""
+    import difflib
+
+    unknown = sorted(set(values) - set(names) - set(others), key=str)
     if unknown:
         listed = ", ".join(shown(name, 40) for name in unknown[:5])
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        near = [m for n in unknown[:5] for m in difflib.get_close_matches(str(n), [*names, *others], n=2)]
+        hint = f"; did you mean {' or '.join(repr(m) for m in dict.fromkeys(near))}?" if near else ""
         raise InvalidArgument(
             f"unknown search argument{'s' if len(unknown) > 1 else ''} {listed}{more}; "
-            f"the search arguments are {', '.join(names)}"
+            f"the search arguments are {', '.join(names)}{hint}"
         )
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..discovery.query import check_names
 from ..errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -100,8 +101,10 @@ class Operation(BaseModel):
         group = search_names(cls)
         flat = {k: values.pop(k) for k in list(values) if k not in cls.model_fields and k in group}
         unknown = [k for k in values if k not in cls.model_fields]
+        if unknown and group:
+            check_names(dict.fromkeys(unknown), group, tuple(cls.model_fields))
         if unknown:
-            raise InvalidArgument(unknown_names(unknown, (*cls.model_fields, *group)))
+            raise InvalidArgument(unknown_names(unknown, tuple(cls.model_fields)))
         if flat:
             values["search"] = {**(values.get("search") or {}), **flat}
         return validated(cls, values)
