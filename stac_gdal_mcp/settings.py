@@ -317,6 +317,11 @@ class Settings(BaseSettings):
     def _token(cls, v: str | None) -> str | None:
         return None if v is None else checked_token(v, "token")
 
+    @field_validator("dask_scheduler")
+    @classmethod
+    def _scheduler(cls, v: str | None) -> str | None:
+        return checked_scheduler(v) if v else None
+
     @field_validator("workspace")
     @classmethod
     def _expand(cls, v: Path) -> Path:
@@ -377,6 +382,27 @@ def checked_token(token: str, what: str = "--token") -> str:
         problem = "is blank" if not token.strip() else "has spaces or characters a header cannot carry"
         raise ConfigError(f"{what} {problem}: use a long random string of visible ASCII characters")
     return token
+
+
+# what dask.distributed connects to: [scheme://]host:port (a host name, IPv4, or [IPv6]), or an
+# in-process scheduler's inproc:// address
+_SCHEDULER = re.compile(
+    r"(?:(?:tcp|tls|ws|wss|ucx)://)?(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-Fa-f:.]{2,45}\])"
+    r":(?P<port>[0-9]{1,5})/?|inproc://[\x21-\x7e]{1,200}"
+)
+
+
+def checked_scheduler(address: str) -> str:
+    """`dask_scheduler` as dask.distributed takes it (`tcp://host:port`), or one line refusing
+    it (shown shortened): an address that is not one would fail every call on the cluster."""
+    found = _SCHEDULER.fullmatch(address)
+    if found is None or not 0 < int(found.group("port") or 1) < 65536:
+        shown = address if len(address) <= 60 else f"{address[:60]}... ({len(address):,} characters)"
+        raise ConfigError(
+            f"dask_scheduler {shown!r} is not a dask scheduler address: give tcp://host:port "
+            "(or tls://, ws://, wss://, ucx://)"
+        )
+    return address
 
 
 def load_settings(config: str | Path | None = None, **overrides: Any) -> Settings:

@@ -8,12 +8,18 @@ against the same call on the local threaded scheduler.
 from __future__ import annotations
 
 import logging
+import os
+import socket
+import struct
+import threading
+import time
 import uuid
 
 import numpy as np
 import pytest
 import rasterio
 from helpers import expected_ndvi, fractions, run_composite, run_time_series, utm_aoi, write_days
+from test_fuzz import Harness
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import AssetUnreadable
@@ -121,3 +127,104 @@ def test_gdal_settings_reach_the_workers(cores):
     # every item failed in the workers, for the reason the setting gives (.tif not allowed)
     assert "none of the 3 items could be read" in str(info.value)
     assert "not recognized as a supported dataset name" in str(info.value)
+
+
+# --- a scheduler address where no cluster can run -----------------------------------------------
+
+JOB_S = 5  # limits.job_timeout_s of these calls
+SQUARE = {"type": "Polygon", "coordinates": [[[13.6, 45.92], [13.61, 45.92], [13.61, 45.93], [13.6, 45.92]]]}
+JUNE = {"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-06-30"}
+
+
+def _peer(behaviour):
+    """A TCP server at 127.0.0.1 answering every connection with `behaviour(conn)`."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def accept():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=behaviour, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, f"tcp://127.0.0.1:{server.getsockname()[1]}"
+
+
+def _send_then_wait(data: bytes):
+    def behaviour(conn):
+        try:
+            conn.sendall(data)
+            threading.Event().wait(120)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    return behaviour
+
+
+def _http(conn):
+    """An HTTP server: it waits for a request line, which a dask client never sends first."""
+    try:
+        if conn.recv(65536):
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def _closed_port() -> str:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        return f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+
+
+@pytest.fixture(scope="module")
+def unusable_addresses():
+    """{what: address} of places where no cluster can run."""
+    from distributed import LocalCluster
+
+    servers = {
+        "garbage": _peer(_send_then_wait(os.urandom(65536))),
+        "a 2^60-byte frame": _peer(_send_then_wait(struct.pack("<Q", 2**60))),
+        "a silent peer": _peer(_send_then_wait(b"")),
+        "an HTTP server": _peer(_http),
+    }
+    with LocalCluster(n_workers=0, dashboard_address=None, silence_logs=logging.ERROR) as empty:
+        yield {
+            "unreachable": _closed_port(),
+            **{what: address for what, (_, address) in servers.items()},
+            "no workers": empty.scheduler_address,
+        }
+    for server, _ in servers.values():
+        server.close()
+
+
+@pytest.mark.parametrize(
+    "what", ["unreachable", "garbage", "a 2^60-byte frame", "a silent peer", "an HTTP server", "no workers"]
+)
+def test_a_cluster_that_cannot_run_is_one_line_naming_the_setting(what, unusable_addresses, tmp_path):
+    """zonal_stats, time_series and composite through an MCP client: one line naming
+    settings.dask_scheduler within the job limit + a few seconds (they failed bare, tried to
+    allocate exabytes, or waited past the limit), and the server still answers."""
+    harness = Harness(
+        tmp_path / "workspace", dask_scheduler=unusable_addresses[what], limits={"job_timeout_s": JOB_S}
+    )
+    try:
+        for tool, arguments in (
+            ("zonal_stats", {"geometries": SQUARE, "search": JUNE}),
+            ("time_series", {"aoi": [13.6, 45.92, 13.62, 45.94], "search": JUNE}),
+            ("composite", {"aoi": [13.6, 45.92, 13.62, 45.94], "search": JUNE, "bands": ["red"]}),
+        ):
+            started = time.monotonic()
+            result = harness.call(tool, arguments)
+            elapsed = time.monotonic() - started
+            text = result.content[0].text
+            assert result.is_error and "settings.dask_scheduler" in text and "\n" not in text, (tool, text)
+            assert len(text) < 400, (tool, text)
+            assert elapsed < JOB_S + 5, (tool, elapsed)
+        assert harness.alive()
+    finally:
+        harness.close()

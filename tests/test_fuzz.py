@@ -86,7 +86,7 @@ class Harness:
     """A server and a connected client on an event loop in a thread of their own, so that
     hypothesis (synchronous) can call tools."""
 
-    def __init__(self, workspace: Path, *, catalog: Path | None = None):
+    def __init__(self, workspace: Path, *, catalog: Path | None = None, **settings):
         from fastmcp import Client
 
         from stac_gdal_mcp.server import build_server
@@ -103,8 +103,11 @@ class Harness:
                     "path": str(catalog or Path(stac_gdal_mcp.__file__).parent / "data/sample/catalog.json"),
                 }
             ],
-            network={"allow_private_hosts": False, "timeout_s": 5, "max_retries": 0},
-            limits={"job_timeout_s": 60},
+            **{
+                "network": {"allow_private_hosts": False, "timeout_s": 5, "max_retries": 0},
+                "limits": {"job_timeout_s": 60},
+                **settings,  # (a section given here replaces the one above whole)
+            },
         )
         self.mcp = build_server(self.settings)
         self.loop = asyncio.new_event_loop()

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import json
 
+import geopandas
+import numpy as np
 import pytest
+import shapely
 from test_fuzz import Harness, _workspace_consistent
+from test_geoparquet_hostile import good  # noqa: F401 (a fixture: a stac-geoparquet file)
 from test_hostile_inputs import _check
 
 SQUARE = {"type": "Polygon", "coordinates": [[[13.6, 45.92], [13.61, 45.92], [13.61, 45.93], [13.6, 45.92]]]}
@@ -75,3 +79,51 @@ def test_fields_never_strip_id_or_collection(harness):
                 item.keys(),
             )
             assert "links" not in item or "-links" not in fields
+
+
+ONE_ELEMENT = {
+    "op": "t_intersects",
+    "args": [{"property": "datetime"}, {"interval": ["2024-06-19T00:00:00Z"]}],
+}
+ONE_ELEMENT_TEXT = "T_INTERSECTS(datetime, INTERVAL('2024-06-19T00:00:00Z'))"
+CQL2 = [
+    ("search_items", {"filter": ONE_ELEMENT, "filter_lang": "cql2-json"}, ("filter", "interval")),
+    ("search_items", {"filter": ONE_ELEMENT_TEXT}, ("filter", "interval")),
+    ("search_items", {"filter": ONE_ELEMENT, "detail": "count"}, ("filter", "interval")),
+    ("save_search", {"search": {"filter": ONE_ELEMENT, "filter_lang": "cql2-json"}}, ("filter", "interval")),
+]
+
+
+def test_an_interval_of_one_element_is_one_line(harness, good, tmp_path):  # noqa: F811
+    """On the sample (a local catalog) and on a stac-geoparquet file (CQL2 made SQL for DuckDB:
+    it failed bare there)."""
+    geoparquet = Harness(tmp_path / "workspace", catalog=good)
+    try:
+        for where in (harness, geoparquet):
+            failures = _check(where, CQL2)
+            assert not failures, "\n".join(failures)
+    finally:
+        geoparquet.close()
+
+
+def test_an_id_property_naming_the_geometry_column_is_one_line(tmp_path):
+    """A GeoParquet zones file, small and at region scale (more zones than
+    limits.zonal_region_zones), run and dry run."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    k = np.arange(50)
+    x, y = 13.6 + (k % 10) * 0.002, 45.92 + (k // 10) * 0.002
+    zones = geopandas.GeoDataFrame(
+        {"name": [f"f{i}" for i in k]}, geometry=shapely.box(x, y, x + 0.0015, y + 0.0015), crs=4326
+    )
+    zones.to_parquet(workspace / "zones.parquet")
+    arguments = {"geometries": "zones.parquet", "search": S2_JUNE, "id_property": "geometry"}
+    corpus = [("zonal_stats", arguments, ("id_property", "geometry column"))]
+    corpus.append(("zonal_stats", {**arguments, "dry_run": True}, ("id_property", "geometry column")))
+    for region_zones in (1000, 10):  # (50 zones: an ordinary call; then region scale)
+        harness = Harness(workspace, limits={"job_timeout_s": 60, "zonal_region_zones": region_zones})
+        try:
+            failures = _check(harness, corpus)
+            assert not failures, "\n".join(failures)
+        finally:
+            harness.close()

@@ -305,3 +305,27 @@ def test_a_signed_parquet_url_is_a_geoparquet_catalog():
     signed = CatalogConfig(id="gp", url="https://example.org/snap/items.parquet?sv=2024&sig=abc")
     assert signed.kind == "geoparquet"
     assert CatalogConfig(id="api", url="https://example.org/stac/v1").kind == "api"
+
+
+@pytest.mark.parametrize(
+    "address", ["not an address", "file:///etc/passwd", "tcp://" + "x" * 10_240, "tcp://host", "tcp://host:0"]
+)
+def test_a_dask_scheduler_that_is_not_an_address_is_refused_at_load(address, monkeypatch):
+    """One line naming the setting, the value shown shortened: every call on the cluster would
+    otherwise fail (bare) later. From an argument and from the environment alike."""
+    with pytest.raises(ConfigError) as info:
+        load_settings(dask_scheduler=address)
+    text = str(info.value)
+    assert text.startswith("dask_scheduler ") and "tcp://host:port" in text, text
+    assert "\n" not in text and len(text) < 300, text
+    monkeypatch.setenv("STAC_GDAL_MCP_DASK_SCHEDULER", address)
+    with pytest.raises(ConfigError, match="is not a dask scheduler address"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["tcp://127.0.0.1:8786", "127.0.0.1:8786", "tls://scheduler.example.org:8786", "tcp://[::1]:8786"],
+)
+def test_dask_scheduler_addresses_are_accepted(address):
+    assert load_settings(dask_scheduler=address).dask_scheduler == address

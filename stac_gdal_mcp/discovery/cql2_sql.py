@@ -152,7 +152,12 @@ class _Translator:
             sql = self.column(name)
             return sql, sql
         if isinstance(node, dict) and "interval" in node:
-            start, end = node["interval"]
+            bounds = node["interval"]
+            if not isinstance(bounds, list) or len(bounds) != 2:
+                raise InvalidFilter(
+                    f"filter: an interval is [start, end] ('..' open), not {str(bounds)[:80]}"
+                )
+            start, end = bounds
             return (
                 "'-infinity'::TIMESTAMPTZ" if start == ".." else instant(start),
                 "'infinity'::TIMESTAMPTZ" if end == ".." else _end_instant(end),

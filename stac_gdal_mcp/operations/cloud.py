@@ -412,7 +412,7 @@ def measure(core, request: CloudCoverStats, job: Job | None = None) -> CloudCove
     with contextlib.ExitStack() as stack:
         cluster = None
         if total and core.settings.dask_scheduler:  # each mask counted on a worker
-            cluster = stack.enter_context(contextlib.closing(Cluster(core, request)))
+            cluster = stack.enter_context(contextlib.closing(Cluster(core, request, job)))
         count = counting(core, request, job, cluster)
         rows = each(
             job,

@@ -10,33 +10,31 @@ import logging
 import re
 import sys
 import threading
+import time
 from typing import Any
 
-from ..errors import AssetUnreadable, OperationCancelled, StacGdalMcpError, Unreachable
+from ..errors import AssetUnreadable, OperationCancelled, StacGdalMcpError
+from .dask_client import CONNECT_S, bounded, dask_client
 from .jobs import Job
 
 log = logging.getLogger(__name__)
 
-_CLIENTS: dict[str, Any] = {}
-_CLIENTS_LOCK = threading.Lock()
+
+def cluster(core, job: Job):
+    """The client of `settings.dask_scheduler`, connected (or reused) within the job's time."""
+    return dask_client(core.settings.dask_scheduler, job.seconds_left(CONNECT_S))
 
 
-def dask_client(address: str):
-    """A dask.distributed Client for `address`, connected once and reused."""
-    with _CLIENTS_LOCK:
-        client = _CLIENTS.get(address)
-        if client is not None and client.status == "running":
-            return client
-        from distributed import Client
+def on_cluster(core, job: Job, doing: str, fn, *args, **kwargs):
+    """A call on the cluster (`bounded`) within what is left of the job's time."""
+    deadline = time.monotonic() + job.seconds_left(float(core.settings.limits.job_timeout_s or 3600))
+    return bounded(core.settings.dask_scheduler, deadline, doing, fn, *args, **kwargs)
 
-        try:
-            client = Client(address, set_as_default=False, timeout=10)
-        except (OSError, TimeoutError) as exc:
-            raise Unreachable(
-                f"the dask scheduler at {address} (settings.dask_scheduler) cannot be reached: {exc}"
-            ) from None
-        _CLIENTS[address] = client
-        return client
+
+def cancel_later(client, futures) -> None:
+    """Cancel `futures` without waiting: a scheduler that stopped answering must not hold the
+    caller (the cancel is sent on a thread of its own)."""
+    threading.Thread(target=client.cancel, args=(list(futures),), daemon=True, name="dask-cancel").start()
 
 
 def scheduler_name(core) -> str:
@@ -74,7 +72,7 @@ def compute(core, job: Job, *arrays):
     try:
         address = core.settings.dask_scheduler
         if address:
-            return _compute_distributed(dask_client(address), job, arrays)
+            return _compute_distributed(core, cluster(core, job), job, arrays)
         with warnings.catch_warnings():
             # a pixel or a day with no usable value is expected (clouds): it becomes NaN, quietly
             warnings.filterwarnings(
@@ -149,7 +147,7 @@ def compute_stream(core, job: Job, parts, *, ahead: int = 2):
     job.limit_time(core.settings.limits.job_timeout_s)
     address = core.settings.dask_scheduler
     if address:
-        yield from _stream_distributed(core, dask_client(address), job, iter(parts), max(1, ahead))
+        yield from _stream_distributed(core, cluster(core, job), job, iter(parts), max(1, ahead))
     else:
         yield from _stream_threads(core, job, iter(parts), max(1, ahead))
 
@@ -226,10 +224,8 @@ def _stream_threads(core, job: Job, parts, ahead: int):
 
 
 def _stream_distributed(core, client, job: Job, parts, ahead: int):
-    import time
-
     # a part per worker thread at least: each thread then has work while a part ends
-    ahead = max(ahead, sum(client.nthreads().values()))
+    ahead = max(ahead, sum(on_cluster(core, job, "counting its threads", client.nthreads).values()))
     running: dict = {}
     try:
         while True:
@@ -249,15 +245,13 @@ def _stream_distributed(core, client, job: Job, parts, ahead: int):
                     raise PartFailed(key, _clean(_reason(exc, core.settings)))
                 if future.status == "cancelled":
                     raise PartFailed(key, "its tasks were cancelled on the dask cluster")
-                yield key, future.result()
+                yield key, on_cluster(core, job, "sending a result", future.result, tasks=True)
     finally:
         if running:
-            client.cancel(list(running))
+            cancel_later(client, running)
 
 
-def _compute_distributed(client, job: Job, arrays):
-    import time
-
+def _compute_distributed(core, client, job: Job, arrays):
     futures = client.compute(list(arrays))
     total = len(futures)
     try:
@@ -267,9 +261,9 @@ def _compute_distributed(client, job: Job, arrays):
             if done == total:
                 break
             time.sleep(0.1)
-        return client.gather(futures)
+        return on_cluster(core, job, "sending the results", client.gather, futures, tasks=True)
     except BaseException:
-        client.cancel(futures)
+        cancel_later(client, futures)
         raise
 
 

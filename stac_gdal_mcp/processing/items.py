@@ -149,18 +149,18 @@ class Cluster:
     (`run`). `shared` (what every item's work needs: the request, its zones) travels once,
     scattered to every worker; `key` names the call on the workers."""
 
-    def __init__(self, core, shared):
+    def __init__(self, core, shared, job: Job):
         import uuid
 
-        from .dask_runtime import dask_client
+        from .dask_runtime import cluster, on_cluster
 
-        self.client = dask_client(core.settings.dask_scheduler)
+        self.client = cluster(core, job)
         self.key = uuid.uuid4().hex
-        self.shared = self.client.scatter(shared, broadcast=True, hash=False)
-
-    @property
-    def threads(self) -> int:
-        return sum(self.client.nthreads().values())
+        # every call on the cluster within the job's time (a scheduler may stop answering)
+        self.call = lambda doing, fn, *args, **kwargs: on_cluster(core, job, doing, fn, *args, **kwargs)
+        self.shared = self.call("sharing the call", self.client.scatter, shared, broadcast=True, hash=False)
+        self.names = sorted(self.call("counting its workers", self.client.nthreads))
+        self.threads = sum(self.call("counting its threads", self.client.nthreads).values())
 
     def run(self, job: Job, fn: Callable, *args, place: str | None = None):
         """`fn(shared, key, *args)` on a worker; waits for it, checking the job (a stop cancels
@@ -169,11 +169,10 @@ class Cluster:
         read stay in that worker's /vsicurl/ cache (zonal statistics at region scale measure an
         item once per group of zones; measured 2.16x -> 1.18x the bytes of the touched tiles)."""
         workers = None
-        if place is not None:
+        if place is not None and self.names:
             import zlib
 
-            names = sorted(self.client.scheduler_info()["workers"])
-            workers = names and [names[zlib.crc32(place.encode()) % len(names)]]
+            workers = [self.names[zlib.crc32(place.encode()) % len(self.names)]]
         future = self.client.submit(
             _on_worker, fn, self.shared, self.key, *args, pure=False, workers=workers or None
         )
@@ -185,7 +184,9 @@ class Cluster:
                 except TimeoutError:
                     job.check()
         except BaseException:
-            future.cancel()
+            from .dask_runtime import cancel_later
+
+            cancel_later(self.client, [future])
             raise
         if isinstance(error, CallRefused):
             raise error
@@ -195,7 +196,7 @@ class Cluster:
 
     def close(self) -> None:
         """Let the workers drop what was shared."""
-        self.shared.release()
+        self.shared.release()  # (a message on the client's batched stream: it does not wait)
 
 
 _KEPT: dict[str, Any] = {}

@@ -51,6 +51,12 @@ class Job:
     def out_of_time(self) -> bool:
         return self._deadline is not None and time.monotonic() > self._deadline
 
+    def seconds_left(self, most: float) -> float:
+        """Seconds before the time limit, at most `most` (`most` when there is no limit)."""
+        if self._deadline is None:
+            return most
+        return max(0.0, min(most, self._deadline - time.monotonic()))
+
     @property
     def should_stop(self) -> bool:
         return self._cancelled.is_set() or self.out_of_time

@@ -326,7 +326,7 @@ def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[l
     with contextlib.ExitStack() as stack:
         measure = measure_assets
         if total and core.settings.dask_scheduler:  # a worker thread per item in flight
-            cluster = stack.enter_context(contextlib.closing(Cluster(core, call.request)))
+            cluster = stack.enter_context(contextlib.closing(Cluster(core, call.request, job)))
             workers = max(1, min(2 * cluster.threads, total))  # (one waiting while one runs)
             measure = on_cluster(cluster)
         results = each(

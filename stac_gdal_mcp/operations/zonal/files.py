@@ -182,7 +182,7 @@ def _parquet_batches(path: Path, label: str, id_property: str | None) -> Iterato
     geo = json.loads(metadata.get(b"geo", b"{}"))
     geometry = geo.get("primary_column", "geometry")
     names = source.schema_arrow.names
-    _has(names, id_property, label)
+    _has(names, id_property, label, geometry)
     if geometry not in names:
         raise InvalidArgument(f"geometries file {label} has no geometry column (GeoParquet's 'geo' metadata)")
     index = [
@@ -211,7 +211,12 @@ def _native_batches(path: Path, columns: list[str], id_column: str | None) -> It
         yield shapely.to_wkb(part.geometry.to_numpy()), (part[id_column].tolist() if id_column else None)
 
 
-def _has(names: list[str], id_property: str | None, label: str) -> None:
+def _has(names: list[str], id_property: str | None, label: str, geometry: str | None = None) -> None:
+    if id_property is not None and id_property == geometry:
+        raise InvalidArgument(
+            f"id_property {shown(id_property, 80)} is the geometry column of geometries file {label}, "
+            "not a property naming each zone"
+        )
     if id_property is not None and id_property not in names:
         raise InvalidArgument(
             f"geometries file {label} has no property {shown(id_property, 80)} (id_property)"
