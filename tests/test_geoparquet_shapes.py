@@ -1,0 +1,156 @@
+"""Every query shape's answer equals DuckDB's own SQL written by hand over the same files: the
+wide file of real Planetary Computer items (tests/real_items, 13 collections), the same rows in
+Planetary Computer parts and in hive folders. The hand-written SQL is pgstac's rules spelled out
+(an item's time is start_datetime..end_datetime where it has both, else datetime; the order is
+the sort key then collection and id, NULLS as PostgreSQL puts them), with shapely testing the
+footprints of the bbox candidates for `intersects` (DuckDB's spatial extension is not here).
+
+And a walk with a CQL2 condition over many parts, in a fresh process, stays under its memory
+bound (limits.query_memory_mb + the process's own margin), DuckDB's memory counted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import duckdb
+import pytest
+import real_snapshots as rs
+import shapely
+from shapely.geometry import shape
+
+from stac_gdal_mcp import Session
+
+START = "(CASE WHEN start_datetime IS NOT NULL AND end_datetime IS NOT NULL THEN start_datetime ELSE datetime END)"
+END = (
+    "(CASE WHEN start_datetime IS NOT NULL AND end_datetime IS NOT NULL THEN end_datetime ELSE datetime END)"
+)
+NEWEST = f"ORDER BY {START} DESC NULLS FIRST, collection DESC NULLS FIRST, id DESC NULLS FIRST"
+CLEAREST = 'ORDER BY "eo:cloud_cover" ASC NULLS LAST, collection ASC NULLS LAST, id ASC NULLS LAST'
+CLOUDIEST = 'ORDER BY "eo:cloud_cover" DESC NULLS FIRST, collection DESC NULLS FIRST, id DESC NULLS FIRST'
+BOX = [-115.0, 30.0, -100.0, 45.0]
+TRIANGLE = {
+    "type": "Polygon",
+    "coordinates": [[[-125.0, 25.0], [-70.0, 25.0], [-100.0, 50.0], [-125.0, 25.0]]],
+}
+SPAN = ("2021-06-01T00:00:00Z/2022-06-30T23:59:59Z", "2021-06-01 00:00:00+00", "2022-06-30 23:59:59+00")
+CLEAR = '"eo:cloud_cover" < 20'
+PAGE = 50
+MARGIN_MB = 384  # the server process with its libraries and one page (docs/security.md)
+
+
+def _overlap(box) -> str:
+    w, s, e, n = box
+    return f"bbox.xmin <= {e} AND bbox.xmax >= {w} AND bbox.ymin <= {n} AND bbox.ymax >= {s}"
+
+
+WHEN = f"{START} <= TIMESTAMPTZ '{SPAN[2]}' AND {END} >= TIMESTAMPTZ '{SPAN[1]}'"
+LATER = ("2013-01-01T00:00:00Z/2024-12-31T23:59:59Z", "2013-01-01 00:00:00+00", "2024-12-31 23:59:59+00")
+AFTER = f"{START} <= TIMESTAMPTZ '{LATER[2]}' AND {END} >= TIMESTAMPTZ '{LATER[1]}'"
+NORTH = [-180.0, 0.0, 180.0, 90.0]  # the northern hemisphere
+SHAPES = {  # name -> (search arguments, WHERE, ORDER BY, footprint test)
+    "default": ({}, "TRUE", NEWEST, None),
+    "bbox": ({"bbox": BOX}, _overlap(BOX), NEWEST, shape({"type": "Polygon", "coordinates": [[
+        [BOX[0], BOX[1]], [BOX[2], BOX[1]], [BOX[2], BOX[3]], [BOX[0], BOX[3]], [BOX[0], BOX[1]]]]})),
+    "intersects": ({"intersects": TRIANGLE}, _overlap(shape(TRIANGLE).bounds), NEWEST, shape(TRIANGLE)),
+    "datetime": ({"datetime": SPAN[0]}, WHEN, NEWEST, None),
+    "filter": ({"filter": CLEAR}, CLEAR, NEWEST, None),
+    "combined": ({"bbox": NORTH, "datetime": LATER[0], "filter": CLEAR, "sortby": "-eo:cloud_cover"},
+                 f"{_overlap(NORTH)} AND {AFTER} AND {CLEAR}", CLOUDIEST, None),
+    "sortby": ({"sortby": "eo:cloud_cover"}, "TRUE", CLEAREST, None),
+    "collection": ({"collections": ["sentinel-2-l2a"]}, "collection = 'sentinel-2-l2a'", NEWEST, None),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    """The real items, 60 copies each (2,760 rows): one wide file, PC parts, hive folders."""
+    items = rs.real_items()
+    tbl = rs.by_time(rs.repeated(rs.table(rs.copies(items, 1)), 60), "collection")
+    root = tmp_path_factory.mktemp("shapes")
+    described = rs.collections(items)
+    one = rs.write(tbl, root / "one.parquet", described)
+    pc = rs.write_pc_layout(tbl, root / "pc", 3, described)
+    hive = rs.write_hive_layout(tbl, root / "hive", described)
+    chosen = [tbl["id"][5].as_py(), tbl["id"][2000].as_py(), "nosuch"]
+    SHAPES["ids"] = ({"ids": chosen}, "id IN (" + ", ".join(f"'{i}'" for i in chosen) + ")", NEWEST, None)
+    return {"wide file": (one, [one]), "pc parts": (root / "pc", pc), "hive": (root / "hive", hive)}
+
+
+def by_hand(files, where: str, order: str, area) -> tuple[list[str], int]:
+    """The first page's ids and the count, by DuckDB's own SQL (and shapely for the footprints)."""
+    listed = ", ".join(f"'{f}'" for f in files)
+    source = f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false)"
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    rows = con.sql(f"SELECT id, geometry FROM {source} WHERE {where} {order}").fetchall()
+    if area is not None:
+        hits = shapely.intersects(shapely.from_wkb([r[1] for r in rows]), area)
+        rows = [r for r, hit in zip(rows, hits, strict=True) if hit]
+    return [r[0] for r in rows[:PAGE]], len(rows)
+
+
+@pytest.mark.parametrize("name", [*SHAPES, "ids"])
+@pytest.mark.parametrize("layout", ["wide file", "pc parts", "hive"])
+def test_each_shape_answers_as_duckdb_by_hand(make_settings, sources, layout, name):
+    path, files = sources[layout]
+    args, where, order, area = SHAPES[name]
+    ids, matched = by_hand(files, where, order, area)
+    assert matched > 0  # each shape finds something to compare
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    with Session(settings) as session:
+        page = session.search(catalog="gp", limit=PAGE, fields=["id"], **args)
+        counted = session.search(catalog="gp", detail="count", **args).matched
+        full = session.search(catalog="gp", limit=3, detail="full", **args)
+    assert [i.id for i in page.items] == ids
+    assert page.matched == matched and counted == matched
+    assert [i["id"] for i in full.items] == ids[:3]  # whole items too, the same rows
+
+
+PROBE = """
+import json, re, sys
+from stac_gdal_mcp import Session
+from stac_gdal_mcp.settings import load_settings
+path, workspace = sys.argv[1], sys.argv[2]
+settings = load_settings(catalogs=[{"id": "gp", "path": path}], default_catalog="gp", workspace=workspace,
+                         limits={"query_memory_mb": 256})
+pages = []
+with Session(settings) as s:
+    cursor = None
+    for _ in range(20):
+        r = s.search(limit=100, filter='"eo:cloud_cover" < 50', cursor=cursor)
+        pages.append(len(r.items))
+        cursor = r.next_cursor
+        if cursor is None:
+            break
+status = open("/proc/self/status").read()  # VmHWM: this program's peak RSS
+print(json.dumps([pages, int(re.search(r"VmHWM:\\s*(\\d+) kB", status).group(1)) // 1024]))
+"""
+
+
+def test_a_conditional_walk_over_many_parts_stays_under_its_memory_bound(tmp_path):
+    """A CQL2 walk over 27,600 real rows in 240 parts of ~115 columns (a folder of parts whose
+    names say nothing: every part is read), 20 pages of summaries (whole rows read), in a fresh
+    process: its peak RSS, DuckDB's buffers and footer cache included, stays under
+    query_memory_mb + MARGIN_MB."""
+    items = rs.real_items()
+    tbl = rs.by_time(rs.repeated(rs.table(rs.copies(items, 1)), 600), "collection")
+    meta, n = rs._metadata(tbl, rs.collections(items)), -(-tbl.num_rows // 240)
+    parts = [
+        rs.write(tbl.slice(k * n, n), tmp_path / "pc" / f"part-{k:04d}.parquet", meta=meta)
+        for k in range(240)
+    ]
+    expected = sum(1 for v in tbl["eo:cloud_cover"].to_pylist() if v is not None and v < 50)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(PROBE), str(tmp_path / "pc"), str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    pages, rss = json.loads(done.stdout)
+    assert len(parts) == 240 and sum(pages) == min(expected, 2000) and pages[0] == 100
+    assert rss < 256 + MARGIN_MB, f"peak RSS {rss} MB"
