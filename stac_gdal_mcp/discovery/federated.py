@@ -57,6 +57,7 @@ from .acquisitions import DEDUP_SECONDS, Facts, epoch, order, same_acquisition
 from .fields import apply_fields, parse_fields
 from .query import SEARCH_KEYWORDS, Search, SearchKeywords, check_names, check_search
 from .search import answer_budget, search_items, search_page
+from .sources import open_source
 from .summaries import item_summary
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ def _fetch(
     search, signed where the catalog needs it."""
     start, skip = stream.read_position()
     limit = max(1, min(skip + n, core.settings.limits.max_items))
-    catalog = core.catalogs.get(stream.catalog)
+    catalog = open_source(core, stream.catalog)
     notes: list[str] = []
     if start is None:
         args, cursor = {**search.keywords(), "collections": stream.collections}, None

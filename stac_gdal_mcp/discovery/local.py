@@ -1,12 +1,17 @@
-"""The search arguments applied in-process to the items of a local catalog (cql2 + shapely)."""
+"""A local catalog as a `Source` (`LocalSource`): the search arguments applied in-process to its
+items (cql2 + shapely), its queryables inferred from them."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from ..catalogs import cursors
+from ..catalogs.bounds import ID_CHARS, cut
 from ..errors import InvalidFilter
+from ..models import Queryable, Queryables
 from . import params as p
 from .query import Search, and_all
+from .source import Source, search_from_cursor
 
 
 def _item_interval(item: dict) -> tuple[datetime | None, datetime | None]:
@@ -107,3 +112,62 @@ def _matches(condition, item: dict, search: Search) -> bool:
             f"{' / '.join(names)} cannot be evaluated on item '{str(item.get('id'))[:100]}' ({exc}): "
             "check the operators, that each property exists (get_queryables) and has the type compared with"
         ) from None
+
+
+class LocalSource(Source):
+    """A local catalog (catalogs.LocalCatalog: a static catalog, an ItemCollection, newline-
+    delimited items, the workspace), searched in memory."""
+
+    def page(self, search, state, limit, budget, notes, fields=None):
+        if state is not None:
+            search = search_from_cursor(state)
+        self.check_collections(search.collections)
+        matches = local_search(self.catalog.items, search)
+        offset = cursors.offset(state, total=len(matches)) if state is not None else 0
+        features = []
+        for feature in matches[offset : offset + limit]:
+            if not budget.take(feature):
+                break
+            features.append(feature)
+        end = offset + len(features)
+        next_state = {"search": search.__dict__, "offset": end} if end < len(matches) else None
+        return features, len(matches), next_state
+
+    def queryables(self, collection_id: str | None) -> Queryables:
+        """The items' properties with the type of their values (in-process filters take them)."""
+        items = self.catalog.items
+        if collection_id is not None:
+            self.catalog.collection(collection_id)
+            items = [i for i in items if i.get("collection") == collection_id]
+        return Queryables(
+            collection_id=collection_id,
+            queryables=_infer_queryables(items),
+            notes=["local catalog: queryables inferred from the items' properties; filters run in-process"],
+        )
+
+
+def _infer_queryables(items: list[dict]) -> list[Queryable]:
+    kinds: dict[str, str] = {
+        "id": "string",
+        "collection": "string",
+        "geometry": "geometry",
+        "datetime": "datetime",
+    }
+    for item in items:
+        for key, value in item.get("properties", {}).items():
+            if key in kinds or value is None:
+                continue
+            kinds[key] = (
+                "boolean"
+                if isinstance(value, bool)
+                else "integer"
+                if isinstance(value, int)
+                else "number"
+                if isinstance(value, float)
+                else "string"
+                if isinstance(value, str)
+                else "array"
+                if isinstance(value, list)
+                else "object"
+            )
+    return [Queryable(name=cut(k, ID_CHARS), type=v) for k, v in sorted(kinds.items())]

@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING, Any
 from ..catalogs import cursors
 from ..catalogs.geoparquet import quote
 from ..errors import GeoparquetError, LimitExceeded
+from ..models import Queryables
 from . import params as p
 from .cql2_sql import to_sql
 from .query import Search, and_all
+from .source import Source, search_from_cursor
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,6 +89,18 @@ def parquet_page(
     the parts of the items the answer needs (the rest may be left unread, `projection`)."""
     with cat.pinned():
         return _page_of(cat, search, state, limit, budget, fields)
+
+
+class ParquetSource(Source):
+    """stac-geoparquet files (catalogs.GeoparquetCatalog), searched with one SQL query a page."""
+
+    def page(self, search, state, limit, budget, notes, fields=None):
+        search = search_from_cursor(state) if state is not None else search
+        return parquet_page(self.catalog, search, state, limit, budget, fields)
+
+    def queryables(self, collection_id: str | None) -> Queryables:
+        """The properties as the files' Parquet schema types them."""
+        return Queryables(collection_id=collection_id, queryables=self.catalog.queryables(collection_id))
 
 
 def _page_of(

@@ -191,7 +191,9 @@ def search_answer(core, page, ids: list[str], keys: list[str], chosen: bool = Fa
         answer["thumbnail"] = f"{item_uri}/thumbnail" if local else "the thumbnail asset of item_uri"
     matched_is = getattr(page, "matched_is", None)
     if matched_is is None and page.matched is not None and len(ids) == 1:
-        matched_is = "the catalog's count" if core.catalogs.get(ids[0]).kind == "api" else "exact"
+        from .sources import open_source
+
+        matched_is = open_source(core, ids[0]).matched_is
     answer.update(returned=page.returned, matched=page.matched, matched_is=matched_is)
     answer.update(next_cursor=page.next_cursor, notes=page.notes)
     catalogs = getattr(page, "catalogs", None)
