@@ -10,6 +10,7 @@ from pathlib import Path
 from ..errors import CollectionNotFound, ConfigError, ItemNotFound
 from ..models import SearchFeatures
 from ..settings import CatalogConfig
+from .item_shape import well_formed
 from .security import shown as quoted
 
 
@@ -23,6 +24,7 @@ class LocalCatalog:
         self._lock = threading.Lock()
         self._data: tuple[dict[str, dict], list[dict]] | None = None
         self._stamp: tuple[int, int] | None = None
+        self.left_out: list[str] = []  # the items of the wrong shape its files hold (item_shape.py)
 
     @property
     def id(self) -> str:
@@ -56,7 +58,9 @@ class LocalCatalog:
         with self._lock:  # tool calls run in threads: read the files once per version
             stamp = _stamp(self.path)
             if self._data is None or stamp != self._stamp:
-                self._data = _load_local(self.path, self.id)
+                left_out: list[str] = []
+                self._data = _load_local(self.path, self.id, left_out)
+                self.left_out = left_out
                 self._stamp = stamp
             return self._data
 
@@ -99,17 +103,19 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def _load_local(path: Path, catalog_id: str) -> tuple[dict[str, dict], list[dict]]:
+def _load_local(path: Path, catalog_id: str, left_out: list[str]) -> tuple[dict[str, dict], list[dict]]:
+    """(collections, items) of the file at `path`; an item of the wrong shape in an ItemCollection
+    or a newline-delimited file is left out, named in `left_out`."""
     if not path.is_file():
         raise ConfigError(f"local catalog '{catalog_id}': {path} does not exist")
     if path.suffix == ".ndjson":
         with path.open() as f:
             items = [json.loads(line) for line in f if line.strip()]
-        items = [_absolute_hrefs(i, path.parent) for i in items]
+        items = [_absolute_hrefs(i, path.parent) for i in well_formed(items, left_out)]
         return _implied_collections(items), items
     doc = json.loads(path.read_text())
     if doc.get("type") == "FeatureCollection":
-        items = [_absolute_hrefs(i, path.parent) for i in doc.get("features", [])]
+        items = [_absolute_hrefs(i, path.parent) for i in well_formed(doc.get("features", []), left_out)]
         return _implied_collections(items), items
     import pystac
 

@@ -1,5 +1,6 @@
 """Paging helpers every listing shares: the trail of pages one run has read (loops, repeated
-items). The byte budget of one answer is in bounds.py."""
+items), and the end of a run whose caller is gone. The byte budget of one answer is in
+bounds.py."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class PageTrail:
     )
 
     def __init__(self) -> None:
-        self._pages: set[str] = set()
+        self.pages: set[str] = set()
         self._items: set[tuple] = set()
         self.looped = False
 
@@ -39,11 +40,11 @@ class PageTrail:
         return f"{method} {href} " + json.dumps(body, sort_keys=True, default=str)
 
     def visit(self, href: str, method: str, body: dict | None) -> None:
-        self._pages.add(self._key(href, method, body))
+        self.pages.add(self._key(href, method, body))
 
     def leads_back(self, href: str, method: str, body: dict | None) -> bool:
         """Whether a `next` page is one already read; marks the loop."""
-        if self._key(href, method, body) in self._pages:
+        if self._key(href, method, body) in self.pages:
             self.looped = True
             return True
         return False
@@ -61,3 +62,16 @@ class PageTrail:
     def stale_page(self) -> None:
         """A page that brought no new item: a loop by another name."""
         self.looped = True
+
+
+def stop_if_abandoned() -> None:
+    """Raise the cancellation of the request this thread works for once it was cancelled (its
+    client gave up or left), so that a run over a remote thing stops at its next page. The
+    server runs a call in an AnyIO worker thread, which can ask its host task; any other thread
+    (a notebook's, a pool's) goes on."""
+    from anyio.from_thread import check_cancelled
+
+    try:
+        check_cancelled()
+    except RuntimeError:  # not an AnyIO worker thread (NoEventLoopError)
+        pass

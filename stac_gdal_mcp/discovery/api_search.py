@@ -11,11 +11,14 @@ translation or client-side step is reported in `notes`. A cursor's state holds t
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..catalogs import PageTrail, ResultBudget, cursors
+from ..catalogs.item_shape import left_out_notes, stated_count, well_formed
+from ..catalogs.paging import stop_if_abandoned
 from ..errors import InvalidCursor, NotFound, NotSupported
 from ..models import CollectionList, Queryable, Queryables
 from ..stac import find_link, link_href
@@ -161,11 +164,50 @@ def next_page(page: Page, response: dict) -> Page | None:
     return Page(href=link["href"], method=method, body=body if method == "POST" else None)
 
 
-def _matched(response: dict) -> int | None:
+def _matched(response: dict, notes: list[str]) -> int | None:
+    """The count the API states (numberMatched, else context.matched) when it is one."""
     if response.get("numberMatched") is not None:
-        return int(response["numberMatched"])
-    context = response.get("context") or {}
-    return context.get("matched")
+        return stated_count(response["numberMatched"], "numberMatched", notes)
+    context = response.get("context")
+    return (
+        stated_count(context.get("matched"), "context.matched", notes) if isinstance(context, dict) else None
+    )
+
+
+@dataclass
+class Walk:
+    """The bounds of one run over an API's pages, and what it met: at most `max_pages` pages,
+    none started after `deadline` (time.monotonic) or once the call was abandoned; the trail
+    of pages and items read (loops), the items of the wrong shape left out (`left_out`) and
+    the notes on what the API said (`notes`). `stopped` says why the run ended early."""
+
+    max_pages: int
+    deadline: float
+    limit_s: float
+    trail: PageTrail = field(default_factory=PageTrail)
+    left_out: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    stopped: str | None = None
+
+    @classmethod
+    def of(cls, settings, max_pages: int) -> Walk:
+        """A run bounded by `max_pages` and limits.job_timeout_s from now."""
+        limit_s = settings.limits.job_timeout_s
+        return cls(max_pages, time.monotonic() + limit_s, limit_s)
+
+    def go_on(self, pages: int) -> bool:
+        """Whether page number `pages` (0: the first) may be read; else why not, in `stopped`."""
+        stop_if_abandoned()
+        if pages >= self.max_pages:
+            self.stopped = f"{self.max_pages} pages"
+        elif pages and time.monotonic() > self.deadline:
+            self.stopped = f"{self.limit_s:g} s (limits.job_timeout_s)"
+        return self.stopped is None
+
+    def all_notes(self, catalog_id: str) -> list[str]:
+        """The notes of the run: the API's count ignored, the items left out, a paging loop."""
+        loop = [self.trail.note] if self.trail.looped else []
+        return [*self.notes, *left_out_notes(self.left_out, catalog_id), *loop]
 
 
 def api_pages(
@@ -173,16 +215,16 @@ def api_pages(
     page: Page,
     limit: int,
     client_filter: dict | None,
-    trail: PageTrail | None = None,
+    walk: Walk,
     budget: ResultBudget | None = None,
-) -> tuple[list[dict], int | None, Page | None, bool]:
-    """Read pages from `page` until `limit` features are collected (or `budget` is spent).
+) -> tuple[list[dict], int | None, Page | None]:
+    """Read pages from `page` until `limit` features are collected (or `budget` is spent, or
+    `walk` ends: its page bound, its deadline, a `next` link back to a page already read, a
+    page of items already returned).
 
-    Returns (features, matched on the first page read, where the next call starts, whether the
-    scan stopped early because of the client-side page budget). A `next` link back to a page
-    already read, or a page of items already returned, ends the run (`trail.looped`).
-    """
-    trail = trail if trail is not None else PageTrail()
+    Returns (features, matched on the first page read, where the next call starts). Items of
+    the wrong shape are left out (item_shape.py), noted on the walk once (on the page read from
+    its start)."""
     expr = None
     if client_filter is not None:
         import cql2
@@ -190,37 +232,41 @@ def api_pages(
         expr = cql2.Expr(client_filter)
     collected: list[dict] = []
     matched = None
-    for scanned in range(MAX_SCAN_PAGES if expr is not None else 10**9):
-        trail.visit(page.href, page.method, page.body)
+    scanned = 0
+    while walk.go_on(scanned):
+        walk.trail.visit(page.href, page.method, page.body)
         response = catalog.request(page.href, page.method, page.body)
         if scanned == 0:
-            matched = _matched(response)
-        features = response.get("features", [])
+            matched = _matched(response, walk.notes)
+        scanned += 1
+        left_out: list[str] = []
+        features = well_formed(response.get("features", []), left_out)
+        walk.left_out += left_out if page.skip == 0 else []
         following = next_page(page, response)
-        if following is not None and trail.leads_back(following.href, following.method, following.body):
+        if following is not None and walk.trail.leads_back(following.href, following.method, following.body):
             following = None
         fresh = 0
         for index in range(page.skip, len(features)):
             feature = features[index]
-            if not trail.new_item(feature):
+            if not walk.trail.new_item(feature):
                 continue
             fresh += 1
             if expr is not None and not expr.matches(feature):
                 continue
             if budget is not None and not budget.take(feature):
-                return collected, matched, Page(page.href, page.method, page.body, index), False
+                return collected, matched, Page(page.href, page.method, page.body, index)
             collected.append(feature)
             if len(collected) == limit:
                 if index + 1 < len(features):
-                    return collected, matched, Page(page.href, page.method, page.body, index + 1), False
-                return collected, matched, following, False
+                    return collected, matched, Page(page.href, page.method, page.body, index + 1)
+                return collected, matched, following
         if features and not fresh:
-            trail.stale_page()
+            walk.trail.stale_page()
             following = None
-        if following is None or not features:
-            return collected, matched, None, False
+        if following is None or not (features or left_out):
+            return collected, matched, None
         page = following
-    return collected, matched, page, True
+    return collected, matched, page
 
 
 def _page_from_cursor(state: dict, cat: RemoteCatalog) -> Page:
@@ -243,6 +289,7 @@ def _same_origin(href: str, base: str) -> bool:
 
 COUNT_PAGE = 1000  # items asked per page while counting (an API may send fewer)
 COUNT_MAX = 100_000  # matches counted one by one at most
+COUNT_PAGES = 200  # pages read at most while counting (an API that never ends its pages)
 ID_ONLY = Fields(include=("id",), exclude=("links",))  # an API adds each item's links unless told
 
 
@@ -265,17 +312,18 @@ class ApiSource(Source):
             page = _page_from_cursor(state, cat)
             client_filter = cursors.checked(state, "client_filter", dict)
             plan_notes = cursors.checked(state, "notes", list) or []
-        trail = PageTrail()
-        features, matched, following, stopped = api_pages(cat, page, limit, client_filter, trail, budget)
-        if trail.looped:
-            notes.append(trail.note)
+        walk = Walk.of(cat.settings, MAX_SCAN_PAGES if client_filter is not None else limit + 1)
+        features, matched, following = api_pages(cat, page, limit, client_filter, walk, budget)
+        notes += walk.all_notes(cat.id)
         if client_filter is not None:
             matched = None  # the API's count does not include the client-side conditions
-        if stopped:
+        if walk.stopped == f"{MAX_SCAN_PAGES} pages" and client_filter is not None:
             notes.append(
                 f"stopped after reading {MAX_SCAN_PAGES} pages while filtering client-side; "
                 "use next_cursor to keep scanning, or narrow the search"
             )
+        elif walk.stopped:
+            notes.append(f"stopped paging after {walk.stopped}; use next_cursor to continue")
         if not features and search is not None and search.collections:
             self.check_collections(search.collections)
         if following is None:
@@ -295,34 +343,44 @@ class ApiSource(Source):
         plan = plan_api_search(cat, search, page_size=COUNT_PAGE, fields=ID_ONLY)
         notes += plan.notes
         if plan.client_filter is None:
-            probe = first_page(cat, {**plan.body, "limit": 1})
-            matched = api_pages(cat, probe, 1, None, PageTrail())[1]
+            probe = Walk.of(cat.settings, 1)
+            matched = api_pages(cat, first_page(cat, {**plan.body, "limit": 1}), 1, None, probe)[1]
+            notes += probe.notes
             if matched is not None:
                 return matched, CATALOG_COUNT
-        trail = PageTrail()
-        found, _, following, stopped = api_pages(
-            cat, first_page(cat, plan.body), COUNT_MAX, plan.client_filter, trail
-        )
+        walk = Walk.of(cat.settings, MAX_SCAN_PAGES if plan.client_filter is not None else COUNT_PAGES)
+        found, _, following = api_pages(cat, first_page(cat, plan.body), COUNT_MAX, plan.client_filter, walk)
+        walk.notes.clear()  # what it says of the API's count: the probe's, or unused (client filter)
         total, how = len(found), EXACT
-        if following is not None or stopped:
+        if following is not None:
             how = AT_LEAST
-            limit = f"{MAX_SCAN_PAGES} pages" if stopped else f"{COUNT_MAX:,} matches"
+            limit = walk.stopped or f"{COUNT_MAX:,} matches"
             notes.append(f"counting stopped after {limit}: at least {total:,} items match")
-        if trail.looped:
-            notes.append(trail.note)
+        notes += walk.all_notes(cat.id)
         if not total and search.collections:
             self.check_collections(search.collections)
         return total, how
 
     def all_collections(self, max_pages: int = 50) -> list[dict]:
+        """Every collection, its pages followed up to `max_pages` and limits.job_timeout_s."""
         cat = self.catalog
-        href, params, out, trail = cat.link("data", "collections"), {"limit": 100}, [], PageTrail()
-        for _ in range(max_pages):
-            if trail.leads_back(href, "GET", params):  # a next link back to a page already read
+        href, params, out, walk = (
+            cat.link("data", "collections"),
+            {"limit": 100},
+            [],
+            Walk.of(cat.settings, max_pages),
+        )
+        while walk.go_on(len(walk.trail.pages)):
+            if walk.trail.leads_back(href, "GET", params):  # a next link back to a page already read
                 break
-            trail.visit(href, "GET", params)
+            walk.trail.visit(href, "GET", params)
             response = cat.request(href, "GET", params)
-            out += response.get("collections", [])
+            found = response.get("collections", [])
+            out += (
+                [c for c in found if isinstance(c, dict) and isinstance(c.get("id"), str)]
+                if isinstance(found, list)
+                else []
+            )
             href = link_href(response, "next")
             if not href:
                 break
@@ -351,7 +409,7 @@ class ApiSource(Source):
         return CollectionList(
             collections=[collection_summary(c) for c in collections],
             returned=len(collections),
-            matched=response.get("numberMatched"),
+            matched=stated_count(response.get("numberMatched"), "numberMatched", notes),
             next_cursor=self.core.cursors.encode("collections", cat.id, {"href": following})
             if following
             else None,

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import functools
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
@@ -47,6 +48,7 @@ from pydantic import Field
 from ..catalogs import ResultBudget
 from ..catalogs import cursors as cur
 from ..catalogs.bounds import ID_CHARS, cut
+from ..catalogs.paging import stop_if_abandoned
 from ..catalogs.security import shown
 from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, StacGdalMcpError
 from ..models import Model, SearchResult
@@ -229,11 +231,21 @@ class _Federation:
         self.seen = seen
         self.notes: list[str] = []
         self.deadline_s = 2 * core.settings.network.timeout_s
+        self.limit_s = core.settings.limits.job_timeout_s  # the whole run's, checked between reads
+        self.ends = time.monotonic() + self.limit_s
         workers = min(len(streams), core.settings.limits.max_concurrency)
         self.pool = cf.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="federated")
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def in_time(self) -> bool:
+        """Whether the run may read on: its call not abandoned and limits.job_timeout_s not over."""
+        stop_if_abandoned()
+        if time.monotonic() <= self.ends:
+            return True
+        self._note(f"stopped after {self.limit_s:g} s (limits.job_timeout_s); next_cursor continues")
+        return False
 
     def _note(self, text: str) -> None:
         if text not in self.notes:
@@ -314,7 +326,7 @@ class _Federation:
         out: list[tuple[dict, Stream, list[dict]]] = []
         compare = functools.cmp_to_key(functools.partial(order, self.sortby))
         self.fill({s.index: limit for s in self.streams if s.head() is None})
-        while len(out) < limit:
+        while len(out) < limit and self.in_time():
             empty = {s.index: max(limit - len(out), 1) + 1 for s in self.streams if s.head() is None}
             if empty:
                 self.fill(empty)
@@ -335,7 +347,7 @@ class _Federation:
             if self.by_datetime and facts.t is not None:
                 for _ in range(1000):  # read the others past this item's time window
                     short = [s for s in self.streams if s is not stream and not self._window_ok(s, facts.t)]
-                    if not short:
+                    if not short or not self.in_time():
                         break
                     self.fill({s.index: max(limit - len(out), 1) + 1 for s in short})
             also = []

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from ..catalogs import cursors
 from ..catalogs.bounds import ID_CHARS, cut
+from ..catalogs.item_shape import left_out_notes
 from ..errors import InvalidFilter
 from ..models import Queryable, Queryables
 from . import params as p
@@ -123,6 +124,7 @@ class LocalSource(Source):
             search = search_from_cursor(state)
         self.check_collections(search.collections)
         matches = local_search(self.catalog.items, search)
+        notes += left_out_notes(self.catalog.left_out, self.id)
         offset = cursors.offset(state, total=len(matches)) if state is not None else 0
         features = []
         for feature in matches[offset : offset + limit]:

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..catalogs import ResultBudget, cursors
 from ..catalogs.bounds import ID_CHARS
+from ..catalogs.item_shape import shape_problem
 from ..catalogs.security import shown
-from ..errors import CollectionNotFound, InvalidCursor
+from ..errors import CollectionNotFound, InvalidCursor, StacGdalMcpError
 from ..models import CollectionList, Queryables
 from . import params as p
 from .absent import absent_note
@@ -52,8 +53,15 @@ class Source:
         return self.catalog.collection(collection_id)
 
     def item(self, collection_id: str, item_id: str) -> dict:
-        """The full item, asset hrefs signed where the catalog needs it."""
-        return self.catalog.item(collection_id, item_id)
+        """The full item, asset hrefs signed where the catalog needs it; one of the wrong shape
+        (item_shape.py) is an error naming what is wrong."""
+        item = self.catalog.item(collection_id, item_id)
+        problem = shape_problem(item)
+        if problem is not None:
+            raise StacGdalMcpError(
+                f"item {shown(item_id, ID_CHARS)} of catalog '{self.id}' cannot be read: {problem}"
+            )
+        return item
 
     def sign(self, item: dict) -> dict:
         return self.catalog.sign(item)

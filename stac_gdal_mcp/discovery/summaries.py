@@ -151,18 +151,26 @@ ITEM_KEYS = ("id", "collection", "bbox", "properties")
 ASSET_KEYS = ("href", "type", "roles")
 
 
-def item_view(item: dict, fields=None) -> dict:
+def item_view(item: dict, fields=None, max_bytes: int | None = None) -> dict:
     """What get_item answers: the item's id, collection, bbox and properties, and per asset its
     href, media type, roles and bands (common names, else names) - not its links, geometry nor
     the metadata each asset repeats (raster:bands, proj:*, file:*). The type and roles most
     assets share are said once, as `asset_defaults`; an asset names them only when its own
     differ. `fields` (STAC fields extension, see fields.py) answers those parts of the full item
-    instead."""
+    instead. `max_bytes` (limits.max_result_bytes): a larger answer has its long strings cut,
+    each marked, and a note saying so (catalogs/bounds.py)."""
+    from ..catalogs import ResultBudget
     from .fields import apply_fields, parse_fields
 
     chosen = parse_fields(fields)
-    if chosen is not None:
-        return apply_fields(item, chosen)
+    budget = ResultBudget(max_bytes)
+    view = apply_fields(item, chosen) if chosen is not None else _view(item)
+    fitted = budget.fit(view)
+    return {**fitted, "notes": budget.notes} if budget.shrunk else fitted
+
+
+def _view(item: dict) -> dict:
+    """The item as get_item answers it by default (see item_view)."""
     out = {key: item[key] for key in ITEM_KEYS if item.get(key) is not None}
     assets = {}
     for key, asset in (item.get("assets") or {}).items():

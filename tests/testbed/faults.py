@@ -42,6 +42,8 @@ Every mode also takes `after`, `from_byte` and `times` (see `Fault`). All argume
   `next` link added where there is none) pointing back to the very URL requested, so a
   paging client that does not notice loops forever (`pages`: stop looping after that many).
 - `Respond(status, body=b"", headers=None)`: any fixed answer.
+- `EndlessPages(per_page=1, delay_s=0.0, template=None)`: an item search whose pages never
+  end, each with new items and a new `next` link, and no `numberMatched` (`delay_s`: slow).
 
 Stalls and drips end early when the server closes, so a test never waits for them.
 Nothing is written to stdout.
@@ -245,6 +247,28 @@ class Respond(Fault):
         headers = dict(self.headers or {})
         content_type = headers.pop("Content-Type", "application/octet-stream")
         handler.send_body(self.status, self.body, content_type, headers=headers)
+        return True
+
+
+@dataclass(kw_only=True)
+class EndlessPages(Fault):
+    """An item search whose pages never end: each answer holds `per_page` items never sent
+    before (ids `endless-<n>`), a `next` link to a page not yet asked (`?page=<n+1>`) and no
+    `numberMatched`; `delay_s` before each answer (a slow API)."""
+
+    per_page: int = 1
+    delay_s: float = 0.0
+    template: dict | None = None  # the item each one is made from (id replaced)
+
+    def inject(self, handler, request):
+        if self.delay_s and handler.server_ref.wait(self.delay_s):
+            return True  # the server is closing
+        host = handler.headers.get("Host")
+        first = request.index * self.per_page
+        items = [{**(self.template or {}), "id": f"endless-{first + k}"} for k in range(self.per_page)]
+        next_link = {"rel": "next", "href": f"http://{host}{request.path}?page={request.index + 1}"}
+        page = {"type": "FeatureCollection", "features": items, "links": [next_link]}
+        handler.send_body(200, json.dumps(page).encode(), "application/geo+json")
         return True
 
 

@@ -197,7 +197,8 @@ def get_item(
 ) -> dict[str, Any]:
     """An item: properties, bbox, assets (href, type, roles, bands). Links, geometry, other
     asset metadata: by `fields`."""
-    return item_view(session.get_item(collection_id, item_id, catalog), fields)
+    limit = session.settings.limits.max_result_bytes
+    return item_view(session.get_item(collection_id, item_id, catalog), fields, limit)
 
 
 @session_resource("stac://catalogs", mime_type="application/json")
@@ -217,7 +218,8 @@ def collection_resource(session: Session, catalog: str, collection_id: str) -> s
 )
 def item_resource(session: Session, catalog: str, collection_id: str, item_id: str) -> str:
     """An item as get_item answers it: properties, bbox, assets' hrefs (signed), roles and bands."""
-    return json.dumps(item_view(session.get_item(collection_id, item_id, catalog)))
+    limit = session.settings.limits.max_result_bytes
+    return json.dumps(item_view(session.get_item(collection_id, item_id, catalog), max_bytes=limit))
 
 
 def _checked_prompt(fn, description: str):
