@@ -35,27 +35,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis_jsonschema import _from_schema, from_schema
 
 import stac_gdal_mcp
+from stac_gdal_mcp.operations import OPERATIONS
 
 # the unit lane: a few calls per tool (FUZZ_QUICK_EXAMPLES); the long lane (-m fuzz): FUZZ_EXAMPLES
 QUICK_EXAMPLES = int(os.environ.get("FUZZ_QUICK_EXAMPLES", "5"))
 SLOW_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "400"))
 CALL_TIMEOUT_S = 120
 
-TOOLS = (
-    *DISCOVERY_TOOLS,
-    "inspect_asset",
-    "reproject_asset",
-    "convert_asset",
-    "preview",
-    "list_outputs",
-    "delete_output",
-    "cloud_cover_stats",
-    "time_series",
-    "composite",
-    "zonal_stats",
-    "save_search",
-    "list_extensions",
-)
+# every operation's tool (a new operation is fuzzed as soon as it is registered), and the others
+TOOLS = (*DISCOVERY_TOOLS, *OPERATIONS, "list_outputs", "delete_output", "save_search", "list_extensions")
 
 
 # hypothesis-jsonschema 0.23 draws object properties with hypothesis' internal `many` through an

@@ -12,7 +12,7 @@ What they stand on (raster I/O, item selection, masks, expressions, estimates, j
 `processing/`, one layer below: nothing there imports an operation.
 """
 
-from . import cloud, composite, convert, inspect, preview, series, warp
+from . import change, cloud, composite, convert, inspect, preview, series, threshold, warp
 from .base import Operation
 from .zonal import stats as zonal_stats
 
@@ -27,4 +27,6 @@ OPERATIONS: dict[str, type[Operation]] = {
     "time_series": series.TimeSeries,
     "composite": composite.Composite,
     "zonal_stats": zonal_stats.ZonalStats,
+    "compare_periods": change.ComparePeriods,
+    "threshold_area": threshold.ThresholdArea,
 }
