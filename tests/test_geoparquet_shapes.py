@@ -154,3 +154,49 @@ def test_a_conditional_walk_over_many_parts_stays_under_its_memory_bound(tmp_pat
     pages, rss = json.loads(done.stdout)
     assert len(parts) == 240 and sum(pages) == min(expected, 2000) and pages[0] == 100
     assert rss < 256 + MARGIN_MB, f"peak RSS {rss} MB"
+
+
+def test_parts_are_left_out_by_their_statistics(make_settings, sources):
+    """A bbox over Tasmania and a CQL2 `eo:cloud_cover < 1` open only the parts whose rows' bbox
+    extent meets the box and whose cloud cover can be below 1 (extents and minimums computed
+    here from each part's rows), and the answers stay those of DuckDB by hand."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from stac_gdal_mcp.discovery.parquet_search import make_plan
+    from stac_gdal_mcp.discovery.query import check_search
+
+    path, files = sources["pc parts"]
+    tasmania = [146.0, -44.0, 149.0, -40.0]
+    meets, clear = [], []
+    for f in files:
+        t = pq.read_table(
+            f, columns=["bbox", "eo:cloud_cover"] if "eo:cloud_cover" in pq.read_schema(f).names else ["bbox"]
+        )
+        box = [pc.min(t["bbox"].combine_chunks().field(k)).as_py() for k in ("xmin", "ymin")]
+        box += [pc.max(t["bbox"].combine_chunks().field(k)).as_py() for k in ("xmax", "ymax")]
+        if (
+            box[0] <= tasmania[2]
+            and box[2] >= tasmania[0]
+            and box[1] <= tasmania[3]
+            and box[3] >= tasmania[1]
+        ):
+            meets.append(str(f))
+        low = pc.min(t["eo:cloud_cover"]).as_py() if "eo:cloud_cover" in t.column_names else None
+        if low is not None and low < 1:
+            clear.append(str(f))
+    assert 0 < len(meets) < len(files) and 0 < len(clear) < len(files)
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    with Session(settings) as session:
+        cat = session.core.catalogs.get("gp")
+        with cat.pinned():
+            by_box = make_plan(cat, check_search(bbox=tasmania)).files
+            by_cloud = make_plan(
+                cat, check_search(filter={"op": "<", "args": [{"property": "eo:cloud_cover"}, 1]})
+            ).files
+        page = session.search(catalog="gp", bbox=tasmania, limit=PAGE, fields=["id"])
+    assert sorted(by_box) == sorted(meets) and sorted(by_cloud) == sorted(clear)
+    area = shape(
+        {"type": "Polygon", "coordinates": [[[146, -44], [149, -44], [149, -40], [146, -40], [146, -44]]]}
+    )
+    assert [i.id for i in page.items] == by_hand(files, _overlap(tasmania), NEWEST, area)[0]

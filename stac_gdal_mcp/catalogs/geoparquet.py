@@ -196,9 +196,10 @@ class GeoparquetCatalog:
                     self._new_version(check_files(self.id, urls, versions, self.max_footer, filesystem))
             return self._files
 
-    def parts(self, collections: list[str] | None, start, end) -> list[str] | None:
-        """The parts a search of `collections` in [start, end] must read (None: every file)."""
-        return self.files.parts(self.root, collections, start, end)
+    def parts(self, collections: list[str] | None, start, end, area=None, wanted=None) -> list[str] | None:
+        """The parts a search of `collections` in [start, end] (within `area`, its values in the
+        `wanted` bounds: snapshot_files.Files.parts) must read (None: every file)."""
+        return self.files.parts(self.root, collections, start, end, area, wanted)
 
     def column(self, name: str) -> str:
         """The SQL of a property: its column (datetime and end_datetime as pgstac reads them)."""

@@ -2,7 +2,8 @@
 version, its size measured first (a footer larger than limits.query_memory_mb / 8 is refused from
 the file's last 8 bytes), its stac-geoparquet columns checked for presence and type (one line
 naming the file and the column), the time span of its items taken from its row-group statistics
-(to prune parts, snapshot_layout.py), and the collections described in its metadata or a sidecar
+(to prune parts, snapshot_layout.py), the extent of its bbox and the ranges of its number
+columns (part_stats.py), and the collections described in its metadata or a sidecar
 `collections.json`.
 """
 
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GeoparquetError, LimitExceeded, StacGdalMcpError
+from .part_stats import can_hold, extent
+from .part_stats import ranges as column_ranges
 from .redact import masked_url
 from .snapshot_layout import can_match, part
 
@@ -41,6 +44,8 @@ class Files:
     rows: dict[str, int] = field(default_factory=dict)  # file -> its number of rows (footer)
     uniform: bool = False  # every file has the same columns in the same order, of the same types
     undated: set[str] = field(default_factory=set)  # files whose `datetime` may be null (or absent)
+    boxes: dict[str, tuple | None] = field(default_factory=dict)  # file -> its rows' bbox extent
+    ranges: dict[str, dict] = field(default_factory=dict)  # file -> number column -> (min, max)
 
     def named(self, root: str) -> set[str]:
         """The collections a part's name says it holds items of (a part with rows in a
@@ -51,13 +56,16 @@ class Files:
             if self.rows.get(path) and (found := part(relative(path, root))).collection is not None
         }
 
-    def parts(self, root: str, collections, start, end) -> list[str] | None:
-        """The files as read_parquet reads them, less the parts whose names prove they hold no
-        item of `collections` in [start, end] (snapshot_layout.py); None when none is left out."""
+    def parts(self, root: str, collections, start, end, area=None, wanted=None) -> list[str] | None:
+        """The files as read_parquet reads them, less the parts whose names or statistics prove
+        they hold no item of `collections` in [start, end] (snapshot_layout.py), none whose bbox
+        meets `area` (west, south, east, north) or none whose values meet the `wanted` bounds
+        (part_stats.py); None when none is left out."""
         kept = [
             source
             for path, source in zip(self.paths, self.sources, strict=True)
             if can_match(part(relative(path, root)), collections, start, end, self.spans[path])
+            and can_hold(self.boxes.get(path), self.ranges.get(path, {}), area, wanted or {})
         ]
         return None if len(kept) == len(self.paths) else kept
 
@@ -101,13 +109,14 @@ def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int
     files) a sidecar collections JSON."""
     schema: dict = {}
     described: dict[str, dict] = {}
-    spans, rows, first, undated = {}, {}, None, set()
+    spans, rows, first, undated, boxes, ranges = {}, {}, None, set(), {}, {}
     uniform = True
     footers = in_parallel(lambda path: _read_footer(catalog_id, path, filesystem, max_footer), paths)
     for path, footer in zip(paths, footers, strict=True):
         file_schema = footer.schema.to_arrow_schema()
         _check_types(catalog_id, path, file_schema)
         spans[path], rows[path] = time_span(footer), footer.num_rows
+        boxes[path], ranges[path] = extent(footer), column_ranges(footer)
         if not _dated(footer):
             undated.add(path)
         first = first or file_schema
@@ -123,7 +132,7 @@ def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int
         described.update(_described(file_schema.metadata or {}))
     for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
         described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
-    return Files(stamp, paths, schema, described, spans, filesystem, rows, uniform, undated)
+    return Files(stamp, paths, schema, described, spans, filesystem, rows, uniform, undated, boxes, ranges)
 
 
 def in_parallel(fn, values: list, workers: int = READERS) -> Iterator:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..catalogs import cursors
 from ..catalogs.geoparquet import quote
+from ..catalogs.part_stats import bounds
 from ..errors import GeoparquetError, LimitExceeded
 from ..models import Queryables
 from . import params as p
@@ -68,6 +69,7 @@ class Plan:
     sure: str | None = None  # SQL true for rows certain to intersect `area` (bbox inside it)
     sure_params: list | None = None
     residual: Any = None  # a cql2.Expr the items are tested with (a filter with s_intersects)
+    bounds: Any = None  # (west, south, east, north) of the bbox / intersects, None without one
     files: list[str] | None = None  # the parts that can hold matches (None: every file)
     columns: list[str] | None = None  # the columns a page's items are read with (None: all)
 
@@ -155,9 +157,10 @@ def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:
             where.append(f"{cat.column('end_datetime')} >= ?")
             params.append(start)
     plan = Plan("", [], *order(cat, search.sortby))
-    plan.files = cat.parts(search.collections, start, end)
     _spatial(cat, plan, search, where, params)
+    area = tuple(plan.bounds) if plan.bounds is not None else None
     condition = and_all(search.cql2_conditions())
+    plan.files = cat.parts(search.collections, start, end, area, bounds(condition))
     if condition is not None:
         translated = to_sql(condition, cat.column)
         where.append(translated.sql)
@@ -180,7 +183,10 @@ def _spatial(cat: GeoparquetCatalog, plan: Plan, search: Search, where: list, pa
         plan.area = box(b[0], b[1], b[3], b[4]) if len(b) == 6 else box(*b)
     elif search.intersects is not None:
         plan.area = shape(search.intersects)
-    if plan.area is None or "bbox" not in cat.files.schema:
+    if plan.area is None:
+        return
+    plan.bounds = plan.area.bounds
+    if "bbox" not in cat.files.schema:
         return
     west, south, east, north = plan.area.bounds
     where.append("bbox.xmin <= ? AND bbox.xmax >= ? AND bbox.ymin <= ? AND bbox.ymax >= ?")
