@@ -20,7 +20,7 @@ from rasterio.transform import Affine
 from shapely.geometry import box, mapping
 
 # the pgstac test bed's scenes and a session over them (pytest takes the fixtures from this import)
-from test_zonal import S2, fields, run, scenes, session  # noqa: F401
+from test_zonal import ACROSS, DATES, S2, exactextract_local, fields, rows_of, run, scenes, session  # noqa: F401
 
 from stac_gdal_mcp.errors import LimitExceeded
 from stac_gdal_mcp.operations import zonal
@@ -229,3 +229,107 @@ def test_classes_within_max_classes_are_measured_and_a_lower_limit_refuses_them(
     with pytest.raises(LimitExceeded, match="limits.max_classes=2"):
         run(session, fields(), expression="scl", stats=["frac"], mask_clouds=False, collections=[S2],
             datetime="2024-06-01/2024-06-12")  # fmt: skip
+
+
+# --- through the pipeline: a season on one grid, items of several grids ------------------------------
+
+SEASON = dict(collections=[S2], datetime="2024-06-01/2024-06-22", mask_clouds=False)
+
+
+def season_zones() -> dict:
+    """The test bed's fields (over the grid of S2A_Z1 and S2A_Z2), and fields either side of and
+    across the UTM 33/34 boundary at 18 degrees E (S2A_E, S2A_W): one with a hole, one of two parts."""
+    zones = fields()
+    across = [
+        box(17.996, 44.99, 18.004, 44.995),
+        box(17.985, 44.975, 17.99, 44.978).difference(box(17.987, 44.976, 17.988, 44.977)),
+        box(18.01, 44.975, 18.016, 44.979),
+        box(17.97, 44.965, 17.975, 44.967).union(box(18.02, 44.965, 18.024, 44.968)),
+    ]
+    zones["features"] += [
+        {"type": "Feature", "id": f"utm-{k}", "properties": {}, "geometry": mapping(g)}
+        for k, g in enumerate(across)
+    ]
+    return zones
+
+
+def test_a_second_item_on_a_grid_computes_no_coverage(session, scenes):  # noqa: F811
+    """Two items of one grid (S2A_Z1, S2A_Z2) build the coverage of the first item's windows once;
+    two items of two grids (either side of UTM 33/34) build one set each."""
+    zones = fields()
+    before = coverage.BUILT[0]
+    one = run(
+        session,
+        zones,
+        expression="scl",
+        stats=["count"],
+        collections=[S2],
+        datetime="2024-06-01",
+        mask_clouds=False,
+    )
+    first = coverage.BUILT[0] - before
+    assert first >= 2 and set(one["item_ids"].dropna()) == {"S2A_Z1"}  # (a window per group of tiles)
+    before = coverage.BUILT[0]
+    both = run(session, zones, expression="scl", stats=["count"], collections=[S2], datetime="2024-06-01/2024-06-12", mask_clouds=False)  # fmt: skip
+    assert set(both["item_ids"].dropna()) == set(DATES)
+    assert coverage.BUILT[0] - before == first  # the second item on the grid: none
+    across = {
+        "type": "Feature",
+        "id": "across",
+        "properties": {},
+        "geometry": mapping(box(17.996, 44.99, 18.004, 44.995)),
+    }
+    before = coverage.BUILT[0]
+    run(
+        session,
+        across,
+        expression="scl",
+        stats=["count"],
+        collections=[S2],
+        datetime="2024-06-21",
+        mask_clouds=False,
+    )
+    assert coverage.BUILT[0] - before == len(ACROSS)  # one window on each grid
+
+
+@pytest.mark.parametrize("expression", ["scl", "ndvi"])
+def test_the_cached_and_the_exactextract_paths_agree_in_every_zone_of_a_season(session, scenes, expression):  # noqa: F811
+    """Every item of the test bed's season (one grid, and two grids across UTM 33/34), zones across
+    tile edges, with holes, multipolygons, half outside the raster: the statistics from stored
+    coverage equal exactextract's own (stdev sends the call down its path), to the bit."""
+    zones = season_zones()
+    stats = ["count", "mean", "min", "max", "median", "majority"]
+    cached = run(session, zones, expression=expression, stats=stats, min_valid_fraction=0, **SEASON)
+    plain = run(
+        session, zones, expression=expression, stats=[*stats, "stdev"], min_valid_fraction=0, **SEASON
+    )
+    assert len(set(cached["item_ids"].dropna())) >= 4
+    key = ["zone_id", "item_ids"]
+    cached, plain = (f.sort_values(key).reset_index(drop=True) for f in (cached, plain))
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(
+        pd.DataFrame(cached.drop(columns="geometry")),
+        pd.DataFrame(plain.drop(columns=["geometry", "stdev"])),
+        check_exact=True,
+    )
+
+
+def test_season_statistics_equal_exactextract_on_each_local_file(session, scenes):  # noqa: F811
+    zones = season_zones()
+    stats = ["count", "mean", "min", "max", "median", "quantile(q=0.9)", "majority", "minority", "variety"]
+    frame = run(session, zones, expression="scl", stats=stats, min_valid_fraction=0, **SEASON)
+    ids = [f["id"] for f in zones["features"]]
+    for item_id in [*DATES, *ACROSS]:
+        epsg = ACROSS.get(item_id, (32633, None))[0]
+        got = rows_of(frame, item_id)
+        want = exactextract_local(scenes[item_id] / "scl.tif", zones, epsg, stats)
+        want.index = ids
+        inside = [i for i in got.index if got.loc[i, "count"] > 0]
+        assert inside
+        for stat in zonal.parse_stats(stats):
+            np.testing.assert_array_equal(
+                got.loc[inside, stat.column].to_numpy(float),
+                want.loc[inside, stat.column].to_numpy(float),
+                err_msg=f"{item_id} {stat.column}",
+            )
