@@ -136,9 +136,13 @@ async def test_an_item_of_the_wrong_shape_in_a_local_catalog_is_left_out(make_se
     settings = make_settings(catalogs=[{"id": "local", "path": str(path)}], default_catalog="local")
     async with Client(build(settings)) as client:
         page = await client.call_tool("search_items", {"limit": 10})
+        asked = await client.call_tool(
+            "get_item", {"collection_id": "c1", "item_id": "item-001"}, raise_on_error=False
+        )
     content = page.structured_content
     assert sorted(i["id"] for i in content["items"]) == ["item-000", "item-002"]
     assert len([n for n in content["notes"] if "wrong shape" in n]) == 2, content["notes"]
+    assert asked.is_error and "item-001" in _text(asked) and "properties is list" in _text(asked)
 
 
 @pytest.mark.parametrize("stated", ["many", [3], {}, -5, 1e30, True])

@@ -98,9 +98,10 @@ def shape_problem(item: Any) -> str | None:
     return _parts_problem(item)
 
 
-def well_formed(features: Any, left_out: list[str]) -> list[dict]:
+def well_formed(features: Any, left_out: list[str], by_id: dict[str, str] | None = None) -> list[dict]:
     """The items of `features` (a page's list) whose shape is right; a clause naming each other
-    one (its id when it has one) is appended to `left_out`."""
+    one (its id when it has one) is appended to `left_out`, and what is wrong with it kept in
+    `by_id` under its id."""
     if not isinstance(features, list):
         left_out.append(f"the page's features are {_kind(features)}, not a list")
         return []
@@ -111,6 +112,8 @@ def well_formed(features: Any, left_out: list[str]) -> list[dict]:
             good.append(item)
             continue
         named = isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"]
+        if named and by_id is not None:
+            by_id[item["id"]] = problem
         left_out.append(f"item {shown(item['id'], ID_CHARS)}: {problem}" if named else problem)
     return good
 

@@ -7,7 +7,7 @@ import json
 import threading
 from pathlib import Path
 
-from ..errors import CollectionNotFound, ConfigError, ItemNotFound
+from ..errors import CollectionNotFound, ConfigError, ItemNotFound, StacGdalMcpError
 from ..models import SearchFeatures
 from ..settings import CatalogConfig
 from .item_shape import well_formed
@@ -25,6 +25,7 @@ class LocalCatalog:
         self._data: tuple[dict[str, dict], list[dict]] | None = None
         self._stamp: tuple[int, int] | None = None
         self.left_out: list[str] = []  # the items of the wrong shape its files hold (item_shape.py)
+        self.refused: dict[str, str] = {}  # what is wrong with each of them, by id
 
     @property
     def id(self) -> str:
@@ -58,9 +59,9 @@ class LocalCatalog:
         with self._lock:  # tool calls run in threads: read the files once per version
             stamp = _stamp(self.path)
             if self._data is None or stamp != self._stamp:
-                left_out: list[str] = []
-                self._data = _load_local(self.path, self.id, left_out)
-                self.left_out = left_out
+                left_out, refused = [], {}
+                self._data = _load_local(self.path, self.id, left_out, refused)
+                self.left_out, self.refused = left_out, refused
                 self._stamp = stamp
             return self._data
 
@@ -86,6 +87,10 @@ class LocalCatalog:
         for item in self.items:
             if item.get("collection") == collection_id and item["id"] == item_id:
                 return item
+        if item_id in self.refused:
+            raise StacGdalMcpError(
+                f"item {quoted(item_id, 80)} of catalog '{self.id}' cannot be read: {self.refused[item_id]}"
+            )
         raise ItemNotFound(
             f"item {quoted(item_id, 80)} not found in collection {quoted(collection_id, 80)} "
             f"of catalog '{self.id}'"
@@ -103,19 +108,23 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     return st.st_mtime_ns, st.st_size
 
 
-def _load_local(path: Path, catalog_id: str, left_out: list[str]) -> tuple[dict[str, dict], list[dict]]:
+def _load_local(
+    path: Path, catalog_id: str, left_out: list[str], refused: dict[str, str]
+) -> tuple[dict[str, dict], list[dict]]:
     """(collections, items) of the file at `path`; an item of the wrong shape in an ItemCollection
-    or a newline-delimited file is left out, named in `left_out`."""
+    or a newline-delimited file is left out, named in `left_out` (and in `refused` by its id)."""
     if not path.is_file():
         raise ConfigError(f"local catalog '{catalog_id}': {path} does not exist")
     if path.suffix == ".ndjson":
         with path.open() as f:
             items = [json.loads(line) for line in f if line.strip()]
-        items = [_absolute_hrefs(i, path.parent) for i in well_formed(items, left_out)]
+        items = [_absolute_hrefs(i, path.parent) for i in well_formed(items, left_out, refused)]
         return _implied_collections(items), items
     doc = json.loads(path.read_text())
     if doc.get("type") == "FeatureCollection":
-        items = [_absolute_hrefs(i, path.parent) for i in well_formed(doc.get("features", []), left_out)]
+        items = [
+            _absolute_hrefs(i, path.parent) for i in well_formed(doc.get("features", []), left_out, refused)
+        ]
         return _implied_collections(items), items
     import pystac
 
