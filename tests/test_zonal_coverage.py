@@ -333,3 +333,45 @@ def test_season_statistics_equal_exactextract_on_each_local_file(session, scenes
                 want.loc[inside, stat.column].to_numpy(float),
                 err_msg=f"{item_id} {stat.column}",
             )
+
+
+# --- through the tool: one line, and an answer within its budget ------------------------------------
+
+
+async def test_the_tool_refuses_classes_of_a_continuous_raster_and_answers_classes_within_its_budget(
+    tmp_path,
+):
+    """Over an MCP client on the bundled sample catalog: `unique` of NDVI (9 distinct values in a
+    window, over a limit of 5) is one line naming limits.max_classes; `unique` and `frac` of SCL
+    (under the default 1,000) answer within limits.max_result_bytes (the rows that fit)."""
+    import json
+
+    from fastmcp import Client
+    from test_zonal_mcp import FIELDS, SEARCH, dumped
+
+    from stac_gdal_mcp import Session
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    budget = 4096
+
+    async def call(arguments: dict, **limits) -> dict:
+        settings = load_settings(
+            default_catalog="sample", workspace=tmp_path / "ws", limits={"max_result_bytes": budget, **limits}
+        )
+        with Session(settings) as opened:
+            async with Client(build_server(session=opened)) as client:
+                return dumped(
+                    await client.call_tool_mcp(
+                        "zonal_stats", {"geometries": FIELDS, "search": SEARCH, **arguments}
+                    )
+                )
+
+    refused = await call({"expression": "ndvi", "stats": ["unique"]}, max_classes=5)
+    answered = await call({"expression": "scl", "stats": ["unique", "frac"], "mask_clouds": False})
+    text = refused["content"][0]["text"]
+    assert refused["isError"] and "limits.max_classes=5" in text and "\n" not in text.strip()
+    assert not answered.get("isError")
+    rows = answered["structuredContent"]["rows"]
+    assert rows and all(isinstance(r["unique"], list) for r in rows)
+    assert len(json.dumps(rows, separators=(",", ":"))) <= budget
