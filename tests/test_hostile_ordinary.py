@@ -127,3 +127,99 @@ def test_an_id_property_naming_the_geometry_column_is_one_line(tmp_path):
             assert not failures, "\n".join(failures)
         finally:
             harness.close()
+
+
+REFUSED_FILES = r"""
+import gc, shutil, sys
+from pathlib import Path
+
+import geopandas, numpy as np, shapely
+from test_fuzz import Harness
+
+def rss_mb():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS")) / 1024
+
+workspace = Path(sys.argv[1])
+workspace.mkdir(parents=True)
+t = np.linspace(0, 2 * np.pi, 1_000_000, endpoint=False)
+big = shapely.Polygon(np.c_[13.6 + 0.01 * np.cos(t), 45.92 + 0.01 * np.sin(t)])
+geopandas.GeoDataFrame({"name": ["big"]}, geometry=[big], crs=4326).to_parquet(workspace / "z0.parquet")
+for k in range(1, 8):
+    shutil.copy(workspace / "z0.parquet", workspace / f"z{k}.parquet")
+del big, t
+harness = Harness(workspace)
+search = {"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-06-30"}
+square = {"type": "Polygon", "coordinates": [[[13.6, 45.92], [13.61, 45.92], [13.61, 45.93], [13.6, 45.92]]]}
+assert not harness.call("zonal_stats", {"geometries": square, "search": search}).is_error  # libraries loaded
+gc.collect()
+before = rss_mb()
+for k in range(8):
+    result = harness.call("zonal_stats", {"geometries": f"z{k}.parquet", "search": search})
+    assert result.is_error and "max_zone_vertices" in result.content[0].text, result.content[0].text[:200]
+gc.collect()
+print(rss_mb() - before)
+harness.close()
+"""
+
+
+def test_memory_is_returned_after_refused_zones_files(tmp_path):
+    """Eight GeoParquet files of one 10^6-vertex zone, each refused (limits.max_zone_vertices):
+    the server process (a fresh child, Arrow on the system allocator as the server runs it) is
+    not left larger - it kept ~180 MB before (the reading's frames held by the error, and what
+    glibc's heap kept of them)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).parent
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests), os.environ.get("PYTHONPATH", "")]),
+        "ARROW_DEFAULT_MEMORY_POOL": "system",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSED_FILES, str(tmp_path / "workspace")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tests,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    grew_mb = float(done.stdout.strip().splitlines()[-1])
+    assert grew_mb < 40, f"the process grew {grew_mb:.0f} MB over eight refused files"
+
+
+def test_per_day_over_200_explicit_same_day_items(tmp_path):
+    """200 items of one solar day given as an explicit list (copies of a sample item, one
+    FeatureCollection catalog): one row per zone and day, the items capped with a note - one
+    answer, never a bare error."""
+    import copy
+    import shutil
+    from pathlib import Path
+
+    import stac_gdal_mcp
+
+    source = Path(stac_gdal_mcp.__file__).parent / "data/sample/sentinel-2-l2a/S2A_33TUL_20240619_0_L2A"
+    folder = shutil.copytree(source, tmp_path / "catalog" / "scene")
+    item = json.loads((folder / f"{source.name}.json").read_text())
+    for asset in item["assets"].values():
+        asset["href"] = str(folder / Path(asset["href"]).name)
+    item["links"] = []
+    items = [{**copy.deepcopy(item), "id": f"S2A_SAME_DAY_{k:03d}"} for k in range(200)]
+    catalog = tmp_path / "catalog" / "items.json"
+    catalog.write_text(json.dumps({"type": "FeatureCollection", "features": items}))
+    harness = Harness(tmp_path / "workspace", catalog=catalog)
+    try:
+        refs = [{"collection_id": "sentinel-2-l2a", "item_id": i["id"]} for i in items]
+        for dry_run in (True, False):
+            arguments = {"geometries": SQUARE, "search": {"items": refs}, "per": "day", "dry_run": dry_run}
+            result = harness.call("zonal_stats", arguments)
+            text = next(c.text for c in result.content if getattr(c, "text", None))
+            assert not result.is_error, text[:300]
+        answer = result.structured_content
+        assert [row["date"] for row in answer["rows"]] == ["2024-06-19"]
+        assert answer["rows"][0]["count"] > 0 and any("max_items" in n for n in answer["notes"])
+    finally:
+        harness.close()
