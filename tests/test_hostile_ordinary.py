@@ -18,6 +18,8 @@ from test_hostile_inputs import _check
 SQUARE = {"type": "Polygon", "coordinates": [[[13.6, 45.92], [13.61, 45.92], [13.61, 45.93], [13.6, 45.92]]]}
 S2 = {"collections": ["sentinel-2-l2a"]}
 S2_JUNE = {**S2, "datetime": "2024-06-01/2024-06-30"}
+AOI = [13.6, 45.92, 13.62, 45.94]
+ASSET = {"collection_id": "sentinel-2-l2a", "item_id": "S2A_33TUL_20240619_0_L2A", "asset": "red"}
 
 # (tool, arguments, the words the one-line answer must hold)
 CORPUS = [
@@ -39,6 +41,17 @@ CORPUS = [
         ("stats", "5,000"),
     ),
     ("zonal_stats", {"geometries": SQUARE, "search": S2_JUNE, "resolution": 1e-300}, "resolution 1e-300"),
+    ("zonal_stats", {"geometries": SQUARE, "search": S2_JUNE, "resolution": 1e-6}, "resolution 1e-06"),
+    ("zonal_stats", {"geometries": SQUARE, "search": S2_JUNE, "resolution": 5e-324}, "resolution"),
+    *[
+        (tool, {**arguments, "resolution": 5e-324, "dry_run": dry_run}, "resolution")
+        for tool, arguments in (
+            ("time_series", {"aoi": AOI, "search": S2}),
+            ("composite", {"aoi": AOI, "search": S2, "bands": ["red"]}),
+            ("reproject_asset", {**ASSET, "dst_crs": "EPSG:4326"}),
+        )
+        for dry_run in (False, True)
+    ],
     ("zonal_stats", {"geometries": SQUARE, "search": S2_JUNE, "expression": "nosuchband"}, "'nosuchband'"),
 ]
 

@@ -287,9 +287,24 @@ def warp_grid(
                 f"bbox {list(bbox)} ({bbox_crs}) does not overlap the asset, whose bounds in "
                 f"{crs_label(dst_crs)} are {_round(full)}"
             )
-    cols = max(1, math.ceil((right - left) / res_x - 1e-6))
-    rows = max(1, math.ceil((top - bottom) / res_y - 1e-6))
+    cols, rows = cells(right - left, res_x), cells(top - bottom, res_y)
     return Grid(dst_crs, from_origin(left, top, res_x, res_y), cols, rows)
+
+
+def cells(length: float, resolution: float) -> int:
+    """A grid's side in pixels: `length` (CRS units) over `resolution`, rounded up; refused in
+    one line when it cannot be counted (a subnormal resolution such as 5e-324 makes it inf)."""
+    across = length / resolution
+    if not math.isfinite(across):
+        raise too_fine(resolution)
+    return max(1, math.ceil(across - 1e-6))
+
+
+def too_fine(resolution: float) -> LimitExceeded:
+    return LimitExceeded(
+        f"resolution {resolution:g} is too fine: the output would have more pixels across than "
+        "can be counted; pass a coarser resolution"
+    )
 
 
 def _resolution(resolution) -> tuple[float, float]:

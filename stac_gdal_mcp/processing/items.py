@@ -149,10 +149,13 @@ class Cluster:
     (`run`). `shared` (what every item's work needs: the request, its zones) travels once,
     scattered to every worker; `key` names the call on the workers."""
 
-    def __init__(self, core, shared, job: Job):
+    def __init__(self, core, shared, job: Job | None = None):
         import uuid
 
         from .dask_runtime import cluster, on_cluster
+        from .jobs import timed
+
+        job = timed(job, core)  # (the call's job; else one limited to limits.job_timeout_s)
 
         self.client = cluster(core, job)
         self.key = uuid.uuid4().hex

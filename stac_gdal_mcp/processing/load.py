@@ -204,7 +204,7 @@ def output_geobox(
     from odc.geo.geom import Geometry
 
     from .aoi import check_aoi_fits
-    from .grids import check_output_size, parse_crs
+    from .grids import check_output_size, parse_crs, too_fine
 
     first = stacks[0]
     band_key = next(iter(first.assets.values()))
@@ -222,9 +222,12 @@ def output_geobox(
         raise InvalidArgument(f"resolution must be positive (got {resolution})")
     check_aoi_fits(aoi_geom, dst_crs.to_wkt(), "crs")
     anchor = native_anchor(first.items[0], band_key, resolution) if crs is None else "default"
-    gbox = GeoBox.from_geopolygon(
-        Geometry(aoi_geom, "EPSG:4326"), resolution=resolution, crs=dst_crs.to_string(), anchor=anchor
-    )
+    try:
+        gbox = GeoBox.from_geopolygon(
+            Geometry(aoi_geom, "EPSG:4326"), resolution=resolution, crs=dst_crs.to_string(), anchor=anchor
+        )
+    except OverflowError:  # (a subnormal resolution: odc-geo's pixel count is inf)
+        raise too_fine(resolution) from None
     height, width = gbox.shape
     check_output_size(width, height, count, "float32", core.settings.limits, resolution=resolution)
     return gbox

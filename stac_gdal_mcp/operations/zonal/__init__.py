@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ...errors import AssetNotFound, InvalidArgument, NotSupported
+from ...errors import AssetNotFound, InvalidArgument, LimitExceeded, NotSupported
 from ...processing.items import fetch, none_read, one_item, reference
 from ...processing.jobs import Job, timed
 from ...stac import item_datetime
@@ -252,7 +252,9 @@ def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tu
         return meta, frame
     meta["error"] = outcome.error
     # a failure the call's arguments cause (a band no item has, a resolution no grid can have)
-    meta["refused"] = isinstance(outcome.exception, (InvalidArgument, AssetNotFound, NotSupported))
+    meta["refused"] = isinstance(
+        outcome.exception, (InvalidArgument, AssetNotFound, NotSupported, LimitExceeded)
+    )
     if indexes is None:  # failed before its zones were matched: it may cover any of them
         indexes = list(range(len(call.request.zones)))
     frame = pd.DataFrame({"_zone": indexes, "_count": math.nan, "error": outcome.error})

@@ -189,13 +189,14 @@ def item_grid(datasets: dict, inputs: ItemInputs, resolution: float | None) -> G
     if resolution is None:
         return Grid(finest.transform, finest.width, finest.height, finest.crs, block)
     t = finest.transform
-    width = math.ceil(finest.width * abs(t.a) / resolution)
-    height = math.ceil(finest.height * abs(t.e) / resolution)
-    if max(width, height) > MAX_SIDE:  # (1e-300: its pixel area is 0, its grid not invertible)
+    across = max(finest.width * abs(t.a), finest.height * abs(t.e)) / resolution  # (inf at 5e-324)
+    if not across <= MAX_SIDE:  # (1e-300: its pixel area is 0, its grid not invertible)
         raise InvalidArgument(
             f"resolution {resolution:g} is too fine for the item's raster: its grid would be "
-            f"{max(width, height):.3g} pixels across, more than a raster can have ({MAX_SIDE:,})"
+            f"{across:.3g} pixels across, more than a raster can have ({MAX_SIDE:,})"
         )
+    width = math.ceil(finest.width * abs(t.a) / resolution)
+    height = math.ceil(finest.height * abs(t.e) / resolution)
     scale = abs(t.a) / resolution
     block = (max(1, round(block[0] * scale)), max(1, round(block[1] * scale)))
     return Grid(Affine(resolution, 0, t.c, 0, -resolution, t.f), width, height, finest.crs, block)
