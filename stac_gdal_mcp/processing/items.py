@@ -52,7 +52,8 @@ class Outcome:
 def one_item(operation: str, item_id, job: Job | None = None) -> Iterator[Outcome]:
     """The work of one item: a failure inside (a broken file, a failed read, a missing mask) is
     this item's only - kept in `.error`, logged once - unless `job` should stop: then the job's
-    own error (OperationCancelled, LimitExceeded) goes on."""
+    own error (OperationCancelled, LimitExceeded) goes on; a `CallRefused` (a limit every item
+    would meet) goes on too."""
     outcome = Outcome()
     try:
         yield outcome
