@@ -39,6 +39,14 @@ JULY = {"S2A_CP_JUL": "2024-07-10T10:00:00Z"}
 AUGUST = {"S2A_CP_A1": "2024-08-02T10:00:00Z", "S2A_CP_A2": "2024-08-12T10:00:00Z"}
 BROKEN = {"S2A_CP_BROKEN": "2024-09-05T10:00:00Z"}
 PERIODS = {"before": "2024-06", "after": "2024-08"}
+# a June scene in UTM zone 33 up to 18 degrees E, an August one in zone 34 from 2 km west of it
+# (no clouds: the field is clear in both)
+S2X = f"cp-utm-{UID}"
+TWO_CRS = {
+    "S2A_CP_E": ("2024-06-05T10:00:00Z", 32633, (736477.0 - 5120, 4990000.0)),
+    "S2A_CP_W": ("2024-08-05T10:00:00Z", 32634, (263523.0 - 2000, 4990000.0)),
+}
+EDGE = box(17.996, 44.99, 17.999, 44.995)  # west of 18 degrees E: in both scenes
 PIXEL_HA = 100 / 10_000
 
 
@@ -66,7 +74,18 @@ def scenes(cog_server, pgstac_api):
         made[item_id] = out_dir / item_id
         items.append(item)
     (out_dir / "S2A_CP_BROKEN" / "red.tif").unlink()  # its reads fail: 404
-    pgstac_api.load([synthetic.collection("sentinel-2-l2a", S2)], items)
+    across = [
+        synthetic.write_scene(
+            "sentinel-2-l2a", out_dir, item_id, when, collection_id=S2X, seed=120, epsg=epsg, origin=origin,
+            size_px=512, blocksize=128, with_visual=False, href_base=href_base, cloud_fraction=0.0,
+            shadow_fraction=0.0,
+        )[0]
+        for item_id, (when, epsg, origin) in TWO_CRS.items()
+    ]  # fmt: skip
+    pgstac_api.load(
+        [synthetic.collection("sentinel-2-l2a", S2), synthetic.collection("sentinel-2-l2a", S2X)],
+        [*items, *across],
+    )
     return made
 
 
@@ -166,6 +185,19 @@ def test_the_change_geotiff_is_after_minus_before_on_the_items_grid(session, sce
     assert np.isfinite(want).mean() > 0.3
     derived = {link.href.rsplit("/", 2)[-2] for link in record.links if link.rel == "derived_from"}
     assert set(JUNE) | set(AUGUST) <= derived
+
+
+def test_items_in_two_crss_go_on_the_first_items_grid_or_the_one_named(session, scenes):
+    zone = {"type": "Feature", "id": "edge", "properties": {}, "geometry": mapping(EDGE)}
+    first = run(session, zone, collections=[S2X], min_valid_fraction=0)
+    named = run(session, zone, collections=[S2X], crs="EPSG:32634", resolution=10, min_valid_fraction=0)
+    for result, crs, whose in ((first, "EPSG:32633", "the first item's"), (named, "EPSG:32634", "crs's")):
+        facts = result.provenance.facts
+        assert facts["crs"] == crs and result.change.attrs  # the change on that grid
+        assert f"the items are in 2 CRSs; the change is on {crs} ({whose})" in facts["notes"]
+        row = result.table.iloc[0]
+        assert row["valid_fraction"] > 0.5 and np.isfinite(row["delta_mean"])
+        assert (row["before_items"], row["after_items"]) == ("S2A_CP_E", "S2A_CP_W")
 
 
 def test_bins_split_the_valid_area_into_named_classes(session, scenes):
