@@ -121,7 +121,22 @@ class Discovery:
         >>> results.to_dataframe()[["id", "cloud_cover"]].to_dict("records")[0]
         {'id': 'S2A_33TUL_20240808_0_L2A', 'cloud_cover': 5.0}
         """
-        args = {k: v for k, v in locals().items() if k not in ("self", "catalog")}  # the arguments
+        args = dict(  # the search's arguments
+            collections=collections,
+            bbox=bbox,
+            intersects=intersects,
+            datetime=datetime,
+            ids=ids,
+            query=query,
+            filter=filter,
+            filter_lang=filter_lang,
+            sortby=sortby,
+            max_cloud_cover=max_cloud_cover,
+            limit=limit,
+            cursor=cursor,
+            detail=detail,
+            fields=fields,
+        )
         from .discovery.federated import catalog_ids, federated_search
         from .discovery.search import search_items
         from .results import SearchResults

@@ -117,7 +117,8 @@ def test_time_series_saves_as_csv_and_chart(session):
     assert (
         len(session.outputs.path(session.save(first_days).id).read_text().splitlines()) == len(first_days) + 1
     )
-    with pytest.raises(stac_gdal_mcp.StacGdalMcpError, match="not a time series"):
+    # a table no operation made has no kind: refused, not taken for a time series
+    with pytest.raises(stac_gdal_mcp.StacGdalMcpError, match="save takes a table .* not DataFrame"):
         session.save(pd.DataFrame({"value": [0.5]}))
     with pytest.raises(stac_gdal_mcp.StacGdalMcpError, match="no column item_ids"):
         session.save(series.drop(columns=["item_ids"]))

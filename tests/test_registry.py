@@ -1,9 +1,10 @@
-"""operations/registry.py: every operation is one protocol, every result kind has one handler, and
+"""operations/: every operation is one class in OPERATIONS, every result kind has one handler, and
 Session.save, Session.map and the tools' answers dispatch through it (no chain naming operations)."""
 
 import pytest
 
 import stac_gdal_mcp
+from stac_gdal_mcp import operations
 from stac_gdal_mcp.errors import InvalidArgument
 from stac_gdal_mcp.operations import registry
 
@@ -30,7 +31,7 @@ def test_every_registered_operation_is_one_class():
 
 def test_every_result_kind_has_its_handler():
     """Each kind the package's operations put in a Provenance (found in their source) and each
-    result class's kind is declared by one module, which can answer or save it."""
+    result class's kind has its handler in operations.RESULTS."""
     import re
     from pathlib import Path
 
@@ -46,11 +47,9 @@ def test_every_result_kind_has_its_handler():
     }
     assert {"time_series", "composite", "zonal_stats"} <= made, made
     wanted = made | {c.result_kind for c in classes}
-    kinds = registry.kinds()
-    assert wanted <= set(kinds), wanted - set(kinds)
+    assert wanted <= set(operations.RESULTS), wanted - set(operations.RESULTS)
     for kind in wanted:
-        handler = kinds[kind]
-        assert any(hasattr(handler, hook) for hook in ("save", "answer", "map_call")), kind
+        assert issubclass(operations.RESULTS[kind], registry.Results), kind
 
 
 class Measured:
@@ -59,19 +58,19 @@ class Measured:
     result_kind = "measured"
 
 
-class Handler:
-    @staticmethod
-    def save(core, result, *, format, output_name, job):
+class Handler(registry.Results):
+    @classmethod
+    def save(cls, core, result, *, format, output_name, job):
         return ("saved", format, output_name)
 
-    @staticmethod
-    def map_call(result):
+    @classmethod
+    def map_call(cls, result):
         return registry.call("measure", {"aoi": [0, 0, 1, 1]}, {"value": 1})
 
 
 def test_save_and_map_dispatch_through_the_registry(monkeypatch, tmp_path):
     """A kind declared once is saved by Session.save and drawn by Session.map, unchanged."""
-    monkeypatch.setitem(registry.kinds(), "measured", Handler)
+    monkeypatch.setitem(operations.RESULTS, "measured", Handler)
     with stac_gdal_mcp.Session(default_catalog="sample", workspace=tmp_path) as session:
         assert session.save(Measured(), format="csv", output_name="m") == ("saved", "csv", "m")
         assert session.map(Measured()).calls == [Handler.map_call(None)]

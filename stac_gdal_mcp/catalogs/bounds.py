@@ -43,13 +43,26 @@ def json_size(value: Any) -> int:
 
 
 class ResultBudget:
-    """The bytes of entries one answer may carry. `shape` turns a feature into the entry the
-    answer carries (a summary; by default the feature itself), so the budget counts what is
-    sent. Past the budget `take` says no and the caller stops with `note` and a cursor there."""
+    """The bytes of entries one answer may carry (the one byte budget of every answer: item
+    pages, a zonal table's rows and zones). `shape` turns a feature into the entry the answer
+    carries (a summary; by default the feature itself), so the budget counts what is sent. Past
+    the budget `take` says no and the caller stops with `note` and a cursor there. `room`: the
+    bytes for the entries (default: max_bytes less RESERVE, at least half of it)."""
 
-    def __init__(self, max_bytes: int | None, shape: Callable[[dict], Any] | None = None, full: bool = True):
+    def __init__(
+        self,
+        max_bytes: int | None,
+        shape: Callable[[dict], Any] | None = None,
+        full: bool = True,
+        *,
+        room: int | None = None,
+        separator: int = 0,
+    ):
         self.max_bytes = max_bytes
-        self.room = None if max_bytes is None else max(max_bytes - RESERVE, max_bytes // 2)
+        self.room = (
+            room if room is not None or max_bytes is None else max(max_bytes - RESERVE, max_bytes // 2)
+        )
+        self.separator = separator  # bytes counted between two entries (a list's comma)
         self.shape = shape
         self.full = full
         self.used = 0
@@ -59,7 +72,7 @@ class ResultBudget:
     def take(self, feature: dict) -> bool:
         if self.room is None:
             return True
-        size = json_size(self.shape(feature) if self.shape is not None else feature)
+        size = json_size(self.shape(feature) if self.shape is not None else feature) + self.separator
         if self.used and self.used + size > self.room:
             self.cut = True
             return False

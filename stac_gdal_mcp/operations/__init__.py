@@ -12,7 +12,7 @@ What they stand on (raster I/O, item selection, masks, expressions, estimates, j
 `processing/`, one layer below: nothing there imports an operation.
 """
 
-from . import change, cloud, composite, convert, inspect, preview, series, threshold, warp
+from . import change, cloud, composite, convert, inspect, preview, registry, saved, series, threshold, warp
 from .base import Operation
 from .zonal import stats as zonal_stats
 
@@ -29,4 +29,13 @@ OPERATIONS: dict[str, type[Operation]] = {
     "zonal_stats": zonal_stats.ZonalStats,
     "compare_periods": change.ComparePeriods,
     "threshold_area": threshold.ThresholdArea,
+}
+
+#: Every kind of result (`registry.kind_of`) -> the class that handles it: the operation that
+#: made it, an output record's, a search page's; any georeferenced array is saved as a composite.
+RESULTS: dict[str, type[registry.Results]] = {
+    **OPERATIONS,
+    "output": saved.Output,
+    "search": saved.SearchPage,
+    "array": composite.Composite,
 }

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..discovery.query import check_names
 from ..errors import InvalidArgument
+from .registry import Results
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -53,8 +54,9 @@ class Tool:
     quicklook: bool = False
 
 
-class Operation(BaseModel):
-    """One call of an operation: its fields are its parameters (see the module's docstring)."""
+class Operation(BaseModel, Results):
+    """One call of an operation: its fields are its parameters (see the module's docstring); the
+    class handles its results too (`registry.Results`: save, outputs, answer, map_call)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 

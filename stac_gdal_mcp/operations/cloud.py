@@ -331,6 +331,127 @@ def _outcome(row: ItemCloudCover) -> str:
     return f"{row.clear_fraction:.1%} clear"
 
 
+def cloud_cover_stats(core, aoi, *, job: Job | None = None, **arguments) -> CloudCoverResult:
+    """The ranking (`CloudCoverResult`) of `aoi` over the items `arguments` name."""
+    return CloudCoverStats.of(aoi, **arguments).run(core, job).result
+
+
+def measure(core, request: CloudCoverStats, job: Job | None = None) -> CloudCoverResult:
+    """Cloud statistics over the AOI for the request's items. `job` receives one progress step
+    per item measured and can cancel the call between items."""
+    cat, selected, notes, collections = request.select(core)
+    total = len(selected)
+    job = timed(job, core)
+    with contextlib.ExitStack() as stack:
+        cluster = None
+        if total and core.settings.dask_scheduler:  # each mask counted on a worker
+            cluster = stack.enter_context(contextlib.closing(Cluster(core, request, job)))
+        count = counting(core, request, job, cluster)
+        rows = each(
+            job,
+            selected,
+            lambda it: measure_item(core, cat, it, collections, request.asset, count, job),
+            workers=max(1, min(core.settings.limits.max_concurrency, total)),
+            start=f"measuring cloud cover of {counted(total, 'item')}",
+            describe=lambda row: f"{row.item_id}: {_outcome(row)}",
+        )
+    measured = [r for r in rows if r is not None]
+    failed = sum(1 for r in measured if r.error)
+    if measured and failed == len(measured):
+        raise none_read([r.error for r in measured])
+    if not measured:
+        notes.append("no items to measure: widen the search (datetime, collections) or check the AOI")
+    if failed:
+        notes.append(f"{failed} of {counted(total, 'item')} could not be measured; see `error` in their rows")
+    empty = sum(1 for r in measured if not r.error and not r.valid_pixels)
+    if empty:
+        notes.append(
+            f"{counted(empty, 'item')} {plural(empty, 'has')} no valid pixels in the AOI (outside the item or all no data)"
+        )
+    return CloudCoverResult(
+        aoi_bbox=[round(v, 6) for v in request.geometry.bounds],
+        sort=request.sort,
+        items=sort_rows(measured, request.sort),
+        returned=len(measured),
+        failed=failed,
+        notes=notes,
+    )
+
+
+class CloudCover:
+    """Cloud cover inside an AOI, one row per item (clearest first by default): `result` is the
+    same `CloudCoverResult` the server's cloud_cover_stats tool returns; `to_dataframe()` makes
+    the ranking table (its `attrs`: aoi_bbox, sort, failed, notes).
+
+    It reads as that table too - `ranking["clear_fraction"]`, `ranking.iloc[0]`, `len(ranking)`,
+    `ranking.attrs` and the other DataFrame attributes go to `to_dataframe()` - so code written
+    for the table keeps working; in Jupyter it shows as the table.
+    """
+
+    result_kind = "cloud_cover_stats"  # answered and drawn by CloudCoverStats
+
+    def __init__(self, result: CloudCoverResult):
+        self.result = result
+        self._frame: pd.DataFrame | None = None
+
+    @property
+    def items(self) -> list[ItemCloudCover]:
+        """The rows: per item, the cloud, shadow, cirrus, snow, water, clear and no-data fractions."""
+        return self.result.items
+
+    @property
+    def notes(self) -> list[str]:
+        return self.result.notes
+
+    def to_dataframe(self) -> pd.DataFrame:
+        """The ranking as a DataFrame, one row per item in its order (a copy each call)."""
+        from .tables import to_frame
+
+        if self._frame is None:  # its other fields in `attrs`
+            self._frame = to_frame(self.result.items, list(ItemCloudCover.model_fields))
+            self._frame.attrs.update(self.result.model_dump(include={"aoi_bbox", "sort", "failed", "notes"}))
+        return self._frame.copy()
+
+    def _table(self) -> pd.DataFrame:
+        if self._frame is None:
+            self.to_dataframe()
+        return self._frame  # type: ignore[return-value]
+
+    def __getitem__(self, key):
+        return self._table()[key]
+
+    def __len__(self) -> int:
+        return len(self.result.items)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("result", "_frame"):
+            raise AttributeError(name)
+        return getattr(self._table(), name)
+
+    def _repr_html_(self) -> str:
+        return self._table()._repr_html_()
+
+    def __repr__(self) -> str:
+        return f"<CloudCover {len(self)} items, {self.result.failed} failed, sort={self.result.sort!r}>"
+
+
+# --- the result: a `CloudCover` ranking (registry.py) ----------------------------------------------
+
+
+def answer(core, cover, records, limits, **options):
+    """The cloud_cover_stats tool's answer: the ranking (nothing is saved)."""
+    from .registry import Answer
+
+    return Answer(cover.result)
+
+
+def map_call(cover) -> dict:
+    """A ranking as the map draws it: the ranking and its AOI."""
+    from .registry import call
+
+    return call("cloud_cover_stats", {}, cover.result.model_dump(mode="json"))
+
+
 class CloudCoverStats(Operation):
     """How cloudy was *this area* in each scene: per item, the cloud, shadow, cirrus, snow,
     water and clear fractions of the valid pixels inside `aoi` (a WGS84 bbox or GeoJSON
@@ -397,125 +518,5 @@ class CloudCoverStats(Operation):
         """Cloud statistics over the AOI for the items (`measure`), as a ranking."""
         return CloudCover(measure(core, self, job))
 
-
-def cloud_cover_stats(core, aoi, *, job: Job | None = None, **arguments) -> CloudCoverResult:
-    """The ranking (`CloudCoverResult`) of `aoi` over the items `arguments` name."""
-    return CloudCoverStats.of(aoi, **arguments).run(core, job).result
-
-
-def measure(core, request: CloudCoverStats, job: Job | None = None) -> CloudCoverResult:
-    """Cloud statistics over the AOI for the request's items. `job` receives one progress step
-    per item measured and can cancel the call between items."""
-    cat, selected, notes, collections = request.select(core)
-    total = len(selected)
-    job = timed(job, core)
-    with contextlib.ExitStack() as stack:
-        cluster = None
-        if total and core.settings.dask_scheduler:  # each mask counted on a worker
-            cluster = stack.enter_context(contextlib.closing(Cluster(core, request, job)))
-        count = counting(core, request, job, cluster)
-        rows = each(
-            job,
-            selected,
-            lambda it: measure_item(core, cat, it, collections, request.asset, count, job),
-            workers=max(1, min(core.settings.limits.max_concurrency, total)),
-            start=f"measuring cloud cover of {counted(total, 'item')}",
-            describe=lambda row: f"{row.item_id}: {_outcome(row)}",
-        )
-    measured = [r for r in rows if r is not None]
-    failed = sum(1 for r in measured if r.error)
-    if measured and failed == len(measured):
-        raise none_read([r.error for r in measured])
-    if not measured:
-        notes.append("no items to measure: widen the search (datetime, collections) or check the AOI")
-    if failed:
-        notes.append(f"{failed} of {counted(total, 'item')} could not be measured; see `error` in their rows")
-    empty = sum(1 for r in measured if not r.error and not r.valid_pixels)
-    if empty:
-        notes.append(
-            f"{counted(empty, 'item')} {plural(empty, 'has')} no valid pixels in the AOI (outside the item or all no data)"
-        )
-    return CloudCoverResult(
-        aoi_bbox=[round(v, 6) for v in request.geometry.bounds],
-        sort=request.sort,
-        items=sort_rows(measured, request.sort),
-        returned=len(measured),
-        failed=failed,
-        notes=notes,
-    )
-
-
-class CloudCover:
-    """Cloud cover inside an AOI, one row per item (clearest first by default): `result` is the
-    same `CloudCoverResult` the server's cloud_cover_stats tool returns; `to_dataframe()` makes
-    the ranking table (its `attrs`: aoi_bbox, sort, failed, notes).
-
-    It reads as that table too - `ranking["clear_fraction"]`, `ranking.iloc[0]`, `len(ranking)`,
-    `ranking.attrs` and the other DataFrame attributes go to `to_dataframe()` - so code written
-    for the table keeps working; in Jupyter it shows as the table.
-    """
-
-    result_kind = "cloud_cover"  # answered and drawn below
-
-    def __init__(self, result: CloudCoverResult):
-        self.result = result
-        self._frame: pd.DataFrame | None = None
-
-    @property
-    def items(self) -> list[ItemCloudCover]:
-        """The rows: per item, the cloud, shadow, cirrus, snow, water, clear and no-data fractions."""
-        return self.result.items
-
-    @property
-    def notes(self) -> list[str]:
-        return self.result.notes
-
-    def to_dataframe(self) -> pd.DataFrame:
-        """The ranking as a DataFrame, one row per item in its order (a copy each call)."""
-        from .tables import to_frame
-
-        if self._frame is None:  # its other fields in `attrs`
-            self._frame = to_frame(self.result.items, list(ItemCloudCover.model_fields))
-            self._frame.attrs.update(self.result.model_dump(include={"aoi_bbox", "sort", "failed", "notes"}))
-        return self._frame.copy()
-
-    def _table(self) -> pd.DataFrame:
-        if self._frame is None:
-            self.to_dataframe()
-        return self._frame  # type: ignore[return-value]
-
-    def __getitem__(self, key):
-        return self._table()[key]
-
-    def __len__(self) -> int:
-        return len(self.result.items)
-
-    def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("result", "_frame"):
-            raise AttributeError(name)
-        return getattr(self._table(), name)
-
-    def _repr_html_(self) -> str:
-        return self._table()._repr_html_()
-
-    def __repr__(self) -> str:
-        return f"<CloudCover {len(self)} items, {self.result.failed} failed, sort={self.result.sort!r}>"
-
-
-# --- the result: a `CloudCover` ranking (registry.py) ----------------------------------------------
-
-RESULT_KINDS = ("cloud_cover",)
-
-
-def answer(core, cover, records, limits, **options):
-    """The cloud_cover_stats tool's answer: the ranking (nothing is saved)."""
-    from .registry import Answer
-
-    return Answer(cover.result)
-
-
-def map_call(cover) -> dict:
-    """A ranking as the map draws it: the ranking and its AOI."""
-    from .registry import call
-
-    return call("cloud_cover_stats", {}, cover.result.model_dump(mode="json"))
+    answer = staticmethod(answer)
+    map_call = staticmethod(map_call)

@@ -1,7 +1,8 @@
 """A cloud-free picture of an AOI: per pixel, the median (mean, min, max) over time of each band.
 
-`composite` returns it as a lazy, georeferenced xarray DataArray on dask (band, y, x; NaN where
-no usable value was seen), its provenance in `attrs`, its blocks output tiles of TILE px;
+`composite` returns it as a `Raster`: a lazy, georeferenced xarray DataArray on dask (band, y, x;
+NaN where no usable value was seen; its provenance in `attrs`, its blocks output tiles of TILE
+px) with the plan that made it;
 `save_array` computes a DataArray a few tiles at a time and writes it as a float COG with a
 record naming every item it came from (a composite's failed days left out of every tile).
 `result` is the shape the server's tool returns.
@@ -10,7 +11,6 @@ record naming every item it came from (a composite's failed days left out of eve
 from __future__ import annotations
 
 import contextlib
-import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
     from ..outputs import OutputRecord
 
-RESULT_KINDS = ("composite", "array")  # saved and answered by `save`, `outputs`, `answer` (registry.py)
 TILE = 1024  # px a side of the output tiles a composite is computed and written by (its dask chunks)
 
 
@@ -68,62 +67,12 @@ def band_names(bands) -> list[str]:
     return names
 
 
-class Composite(OverArea):
-    """A cloud-free picture of `aoi`: per pixel, the median (mean, min, max) over time of each
-    band's cloud-masked values; a float32 DataArray (band, y, x) of reflectances, NaN where no
-    clear value was seen, georeferenced (its `spatial_ref`). `save` writes it as a COG whose
-    record lists every item it came from. `dry_run=True`: an `Estimate` of what computing and
-    saving it would read and write (only headers are read).
-
-    >>> rgb = session.composite(aoi, ["red", "green", "blue"], collections=["sentinel-2-l2a"])
-    >>> rgb.dims, rgb.band.values.tolist(), rgb.attrs["items"]
-    (('band', 'y', 'x'), ['red', 'green', 'blue'], 5)
-    """
-
-    name: ClassVar[str] = "composite"
-    library_name: ClassVar[str] = "composite"
-    positional: ClassVar[tuple[str, ...]] = ("aoi", "bands")
-    tool: ClassVar[Tool] = Tool(quicklook=True)
-    description: ClassVar[str] = """A cloud-free picture of the AOI: per pixel, the `method` over
-    time of each band's cloud-masked reflectances, as a float32 COG (NaN where never clear).
-
-    Example: composite(aoi=[13.6, 45.92, 13.62, 45.935], bands=["red", "green", "blue"],
-    search={"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": "2024-06"})."""
-    answer_model: ClassVar[type] = CompositeResult
-
-    bands: json_text(list[str], 'band names or asset keys: ["red", "green", "blue"]')
-    method: Annotated[
-        Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")
-    ] = "median"
-
-    @cached_property
-    def names(self) -> tuple[str, ...]:
-        """The band names (checked)."""
-        return tuple(band_names(self.bands))
-
-    def plan(self, core) -> Composite:
-        """The band names checked before anything is read."""
-        self.names  # noqa: B018
-        return self
-
-    def estimate(self, core):
-        """What computing and saving the composite would read and write (headers only)."""
-        from ..processing.estimate.loads import estimate_load
-
-        names = list(self.plan(core).names)
-        return estimate_load(core, self.load, names, operation="composite", chunk=TILE)
-
-    def run(self, core, job: Job | None = None) -> xr.DataArray:
-        """The lazy composite (`reduce_over_time`)."""
-        return reduce_over_time(core, self.plan(core), job)
-
-
-def composite(core, aoi, *, job: Job | None = None, **arguments) -> xr.DataArray:
+def composite(core, aoi, *, job: Job | None = None, **arguments) -> Raster:
     """The composite of `aoi` over the load, search and composite `arguments` name."""
     return Composite.of(aoi, **arguments).run(core, job)
 
 
-def reduce_over_time(core, request: Composite, job: Job | None = None) -> xr.DataArray:
+def reduce_over_time(core, request: Composite, job: Job | None = None) -> Raster:
     """Per pixel, `method` over time of each band's usable values: a lazy float32 DataArray
     (band, y, x) on dask, NaN outside the AOI and where no usable value was seen; its blocks are
     output tiles of at most TILE px a side, each the reduction of that tile's days. Nothing is
@@ -160,16 +109,44 @@ def reduce_over_time(core, request: Composite, job: Job | None = None) -> xr.Dat
         name=f"{method}_composite",
         attrs={"method": method, "items": prep.item_count, **provenance.to_attrs(as_text=True)},
     )
-    _PLANS[data.name] = plan
-    weakref.finalize(data, _PLANS.pop, data.name, None)
-    return array
+    return Raster(array, plan)
+
+
+class Raster:
+    """A composite: the lazy DataArray (band, y, x) with the plan that made it, so that saving it
+    streams it tile by tile and leaves out the days whose reads fail. It reads as the array -
+    `rgb.dims`, `rgb.sel(band="red")`, `rgb.attrs`, `rgb.values` and every other attribute go
+    to `array` - and shows as it in Jupyter; `array` is the DataArray itself."""
+
+    result_kind = "composite"  # saved, kept and answered by Composite
+
+    def __init__(self, array: xr.DataArray, plan: _Plan):
+        self.array, self.plan = array, plan
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("array", "plan"):
+            raise AttributeError(name)
+        return getattr(self.array, name)
+
+    def __getitem__(self, key):
+        return self.array[key]
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        return np.asarray(self.array, dtype=dtype)
+
+    def _repr_html_(self) -> str:
+        return self.array._repr_html_()
+
+    def __repr__(self) -> str:
+        return repr(self.array)
 
 
 # --- the reduction over time, per output tile ------------------------------------------------------
-
-# The composites alive (dask name of the array -> how it was made), for `save_array` to stream
-# them with failed days left out; an entry goes with its array.
-_PLANS: dict[str, _Plan] = {}
 
 
 @dataclass
@@ -321,7 +298,7 @@ def save_array(
     from ..processing.records import describe_raster
 
     plan = _plan_of(array)
-    array, crs, transform, provenance = _checked(core, array)
+    array, crs, transform, provenance = _checked(core, getattr(array, "array", array))
     count, height, width = array.shape
     dtype = array.dtype
     nodata = float("nan") if dtype.kind == "f" else None
@@ -422,12 +399,8 @@ class _Outcome:
 
 
 def _plan_of(array) -> _Plan | None:
-    """The plan of a composite made by `composite` (its data unchanged), else None."""
-    data = getattr(array, "data", None)
-    plan = _PLANS.get(getattr(data, "name", None) or "")
-    if plan is None or array.dims != ("band", "y", "x") or array.shape[0] != len(plan.names):
-        return None
-    return plan
+    """The plan of a composite (a `Raster`), else None (any other array)."""
+    return array.plan if isinstance(array, Raster) else None
 
 
 def _composite_tiles(core, plan: _Plan, job: Job, outcome: _Outcome):
@@ -566,3 +539,57 @@ def answer(core, array: xr.DataArray, records, limits, *, quicklook: bool = Fals
     (record,) = records
     images = (quicklook_png(core.outputs.path(record.id)),) if quicklook else ()
     return Answer(result(array, record), records, images)
+
+
+class Composite(OverArea):
+    """A cloud-free picture of `aoi`: per pixel, the median (mean, min, max) over time of each
+    band's cloud-masked values; a `Raster`, which reads as its float32 DataArray (band, y, x) of
+    reflectances (`.array`), NaN where no clear value was seen, georeferenced (its `spatial_ref`). `save` writes it as a COG whose
+    record lists every item it came from. `dry_run=True`: an `Estimate` of what computing and
+    saving it would read and write (only headers are read).
+
+    >>> rgb = session.composite(aoi, ["red", "green", "blue"], collections=["sentinel-2-l2a"])
+    >>> rgb.dims, rgb.band.values.tolist(), rgb.attrs["items"]
+    (('band', 'y', 'x'), ['red', 'green', 'blue'], 5)
+    """
+
+    name: ClassVar[str] = "composite"
+    library_name: ClassVar[str] = "composite"
+    positional: ClassVar[tuple[str, ...]] = ("aoi", "bands")
+    tool: ClassVar[Tool] = Tool(quicklook=True)
+    description: ClassVar[str] = """A cloud-free picture of the AOI: per pixel, the `method` over
+    time of each band's cloud-masked reflectances, as a float32 COG (NaN where never clear).
+
+    Example: composite(aoi=[13.6, 45.92, 13.62, 45.935], bands=["red", "green", "blue"],
+    search={"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": "2024-06"})."""
+    answer_model: ClassVar[type] = CompositeResult
+
+    bands: json_text(list[str], 'band names or asset keys: ["red", "green", "blue"]')
+    method: Annotated[
+        Literal["median", "mean", "min", "max"], Field(description="per-pixel statistic over time")
+    ] = "median"
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """The band names (checked)."""
+        return tuple(band_names(self.bands))
+
+    def plan(self, core) -> Composite:
+        """The band names checked before anything is read."""
+        self.names  # noqa: B018
+        return self
+
+    def estimate(self, core):
+        """What computing and saving the composite would read and write (headers only)."""
+        from ..processing.estimate.loads import estimate_load
+
+        names = list(self.plan(core).names)
+        return estimate_load(core, self.load, names, operation="composite", chunk=TILE)
+
+    def run(self, core, job: Job | None = None) -> Raster:
+        """The lazy composite (`reduce_over_time`)."""
+        return reduce_over_time(core, self.plan(core), job)
+
+    save = staticmethod(save)
+    outputs = staticmethod(outputs)
+    answer = staticmethod(answer)

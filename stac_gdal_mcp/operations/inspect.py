@@ -12,13 +12,10 @@ from ..processing.inspect import AssetInfo
 from ..processing.jobs import Job, timed
 from .base import Tool
 from .params import OnAsset
-from .registry import Answer
 
 if TYPE_CHECKING:
     from ..core import Core
     from ..processing.estimate import Estimate
-
-RESULT_KINDS = ("AssetInfo",)  # the class of its result (registry.kind_of)
 
 
 class InspectAsset(OnAsset):
@@ -61,8 +58,3 @@ class InspectAsset(OnAsset):
         info = inspect_asset(core, self.plan(core).input)
         job.check()
         return info
-
-
-def answer(core: Core, info: AssetInfo, records, limits, **options) -> Answer:
-    """The inspect_asset tool's answer: the header facts."""
-    return Answer(info)

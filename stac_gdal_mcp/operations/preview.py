@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from ..core import Core
     from ..processing.estimate import Estimate
 
-RESULT_KINDS = ("preview",)  # kept, answered and drawn by the functions at the end (registry.py)
 MAX_PREVIEW_SIZE = 2048
 PERCENTILES = (2, 98)
 COLORMAP = "viridis"
@@ -65,58 +64,6 @@ def describe_stretch(stretch: dict) -> str:
         f"{stretch['colormap']}, {p0:g}-{p1:g} % stretch: "
         f"{stretch['dark']:.4g} (dark) to {stretch['bright']:.4g} (bright)"
     )
-
-
-class PreviewImage(OnAsset):
-    """A quicklook PNG of an item (true colour from its visual asset or red/green/blue) or of
-    one asset (single band, colormap), at most `max_size` px; it shows inline in Jupyter and
-    is saved as an output (`.record`). `assets`: 1 or 3 asset names to show. `dry_run=True`:
-    an `Estimate` of what it would read and write.
-
-    >>> image = session.preview(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), bbox=aoi, max_size=64)
-    >>> image.png[:4], image.width <= 64
-    (b'\\x89PNG', True)
-    """
-
-    name: ClassVar[str] = "preview"
-    library_name: ClassVar[str] = "preview"
-    tool: ClassVar[Tool] = Tool(task=False, confirm=False)
-    description: ClassVar[str] = """A quicklook PNG of an item (true colour) or an asset (colormap,
-    colour bar), returned as an image and saved; reads overviews (quick).
-
-    Example: preview(catalog="sample", collection_id="sentinel-2-l2a", item_id="S2A_33TUL_20240808_0_L2A")."""
-    answer_model: ClassVar[type] = OutputRecord
-
-    assets: json_text(
-        list[str] | None,
-        "1 asset (colormap) or 3 (RGB); default: visual or red, green, blue",
-    ) = None
-    bbox: json_text(
-        Annotated[list[float], Field(min_length=4, max_length=4)] | None,
-        "[west, south, east, north] in WGS84",
-    ) = None
-    max_size: Annotated[int, Field(ge=16, le=MAX_PREVIEW_SIZE, description="longest side in pixels")] = 512
-
-    def resolve(self, core: Core) -> tuple[AssetSource, ...]:
-        """What it shows: one asset, or an item's 1 or 3 (`inputs.preview_sources`)."""
-        from .inputs import preview_sources
-
-        return tuple(preview_sources(core, self.source, self.asset, self.assets, self.ref))
-
-    @property
-    def sources(self) -> tuple[AssetSource, ...]:
-        return self.input
-
-    def estimate(self, core: Core) -> Estimate:
-        """What `run` would read and write (headers only)."""
-        from ..processing.estimate import estimate_preview
-
-        return estimate_preview(core, self.plan(core))
-
-    def run(self, core: Core, job: Job | None = None) -> Preview:
-        """The quicklook, saved (`render`)."""
-        record, png = render(core, self.plan(core), job)
-        return Preview(png=png, record=record)
 
 
 def check_preview_read(
@@ -266,7 +213,7 @@ class Preview:
 
     png: bytes = field(repr=False)
     record: OutputRecord = field(repr=False)
-    result_kind: ClassVar[str] = "preview"  # answered and drawn below
+    result_kind: ClassVar[str] = "preview"  # answered and drawn by PreviewImage
 
     @property
     def width(self) -> int:
@@ -357,3 +304,59 @@ def with_colour_bar(png: bytes, stretch: dict) -> bytes:
     out = io.BytesIO()
     figure.savefig(out, format="png", dpi=dpi)
     return out.getvalue()
+
+
+class PreviewImage(OnAsset):
+    """A quicklook PNG of an item (true colour from its visual asset or red/green/blue) or of
+    one asset (single band, colormap), at most `max_size` px; it shows inline in Jupyter and
+    is saved as an output (`.record`). `assets`: 1 or 3 asset names to show. `dry_run=True`:
+    an `Estimate` of what it would read and write.
+
+    >>> image = session.preview(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), bbox=aoi, max_size=64)
+    >>> image.png[:4], image.width <= 64
+    (b'\\x89PNG', True)
+    """
+
+    name: ClassVar[str] = "preview"
+    library_name: ClassVar[str] = "preview"
+    tool: ClassVar[Tool] = Tool(task=False, confirm=False)
+    description: ClassVar[str] = """A quicklook PNG of an item (true colour) or an asset (colormap,
+    colour bar), returned as an image and saved; reads overviews (quick).
+
+    Example: preview(catalog="sample", collection_id="sentinel-2-l2a", item_id="S2A_33TUL_20240808_0_L2A")."""
+    answer_model: ClassVar[type] = OutputRecord
+
+    assets: json_text(
+        list[str] | None,
+        "1 asset (colormap) or 3 (RGB); default: visual or red, green, blue",
+    ) = None
+    bbox: json_text(
+        Annotated[list[float], Field(min_length=4, max_length=4)] | None,
+        "[west, south, east, north] in WGS84",
+    ) = None
+    max_size: Annotated[int, Field(ge=16, le=MAX_PREVIEW_SIZE, description="longest side in pixels")] = 512
+
+    def resolve(self, core: Core) -> tuple[AssetSource, ...]:
+        """What it shows: one asset, or an item's 1 or 3 (`inputs.preview_sources`)."""
+        from .inputs import preview_sources
+
+        return tuple(preview_sources(core, self.source, self.asset, self.assets, self.ref))
+
+    @property
+    def sources(self) -> tuple[AssetSource, ...]:
+        return self.input
+
+    def estimate(self, core: Core) -> Estimate:
+        """What `run` would read and write (headers only)."""
+        from ..processing.estimate import estimate_preview
+
+        return estimate_preview(core, self.plan(core))
+
+    def run(self, core: Core, job: Job | None = None) -> Preview:
+        """The quicklook, saved (`render`)."""
+        record, png = render(core, self.plan(core), job)
+        return Preview(png=png, record=record)
+
+    outputs = staticmethod(outputs)
+    answer = staticmethod(answer)
+    map_call = staticmethod(map_call)

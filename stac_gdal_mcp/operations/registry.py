@@ -1,11 +1,12 @@
 """What happens to a result: saved, kept and answered by a tool, drawn on the map. (The
 operations themselves are classes, registered in `operations.OPERATIONS`: base.py.)
 
-A result has a kind: the `result_kind` of its class (`CloudCover`, `Preview`, `SearchResults`,
-`OutputRecord`), else the `Provenance.kind` a table or array carries in its `attrs`, else the
-name of its class (`AssetInfo`). The module
-that names the kind in its `RESULT_KINDS` says, with functions of fixed names, what happens to
-its results (or the object it maps the kind to, as `saved.py` does for output records):
+A result says its kind: the `result_kind` of its class (`CloudCover`: "cloud_cover_stats",
+`Preview`, `AssetInfo`, `SearchResults`, `OutputRecord`), else the `Provenance.kind` its operation
+put in its `attrs` (a table or an array: "time_series", "zonal_stats", "composite"); the kind is
+the name of the operation that made it. `operations.RESULTS` maps each kind to the class that
+handles it (`Results`): the operation's class, or `saved.py`'s for output records and search
+pages. Its class methods say what happens to a result:
 
 - `save(core, result, *, format, output_name, job)` -> the `OutputRecord` of the file written
   (`Session.save`);
@@ -15,16 +16,12 @@ its results (or the object it maps the kind to, as `saved.py` does for output re
   value within the limits, the records it links to, the images shown beside it;
 - `map_call(result)` -> the tool call the map draws for it (`maps.calls`).
 
-A kind without one of them refuses it with one line. The registry finds the modules itself: a new
-operation declares its kinds in its own module and nothing here changes.
+What a kind does not do (a ranking is not saved) is refused in one line.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
@@ -38,7 +35,6 @@ SAVED = "a table (from time_series or zonal_stats) or an array (from composite)"
 MAPPED = (
     "search results, a cloud cover ranking, a zonal_stats or time_series table, an output record or a preview"
 )
-HOOKS = {"save": f"save takes {SAVED}", "map_call": f"map takes {MAPPED}"}
 
 
 @dataclass(frozen=True)
@@ -72,64 +68,71 @@ def image(png: bytes) -> dict:
     return {"type": "image", "mimeType": "image/png", "data": base64.b64encode(png).decode()}
 
 
-@cache
-def kinds() -> dict[str, Any]:
-    """Result kind -> what handles it: the module of operations/ that names it in its
-    `RESULT_KINDS` (a tuple of kinds), or the object it maps it to (a dict)."""
-    from .. import operations
+class Results:
+    """What happens to the results of a kind (the defaults: kept as they are, answered as
+    themselves, neither saved nor drawn). An operation's class is the handler of its results
+    (`Operation` derives from this); `saved.py` has those of output records and search pages."""
 
-    found = {}
-    for info in pkgutil.walk_packages(operations.__path__, f"{operations.__name__}."):
-        module = importlib.import_module(info.name)
-        declared = getattr(module, "RESULT_KINDS", ())
-        found.update(declared if isinstance(declared, dict) else dict.fromkeys(declared, module))
-    return found
+    @classmethod
+    def save(cls, core, result, *, format=None, output_name=None, job=None):
+        """`result` written into the workspace; its record."""
+        raise InvalidArgument(f"save takes {SAVED}, not {type(result).__name__}")
+
+    @classmethod
+    def outputs(cls, core, result, job) -> tuple:
+        """The records a tool keeps of `result` (written in `job`)."""
+        return ()
+
+    @classmethod
+    def answer(cls, core, result, records, limits, *, quicklook: bool = False) -> Answer:
+        """The tool's answer for `result`."""
+        return Answer(result)
+
+    @classmethod
+    def map_call(cls, result) -> dict:
+        """The tool call the map draws for `result`."""
+        raise InvalidArgument(f"map takes {MAPPED}, not {type(result).__name__}")
 
 
-def kind_of(result: Any) -> str:
-    """The kind of `result`: its class's `result_kind`; for a table or an array the provenance in
-    its `attrs`, else the kind its type defaults to (a table: a time series, whose save says
-    where it came from is unknown; an array: any georeferenced array); else its class's name (an
-    `AssetInfo`)."""
+def kind_of(result: Any) -> str | None:
+    """The kind of `result`, said by the result itself: its class's `result_kind`, else the
+    `Provenance.kind` its operation put in its `attrs` (a table, an array); an array without one
+    is of the kind "array" (saved as a COG, as a composite is); anything else has none."""
     kind = getattr(type(result), "result_kind", None)
     if isinstance(kind, str):
         return kind
-    if not hasattr(type(result), "attrs"):  # not a pandas or xarray object: its class's name
-        return type(result).__name__
+    if not hasattr(type(result), "attrs"):  # not a pandas or xarray object
+        return None
     from ..processing.records import Provenance
 
     provenance = Provenance.of(result)
     if provenance is not None:
         return provenance.kind
-    return "time_series" if hasattr(type(result), "columns") else "array"
+    return "array" if hasattr(type(result), "dims") else None
 
 
-def hook(result: Any, name: str):
-    """The function `name` of the module of `result`'s kind; else one line naming what takes it."""
-    module = kinds().get(kind_of(result))
-    found = getattr(module, name, None) if module is not None else None
-    if found is None:
-        raise InvalidArgument(
-            f"{HOOKS.get(name, name + ' takes none of these')}, not {type(result).__name__}"
-        )
-    return found
+def handler(result: Any) -> type[Results]:
+    """What handles `result`: `operations.RESULTS` by its kind (an operation's class, or an output
+    record's or a search page's); a result of no kind: the plain `Results`, which refuses it."""
+    from .. import operations
+
+    return operations.RESULTS.get(kind_of(result) or "", Results)
 
 
 def save(core, result: Any, *, format: str | None = None, output_name: str | None = None, job=None):
     """`result` written into the workspace as its kind saves it; its record."""
-    return hook(result, "save")(core, result, format=format, output_name=output_name, job=job)
+    return handler(result).save(core, result, format=format, output_name=output_name, job=job)
 
 
 def answer(core, result: Any, limits, *, job=None, quicklook: bool = False) -> Answer:
     """A tool's answer for `result`: the outputs its kind keeps of it written first (in `job`)."""
-    module = kinds().get(kind_of(result))
-    if module is None or not hasattr(module, "answer"):
+    results = handler(result)
+    if results is Results:
         raise InvalidArgument(f"no tool answers a {type(result).__name__}")
-    outputs = getattr(module, "outputs", None)
-    records = tuple(outputs(core, result, job)) if outputs is not None else ()
-    return module.answer(core, result, records, limits, quicklook=quicklook)
+    records = tuple(results.outputs(core, result, job))
+    return results.answer(core, result, records, limits, quicklook=quicklook)
 
 
 def map_call(result: Any) -> dict:
     """The call of the tool whose answer is `result`, as the map draws it."""
-    return hook(result, "map_call")(result)
+    return handler(result).map_call(result)

@@ -1,4 +1,4 @@
-"""Results that are already saved or fetched, as the registry (`registry.py`) dispatches them:
+"""Results that are already saved or fetched (`registry.py`, `operations.RESULTS`):
 
 - "output": an `OutputRecord` (reproject_asset, convert_asset, save_search write one as they
   run): answered as itself with links to its resources (and with `quicklook`, a PNG of its file;
@@ -8,10 +8,10 @@
 
 from __future__ import annotations
 
-from .registry import Answer, call, image
+from .registry import Answer, Results, call, image
 
 
-class Output:
+class Output(Results):
     """An output record: it keeps itself, answers as itself, is drawn at its bbox."""
 
     @staticmethod
@@ -29,15 +29,12 @@ class Output:
         return record_call(record)
 
 
-class SearchPage:
+class SearchPage(Results):
     """A page of search results: drawn as the search_items call that found it."""
 
     @staticmethod
     def map_call(results) -> dict:
         return call("search_items", results.search_arguments, results.page.model_dump(mode="json"))
-
-
-RESULT_KINDS = {"output": Output, "search": SearchPage}
 
 
 def saved_note(record) -> str | None:

@@ -40,8 +40,6 @@ if TYPE_CHECKING:
 
     from ..outputs import OutputRecord
 
-RESULT_KINDS = ("time_series",)  # saved, answered and drawn by the functions at the end (registry.py)
-
 
 class TimeSeriesRow(Model):
     date: str = Field(description="solar day")
@@ -116,62 +114,6 @@ def compute_rows(
             )
     rows.sort(key=lambda r: r.datetime)
     return rows, failed
-
-
-class TimeSeries(OverArea):
-    """One value per solar day over `aoi`: `reducer` of `expression` (an index - ndvi, ndwi,
-    nbr, ndbi -, a band, or a formula of band names such as "(nir-red)/(nir+red)") over the
-    pixels left after cloud masking. A DataFrame indexed by acquisition time (UTC) with
-    columns date, datetime, value, valid_fraction, valid_pixels, collection_id, item_ids;
-    nothing is written until you `save` it (CSV, or format="png" for a chart). `dry_run=True`:
-    an `Estimate` of what it would read (only headers are read).
-
-    >>> table = session.time_series(aoi, "ndvi", collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
-    >>> list(table["date"]), [round(v, 3) for v in table["value"]]
-    (['2024-06-04', '2024-06-19', '2024-07-14'], [0.517, 0.648, 0.52])
-    """
-
-    name: ClassVar[str] = "time_series"
-    library_name: ClassVar[str] = "time_series"
-    positional: ClassVar[tuple[str, ...]] = ("aoi", "expression")
-    description: ClassVar[str] = """One value per solar day: `reducer` of `expression` over the
-    AOI's cloud-free pixels, with the valid fraction and item ids; writes a CSV and a chart (also
-    as an image).
-
-    Example: time_series(aoi=[13.6, 45.92, 13.62, 45.935], search={"catalog": "sample",
-    "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"})."""
-    answer_model: ClassVar[type] = TimeSeriesResult
-
-    expression: Annotated[
-        str,
-        Field(description='ndvi, ndwi, nbr, ndbi, a band ("nir") or a formula: (nir-red)/(nir+red)'),
-    ] = "ndvi"
-    reducer: Annotated[
-        Literal["mean", "median", "min", "max", "count"],
-        Field(description="how a day's AOI pixels become one value"),
-    ] = "mean"
-
-    @cached_property
-    def parsed(self) -> tuple[str, Any, tuple[str, ...]]:
-        """The expression's text, its parsed tree and the band names it reads."""
-        text, tree, names = parse_expression(self.expression)
-        return text, tree, tuple(names)
-
-    def plan(self, core) -> TimeSeries:
-        """The expression parsed before anything is read."""
-        self.parsed  # noqa: B018
-        return self
-
-    def estimate(self, core):
-        """What `run` would read (headers only)."""
-        from ..processing.estimate.loads import estimate_load
-
-        names = list(self.plan(core).parsed[2])
-        return estimate_load(core, self.load, names, operation="time_series")
-
-    def run(self, core, job: Job | None = None) -> pd.DataFrame:
-        """The table (`series`)."""
-        return series(core, self.plan(core), job)
 
 
 def time_series(core, aoi, *, job: Job | None = None, **arguments) -> pd.DataFrame:
@@ -343,3 +285,64 @@ def map_call(frame: pd.DataFrame) -> dict:
     }
     arguments = {"aoi": provenance.parameters.get("aoi"), "expression": facts["expression"]}
     return call("time_series", arguments, structured, [image(chart.getvalue())])
+
+
+class TimeSeries(OverArea):
+    """One value per solar day over `aoi`: `reducer` of `expression` (an index - ndvi, ndwi,
+    nbr, ndbi -, a band, or a formula of band names such as "(nir-red)/(nir+red)") over the
+    pixels left after cloud masking. A DataFrame indexed by acquisition time (UTC) with
+    columns date, datetime, value, valid_fraction, valid_pixels, collection_id, item_ids;
+    nothing is written until you `save` it (CSV, or format="png" for a chart). `dry_run=True`:
+    an `Estimate` of what it would read (only headers are read).
+
+    >>> table = session.time_series(aoi, "ndvi", collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
+    >>> list(table["date"]), [round(v, 3) for v in table["value"]]
+    (['2024-06-04', '2024-06-19', '2024-07-14'], [0.517, 0.648, 0.52])
+    """
+
+    name: ClassVar[str] = "time_series"
+    library_name: ClassVar[str] = "time_series"
+    positional: ClassVar[tuple[str, ...]] = ("aoi", "expression")
+    description: ClassVar[str] = """One value per solar day: `reducer` of `expression` over the
+    AOI's cloud-free pixels, with the valid fraction and item ids; writes a CSV and a chart (also
+    as an image).
+
+    Example: time_series(aoi=[13.6, 45.92, 13.62, 45.935], search={"catalog": "sample",
+    "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"})."""
+    answer_model: ClassVar[type] = TimeSeriesResult
+
+    expression: Annotated[
+        str,
+        Field(description='ndvi, ndwi, nbr, ndbi, a band ("nir") or a formula: (nir-red)/(nir+red)'),
+    ] = "ndvi"
+    reducer: Annotated[
+        Literal["mean", "median", "min", "max", "count"],
+        Field(description="how a day's AOI pixels become one value"),
+    ] = "mean"
+
+    @cached_property
+    def parsed(self) -> tuple[str, Any, tuple[str, ...]]:
+        """The expression's text, its parsed tree and the band names it reads."""
+        text, tree, names = parse_expression(self.expression)
+        return text, tree, tuple(names)
+
+    def plan(self, core) -> TimeSeries:
+        """The expression parsed before anything is read."""
+        self.parsed  # noqa: B018
+        return self
+
+    def estimate(self, core):
+        """What `run` would read (headers only)."""
+        from ..processing.estimate.loads import estimate_load
+
+        names = list(self.plan(core).parsed[2])
+        return estimate_load(core, self.load, names, operation="time_series")
+
+    def run(self, core, job: Job | None = None) -> pd.DataFrame:
+        """The table (`series`)."""
+        return series(core, self.plan(core), job)
+
+    save = staticmethod(save)
+    outputs = staticmethod(outputs)
+    answer = staticmethod(answer)
+    map_call = staticmethod(map_call)

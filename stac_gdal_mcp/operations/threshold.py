@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
     from ..outputs import OutputRecord
 
-RESULT_KINDS = ("threshold_area",)  # saved, answered and drawn by the functions at the end (registry.py)
 CONDITION_FORMS = "'> 0.3', '<= -0.1', 'between 0.2 0.5' or, for classes, 'in [4, 5]'"
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _COMPARE = re.compile(rf"\s*(>=|<=|>|<)\s*({_NUMBER})\s*")
@@ -157,73 +156,6 @@ class ThresholdResult(Model):
     zone_layer: ZoneLayer = Field(description="each zone with its latest area_ha")
     notes: list[str] = []
     failed_items: list[dict[str, Any]] = []
-
-
-class ThresholdArea(Operation):
-    """The area where `expression` meets `condition`, per zone and item (`per="day"`: per solar
-    day): a GeoDataFrame (zone_id, datetime, collection_id, item_ids, area_ha, fraction of the
-    zone's clear area, valid_fraction, cloud_fraction, note, error, geometry), coverage-weighted
-    on each item's native grid; `save` writes it (GeoParquet, or format="csv"). Zones as
-    `zonal_stats` takes them, or `aoi` (one area). `dry_run=True`: an `Estimate` (headers only).
-
-    >>> table = session.threshold_area(aoi=aoi, condition="> 0.5", collections=["sentinel-2-l2a"],
-    ...                                datetime="2024-06/2024-08")
-    >>> table[["item_ids", "area_ha", "fraction"]].round(2).to_dict("records")[1:3]
-    [{'item_ids': 'S2A_33TUL_20240619_0_L2A', 'area_ha': 196.42, 'fraction': 0.76},
-     {'item_ids': 'S2B_33TUL_20240714_0_L2A', 'area_ha': 136.19, 'fraction': 0.53}]
-    """
-
-    name: ClassVar[str] = "threshold_area"
-    library_name: ClassVar[str] = "threshold_area"
-    positional: ClassVar[tuple[str, ...]] = ("geometries",)
-    description: ClassVar[str] = """Hectares per zone and scene/day where an index meets a condition."""
-    answer_model: ClassVar[type] = ThresholdResult
-
-    geometries: ZonesArg = None
-    search: SearchArg = None
-    condition: Annotated[str, Field(description="> 0.3, < -0.1, between 0.2 0.5, in [4, 5]")]
-    expression: Annotated[str, Field(description="index, band or formula")] = "ndvi"
-    per: Annotated[Literal["item", "day"], Field(description="scene or day")] = "item"
-    aoi: AreaArg = None
-    id_property: IdPropertyArg = None
-    mask_clouds: Annotated[bool, LIBRARY_ONLY, Field(description="drop cloudy pixels")] = True
-    resolution: Annotated[float | None, LIBRARY_ONLY, Field(gt=0, description="pixel size")] = None
-    min_valid_fraction: MinValidArg = DEFAULT_MIN_VALID_FRACTION
-    max_items: Annotated[int | None, LIBRARY_ONLY, Field(ge=1, description="items at most")] = None
-    _plan: Any = PrivateAttr(None)
-
-    def plan(self, core) -> ThresholdRequest:
-        """The condition and the zonal statistics request it measures with (zones read)."""
-        if self._plan is None:
-            from .zonal.stats import ZonalStats
-
-            condition = parse_condition(self.condition)
-            zonal = ZonalStats.of(
-                zones_of(self.aoi, self.geometries),
-                search=self.search,
-                id_property=self.id_property,
-                expression=self.expression,
-                stats=["sum"],
-                per=self.per,
-                mask_clouds=self.mask_clouds,
-                resolution=self.resolution,
-                min_valid_fraction=self.min_valid_fraction,
-                max_items=self.max_items,
-            ).request(core)
-            self._plan = ThresholdRequest(dataclasses.replace(zonal, stats=AREA_STATS), condition)
-        return self._plan
-
-    def estimate(self, core):
-        """What `run` would read (zonal statistics' windows, from the COGs' tile indexes)."""
-        from . import zonal
-
-        found = zonal.estimate(core, self.plan(core).zonal)
-        found.operation = "threshold_area"
-        return found
-
-    def run(self, core, job: Job | None = None) -> pd.DataFrame:
-        """The table (see the module docstring)."""
-        return measure(core, self.plan(core), job)
 
 
 # --- one window -------------------------------------------------------------------------------
@@ -528,3 +460,75 @@ def map_call(frame: pd.DataFrame) -> dict:
     return call(
         "threshold_area", {"expression": facts["expression"], "condition": facts["condition"]}, structured
     )
+
+
+class ThresholdArea(Operation):
+    """The area where `expression` meets `condition`, per zone and item (`per="day"`: per solar
+    day): a GeoDataFrame (zone_id, datetime, collection_id, item_ids, area_ha, fraction of the
+    zone's clear area, valid_fraction, cloud_fraction, note, error, geometry), coverage-weighted
+    on each item's native grid; `save` writes it (GeoParquet, or format="csv"). Zones as
+    `zonal_stats` takes them, or `aoi` (one area). `dry_run=True`: an `Estimate` (headers only).
+
+    >>> table = session.threshold_area(aoi=aoi, condition="> 0.5", collections=["sentinel-2-l2a"],
+    ...                                datetime="2024-06/2024-08")
+    >>> table[["item_ids", "area_ha", "fraction"]].round(2).to_dict("records")[1:3]
+    [{'item_ids': 'S2A_33TUL_20240619_0_L2A', 'area_ha': 196.42, 'fraction': 0.76},
+     {'item_ids': 'S2B_33TUL_20240714_0_L2A', 'area_ha': 136.19, 'fraction': 0.53}]
+    """
+
+    name: ClassVar[str] = "threshold_area"
+    library_name: ClassVar[str] = "threshold_area"
+    positional: ClassVar[tuple[str, ...]] = ("geometries",)
+    description: ClassVar[str] = """Hectares per zone and scene/day where an index meets a condition."""
+    answer_model: ClassVar[type] = ThresholdResult
+
+    geometries: ZonesArg = None
+    search: SearchArg = None
+    condition: Annotated[str, Field(description="> 0.3, < -0.1, between 0.2 0.5, in [4, 5]")]
+    expression: Annotated[str, Field(description="index, band or formula")] = "ndvi"
+    per: Annotated[Literal["item", "day"], Field(description="scene or day")] = "item"
+    aoi: AreaArg = None
+    id_property: IdPropertyArg = None
+    mask_clouds: Annotated[bool, LIBRARY_ONLY, Field(description="drop cloudy pixels")] = True
+    resolution: Annotated[float | None, LIBRARY_ONLY, Field(gt=0, description="pixel size")] = None
+    min_valid_fraction: MinValidArg = DEFAULT_MIN_VALID_FRACTION
+    max_items: Annotated[int | None, LIBRARY_ONLY, Field(ge=1, description="items at most")] = None
+    _plan: Any = PrivateAttr(None)
+
+    def plan(self, core) -> ThresholdRequest:
+        """The condition and the zonal statistics request it measures with (zones read)."""
+        if self._plan is None:
+            from .zonal.stats import ZonalStats
+
+            condition = parse_condition(self.condition)
+            zonal = ZonalStats.of(
+                zones_of(self.aoi, self.geometries),
+                search=self.search,
+                id_property=self.id_property,
+                expression=self.expression,
+                stats=["sum"],
+                per=self.per,
+                mask_clouds=self.mask_clouds,
+                resolution=self.resolution,
+                min_valid_fraction=self.min_valid_fraction,
+                max_items=self.max_items,
+            ).request(core)
+            self._plan = ThresholdRequest(dataclasses.replace(zonal, stats=AREA_STATS), condition)
+        return self._plan
+
+    def estimate(self, core):
+        """What `run` would read (zonal statistics' windows, from the COGs' tile indexes)."""
+        from . import zonal
+
+        found = zonal.estimate(core, self.plan(core).zonal)
+        found.operation = "threshold_area"
+        return found
+
+    def run(self, core, job: Job | None = None) -> pd.DataFrame:
+        """The table (see the module docstring)."""
+        return measure(core, self.plan(core), job)
+
+    save = staticmethod(save)
+    outputs = staticmethod(outputs)
+    answer = staticmethod(answer)
+    map_call = staticmethod(map_call)

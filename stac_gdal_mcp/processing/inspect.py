@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 
 class AssetInfo(Model):
+    result_kind: ClassVar[str] = "inspect_asset"  # the operation that answers it
+
     href: str = Field(description="the asset href, without any signature")
     asset: str | None = None
     item_id: str | None = None

@@ -39,7 +39,7 @@ from ..params import SearchArg, json_text, search_group
 from ..threshold import AreaArg, IdPropertyArg, MinValidArg, ZonesArg
 from ..zonal import DEFAULT_MIN_VALID_FRACTION
 from . import table as tables
-from .result import CompareResult
+from .result import CompareResult, answer, map_call, outputs, save
 from .table import Change
 
 Reducer = Literal["median", "mean", "min", "max"]
@@ -272,6 +272,11 @@ class ComparePeriods(Operation):
     def run(self, core, job: Job | None = None) -> Change:
         """The change (see the module docstring)."""
         return run(core, self.plan(core), job)
+
+    save = staticmethod(save)
+    outputs = staticmethod(outputs)
+    answer = staticmethod(answer)
+    map_call = staticmethod(map_call)
 
 
 # --- the plan: each period's items, one grid ---------------------------------------------------------

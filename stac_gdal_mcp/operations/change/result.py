@@ -1,6 +1,6 @@
 """A change as an answer: the rows that fit, both files linked, the zones coloured by delta_mean,
 a chart of before and after per zone and a picture of the change on a diverging ramp; saving
-the table or the change. For the registry (`registry.py`), the kind "compare_periods": `save`,
+the table or the change. What happens to the kind "compare_periods" (`ComparePeriods` binds them): `save`,
 `outputs`, `answer`, `map_call`."""
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
     from ...outputs import OutputRecord
 
-RESULT_KINDS = ("compare_periods",)  # saved, answered and drawn here (registry.py)
 # --- the answer -----------------------------------------------------------------------------------------
 
 CHART_ZONES = 12

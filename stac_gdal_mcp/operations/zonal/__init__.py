@@ -30,6 +30,7 @@ from ...processing.items import fetch, none_read, one_item, reference
 from ...processing.jobs import Job, timed
 from ...stac import item_datetime
 from ...words import counted
+from .checks import Notes
 from .pixels import (
     Call,
     class_names,
@@ -203,14 +204,9 @@ def select(core, request: ZonalRequest) -> Call:
         search=request.search_arguments,
         max_items=request.max_items,
         default_max=DEFAULT_MAX_ITEMS,
-        notes=_capped(request.zones.notes),
+        notes=Notes.of(request.zones.notes),
     )
     return Call(request, *chosen, core.settings.limits)
-
-
-def _capped(notes, most: int = 5) -> list[str]:
-    notes = list(notes)
-    return notes if len(notes) <= most else [*notes[:most], f"... and {len(notes) - most} more such notes"]
 
 
 def full_item(call: Call, ref_or_item: dict) -> dict:

@@ -6,6 +6,7 @@ type (text when text and numbers are mixed), unique ids. Messages quote ids shor
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -14,7 +15,35 @@ from numbers import Number
 from ...catalogs.security import shown
 from ...errors import InvalidArgument, LimitExceeded
 
-NOTES_KEPT = 5  # notes of repaired zones kept; then one note counts the rest
+NOTES_KEPT = 5  # notes kept; then one note counts the rest
+
+
+@dataclass
+class Notes:
+    """Notes as a call answers them, the one way they are capped: each once, the first NOTES_KEPT
+    kept, the rest counted in one last note (a call's zone checks, a region's groups)."""
+
+    kept: list[str] = dataclasses.field(default_factory=list)
+    more: int = 0
+
+    def add(self, notes) -> None:
+        for note in notes:
+            if note in self.kept:
+                continue
+            if len(self.kept) < NOTES_KEPT:
+                self.kept.append(note)
+            else:
+                self.more += 1
+
+    def listed(self) -> list[str]:
+        return [*self.kept, *([f"... and {self.more:,} more such notes"] if self.more else [])]
+
+    @classmethod
+    def of(cls, notes) -> list[str]:
+        """`notes`, capped."""
+        capped = cls()
+        capped.add(notes)
+        return capped.listed()
 
 
 @dataclass(frozen=True)
@@ -111,7 +140,7 @@ def zones_of(ids: list, shapes, limits, *, id_property: str | None = None, uniqu
             f"zone {shown_id(ids[owner[np.argmax(bad)]])} has a vertex that is not a finite number (NaN or Infinity)"
         )
     del coordinates, owner
-    notes, repaired, given = [], 0, shapes.copy()
+    repaired, given = Notes(), shapes.copy()
     valid = shapely.is_valid(shapes)
     polygonal = np.isin(shapely.get_type_id(shapes), (3, 6))  # Polygon, MultiPolygon
     for index in np.flatnonzero(~valid | ~polygonal):
@@ -119,14 +148,11 @@ def zones_of(ids: list, shapes, limits, *, id_property: str | None = None, uniqu
         if not valid[index]:
             reason = shapely.is_valid_reason(geom)
             geom = shapely.make_valid(geom)
-            repaired += 1
-            if repaired <= NOTES_KEPT:
-                notes.append(
-                    f"zone {shown_id(ids[index])}: invalid geometry ({reason}) repaired with make_valid"
-                )
+            repaired.add(
+                [f"zone {shown_id(ids[index])}: invalid geometry ({reason}) repaired with make_valid"]
+            )
         shapes[index] = _polygons_of(geom)
-    if repaired > NOTES_KEPT:
-        notes.append(f"{repaired - NOTES_KEPT:,} more zones had invalid geometries, repaired with make_valid")
+    notes = repaired.listed()
     area = shapely.area(shapes)
     empty = np.flatnonzero(np.isnan(area) | (area == 0))
     if empty.size:

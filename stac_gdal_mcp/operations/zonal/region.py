@@ -31,7 +31,7 @@ from ...errors import InvalidArgument, LimitExceeded
 from ...processing.jobs import Job, timed
 from ...words import counted
 from .. import zonal
-from .checks import NOTES_KEPT, Zones
+from .checks import Notes, Zones
 from .files import count_zones, zones_path
 from .groups import ZoneFile, released
 
@@ -99,27 +99,6 @@ def check(core, geometries, id_property: str | None, template: zonal.ZonalReques
 
 
 # --- running ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Notes:
-    """The notes of every group (its zones' checks, its items' failures), each once: the first
-    NOTES_KEPT kept, the rest counted, as a small call's are."""
-
-    kept: list[str] = dataclasses.field(default_factory=list)
-    more: int = 0
-
-    def add(self, notes) -> None:
-        for note in notes:
-            if note in self.kept:
-                continue
-            if len(self.kept) < NOTES_KEPT:
-                self.kept.append(note)
-            else:
-                self.more += 1
-
-    def listed(self) -> list[str]:
-        return [*self.kept, *([f"... and {self.more:,} more such notes"] if self.more else [])]
 
 
 @dataclass

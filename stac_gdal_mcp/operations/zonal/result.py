@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
     from ...outputs import OutputRecord
 
-RESULT_KINDS = ("zonal_stats",)  # saved (zonal.save), kept, answered and drawn here (registry.py)
 DECIMALS = 6  # coordinates of the zones sent back (about 0.1 m)
 
 
@@ -90,14 +89,13 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 
 def _fitting(values: list, budget: int) -> list:
-    """The first of `values` whose JSON fits in `budget` bytes (the first one always)."""
-    kept, used = [], 0
-    for value in values:
-        used += len(json.dumps(value, separators=(",", ":"))) + 1
-        if kept and used > budget:
-            break
-        kept.append(value)
-    return kept
+    """The first of `values` whose JSON (a list's, commas counted) fits in `budget` bytes (the
+    first one always)."""
+    from itertools import takewhile
+
+    from ...catalogs import ResultBudget
+
+    return list(takewhile(ResultBudget(budget, room=budget, separator=1).take, values))
 
 
 def zone_layer(frame: pd.DataFrame) -> ZoneLayer:

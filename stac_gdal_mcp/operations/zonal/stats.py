@@ -15,7 +15,7 @@ from pydantic.json_schema import SkipJsonSchema
 from ..base import LIBRARY_ONLY, Operation
 from ..params import MaskCloudsArg, ResolutionArg, SearchOrItemsArg, json_text, search_group
 from . import DEFAULT_MIN_VALID_FRACTION, ZonalRequest, Zones, estimate, parse_stats, region, run
-from .result import ZonalResult
+from .result import ZonalResult, answer, map_call, outputs, save
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -131,6 +131,11 @@ class ZonalStats(Operation):
         """The table, long form (a region's: its first rows, the rest saved)."""
         plan = self.plan(core)
         return (region.run if isinstance(plan, region.RegionRequest) else run)(core, plan, job)
+
+    save = staticmethod(save)
+    outputs = staticmethod(outputs)
+    answer = staticmethod(answer)
+    map_call = staticmethod(map_call)
 
 
 def check(core, geometries, **arguments) -> ZonalRequest:

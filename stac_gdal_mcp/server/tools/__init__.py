@@ -127,3 +127,35 @@ def _bound(fn, session):
     del bound.__wrapped__  # the signature is this one, without `session`
     bound.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
     return bound
+
+
+def field_parameters(model, names) -> list[inspect.Parameter]:
+    """The fields `names` of the pydantic `model` as keyword parameters of a tool function: each
+    with its annotation as declared (type, description, bounds) and its default."""
+    from typing import get_type_hints
+
+    hints = get_type_hints(model, include_extras=True)
+    parameters = []
+    for name in names:
+        field = model.model_fields[name]
+        default = (
+            inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
+        )
+        parameters.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hints[name])
+        )
+    return parameters
+
+
+def declared_by(model, returns):
+    """`@declared_by(Model, Result)`: a tool `fn(session, **arguments)` whose parameters are the
+    fields of `model` (declared there once) and whose result is `returns`."""
+
+    def declare(fn):
+        parameters = [inspect.Parameter("session", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        parameters += field_parameters(model, model.model_fields)
+        fn.__signature__ = inspect.Signature(parameters, return_annotation=returns)
+        fn.__annotations__ = {p.name: p.annotation for p in parameters[1:]} | {"return": returns}
+        return fn
+
+    return declare

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from ...discovery.federated import FederatedSearchResult, catalog_ids
 from ...discovery.summaries import item_view
@@ -13,7 +13,7 @@ from ...discovery.table import answer_text, records_table
 from ...models import CatalogList, CollectionDetail, CollectionList, ItemSummary, Queryables
 from ...session import Session
 from ...stac import is_thumbnail
-from . import READ_ONLY, session_resource, session_tool
+from . import READ_ONLY, declared_by, session_resource, session_tool
 from .args import (
     CatalogArg,
     CollectionsArg,
@@ -77,32 +77,36 @@ def get_queryables(
     return session.queryables(collection_id, catalog)
 
 
-@session_tool(READ_ONLY, app=True)
-def search_items(
-    session: Session,
+class SearchItems(BaseModel):
+    """search_items' parameters, declared once (the tool is made of them)."""
+
     catalog: json_text(
         list[str] | str | None,
         'catalog id; several: comma-separated ("*": all)',
         listed="string",
-    ) = None,
-    collections: CollectionsArg = None,
-    bbox: json_text(list[float] | None, "[west, south, east, north], WGS84") = None,
-    intersects: json_text(dict[str, Any] | None, "GeoJSON geometry (WGS84), instead of bbox") = None,
-    datetime: DatetimeArg = None,
-    ids: IdsArg = None,
-    query: QueryArg = None,
-    filter: FilterArg = None,
-    filter_lang: FilterLangArg = None,
-    sortby: SortbyArg = None,
-    max_cloud_cover: MaxCloudArg = None,
-    limit: Annotated[int | None, Field(ge=1, description="items per page")] = None,
-    cursor: Annotated[str | None, Field(description="the previous call's next_cursor")] = None,
+    ) = None
+    collections: CollectionsArg = None
+    bbox: json_text(list[float] | None, "[west, south, east, north], WGS84") = None
+    intersects: json_text(dict[str, Any] | None, "GeoJSON geometry (WGS84), instead of bbox") = None
+    datetime: DatetimeArg = None
+    ids: IdsArg = None
+    query: QueryArg = None
+    filter: FilterArg = None
+    filter_lang: FilterLangArg = None
+    sortby: SortbyArg = None
+    max_cloud_cover: MaxCloudArg = None
+    limit: Annotated[int | None, Field(ge=1, description="items per page")] = None
+    cursor: Annotated[str | None, Field(description="the previous call's next_cursor")] = None
     detail: Annotated[
         Literal["summary", "full", "count"],
         Field(description="summary table, full items, or count"),
-    ] = "summary",
-    fields: FieldsArg = None,
-) -> FederatedSearchResult:
+    ] = "summary"
+    fields: FieldsArg = None
+
+
+@session_tool(READ_ONLY, app=True)
+@declared_by(SearchItems, FederatedSearchResult)
+def search_items(session: Session, **arguments) -> FederatedSearchResult:
     """Search catalogs for items (scenes): a table (`columns`, `rows`, what a collection's
     items share), `matched` (`matched_is`: how counted), `next_cursor` (next page), `notes`.
     Several catalogs: one merged result.
@@ -110,11 +114,14 @@ def search_items(
     Example: search_items(catalog="sample", collections=["sentinel-2-l2a"], bbox=[13.55, 45.85,
     13.75, 45.98], datetime="2024-06-01/2024-08-31", max_cloud_cover=20).
     """
-    results = session.search(**{k: v for k, v in locals().items() if k != "session"})
+    results = session.search(**arguments)
     page = results.page  # several catalogs: already one merged result (discovery/federated.py)
     page = page if isinstance(page, FederatedSearchResult) else FederatedSearchResult(**dict(page))
     page = page.model_copy(update={"items": _local_thumbnails(session, page.items)})
-    return text_result(*answer_text(session.core, page, catalog_ids(session.core, catalog), detail, fields))
+    ids = catalog_ids(session.core, arguments.get("catalog"))
+    return text_result(
+        *answer_text(session.core, page, ids, arguments.get("detail", "summary"), arguments.get("fields"))
+    )
 
 
 def text_result(text: dict | str, value):

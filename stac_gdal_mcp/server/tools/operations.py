@@ -26,7 +26,7 @@ from ...operations.base import Operation, validated
 from ...operations.params import DryRunArg, QuicklookArg
 from ..links import answered, estimate_result
 from ..resources import OUTPUT_URI
-from . import READ_ONLY, WRITES_OUTPUT, session_tool
+from . import READ_ONLY, WRITES_OUTPUT, field_parameters, session_tool
 from .confirm import ConfirmArg, unconfirmed
 from .jobs import run_job
 
@@ -46,10 +46,7 @@ def operation_tool(cls: type[Operation]):
     options = cls.tool
     P = inspect.Parameter
     parameters = [P("session", P.POSITIONAL_OR_KEYWORD)]
-    for name, annotation in cls.tool_parameters().items():
-        field = cls.model_fields[name]
-        default = P.empty if field.is_required() else field.get_default(call_default_factory=True)
-        parameters.append(P(name, P.KEYWORD_ONLY, default=default, annotation=annotation))
+    parameters += field_parameters(cls, cls.tool_parameters())
     for wanted, name, annotation in (
         (options.quicklook, "quicklook", QuicklookArg),
         (options.dry_run, "dry_run", DryRunArg),
