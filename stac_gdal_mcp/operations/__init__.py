@@ -3,10 +3,12 @@
 One module per operation - `inspect` (an asset's header), `warp` (reproject_asset), `convert`
 (convert and subset), `preview`, `cloud` (cloud cover inside an area, per item), `series` (time
 series), `composite` and the `zonal` folder (exact zonal statistics, up to a region's zones file)
-- each an `Operation` (`registry.py`: `check`, `estimate`, `run`) whose results know what
-happens to them (`save`, `outputs`, `answer`, `map_call`, found by their kind in `registry.py`;
-output records and search pages in `saved.py`). `inputs` resolves an input as a notebook names
-it; `tables` writes the time series and cloud cover tables.
+- each one class, an `Operation` (`base.py`: its fields are its parameters; `estimate`, `run`)
+that also says what happens to its results (`registry.Results`: `save`, `outputs`, `answer`,
+`map_call`; output records and search pages in `saved.py`). `OPERATIONS` (the tools and the
+Session's methods are made from it) and `RESULTS` (each kind of result, its class) are the
+registries, below. `params` holds the field types and the parameter groups; `inputs` resolves
+an input as a notebook names it; `tables` writes the time series tables.
 
 What they stand on (raster I/O, item selection, masks, expressions, estimates, jobs) is in
 `processing/`, one layer below: nothing there imports an operation.

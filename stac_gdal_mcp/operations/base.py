@@ -172,9 +172,10 @@ def _signature(cls: type[Operation]) -> inspect.Signature:
     P = inspect.Parameter
     parameters = [P("self", P.POSITIONAL_OR_KEYWORD)]
     fields = cls.model_fields
-    for name, annotation in cls.parameters().items():
+    for name in cls.model_fields:
         if name == "search" and search_names(cls):
             continue  # given flat, as **search
+        annotation = fields[name].annotation  # the type (its description: in the docstring)
         kind = P.POSITIONAL_OR_KEYWORD if name in cls.positional else P.KEYWORD_ONLY
         default = (
             P.empty if fields[name].is_required() else fields[name].get_default(call_default_factory=True)
@@ -198,10 +199,11 @@ def _doc(cls: type[Operation]) -> str:
     lines = [inspect.getdoc(cls) or "", "", "Parameters:"]
     for name, info in cls.model_fields.items():
         described = f": {info.description}" if info.description else ""
+        default = "" if info.is_required() else f" (default {info.get_default(call_default_factory=True)!r})"
         if name == "search" and search_names(cls):
-            lines.append(f"    **search ({', '.join(search_names(cls))}){described}")
+            lines.append(f"    **search: the items' search - {', '.join(search_names(cls))}")
         else:
-            lines.append(f"    {name}{described}")
+            lines.append(f"    {name}{described}{default}")
     lines += [
         "    job: progress and cancellation (processing.jobs.Job)",
         "    dry_run: True: an Estimate of what it would read and write (only headers are read)",

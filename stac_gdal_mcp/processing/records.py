@@ -93,7 +93,7 @@ class Provenance(Model):
     sources, title, lineage, software, extra properties) and the result's own facts (grid, item
     count, notes, ...)."""
 
-    kind: str  # the result kind the operation registers (operations/registry.py): "time_series", ...
+    kind: str  # the result's kind: the name of the operation that made it ("time_series", ...)
     operation: str
     parameters: dict[str, Any] = {}
     sources: list[SourceRef] = []

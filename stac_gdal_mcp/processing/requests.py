@@ -2,9 +2,9 @@
 odc-stac passes `RasterLoadParams`): `AssetRef`, how a caller names one input, and `Load`, an
 odc-stac load over an area. The search arguments inside a load are `discovery.query.SearchArgs`.
 
-Each operation module (warp, convert, preview, cloud, series, composite) has its own frozen
-request, made by its `check` from the caller's arguments; `estimate(core, request)` and
-`run(core, request, job)` take it.
+The operations declare their parameters once, as the fields of their classes
+(`operations/base.py`); the groups there (`operations/params.py`: `OnAsset`, `OverArea`) build
+these from their fields.
 """
 
 from __future__ import annotations
@@ -63,17 +63,6 @@ class Load:
     max_items: int | None = None
     gdal_options: dict[str, str] | None = None
 
-    @classmethod
-    def split(cls, aoi: Any, arguments: dict[str, Any]) -> tuple[Load, dict[str, Any]]:
-        """The load of `aoi` made of the load's fields and the search arguments among
-        `arguments` (a function's keywords), and the arguments left (the operation's own)."""
-        from ..discovery.query import SEARCH_ARGS, search_args
-
-        fields = {k: arguments[k] for k in _LOAD_FIELDS if k in arguments}
-        search = {k: v for k, v in arguments.items() if k in SEARCH_ARGS}
-        rest = {k: v for k, v in arguments.items() if k not in fields and k not in search}
-        return cls(aoi, search_args(search), **fields), rest
-
     def parameters(self, **operation: Any) -> dict:
         """The parameters an output record lists (those given; None left out): the AOI, the
         operation's own, then the load's and the search arguments."""
@@ -88,6 +77,3 @@ class Load:
             **self.search,
         )
         return {k: v for k, v in values.items() if v is not None}
-
-
-_LOAD_FIELDS = ("catalog", "mask_clouds", "resolution", "crs", "max_items", "gdal_options")

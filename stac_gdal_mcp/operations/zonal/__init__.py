@@ -1,7 +1,8 @@
 """Zonal statistics: exact, coverage-weighted statistics of a band, asset or formula per zone and
 per item (or per solar day), straight from the items' COGs, with exactextract as the engine.
 
-`check` turns the arguments into a frozen `ZonalRequest` (once, at the edge), `estimate` says what
+`ZonalStats` (stats.py: the operation's class, its parameters) makes the frozen `ZonalRequest`
+(once, at the edge), `estimate` says what
 a call would read and write (headers and tile indexes only), `run` computes the table, `save`
 writes it (GeoParquet or CSV) with a record naming every asset read.
 

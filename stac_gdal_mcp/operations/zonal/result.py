@@ -8,8 +8,8 @@ and a chart of the per-zone series (`per="day"`).
 - `rounded(column, value)`: a number at the precision it carries (the answer's rows and zones;
   the saved table keeps full precision).
 
-The charts are `chart`'s. For the registry (`registry.py`), a table's kind "zonal_stats":
-`save`, `outputs` (the tool keeps its GeoParquet), `answer`, `map_call`.
+The charts are `chart`'s. What happens to a table of kind "zonal_stats" (`ZonalStats`, in
+stats.py, binds them): `save`, `outputs` (the tool keeps its GeoParquet), `answer`, `map_call`.
 """
 
 from __future__ import annotations
