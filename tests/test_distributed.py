@@ -206,7 +206,7 @@ def unusable_addresses():
     "what", ["unreachable", "garbage", "a 2^60-byte frame", "a silent peer", "an HTTP server", "no workers"]
 )
 def test_a_cluster_that_cannot_run_is_one_line_naming_the_setting(what, unusable_addresses, tmp_path):
-    """zonal_stats, time_series and composite through an MCP client: one line naming
+    """zonal_stats, time_series, composite and cloud_cover_stats through an MCP client: one line naming
     settings.dask_scheduler within the job limit + a few seconds (they failed bare, tried to
     allocate exabytes, or waited past the limit), and the server still answers."""
     harness = Harness(
@@ -217,6 +217,7 @@ def test_a_cluster_that_cannot_run_is_one_line_naming_the_setting(what, unusable
             ("zonal_stats", {"geometries": SQUARE, "search": JUNE}),
             ("time_series", {"aoi": [13.6, 45.92, 13.62, 45.94], "search": JUNE}),
             ("composite", {"aoi": [13.6, 45.92, 13.62, 45.94], "search": JUNE, "bands": ["red"]}),
+            ("cloud_cover_stats", {"aoi": [13.6, 45.92, 13.62, 45.94], "search": JUNE}),
         ):
             started = time.monotonic()
             result = harness.call(tool, arguments)
