@@ -170,6 +170,10 @@ def run_child(spec: dict) -> dict:
         from bench_zonal_region import region_child
 
         return region_child(spec)
+    if spec["mode"] == "versus":
+        from bench_zonal_region import versus_child
+
+        return versus_child(spec)
     from bench_cloud_bytes import local_catalog
 
     items = json.loads(Path(spec["items"]).read_text())

@@ -97,16 +97,16 @@ WRONG_SHAPES = {
     "bbox a string": ("bbox", "13,45,14,46"),
     "properties a list": ("properties", [1, 2]),
     "assets a list": ("assets", [{"href": "x"}]),
-    "eo:bands a string": ("properties.eo:bands", "red,green"),
+    "eo:bands a string": ("assets.red.eo:bands", "red,green"),
 }
 
 
 def _malformed(path: str, value) -> dict:
-    item = _item(1)
-    if path.startswith("properties."):
-        item["properties"][path.split(".", 1)[1]] = value
-    else:
-        item[path] = value
+    item, *parts, last = [_item(1), *path.split(".", 2)]
+    holder = item
+    for part in parts:
+        holder = holder[part]
+    holder[last] = value
     return item
 
 

@@ -130,6 +130,9 @@ async def test_a_latitude_first_bbox_is_answered_with_the_swapped_one(settings, 
 
 
 async def test_a_count_of_one_is_singular(settings, build, loaded):
+    # the test bed is shared: other tests load the same NAIP ids into collections of their own
     one = loaded["naip"][0]["id"]
-    result = await _call(settings, build, "search_items", {"ids": [one], "detail": "count"})
+    result = await _call(
+        settings, build, "search_items", {"ids": [one], "collections": [NAIP], "detail": "count"}
+    )
     assert _text(result).splitlines()[0].startswith("1 item ("), _text(result)

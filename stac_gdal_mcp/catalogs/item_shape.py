@@ -3,10 +3,11 @@ of the wrong shape is left out with a one-line note naming it, so that the good 
 are still answered, and a count a catalog states is used only when it is a count.
 
 Checked is what the summaries, the searches and the counts read of an item: its id (text),
-collection (text or absent), properties (an object) with their times, platform and
+collection (text or absent), properties (an object, or absent) with their times, platform and
 constellation (text or null), bbox (4 or 6 numbers), geometry (an object or null), assets (an
-object of objects, each href text), links (a list), `eo:bands` / `raster:bands` / `bands`
-wherever they are (a list of objects), and a nesting at most MAX_DEPTH levels deep.
+object of objects, each href text), links (a list), each asset's `eo:bands` / `bands` (a list
+of objects), and a nesting at most MAX_DEPTH levels deep. Nothing else is judged: what the
+server does not read may have any shape.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ MAX_NOTES = 5  # notes naming items left out; the rest are counted in one more
 MAX_MATCHED = 10**12  # a stated count above this is not a count of items
 MAX_DEPTH = 64  # levels of nesting an item may have (a PROJJSON, a MultiPolygon: about 10)
 TEXTS = ("datetime", "start_datetime", "end_datetime", "platform", "constellation")  # text or null
-BANDS = ("eo:bands", "raster:bands", "bands")
+BANDS = ("eo:bands", "bands")  # an asset's bands, as summaries and get_item read them
 
 
 def _kind(value: Any) -> str:
@@ -41,7 +42,7 @@ def _bands_problem(where: str, holder: dict) -> str | None:
 
 
 def _parts_problem(item: dict) -> str | None:
-    props = item.get("properties")
+    props = item.get("properties") or {}  # absent from an answer the fields extension cut
     if not isinstance(props, dict):
         return f"properties is {_kind(props)}, not an object"
     for key in TEXTS:
@@ -65,7 +66,7 @@ def _parts_problem(item: dict) -> str | None:
         return f"the href of asset {shown(str(wrong[0]), 40)} is {_kind(assets[wrong[0]]['href'])}, not text"
     if not isinstance(item.get("links", []), list):
         return f"links is {_kind(item['links'])}, not a list"
-    found = _bands_problem("properties.", props)
+    found = None
     for key, asset in assets.items():
         found = found or _bands_problem(f"asset {shown(str(key), 40)}: ", asset)
     return found

@@ -158,22 +158,24 @@ def reduce(request, matrix, zones: tuple, value, cloud, label, max_classes=None)
         columns += [np.where(known, np.ma.getdata(cloud).ravel(), 0.0), known.astype("float64")]
     sums = matrix @ np.column_stack(columns)
     count = sums[:, 0]
-    frame = pd.DataFrame({"_zone": list(zones)})
+    out = {"_zone": np.asarray(zones, dtype="int64")}  # (the columns, made into a frame at once)
     names = {s.name for s in request.stats}
     with np.errstate(invalid="ignore", divide="ignore"):
         linear = {"count": count, "sum": sums[:, 1], "mean": sums[:, 1] / count}
         for stat in request.stats:
             if stat.name in linear:
-                frame[stat.column] = linear[stat.name]
-        frame["_count"] = count
+                out[stat.column] = linear[stat.name]
+        out["_count"] = count
         if cloud is not None:
-            frame["cloud_fraction"] = sums[:, 2] / sums[:, 3]
+            out["cloud_fraction"] = sums[:, 2] / sums[:, 3]
+    fractions = None
     if names & (HISTOGRAM | {"min", "max"}):
         runs = _histogram(matrix, data, usable)
         if names & CLASS_STATS:
             check_classes(request, np.unique(runs["value"]).size, max_classes)
-        frame = _ordered(request, frame, runs, count, label)
-    return frame
+        fractions = _ordered(request, out, runs, count, label)
+    frame = pd.DataFrame(out)
+    return frame if fractions is None else pd.concat([frame, fractions], axis=1)
 
 
 def _histogram(matrix, data, usable) -> dict:
@@ -200,12 +202,13 @@ def _histogram(matrix, data, usable) -> dict:
     }
 
 
-def _ordered(request, frame, runs: dict, count, label):
-    """min, max, the class statistics and the quantiles of each zone from its runs."""
+def _ordered(request, frame: dict, runs: dict, count, label):
+    """min, max, the class statistics and the quantiles of each zone from its runs, into the
+    columns `frame`; the frac columns as a frame of their own (None without frac)."""
     import numpy as np
     import pandas as pd
 
-    n = len(frame)
+    n = len(count)
     first, value, weight = runs["first"], runs["value"], runs["weight"]
     variety = np.diff(first)
     has = variety > 0
@@ -234,9 +237,8 @@ def _ordered(request, frame, runs: dict, count, label):
         classes, column = np.unique(value, return_inverse=True)
         table = np.full((n, len(classes)), np.nan)
         table[runs["zone"], column] = weight / count[runs["zone"]]
-        fractions = pd.DataFrame(table, columns=[f"frac_{label(c)}" for c in classes])
-        frame = pd.concat([frame, fractions], axis=1)
-    return frame
+        return pd.DataFrame(table, columns=[f"frac_{label(c)}" for c in classes])
+    return None
 
 
 def _extreme(runs: dict, n: int, *, largest: bool) -> Any:

@@ -44,6 +44,7 @@ SUFFIXES = (".parquet", ".geoparquet", ".gpkg", ".fgb")  # files read in batches
 # and its stored coverage serves every item of the grid
 GROUP_ZONES = 10_000
 PARTITION = "zone_group"
+HEAD_ZONES = 2_000  # zones of the first group whose rows the answer holds
 
 
 def zones_file(core, geometries) -> tuple[Path, str] | None:
@@ -145,14 +146,25 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
             part = _part(request, zones, call, items)
             metas, frames = zonal.measure_items(core, part, job, report=False)
             frame = zonal.table(core, part, metas, frames)
+            del frames  # (not held while the next group is measured)
             totals.written += _write(frame, out.path / f"{PARTITION}={k:05d}")
             released()  # (what Arrow's pool kept of writing the partition)
             _check_size(totals.written, core.settings.limits.max_output_bytes)
             totals.add(frame, part, metas)
-            head = frame if head is None else head
+            head = _head(frame) if head is None else head
+            del frame
             job.progress(k + 1, total, f"{totals.rows:,} rows of {(k + 1) * GROUP_ZONES:,} zones written")
         record = store.commit(out, **_record_args(request, head, totals))
     return _answer(request, head, totals, call, record.id)
+
+
+def _head(frame):
+    """The answer's table: the rows of the first group's first `HEAD_ZONES` zones (a copy: the
+    group's table is let go, so memory holds one group's table at a time)."""
+    zones = frame["zone_id"].drop_duplicates().iloc[:HEAD_ZONES]
+    head = frame[frame["zone_id"].isin(zones)].copy()
+    head.attrs = dict(frame.attrs)
+    return head
 
 
 def _selected(core, request: RegionRequest, ordered) -> tuple[zonal.Call, list[dict]]:
@@ -254,7 +266,7 @@ def _answer(request: RegionRequest, head, totals: Totals, call, output_id: str):
     """The first group's table, its provenance about the whole run."""
     provenance, facts, parameters = _facts(request, head, totals, call.notes, len(call.items), output_id)
     facts["notes"].append(
-        f"{request.zones.count:,} zones at region scale: this table holds the first group's {len(head):,} of "
+        f"{request.zones.count:,} zones at region scale: this table holds the first zones' {len(head):,} of "
         f"{totals.rows:,} rows; every row is in the partitioned GeoParquet output '{output_id}'"
     )
     head.attrs.update(
