@@ -299,3 +299,51 @@ async def test_list_extensions_with_nothing_installed_says_so(mcp):
         result = await client.call_tool("list_extensions", {})
     assert result.structured_content == {"extensions": []}
     assert json.loads(result.content[0].text) == {"extensions": []}
+
+
+async def test_an_unknown_argument_is_answered_with_the_nearest_names(mcp, session):
+    """A mistyped argument name: every tool (an operation's, a discovery tool) names the nearest
+    parameters it takes, and the library's method the nearest of its own."""
+    from stac_gdal_mcp.errors import InvalidArgument
+
+    async with Client(mcp) as client:
+        for tool, arguments, near in (
+            ("cloud_cover_stats", {"aoi": AOI, "serch": {"catalog": "sample"}}, "'search'"),
+            ("reproject_asset", {"href": "x.tif", "dst_cr": "EPSG:4326"}, "'dst_crs'"),
+            ("search_items", {"collection": [S2]}, "'collections'"),
+        ):
+            result = await client.call_tool(tool, arguments, raise_on_error=False)
+            message = result.content[0].text
+            assert result.is_error and "\n" not in message, message
+            assert f"did you mean {near}" in message, message
+    with pytest.raises(InvalidArgument, match="did you mean 'reducer'"):
+        session.time_series(AOI, reduce="median", catalog="sample")
+    with pytest.raises(InvalidArgument, match="did you mean 'dst_crs'"):
+        session.reproject("x.tif", dst_cr="EPSG:4326")
+
+
+def test_tools_and_methods_are_made_from_the_operations_fields(mcp):
+    """Each operation's tool lists its class's fields (library-only ones left out, the tool's
+    own options added), described; the Session's method takes each field with its default."""
+    import asyncio
+    import inspect
+
+    from stac_gdal_mcp import Session
+    from stac_gdal_mcp.operations import OPERATIONS
+
+    async def listed():
+        async with Client(mcp) as client:
+            return {t.name: t.input_schema for t in await client.list_tools()}
+
+    schemas = asyncio.run(listed())
+    for name, cls in OPERATIONS.items():
+        options = [o for o in ("quicklook", "dry_run", "confirm") if getattr(cls.tool, o)]
+        properties = schemas[name]["properties"]
+        assert list(properties) == [*cls.tool_parameters(), *options], name
+        assert all(p.get("description") for p in properties.values()), name
+        signature = inspect.signature(getattr(Session, cls.library_name))
+        for field, info in cls.model_fields.items():
+            if field == "search":
+                continue  # its names are keywords (**search)
+            parameter = signature.parameters[field]
+            assert info.is_required() or parameter.default == info.get_default(call_default_factory=True)
