@@ -288,11 +288,12 @@ def main() -> None:
     parser.add_argument("--matrix", type=int, help="every query shape at N items, beside DuckDB by hand")
     parser.add_argument("--layouts", default="file,pc,hive", help="--matrix: of file, pc, hive")
     parser.add_argument("--no-http", action="store_true", help="--matrix: on disk only")
+    parser.add_argument("--no-walk", action="store_true", help="--matrix: first pages only")
     args = parser.parse_args()
     if args.matrix:
         from bench_query_shapes import run
 
-        run(args.matrix, tuple(args.layouts.split(",")), http=not args.no_http)
+        run(args.matrix, tuple(args.layouts.split(",")), http=not args.no_http, walk=not args.no_walk)
         return
     if args.snapshot_scale:
         from bench_snapshot_scale import scale

@@ -98,7 +98,7 @@ def _connection(http: bool):
     return con
 
 
-def matrix(label: str, catalog: dict, files: list[str], collection: str) -> dict:
+def matrix(label: str, catalog: dict, files: list[str], collection: str, walk: bool = True) -> dict:
     """The shapes on one source: prints a row per shape, returns the figures."""
     from measure import peak_rss_mb, reset_peak
     from shapely.geometry import shape
@@ -140,8 +140,9 @@ def matrix(label: str, catalog: dict, files: list[str], collection: str) -> dict
         )
         assert counted == hand, f"{label} count: ours {counted}, DuckDB {hand}"
         _row(out, "exact count of a bbox", ours_s, hand_s)
-        ours_s, hand_s = _walk(session, con, source)
-        _row(out, "20-page walk, CQL2 filter", ours_s, hand_s)
+        if walk:
+            ours_s, hand_s = _walk(session, con, source)
+            _row(out, "20-page walk, CQL2 filter", ours_s, hand_s)
         out["rss"] = peak_rss_mb()
     con.close()
     print(f"  peak RSS of the process (ours and DuckDB's by hand): {out['rss']:.0f} MiB")
@@ -170,7 +171,9 @@ def _row(out: dict, name: str, ours_s: float, hand_s: float) -> None:
     )
 
 
-def run(items: int, layouts: tuple[str, ...] = ("file", "pc", "hive"), http: bool = True) -> None:
+def run(
+    items: int, layouts: tuple[str, ...] = ("file", "pc", "hive"), http: bool = True, walk: bool = True
+) -> None:
     """The matrix at `items` items: each layout on disk, then over HTTP."""
     import os
     import tempfile
@@ -194,11 +197,11 @@ def run(items: int, layouts: tuple[str, ...] = ("file", "pc", "hive"), http: boo
                 sources.append((f"{layout} parts", root, _parts(root / layout), "sentinel-2-l2a"))
     for label, root, paths, collection in sources:
         whole = {"path": str(paths[0] if len(paths) == 1 else root / label.split()[0])}
-        matrix(f"{label}, {items:,} items, on disk", whole, [str(p) for p in paths], collection)
+        matrix(f"{label}, {items:,} items, on disk", whole, [str(p) for p in paths], collection, walk)
         if http:
             with serve_directory(root, nodelay=True) as server:
                 urls = [f"{server.url}/{p.relative_to(root).as_posix()}" for p in paths]
                 catalog = {"url": urls[0]} if len(urls) == 1 else {"urls": urls}
                 plain = [u.replace("http://", "plainhttp://") for u in urls]
-                matrix(f"{label}, {items:,} items, over HTTP", catalog, plain, collection)
+                matrix(f"{label}, {items:,} items, over HTTP", catalog, plain, collection, walk)
         print(f"  load average now: {os.getloadavg()[0]:.1f}")

@@ -27,7 +27,7 @@ from ..models import Queryables
 from . import params as p
 from .cql2_sql import to_sql
 from .query import Search, and_all
-from .source import Source, search_from_cursor
+from .source import EXACT, Source, search_from_cursor
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from .fields import Fields
 
 EXACT_COUNT_MAX = 100_000  # rows whose footprint is tested one by one to count `matched`
+# ... beside a first page, which waits for its count: 50,000 doubtful footprints over 260 parts of
+# 10,000,000 items took 12 s (every row group's footprints decoded), the page itself 0.6 s
+PAGE_COUNT_MAX = 10_000
 RESIDUAL_COUNT_MAX = 10_000  # rows converted to items and tested with cql2 to count `matched`
 SCAN_CHUNK = 500  # candidates found at a time when a CQL2 residual drops some of them
 # whole rows read first (a page of up to 100: one query; each query decodes every column of the
@@ -100,6 +103,19 @@ class ParquetSource(Source):
         search = search_from_cursor(state) if state is not None else search
         return parquet_page(self.catalog, search, state, limit, budget, fields)
 
+    def count(self, search, notes):
+        """How many items match: the SQL count alone (`count`), no page found and read for it
+        (the top-N of a page of one cost 10x DuckDB's count of a bbox on 1,000,000 items)."""
+        cat = self.catalog
+        with cat.pinned():
+            for cid in search.collections or []:
+                cat.check_collection(cid)
+            plan = make_plan(cat, search)
+            matched = 0 if plan.files == [] else count(cat, plan)
+        if matched == 0:
+            notes += self.empty_notes(search)
+        return matched, EXACT if matched is not None else None
+
     def queryables(self, collection_id: str | None) -> Queryables:
         """The properties as the files' Parquet schema types them."""
         return Queryables(collection_id=collection_id, queryables=self.catalog.queryables(collection_id))
@@ -136,7 +152,7 @@ def _page_of(
 
 def _pinned_count(cat: GeoparquetCatalog, plan: Plan, files) -> int | None:
     with cat.pinned(files):  # the page's version of the files, in the pool's thread
-        return count(cat, plan)
+        return count(cat, plan, PAGE_COUNT_MAX)
 
 
 def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:
@@ -366,11 +382,11 @@ def _check_deadline(cat: GeoparquetCatalog, deadline: float) -> None:
         )
 
 
-def count(cat: GeoparquetCatalog, plan: Plan) -> int | None:
+def count(cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX) -> int | None:
     """How many items match: a SQL count; with a footprint test, the rows surely inside the
     bbox counted (one scan of the bbox columns) and the footprints of the others read and tested
     here (None when that is
-    more than EXACT_COUNT_MAX rows or beyond the query's bounds); with a CQL2 residual, the
+    more than `most` rows or beyond the query's bounds); with a CQL2 residual, the
     candidates read (a few at a time, see `whole_rows`) and tested as items (None when they are
     more than RESIDUAL_COUNT_MAX or take longer than limits.query_timeout_s)."""
     source = cat.source(plan.files)
@@ -393,7 +409,7 @@ def count(cat: GeoparquetCatalog, plan: Plan) -> int | None:
             sure_params + sure_params + plan.params,
         )
         doubtful = counts["doubtful"][0].as_py()
-        if doubtful > EXACT_COUNT_MAX:
+        if doubtful > most:
             return None
         footprints = (
             cat.run(
