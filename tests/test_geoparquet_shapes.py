@@ -6,7 +6,8 @@ the sort key then collection and id, NULLS as PostgreSQL puts them), with shapel
 footprints of the bbox candidates for `intersects` (DuckDB's spatial extension is not here).
 
 And a walk with a CQL2 condition over many parts, in a fresh process, stays under its memory
-bound (limits.query_memory_mb + the process's own margin), DuckDB's memory counted.
+bound (512 MB, within limits.query_memory_mb + the process's own margin), DuckDB's memory
+counted.
 """
 
 from __future__ import annotations
@@ -134,8 +135,8 @@ print(json.dumps([pages, int(re.search(r"VmHWM:\\s*(\\d+) kB", status).group(1))
 def test_a_conditional_walk_over_many_parts_stays_under_its_memory_bound(tmp_path):
     """A CQL2 walk over 27,600 real rows in 240 parts of ~115 columns (a folder of parts whose
     names say nothing: every part is read), 20 pages of summaries (whole rows read), in a fresh
-    process: its peak RSS, DuckDB's buffers and footer cache included, stays under
-    query_memory_mb + MARGIN_MB."""
+    process: its peak RSS, DuckDB's buffers and footer cache included, stays under 512 MB (the
+    server's bound; 417 MB measured with query_memory_mb=256) and query_memory_mb + MARGIN_MB."""
     items = rs.real_items()
     tbl = rs.by_time(rs.repeated(rs.table(rs.copies(items, 1)), 600), "collection")
     meta, n = rs._metadata(tbl, rs.collections(items)), -(-tbl.num_rows // 240)
@@ -153,7 +154,7 @@ def test_a_conditional_walk_over_many_parts_stays_under_its_memory_bound(tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     pages, rss = json.loads(done.stdout)
     assert len(parts) == 240 and sum(pages) == min(expected, 2000) and pages[0] == 100
-    assert rss < 256 + MARGIN_MB, f"peak RSS {rss} MB"
+    assert rss < min(512, 256 + MARGIN_MB), f"peak RSS {rss} MB"
 
 
 def test_parts_are_left_out_by_their_statistics(make_settings, sources):
