@@ -115,8 +115,11 @@ def projected(features):
 
 def run_ours(core, zones, items, **arguments):
     from stac_gdal_mcp.operations import zonal
+    from stac_gdal_mcp.operations.zonal import stats as zonal_stats
 
-    request = zonal.check(core, zones, collections=["sentinel-2-l2a"], max_items=len(items), **arguments)
+    request = zonal_stats.check(
+        core, zones, collections=["sentinel-2-l2a"], max_items=len(items), **arguments
+    )
     start = time.perf_counter()
     frame = zonal.run(core, request)
     return frame, time.perf_counter() - start

@@ -138,6 +138,7 @@ def region_child(spec: dict) -> dict:
     server_allocator()
     from stac_gdal_mcp import Session
     from stac_gdal_mcp.operations import zonal
+    from stac_gdal_mcp.operations.zonal import stats as zonal_stats
     from stac_gdal_mcp.settings import load_settings
 
     folder = Path(spec["folder"])
@@ -168,7 +169,7 @@ def region_child(spec: dict) -> dict:
         facts = zonal.provenance_of(head).facts
         out = {"rows": facts["rows"], "output": str(session.outputs.path(facts["saved_as"]))}
     else:  # the ordinary threaded call over every zone at once, saved whole
-        request = zonal.check(session.core, spec["zones"], **arguments)
+        request = zonal_stats.check(session.core, spec["zones"], **arguments)
         frame = zonal.run(session.core, request)
         seconds = time.perf_counter() - start
         path = folder / f"ordinary-{uuid.uuid4().hex[:6]}.parquet"
