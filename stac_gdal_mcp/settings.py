@@ -228,6 +228,45 @@ class PluginSettings(BaseModel):
     strict: bool = False
 
 
+#: The map's default basemap: OpenStreetMap's public tiles (`[map] basemap = ""` turns it off).
+DEFAULT_BASEMAP = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"
+DEFAULT_ATTRIBUTION = "© OpenStreetMap contributors"
+
+
+class MapSettings(BaseModel):
+    """The map app's basemap: a tile URL template ({z}/{x}/{y}, http or https) drawn under the
+    fields where the host lets the page load it (its origin is declared in the app's CSP), and its
+    attribution; "" turns tiles off (the offline Natural Earth map only)."""
+
+    model_config = ConfigDict(extra="forbid")
+    basemap: str = DEFAULT_BASEMAP
+    attribution: str | None = None  # default: OpenStreetMap's for the default tiles, else none
+
+    @field_validator("basemap")
+    @classmethod
+    def _basemap(cls, v: str) -> str:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(v)
+        if v and (
+            parts.scheme not in ("http", "https")
+            or not parts.netloc
+            or not all(k in v for k in ("{z}", "{x}", "{y}"))
+        ):
+            raise ValueError(
+                f'map.basemap: a http(s) tile URL with {{z}}, {{x}} and {{y}}, or "" (off), not {v!r}'
+            )
+        return v
+
+    @property
+    def tiles(self) -> tuple[str | None, str | None]:
+        """(tile URL or None when off, attribution)."""
+        if not self.basemap:
+            return None, None
+        default = DEFAULT_ATTRIBUTION if self.basemap == DEFAULT_BASEMAP else None
+        return self.basemap, self.attribution if self.attribution is not None else default
+
+
 # The only variables an external server inherits from our environment (besides its own `env`).
 CHILD_ENV_VARS = (
     "PATH",
@@ -284,7 +323,7 @@ class Settings(BaseSettings):
 
     Sources, highest first: keyword arguments, STAC_GDAL_MCP_* environment variables (nested keys
     with `__`), the TOML file, defaults. Sections: `network` (NetworkSettings), `limits`
-    (LimitSettings), `plugins` (PluginSettings); `catalogs` ([[catalogs]], CatalogConfig) extend
+    (LimitSettings), `plugins` (PluginSettings), `map` (MapSettings); `catalogs` ([[catalogs]], CatalogConfig) extend
     the built-in ones; `external_servers` ([[external_servers]]). Unknown keys are refused.
     Every key is listed in docs/configuration.md."""
 
@@ -307,6 +346,7 @@ class Settings(BaseSettings):
     network: NetworkSettings = Field(default_factory=NetworkSettings)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     plugins: PluginSettings = Field(default_factory=PluginSettings)
+    map: MapSettings = Field(default_factory=MapSettings)
     external_servers: list[ExternalServerConfig] = Field(default_factory=list)
     dask_scheduler: str | None = None
     token: str | None = Field(default=None, repr=False)

@@ -64,9 +64,11 @@ async def test_notebook_search_rank_load_series_composite_save(session):
     ndvi_of_load = ((ds["nir"] - ds["red"]) / (ds["nir"] + ds["red"])).mean(("y", "x")).compute()
 
     # the NDVI time series, from the library and from the MCP tool: the same values
-    series = session.time_series(FIELDS, "ndvi", **SEARCH)
+    # (min_valid_fraction=0: every day's mean, as the load's, however little of the fields is valid)
+    series = session.time_series(FIELDS, "ndvi", min_valid_fraction=0, **SEARCH)
     async with Client(build_server(session=session)) as client:
-        tool = (await client.call_tool("time_series", {"aoi": FIELDS, "search": SEARCH})).structured_content
+        arguments = {"aoi": FIELDS, "search": SEARCH, "min_valid_fraction": 0}
+        tool = (await client.call_tool("time_series", arguments)).structured_content
     assert [r["date"] for r in tool["rows"]] == list(series["date"])
     assert [r["item_ids"] for r in tool["rows"]] == list(series["item_ids"])
     for row, value in zip(tool["rows"], series["value"]):

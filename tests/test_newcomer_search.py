@@ -136,3 +136,21 @@ async def test_a_count_of_one_is_singular(settings, build, loaded):
         settings, build, "search_items", {"ids": [one], "collections": [NAIP], "detail": "count"}
     )
     assert _text(result).splitlines()[0].startswith("1 item ("), _text(result)
+
+
+async def test_a_mistyped_argument_name_is_answered_with_the_right_one(settings, build):
+    """The issue's two slips, then every tool: one of its parameters with a letter dropped."""
+    async with Client(build(settings)) as client:
+        slips = [
+            ("search_items", {"collections": [S2], "max_cloud_cove": 10}, "max_cloud_cover"),
+            ("zonal_stats", {"geometries": [0, 0, 1, 1], "min_valid_fracton": 0.2}, "min_valid_fraction"),
+            ("time_series", {"aoi": [0, 0, 1, 1], "min_valid_fracton": 0.2}, "min_valid_fraction"),
+        ]
+        for tool in await client.list_tools():
+            names = [p for p in (tool.inputSchema or {}).get("properties", {}) if len(p) >= 5]
+            if names:
+                slips.append((tool.name, {names[-1][:-2] + names[-1][-1]: 1}, names[-1]))
+        assert len(slips) > 15
+        for tool, arguments, meant in slips:
+            result = await client.call_tool_mcp(tool, arguments)
+            assert result.is_error and meant in _text(result), (tool, arguments, _text(result))

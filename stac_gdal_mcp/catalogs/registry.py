@@ -27,6 +27,10 @@ def catalog_root(path) -> Path:
     return resolved if resolved.is_dir() else resolved.parent
 
 
+#: How long list_catalogs(check_reachable=true) waits for a catalog (at most network.timeout_s).
+REACH_TIMEOUT_S = 3.0
+
+
 class Catalogs:
     """The configured catalogs, opened on first use and kept for the server's lifetime."""
 
@@ -61,9 +65,10 @@ class Catalogs:
         ]
 
     def info(self, check_reachable: bool = False) -> list[CatalogInfo]:
-        out = []
-        for config in self.settings.catalogs:
-            info = CatalogInfo(
+        """What list_catalogs shows of each catalog; `check_reachable`: each contacted (or its
+        files read), all side by side, each within REACH_TIMEOUT_S (`_reach`)."""
+        out = [
+            CatalogInfo(
                 id=config.id,
                 title=config.title,
                 url=masked_url(config.url or (config.urls or [""])[0]) or None,
@@ -71,22 +76,55 @@ class Catalogs:
                 kind=config.kind,
                 signing=config.signing,
             )
-            if check_reachable:
-                try:
-                    catalog = self.get(config.id)
-                    if isinstance(catalog, LocalCatalog):
-                        _ = catalog.data  # loads the files
-                    elif config.kind == "geoparquet":
-                        _ = catalog.files  # checks the files
-                    info.features = catalog.features
-                    info.reachable = True
-                except StacGdalMcpError as exc:
-                    info.reachable, info.error = False, masked(exc)
-            elif config.path or config.paths:
-                info.features = self.get(config.id).features
-            out.append(info)
+            for config in self.settings.catalogs
+        ]
+        if check_reachable:
+            self._reach(out)
+        else:
+            for info, config in zip(out, self.settings.catalogs):
+                if config.path or config.paths:
+                    info.features = self.get(config.id).features
         if all(c.id != "workspace" for c in self.settings.catalogs):
             from .workspace import workspace_info
 
-            out.append(workspace_info(self.settings, self.get("workspace").features))
+            workspace = workspace_info(self.settings, self.get("workspace").features)
+            workspace.reachable = True if check_reachable else None  # a folder of this server's
+            out.append(workspace)
         return out
+
+    def _reach(self, infos: list[CatalogInfo]) -> None:
+        """Each catalog of `infos` contacted on its own thread, all at once: a remote one through
+        a catalog of its own whose requests end at REACH_TIMEOUT_S with no retry (an unreachable
+        host must not hold the answer for network.timeout_s x retries), a local one opened. What
+        has not answered by then is unreachable, its thread left to finish on its own."""
+        from concurrent.futures import ThreadPoolExecutor, wait
+
+        timeout = min(self.settings.network.timeout_s, REACH_TIMEOUT_S)
+        quick = self.settings.model_copy(
+            update={
+                "network": self.settings.network.model_copy(update={"timeout_s": timeout, "max_retries": 0})
+            }
+        )
+
+        def reach(config):
+            catalog = RemoteCatalog(config, quick) if config.kind == "api" else self.get(config.id)
+            if isinstance(catalog, LocalCatalog):
+                _ = catalog.data  # loads the files
+            elif config.kind == "geoparquet":
+                _ = catalog.files  # checks the files
+            return catalog.features
+
+        pool = ThreadPoolExecutor(max_workers=max(1, len(infos)), thread_name_prefix="reach")
+        try:
+            futures = [pool.submit(reach, config) for config in self.settings.catalogs]
+            wait(futures, timeout=timeout + 0.5)
+            for info, future in zip(infos, futures):
+                if not future.done():
+                    info.reachable, info.error = False, f"no answer within {timeout:g} s"
+                    continue
+                try:
+                    info.features, info.reachable = future.result(), True
+                except StacGdalMcpError as exc:
+                    info.reachable, info.error = False, masked(exc)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)

@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 class TimeSeriesRow(Model):
     date: str = Field(description="solar day")
     datetime: str = Field(description="acquisition time of the first item of the day (UTC)")
-    value: float | None = Field(description="null when no valid pixel was left")
+    value: float | None = Field(
+        description="null when no valid pixel, or too few (min_valid_fraction), was left"
+    )
     valid_fraction: float = Field(description="share of the AOI pixels with a valid, unmasked value")
     valid_pixels: int
     collection_id: str | None = None
@@ -121,6 +123,22 @@ def time_series(core, aoi, *, job: Job | None = None, **arguments) -> pd.DataFra
     return TimeSeries.of(aoi, **arguments).run(core, job)
 
 
+#: A day whose valid share of the AOI is smaller gets no value, as zonal_stats' zone-observations.
+MIN_VALID_FRACTION = 0.5
+
+
+def thin_days(rows: list[TimeSeriesRow], min_valid_fraction: float, reducer: str) -> int:
+    """Rows with some valid pixels but a valid share of the AOI under `min_valid_fraction` lose
+    their value (a mean of 4 pixels of a field is no reading of the field; a count is kept);
+    how many."""
+    thin = [r for r in rows if r.valid_pixels > 0 and r.valid_fraction < min_valid_fraction]
+    if reducer == "count":
+        return 0
+    for row in thin:
+        row.value = None
+    return len(thin)
+
+
 def series(core, request: TimeSeries, job: Job | None = None) -> pd.DataFrame:
     """One row per solar day: `reducer` of the expression over the usable AOI pixels (computed on
     the session's dask scheduler)."""
@@ -133,6 +151,12 @@ def series(core, request: TimeSeries, job: Job | None = None) -> pd.DataFrame:
         if not rows:
             raise failed_error(failed)
         notes.append(failed_note(failed, "their days are left out of the series"))
+    thin = thin_days(rows, request.min_valid_fraction, reducer)
+    if thin:
+        notes.append(
+            f"{thin} of {counted(len(rows), 'day')} had less valid area than min_valid_fraction="
+            f"{request.min_valid_fraction:g} of the AOI: value null, marked in the chart (0 keeps them)"
+        )
     empty = sum(1 for r in rows if r.valid_pixels == 0)
     if empty:
         notes.append(
@@ -145,7 +169,9 @@ def series(core, request: TimeSeries, job: Job | None = None) -> pd.DataFrame:
     provenance = Provenance(
         kind="time_series",
         operation="time_series",
-        parameters=load.parameters(expression=text, reducer=reducer),
+        parameters=load.parameters(
+            expression=text, reducer=reducer, min_valid_fraction=request.min_valid_fraction
+        ),
         sources=sources,
         title=title,
         lineage=f"{title}, one row per solar day, from {len(sources)} assets loaded with odc-stac",
@@ -295,9 +321,12 @@ class TimeSeries(OverArea):
     nothing is written until you `save` it (CSV, or format="png" for a chart). `dry_run=True`:
     an `Estimate` of what it would read (only headers are read).
 
+    A day with less valid area than `min_valid_fraction` (default 0.5) of the AOI gets no value
+    (NaN) and a note; `min_valid_fraction=0` keeps every day's value.
+
     >>> table = session.time_series(aoi, "ndvi", collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
     >>> list(table["date"]), [round(v, 3) for v in table["value"]]
-    (['2024-06-04', '2024-06-19', '2024-07-14'], [0.517, 0.648, 0.52])
+    (['2024-06-04', '2024-06-19', '2024-07-14'], [nan, 0.648, 0.52])
     """
 
     name: ClassVar[str] = "time_series"
@@ -319,6 +348,9 @@ class TimeSeries(OverArea):
         Literal["mean", "median", "min", "max", "count"],
         Field(description="how a day's AOI pixels become one value"),
     ] = "mean"
+    min_valid_fraction: Annotated[float, Field(ge=0, le=1, description="less valid: null")] = (
+        MIN_VALID_FRACTION
+    )
 
     @cached_property
     def parsed(self) -> tuple[str, Any, tuple[str, ...]]:

@@ -111,7 +111,8 @@ def chart_figure(rows: Sequence, *, title: str, ylabel: str, name: str | None = 
     """Value against acquisition time, one marker per row, titled by the index's `name` (default:
     the index the title's formula is, else the title) above the `title` itself; the valid
     fraction of each day as bars on a second axis; days without a usable pixel (dropped as
-    cloudy or no data: value null) marked by a cross at the bottom. A matplotlib Figure."""
+    cloudy or no data: value null) marked by a red cross at the bottom, days with too little
+    valid area (under min_valid_fraction: value null) by a grey one. A matplotlib Figure."""
     import numpy as np
 
     name = name or index_name(title)
@@ -127,10 +128,15 @@ def chart_figure(rows: Sequence, *, title: str, ylabel: str, name: str | None = 
     axes.patch.set_visible(False)
     axes.plot(times, values, marker="o", linewidth=1, label=name or ylabel)
     dropped = np.isnan(values)
-    if dropped.any():
-        bottom = np.nanmin(values) if (~dropped).any() else 0.0
-        axes.plot(times[dropped], np.full(dropped.sum(), bottom), "x", color="tab:red", markersize=8,
-                  label=f"no usable pixel ({counted(int(dropped.sum()), 'day')}, cloudy or no data)")  # fmt: skip
+    thin = dropped & np.array([(getattr(r, "valid_pixels", 0) or 0) > 0 for r in rows], dtype=bool)
+    empty = dropped & ~thin
+    bottom = np.nanmin(values) if (~dropped).any() else 0.0
+    if empty.any():
+        axes.plot(times[empty], np.full(empty.sum(), bottom), "x", color="tab:red", markersize=8,
+                  label=f"no usable pixel ({counted(int(empty.sum()), 'day')}, cloudy or no data)")  # fmt: skip
+    if thin.any():  # as zonal_stats' chart marks zone-observations under min_valid_fraction
+        axes.plot(times[thin], np.full(thin.sum(), bottom), "x", color="0.3", markersize=8,
+                  label=f"too little valid ({counted(int(thin.sum()), 'day')}, min_valid_fraction)")  # fmt: skip
     axes.set_title(f"{name}\n{title}" if name else title, fontsize=10)
     axes.set_ylabel(name or ylabel)
     axes.grid(alpha=0.3)

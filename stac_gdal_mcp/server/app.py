@@ -95,7 +95,7 @@ def build_server_parts(
     for tools in (discovery, processing, operation_tools(), saving):
         register(mcp, session, tools)
     discovery.register_prompts(mcp)
-    register_map_app(mcp)  # the ui:// map the tools above point to (MCP Apps hosts)
+    register_map_app(mcp, *session.settings.map.tiles)  # the ui:// map the tools point to (MCP Apps)
     # Last step: plugins and external servers, after every core tool, so name collisions are caught.
     extensions = install_extensions(mcp, session)
     return ServerParts(mcp, session, extensions)
