@@ -352,11 +352,12 @@ class GeoparquetCatalog:
         database.execute("SET GLOBAL autoinstall_known_extensions = false")  # nothing downloaded
         if filesystem is not None:  # the url, read with range requests (httpfs.py)
             database.register_filesystem(filesystem)
-            # a page's rows fetched by row id after the top-N (DuckDB's default: LIMIT <= 50
-            # only): the columns not filtered or sorted on are read for the rows kept, not for
-            # every candidate (measured: half the bytes of an unfiltered first page of 100)
-            rows = 2 * self.settings.limits.max_items + 1  # parquet_search.page's largest chunk
-            database.execute(f"SET GLOBAL late_materialization_max_rows = {max(rows, 50)}")
+        # a page's rows fetched by row id after the top-N (DuckDB's default: LIMIT <= 50 only):
+        # the columns not filtered or sorted on are read for the rows kept, not for every
+        # candidate (measured: half the bytes of an unfiltered first page of 100 over HTTP; on
+        # disk a bbox page with its footprints 90 ms instead of 290 ms at 1,000,000 items)
+        rows = 2 * self.settings.limits.max_items + 1  # parquet_search.page's largest chunk
+        database.execute(f"SET GLOBAL late_materialization_max_rows = {max(rows, 50)}")
         return database
 
     @cached_property
