@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from dataclasses import dataclass
+from collections import namedtuple
 from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -40,18 +40,12 @@ if TYPE_CHECKING:
 LIBRARY_ONLY = "library only"  # in a field's Annotated metadata: a Session keyword, no tool parameter
 
 
-@dataclass(frozen=True)
-class Tool:
-    """How an operation is offered as a tool: `read_only` (else it writes outputs), drawn by the
-    map app (`map`), may run as a background task (`task`), takes `dry_run`, asks before a large
-    job (`confirm`), can show a PNG of its output (`quicklook`)."""
-
-    read_only: bool = False
-    map: bool = True
-    task: bool = True
-    dry_run: bool = True
-    confirm: bool = True
-    quicklook: bool = False
+#: How an operation is offered as a tool: `read_only` (else it writes outputs), drawn by the map
+#: app (`map`), may run as a background task (`task`), takes `dry_run`, asks before a large job
+#: (`confirm`), can show a PNG of its output (`quicklook`).
+Tool = namedtuple(
+    "Tool", "read_only map task dry_run confirm quicklook", defaults=(False, True, True, True, True, False)
+)
 
 
 class Operation(BaseModel, Results):
