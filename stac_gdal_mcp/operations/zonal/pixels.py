@@ -132,20 +132,23 @@ def item_inputs(core, call: Call, item: dict) -> ItemInputs:
 
 def class_names(item: dict, request) -> dict[str, dict]:
     """Class value -> {"name": the classification extension's description, else its name;
-    "color": its color_hint as #rrggbb, or None} of the asset a one-band expression reads; {} for
-    a formula or an asset without classes."""
+    "color": its color_hint as #rrggbb, or None} of the asset a one-band expression reads (without
+    the extension: the classes the server knows, `known_classes`: SCL, ESA WorldCover); {} for a
+    formula or an asset without classes."""
     from ...processing.access import find_asset
+    from ...processing.known_classes import known_classes
     from ...processing.masks import classification
 
     if len(request.names) != 1 or not isinstance(request.tree.body, ast.Name):
         return {}
-    _, asset = find_asset(item, request.names[0])
+    key, asset = find_asset(item, request.names[0])
+    classes = classification(asset, "classification:classes") or known_classes(item.get("collection"), key)
     return {
         str(_label(c["value"])): {
             "name": str(c.get("description") or c.get("name") or c["value"]),
             "color": _hex_color(c.get("color_hint")),
         }
-        for c in classification(asset, "classification:classes")
+        for c in classes
         if "value" in c and not c.get("nodata")
     }
 
