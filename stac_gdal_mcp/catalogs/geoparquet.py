@@ -49,6 +49,7 @@ from ..errors import (
 from ..models import Queryable
 from ..settings import CatalogConfig, Settings
 from .local import LocalCatalog
+from .query_watch import watched
 from .security import shown
 from .snapshot_files import Files, check_files, files_named, first_line, in_parallel
 
@@ -387,14 +388,12 @@ class GeoparquetCatalog:
 
         limits = self.settings.limits
         con = self.database.cursor()  # its own connection: interrupting it stops this query only
-        timer = threading.Timer(limits.query_timeout_s, con.interrupt)
-        timer.start()
         try:
-            return con.sql(sql, params=params or []).to_arrow_table()
+            with watched(limits.query_timeout_s, con.interrupt):
+                return con.sql(sql, params=params or []).to_arrow_table()
         except duckdb.Error as exc:
             raise self._query_error(exc) from None
         finally:
-            timer.cancel()
             con.close()
 
     def _query_error(self, exc: Exception) -> StacGdalMcpError:

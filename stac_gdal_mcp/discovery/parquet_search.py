@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     from ..catalogs.geoparquet import GeoparquetCatalog
     from .fields import Fields
 
+# the threads counting beside first pages, started once (a thread of its own per page cost
+# milliseconds on a loaded machine, as much as DuckDB's answer to a small search)
+_COUNTING = ThreadPoolExecutor(4, thread_name_prefix="parquet-count")
 EXACT_COUNT_MAX = 100_000  # rows whose footprint is tested one by one to count `matched`
 # ... beside a first page, which waits for its count: 50,000 doubtful footprints over 260 parts of
 # 10,000,000 items took 12 s (every row group's footprints decoded), the page itself 0.6 s
@@ -142,10 +145,13 @@ def _page_of(
         items, following = page(cat, plan, offset, limit, budget)
         matched = cursors.checked(state, "matched", int)
     else:  # the count beside the first page (DuckDB works outside the GIL)
-        with ThreadPoolExecutor(1) as pool:
-            counting = pool.submit(_pinned_count, cat, plan, cat.files)
+        counting = _COUNTING.submit(_pinned_count, cat, plan, cat.files)
+        try:
             items, following = page(cat, plan, offset, limit, budget)
-            matched = counting.result()
+        except BaseException:
+            wait([counting])  # the page's error, once the count has let go of the files
+            raise
+        matched = counting.result()
     if following is None:
         return items, matched, None
     return items, matched, {"search": search.__dict__, "offset": following, "matched": matched}
