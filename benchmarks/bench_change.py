@@ -22,18 +22,17 @@ Run: python benchmarks/bench_change.py [--zones 100] [--per-month 3] [--size 102
 
 from __future__ import annotations
 
-import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
+
+from common import child_arguments, in_child  # noqa: E402
 
 ORIGIN = (500000.0, 5000000.0)
 NOT_CLEAR = [0, 1, 3, 8, 9, 10]  # SCL: nodata, defective, shadow, cloud x2, cirrus
@@ -144,15 +143,6 @@ def child(spec: dict) -> dict:
     return {"seconds": time.perf_counter() - start, **found}
 
 
-def in_child(spec: dict, folder: Path) -> dict:
-    path = folder / f"spec-{uuid.uuid4().hex[:6]}.json"
-    path.write_text(json.dumps(spec))
-    done = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"{spec['side']} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     import statistics
 
@@ -161,13 +151,7 @@ def main() -> None:
     from stac_gdal_mcp.testing import synthetic
     from testbed import serve_directory, start_pgstac
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--zones", type=int, default=100)
-    parser.add_argument("--per-month", type=int, default=3)
-    parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--child", type=Path)
-    args = parser.parse_args()
+    args = child_arguments(__doc__, zones=100, per_month=3, size=1024, rounds=3).parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child.read_text()))))
         return
@@ -189,7 +173,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for side in times:
                 cogs.reset_stats()
-                results[side] = in_child({**spec, "side": side}, Path(tmp))
+                results[side] = in_child(__file__, {**spec, "side": side}, Path(tmp), side)
                 times[side].append(results[side]["seconds"])
                 sent[side] = cogs.stats()["bytes"]
         mine, hand = results["ours"], results["by hand"]

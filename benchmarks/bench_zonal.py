@@ -31,9 +31,7 @@ Run: python benchmarks/bench_zonal.py [--zones 10000] [--items 50] [--small-zone
 
 from __future__ import annotations
 
-import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +42,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
+from common import child_arguments, in_child  # noqa: E402
 from measure import peak_rss_mb, reset_peak  # noqa: E402
 
 EPSG, ORIGIN, SIZE = 32633, (500000.0, 5000000.0), 2048
@@ -150,12 +149,7 @@ def rasterstats_time(frame_in_crs, hrefs: list[str], env: dict, folder: Path) ->
 
 def child(spec: dict, folder: Path) -> dict:
     """Run `spec` in a fresh Python process (this script's --child); its JSON answer."""
-    path = folder / f"spec-{uuid.uuid4().hex[:6]}.json"
-    path.write_text(json.dumps(spec))
-    done = subprocess.run([sys.executable, __file__, "--child", str(path)], capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"child {spec['mode']} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return in_child(__file__, spec, folder, f"child {spec['mode']}")
 
 
 def run_child(spec: dict) -> dict:
@@ -321,18 +315,13 @@ def report(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--zones", type=int, default=10_000)
-    parser.add_argument("--items", type=int, default=50)
-    parser.add_argument("--small-zones", type=int, default=1000)
-    parser.add_argument("--small-items", type=int, default=4)
+    parser = child_arguments(
+        __doc__, zones=10_000, items=50, small_zones=1000, small_items=4, region_zones=100_000, region_days=18
+    )
     parser.add_argument("--region", action="store_true", help="region scale only (step 6)")
-    parser.add_argument("--region-zones", type=int, default=100_000)
-    parser.add_argument("--region-days", type=int, default=18)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(run_child(json.loads(Path(args.child).read_text()))))
+        print(json.dumps(run_child(json.loads(args.child.read_text()))))
         return
     if args.region:
         from bench_zonal_region import region_main

@@ -8,6 +8,7 @@
 - `write_cog`: an array as a tiled DEFLATE COG through a working GeoTIFF on disk (not in memory:
   the inputs go up to 10,980 px).
 - `median_s`: median seconds and last result of functions run in turn, ROUNDS rounds.
+- `in_child`, `child_arguments`: a measure run in a fresh process (`--child spec.json`).
 - `MINIMAL_SERVER`: the smallest FastMCP server over stdio (one `ping` tool), the baseline of the
   start-up and round-trip figures.
 """
@@ -16,10 +17,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import textwrap
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +36,27 @@ def arguments(doc: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--keep", type=Path, help="folder to keep (and reuse) the generated COG in")
     return parser
+
+
+def child_arguments(doc: str, **numbers: int) -> argparse.ArgumentParser:
+    """A parser described by the first line of `doc`: an integer option a keyword (per_month=3:
+    `--per-month`, default 3) and the hidden `--child SPEC`, a child process's entry point."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    for name, default in numbers.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    return parser
+
+
+def in_child(script: str, spec: dict, folder: Path, label: str) -> dict:
+    """Run `spec` in a fresh Python process (`script --child spec.json`, written in `folder`);
+    the JSON of the last line it prints. A failure ends the benchmark with its stderr's end."""
+    path = folder / f"spec-{uuid.uuid4().hex[:6]}.json"
+    path.write_text(json.dumps(spec))
+    done = subprocess.run([sys.executable, script, "--child", str(path)], capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"{label} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @contextlib.contextmanager

@@ -71,6 +71,24 @@ def make_settings(tmp_path):
 
 
 @pytest.fixture
+def make_testbed_session(make_settings, pgstac_api):
+    """Sessions on the pgstac test bed's catalog, its default, with settings `overrides`."""
+    from stac_gdal_mcp import Session
+
+    def make(**overrides):
+        catalogs = [{"id": "testbed", "url": pgstac_api.url}]
+        return Session(make_settings(catalogs=catalogs, default_catalog="testbed", **overrides))
+
+    return make
+
+
+@pytest.fixture
+def testbed_session(make_testbed_session):
+    """A Session on the pgstac test bed's catalog (the module's `scenes` loaded first)."""
+    return make_testbed_session()
+
+
+@pytest.fixture
 def build():
     from stac_gdal_mcp.server import build_server_parts
 

@@ -23,8 +23,8 @@ from shapely.geometry import box, mapping, shape
 
 # a dask LocalCluster of 2 worker processes (pytest takes the fixture from this import)
 from test_distributed import cluster  # noqa: F401
-from test_threshold_area import ndvi_unmasked
-from test_zonal import ORIGIN, SCENE, local_features, ndvi_array, to_wgs84
+from test_threshold_area import cloudy_scenes, ndvi_unmasked, with_half_outside
+from test_zonal import ORIGIN, SCENE, local_features, ndvi_array
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import InvalidArgument, NotFound, OperationCancelled
@@ -56,23 +56,14 @@ def fields():
     features = synthetic.field_polygons(32633, SCENE, 24, seed=7, clusters=3)
     for feature in features:
         feature["geometry"] = mapping(make_valid(shape(feature["geometry"])))
-    half = to_wgs84(box(ORIGIN[0] - 150, ORIGIN[1] - 2000, ORIGIN[0] + 170, ORIGIN[1] - 1800), 32633)
-    features.append({"type": "Feature", "id": "half-outside", "properties": {}, "geometry": mapping(half)})
-    return {"type": "FeatureCollection", "features": features}
+    return with_half_outside(features)
 
 
 @pytest.fixture(scope="module")
 def scenes(cog_server, pgstac_api):
     folder = f"cp-{UID}"
     out_dir, href_base = cog_server.root / folder, f"{cog_server.url}/{folder}"
-    made, items = {}, []
-    for number, (item_id, when) in enumerate({**JUNE, **JULY, **AUGUST, **BROKEN}.items()):
-        item, _ = synthetic.write_scene(
-            "sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, seed=100 + number, size_px=512,
-            blocksize=128, with_visual=False, href_base=href_base, cloud_fraction=0.3,
-        )  # fmt: skip
-        made[item_id] = out_dir / item_id
-        items.append(item)
+    made, items = cloudy_scenes(out_dir, href_base, {**JUNE, **JULY, **AUGUST, **BROKEN}, S2, seed=100)
     (out_dir / "S2A_CP_BROKEN" / "red.tif").unlink()  # its reads fail: 404
     across = [
         synthetic.write_scene(
@@ -90,10 +81,8 @@ def scenes(cog_server, pgstac_api):
 
 
 @pytest.fixture
-def session(make_settings, pgstac_api, scenes):
-    return Session(
-        make_settings(catalogs=[{"id": "testbed", "url": pgstac_api.url}], default_catalog="testbed")
-    )
+def session(scenes, testbed_session):
+    return testbed_session
 
 
 def run(session, geometries, **arguments):
@@ -275,16 +264,10 @@ def test_the_answer_keeps_the_table_and_the_change_and_is_lean(session, scenes):
     assert registry.map_call(result)["result"]["structuredContent"]["zone_layer"]["features"]
 
 
-def test_a_local_cluster_gives_the_threaded_table(make_settings, pgstac_api, scenes, session, cluster):  # noqa: F811
+def test_a_local_cluster_gives_the_threaded_table(make_testbed_session, scenes, session, cluster):  # noqa: F811
     import pandas as pd
 
-    remote = Session(
-        make_settings(
-            catalogs=[{"id": "testbed", "url": pgstac_api.url}],
-            default_catalog="testbed",
-            dask_scheduler=cluster.scheduler_address,
-        )
-    )
+    remote = make_testbed_session(dask_scheduler=cluster.scheduler_address)
     on_cluster, on_threads = run(remote, fields()), run(session, fields())
     pd.testing.assert_frame_equal(
         pd.DataFrame(on_cluster.table.to_wkb()), pd.DataFrame(on_threads.table.to_wkb())

@@ -37,23 +37,33 @@ PIXEL_HA = 100 / 10_000  # a 10 m pixel
 
 def fields():
     """Field clusters over the scene, and one half outside it."""
-    features = synthetic.field_polygons(32633, SCENE, 24, seed=5, clusters=3)
+    return with_half_outside(synthetic.field_polygons(32633, SCENE, 24, seed=5, clusters=3))
+
+
+def with_half_outside(features: list[dict]) -> dict:
+    """`features` and one more zone half outside the scene, as a FeatureCollection."""
     half = to_wgs84(box(ORIGIN[0] - 150, ORIGIN[1] - 2000, ORIGIN[0] + 170, ORIGIN[1] - 1800), 32633)
     features.append({"type": "Feature", "id": "half-outside", "properties": {}, "geometry": mapping(half)})
     return {"type": "FeatureCollection", "features": features}
+
+
+def cloudy_scenes(out_dir, href_base, dates: dict, collection: str, seed: int) -> tuple[dict, list]:
+    """Sentinel-2 scenes on the test grid, 30 % cloud, one a date: (folder per id, items)."""
+    made, items = {}, []
+    for number, (item_id, when) in enumerate(dates.items()):
+        item, _ = synthetic.write_scene(
+            "sentinel-2-l2a", out_dir, item_id, when, collection_id=collection, seed=seed + number,
+            size_px=512, blocksize=128, with_visual=False, href_base=href_base, cloud_fraction=0.3,
+        )  # fmt: skip
+        made[item_id], _ = out_dir / item_id, items.append(item)
+    return made, items
 
 
 @pytest.fixture(scope="module")
 def scenes(cog_server, pgstac_api):
     folder = f"ta-{UID}"
     out_dir, href_base = cog_server.root / folder, f"{cog_server.url}/{folder}"
-    made, items = {}, []
-    for number, (item_id, when) in enumerate(DATES.items()):
-        item, _ = synthetic.write_scene(
-            "sentinel-2-l2a", out_dir, item_id, when, collection_id=S2, seed=80 + number, size_px=512,
-            blocksize=128, with_visual=False, href_base=href_base, cloud_fraction=0.3,
-        )  # fmt: skip
-        made[item_id], _ = out_dir / item_id, items.append(item)
+    made, items = cloudy_scenes(out_dir, href_base, DATES, S2, seed=80)
     broken, _ = synthetic.write_scene(
         "sentinel-2-l2a", out_dir, "S2A_TA_BROKEN", "2024-06-05T10:00:00Z", collection_id=BROKEN, seed=90,
         size_px=512, blocksize=128, with_visual=False, href_base=href_base,
@@ -67,10 +77,8 @@ def scenes(cog_server, pgstac_api):
 
 
 @pytest.fixture
-def session(make_settings, pgstac_api, scenes):
-    return Session(
-        make_settings(catalogs=[{"id": "testbed", "url": pgstac_api.url}], default_catalog="testbed")
-    )
+def session(scenes, testbed_session):
+    return testbed_session
 
 
 def run(session, geometries, **arguments):
@@ -236,16 +244,10 @@ def test_the_answer_is_lean_and_the_table_is_saved_as_geoparquet(session, scenes
     assert call["tool"] == "threshold_area" and call["result"]["structuredContent"]["zone_layer"]["features"]
 
 
-def test_a_local_cluster_gives_the_threaded_table(make_settings, pgstac_api, scenes, session, cluster):  # noqa: F811
+def test_a_local_cluster_gives_the_threaded_table(make_testbed_session, scenes, session, cluster):  # noqa: F811
     import pandas as pd
 
-    remote = Session(
-        make_settings(
-            catalogs=[{"id": "testbed", "url": pgstac_api.url}],
-            default_catalog="testbed",
-            dask_scheduler=cluster.scheduler_address,
-        )
-    )
+    remote = make_testbed_session(dask_scheduler=cluster.scheduler_address)
     arguments = {"condition": "> 0.3", "collections": [S2], "datetime": "2024-06"}
     on_cluster, on_threads = run(remote, fields(), **arguments), run(session, fields(), **arguments)
     pd.testing.assert_frame_equal(pd.DataFrame(on_cluster.to_wkb()), pd.DataFrame(on_threads.to_wkb()))

@@ -31,7 +31,6 @@ from rasterio.features import geometry_mask
 from shapely import transform as shapely_transform
 from shapely.geometry import box, mapping
 
-from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import InvalidArgument, MaskNotFound
 from stac_gdal_mcp.server import build_server
 from stac_gdal_mcp.testing import synthetic
@@ -98,10 +97,8 @@ def scenes(cog_server, pgstac_api):
 
 
 @pytest.fixture
-def session(make_settings, pgstac_api, scenes):
-    return Session(
-        make_settings(catalogs=[{"id": "testbed", "url": pgstac_api.url}], default_catalog="testbed")
-    )
+def session(scenes, testbed_session):
+    return testbed_session
 
 
 # --- the independent computation ---------------------------------------------------------------

@@ -102,10 +102,8 @@ def scenes(cog_server, pgstac_api):
 
 
 @pytest.fixture
-def session(make_settings, pgstac_api, scenes):
-    return Session(
-        make_settings(catalogs=[{"id": "testbed", "url": pgstac_api.url}], default_catalog="testbed")
-    )
+def session(scenes, testbed_session):
+    return testbed_session
 
 
 def run(session, geometries, **arguments):

@@ -30,15 +30,13 @@ from pydantic import Field, PrivateAttr
 from pydantic.json_schema import SkipJsonSchema
 
 from ..errors import InvalidArgument, LimitExceeded, NotSupported
-from ..models import Model
 from ..processing.jobs import Job, timed
-from ..processing.load import OutputRef
 from ..processing.records import Provenance
 from .base import LIBRARY_ONLY, Operation
 from .params import SearchArg, json_text
 from .registry import Answer, call
-from .zonal import DEFAULT_MIN_VALID_FRACTION, ITEMS_IN_FLIGHT, Stat, ZonalRequest
-from .zonal.result import ZoneLayer
+from .zonal import DEFAULT_MIN_VALID_FRACTION, Stat, ZonalRequest
+from .zonal.result import ZoneLayer, ZoneTable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -143,19 +141,8 @@ MinValidArg = Annotated[
 ]
 
 
-class ThresholdResult(Model):
-    expression: str
+class ThresholdResult(ZoneTable):
     condition: str
-    per: str
-    mask_clouds: bool
-    zones: int
-    items: int
-    rows_total: int
-    rows: list[dict[str, Any]] = Field(description="the table's first rows; all of them are in `table`")
-    table: OutputRef
-    zone_layer: ZoneLayer = Field(description="each zone with its latest area_ha")
-    notes: list[str] = []
-    failed_items: list[dict[str, Any]] = []
 
 
 # --- one window -------------------------------------------------------------------------------
@@ -239,41 +226,21 @@ def on_worker(request: ThresholdRequest, key: str, settings, inputs, indexes: li
     return measure_assets(request.condition, settings, call, inputs, indexes, Job())
 
 
-def measure_items(core, request: ThresholdRequest, call, job: Job) -> tuple[list, list]:
-    """(facts, rows) of each item (or day), on the reader threads or the dask cluster."""
-    from ..processing.items import Cluster, each
-    from . import zonal
-
-    units = zonal.day_groups(call) if request.zonal.per == "day" else call.items
-    workers = max(1, min(core.settings.limits.max_concurrency, ITEMS_IN_FLIGHT, len(units)))
-    measure = functools.partial(measure_assets, request.condition)
-    with contextlib.ExitStack() as stack:
-        if units and core.settings.dask_scheduler:
-            cluster = stack.enter_context(contextlib.closing(Cluster(core, request, job)))
-            workers = max(1, min(2 * cluster.threads, len(units)))  # (one waiting while one runs)
-
-            def measure(settings, call, inputs, indexes, job):
-                place = inputs[0].sources[0].item_id
-                return cluster.run(job, on_worker, settings, inputs, indexes, place=place)
-
-        results = each(
-            job,
-            units,
-            lambda unit: zonal.measure_item(core, call, unit, job, measure),
-            workers=workers,
-            start=f"area where {request.condition.text} in {len(request.zonal.zones)} zones on {len(units)} items",
-            describe=lambda r: f"{r[0]['item_id']}: {r[0]['error'] or 'measured'}",
-        )
-    return [meta for meta, _ in results], [frame for _, frame in results]
-
-
 def measure(core, request: ThresholdRequest, job: Job | None = None) -> pd.DataFrame:
     """The table of a checked request (see the module docstring), its provenance in `attrs`."""
     from . import zonal
 
     job = timed(job, core)
     found = zonal.select(core, request.zonal)
-    metas, frames = measure_items(core, request, found, job)
+    metas, frames = zonal.measure_items(
+        core,
+        found,
+        job,
+        measure=functools.partial(measure_assets, request.condition),
+        worker=on_worker,
+        shared=request,
+        start=f"area where {request.condition.text} in {len(request.zonal.zones)} zones on {len(found.items)} items",
+    )
     zonal.none_measured(metas)
     frame = zonal.table(core, found, metas, frames)
     made = Provenance.of(frame)
@@ -367,20 +334,7 @@ def result(frame: pd.DataFrame, record: OutputRecord, max_bytes: int) -> Thresho
     provenance = provenance_of(frame)
     facts, notes = provenance.facts, list(provenance.facts["notes"])
     rows, layer = fitted(frame, zones_layer(frame, "area_ha", facts["expression"]), record, max_bytes, notes)
-    return ThresholdResult(
-        expression=facts["expression"],
-        condition=facts["condition"],
-        per=facts["per"],
-        mask_clouds=facts["mask_clouds"],
-        zones=facts["zones"],
-        items=facts["items"],
-        rows_total=len(frame),
-        rows=rows,
-        table=OutputRef.of(record),
-        zone_layer=layer,
-        notes=notes,
-        failed_items=facts["failed_items"],
-    )
+    return ThresholdResult.of(facts, record, layer, notes, rows, len(frame), condition=facts["condition"])
 
 
 def chart_png(frame: pd.DataFrame) -> bytes:
@@ -401,40 +355,11 @@ def chart_png(frame: pd.DataFrame) -> bytes:
 
 def save(core, frame: pd.DataFrame, *, format: str | None = None, output_name=None, job=None) -> OutputRecord:
     """The table saved as GeoParquet (the default) or CSV, with a record naming every asset read."""
+    from .zonal import write_table
+
     return write_table(
         core, frame, provenance_of(frame), format=format, output_name=output_name, stem="threshold-area"
     )
-
-
-def write_table(
-    core, frame, provenance: Provenance, *, format: str | None, output_name, stem: str
-) -> OutputRecord:
-    """A table of zones written as GeoParquet (the default; the zones' geometry included) or CSV
-    (the geometry as WKT), with the record its provenance says."""
-    from .zonal import MEDIA_TYPES
-
-    format = (format or "parquet").lower()
-    if format not in MEDIA_TYPES:
-        raise InvalidArgument(
-            f"format must be 'parquet' (GeoParquet) or 'csv' for a {provenance.operation} table"
-        )
-    store = core.outputs
-    with store.writing(f".{format}", output_name, stem=stem) as out:
-        if format == "parquet":
-            frame.to_parquet(out.path, index=False)
-        else:
-            frame.to_wkt().to_csv(out.path, index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
-        return store.commit(
-            out,
-            operation=provenance.operation,
-            parameters=provenance.parameters,
-            sources=provenance.sources,
-            software=provenance.software,
-            media_type=MEDIA_TYPES[format],
-            title=provenance.title,
-            lineage=provenance.lineage,
-            properties=provenance.properties,
-        )
 
 
 def outputs(core, frame: pd.DataFrame, job) -> tuple[OutputRecord]:

@@ -15,7 +15,7 @@ from ...models import Model
 from ...processing.load import FailedItem, GridInfo, OutputRef
 from ...processing.records import Provenance
 from ..registry import Answer, call
-from ..zonal.result import ZoneLayer
+from ..zonal.result import ZoneLayer, answer_fields
 from .table import Change
 
 if TYPE_CHECKING:
@@ -115,28 +115,20 @@ def result(change: Change, records, max_bytes: int) -> CompareResult:
     layer = zones_layer(change.table, "delta_mean", facts["expression"])
     rows, layer = fitted(change.table, layer, table_record, max_bytes, notes)
     return CompareResult(
-        expression=facts["expression"],
+        **answer_fields(facts, table_record, layer, notes, rows),
         before=facts["before"],
         after=facts["after"],
         reducer=facts["reducer"],
         threshold=facts["threshold"],
-        mask_clouds=facts["mask_clouds"],
-        zones=facts["zones"],
-        items=facts["items"],
-        rows=rows,
-        table=OutputRef.of(table_record),
         change=OutputRef.of(change_record),
         grid=GridInfo.model_validate(facts["grid"]),
-        zone_layer=layer,
-        notes=notes,
-        failed_items=facts["failed_items"],
     )
 
 
 def save(core, result, *, format: str | None = None, output_name=None, job=None) -> OutputRecord:
     """A `Change` (or its table) saved: the table as GeoParquet (default) or CSV; with
     format="COG" the change raster (a `Change` only)."""
-    from .. import threshold
+    from .. import zonal
     from ..composite import save_array
 
     if (format or "").upper() == "COG":
@@ -147,9 +139,7 @@ def save(core, result, *, format: str | None = None, output_name=None, job=None)
         return save_array(core, result.change, output_name=output_name, job=job)
     table = table_of(result)
     provenance = Provenance.of(table)
-    return threshold.write_table(
-        core, table, provenance, format=format, output_name=output_name, stem="change"
-    )
+    return zonal.write_table(core, table, provenance, format=format, output_name=output_name, stem="change")
 
 
 def outputs(core, change: Change, job) -> tuple[OutputRecord, OutputRecord]:

@@ -313,29 +313,34 @@ def none_measured(metas: list[dict]) -> None:
         raise none_read(errors)
 
 
-def measure_items(core, call: Call, job: Job, *, report: bool = True) -> tuple[list, list]:
+def measure_items(
+    core, call: Call, job: Job, *, report: bool = True, measure=None, worker=None, shared=None, start=None
+) -> tuple[list, list]:
     """(facts, rows) of each of the call's items (`per="day"`: of each day's mosaic), on the
     reader threads, their pixels read there or on the dask cluster (`processing.items`);
-    `report`: a progress step per item (`region` reports per group of zones instead)."""
+    `report`: a progress step per item (`region` reports per group of zones instead). Another
+    measure of the same windows (threshold_area's) comes as `measure(settings, call, inputs,
+    indexes, job)`, its cluster form `worker(shared, key, settings, inputs, indexes)` with the
+    `shared` request it needs, and its `start` line; by default, the statistics."""
     from ...processing.items import Cluster, each
 
     units = day_groups(call) if call.request.per == "day" else call.items
     total = len(units)
     workers = max(1, min(core.settings.limits.max_concurrency, ITEMS_IN_FLIGHT, total))
+    start = start or f"zonal statistics of {len(call.request.zones)} zones on {counted(total, 'item')}"
     with contextlib.ExitStack() as stack:
-        measure = measure_assets
+        measure = measure or measure_assets
         if total and core.settings.dask_scheduler:  # a worker thread per item in flight
-            cluster = stack.enter_context(contextlib.closing(Cluster(core, call.request, job)))
+            cluster = Cluster(core, call.request if shared is None else shared, job)
+            stack.enter_context(contextlib.closing(cluster))
             workers = max(1, min(2 * cluster.threads, total))  # (one waiting while one runs)
-            measure = on_cluster(cluster)
+            measure = on_cluster(cluster, worker)
         results = each(
             job,
             units,
             lambda unit: measure_item(core, call, unit, job, measure),
             workers=workers,
-            start=f"zonal statistics of {len(call.request.zones)} zones on {counted(total, 'item')}"
-            if report
-            else None,
+            start=start if report else None,
             describe=_outcome,
         )
     return [meta for meta, _ in results], [frame for _, frame in results]
@@ -461,13 +466,27 @@ def save(
         return core.outputs.get(saved)
     if job is not None:
         job.progress(1, 1, "writing the table")
+    facts = provenance.facts
+    extra = {"zonal:stats": facts["stats"], "zonal:expression": facts["expression"]}
+    return write_table(
+        core, frame, provenance, format=format, output_name=output_name, stem="zonal-stats", extra=extra
+    )
+
+
+def write_table(core, frame, provenance, *, format: str | None, output_name, stem: str, extra=None):
+    """A table of zones written as GeoParquet (the default; the zones' geometry included) or CSV
+    (the geometry as WKT), with the record its provenance says (its properties and `extra`)."""
+    format = (format or "parquet").lower()
+    if format not in MEDIA_TYPES:
+        raise InvalidArgument(
+            f"format must be 'parquet' (GeoParquet) or 'csv' for a {provenance.operation} table"
+        )
     store = core.outputs
-    with store.writing(f".{format}", output_name, stem="zonal-stats") as out:
+    with store.writing(f".{format}", output_name, stem=stem) as out:
         if format == "parquet":
             frame.to_parquet(out.path, index=False)
         else:
-            table = frame.to_wkt()
-            table.to_csv(out.path, index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
+            frame.to_wkt().to_csv(out.path, index=False, date_format="%Y-%m-%dT%H:%M:%SZ")
         return store.commit(
             out,
             operation=provenance.operation,
@@ -477,9 +496,5 @@ def save(
             media_type=MEDIA_TYPES[format],
             title=provenance.title,
             lineage=provenance.lineage,
-            properties={
-                **provenance.properties,
-                "zonal:stats": provenance.facts["stats"],
-                "zonal:expression": provenance.facts["expression"],
-            },
+            properties={**provenance.properties, **(extra or {})},
         )

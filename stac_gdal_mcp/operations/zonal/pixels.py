@@ -549,14 +549,14 @@ def measure_assets(settings, call: Call, inputs: list[ItemInputs], indexes: list
         return measure_zones(call, inputs, readers, indexes, job)
 
 
-def on_cluster(cluster):
-    """`measure_assets` on a worker of `cluster` (`processing.items.Cluster`, sharing the call's
-    request): the client resolves the item, a worker reads and measures it."""
+def on_cluster(cluster, worker=None):
+    """`measure_assets` (or `worker`, of the same arguments) on a worker of `cluster`
+    (`processing.items.Cluster`, sharing the call's request): the client resolves the item, a
+    worker reads and measures it."""
+    worker = worker or measure_on_worker
 
     def measure(settings, call: Call, inputs: list[ItemInputs], indexes: list[int], job: Job):
-        return cluster.run(
-            job, measure_on_worker, settings, inputs, indexes, place=inputs[0].sources[0].item_id
-        )
+        return cluster.run(job, worker, settings, inputs, indexes, place=inputs[0].sources[0].item_id)
 
     return measure
 

@@ -44,9 +44,10 @@ class ZoneLayer(Model):
     )
 
 
-class ZonalResult(Model):
+class ZoneTable(Model):
+    """A table of zones as a tool answers it: its first rows, the saved file, the zones' map."""
+
     expression: str
-    stats: list[str] = Field(description="the statistic columns of the rows")
     per: str
     mask_clouds: bool
     zones: int
@@ -54,9 +55,37 @@ class ZonalResult(Model):
     rows_total: int
     rows: list[dict[str, Any]] = Field(description="the table's first rows; all of them are in `table`")
     table: OutputRef
-    zone_layer: ZoneLayer = Field(description="each zone with the first statistic's latest value")
+    zone_layer: ZoneLayer = Field(description="each zone with its latest value of zone_layer.stat")
     notes: list[str] = []
     failed_items: list[dict[str, Any]] = []
+
+    @classmethod
+    def of(
+        cls, facts: dict, record: OutputRecord, layer: ZoneLayer, notes: list[str], rows, total: int, **more
+    ):
+        """The answer from the table's facts (provenance), its saved `record` and what fitted."""
+        common = answer_fields(facts, record, layer, notes, rows)
+        return cls(**common, per=facts["per"], rows_total=total, **more)
+
+
+def answer_fields(facts: dict, record: OutputRecord, layer: ZoneLayer, notes: list[str], rows) -> dict:
+    """What every answer with a table of zones holds, from the table's facts (its provenance),
+    its saved `record`, and the zones and rows that fitted."""
+    return {
+        "expression": facts["expression"],
+        "mask_clouds": facts["mask_clouds"],
+        "zones": facts["zones"],
+        "items": facts["items"],
+        "rows": rows,
+        "table": OutputRef.of(record),
+        "zone_layer": layer,
+        "notes": notes,
+        "failed_items": facts["failed_items"],
+    }
+
+
+class ZonalResult(ZoneTable):
+    stats: list[str] = Field(description="the statistic columns of the rows")
     min_valid_fraction: float | None = Field(
         None, description="rows of a zone less valid (clear, with data) than this have no statistics, a note"
     )
@@ -165,19 +194,14 @@ def result(frame: pd.DataFrame, record: OutputRecord, max_bytes: int) -> ZonalRe
             f"{len(rows)} of {total} rows shown (limits.max_result_bytes); "
             f"every row is in the saved table {record.file.href.rsplit('/', 1)[-1]}"
         )
-    return ZonalResult(
-        expression=facts["expression"],
+    return ZonalResult.of(
+        facts,
+        record,
+        layer.model_copy(update={"features": features}),
+        notes,
+        rows,
+        total,
         stats=[c for c in frame.columns if c in facts["stats"] or c.startswith("frac_")],
-        per=facts["per"],
-        mask_clouds=facts["mask_clouds"],
-        zones=facts["zones"],
-        items=facts["items"],
-        rows_total=total,
-        rows=rows,
-        table=OutputRef.of(record),
-        zone_layer=layer.model_copy(update={"features": features}),
-        notes=notes,
-        failed_items=facts["failed_items"],
         min_valid_fraction=provenance_of(frame).parameters.get("min_valid_fraction"),
         classes=_classes_shown(frame, facts.get("classes", {})),
     )
