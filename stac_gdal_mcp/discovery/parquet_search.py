@@ -50,7 +50,7 @@ SCAN_CHUNK = 500  # candidates found at a time when a CQL2 residual drops some o
 # number of rows); then as many as FETCH_BYTES holds at the size they had
 FETCH_FIRST = 100
 FETCH_BYTES = 16 * 1024**2  # (the count of a CQL2 residual starts with one row: it reads them all)
-FOOTPRINT = "__footprint"  # the geometry as `narrow_rows` reads it beside the page's columns
+FOOTPRINT = "__footprint"  # the geometry as `narrow_rows` reads it for a polygon
 TOP_LEVEL = {
     "type",
     "stac_version",
@@ -297,18 +297,21 @@ def page(
 
 def narrow_rows(cat: GeoparquetCatalog, plan: Plan, offset: int, n: int) -> pa.Table:
     """Candidates `offset`..`offset + n` in the search's order read whole in one query when the
-    page needs few columns (`plan.columns`): those columns, and for a footprint test `sure` and
-    the footprint (FOOTPRINT). DuckDB's late materialization reads the columns not filtered or
-    sorted on for the rows kept only, as DuckDB's own `SELECT id ... LIMIT` does (two queries,
-    the keys then the rows by number, cost 2-5x that on one file of 1,000,000 items)."""
+    page needs few columns (`plan.columns`), as DuckDB's own `SELECT id ... LIMIT` does (two
+    queries, the keys then the rows by number, cost 2-5x that on one file of 1,000,000 items);
+    for a footprint test also `sure` and the file and row number, the footprints of the rows
+    their bbox does not settle read after (`_footprints_meet`: carried through the top-N, the
+    footprints of every row kept cost 3-5x DuckDB's query when the order scatters them); for a
+    polygon, which every footprint is tested against, the footprints (FOOTPRINT)."""
     chosen, params = [quote(c) for c in plan.columns], plan.params
-    if plan.area is not None:
-        if plan.sure:
-            chosen.append(f"({plan.sure}) AS sure")
-            params = [*plan.sure_params, *params]
+    numbered = plan.area is not None and plan.sure is not None
+    if numbered:
+        chosen += ["filename", "file_row_number", f"({plan.sure}) AS sure"]
+        params = [*plan.sure_params, *params]
+    elif plan.area is not None:  # a polygon: every footprint is tested
         chosen.append(f"geometry AS {FOOTPRINT}")
     return cat.run(
-        f"SELECT {', '.join(chosen)} FROM {cat.source(_leading(cat, plan, offset, n))} "
+        f"SELECT {', '.join(chosen)} FROM {cat.source(_leading(cat, plan, offset, n), numbered=numbered)} "
         f"WHERE {plan.where} ORDER BY {plan.order} LIMIT {n} OFFSET {offset}",
         params,
     )
@@ -323,7 +326,10 @@ def _narrow_matching(
 
     keep = np.arange(found.num_rows)
     if plan.area is not None and found.num_rows:
-        keep = keep[_meets(cat, plan, found, lambda rows: [(rows, found.column(FOOTPRINT).take(rows))])]
+        if FOOTPRINT in found.column_names:
+            keep = keep[_intersects(cat, found.column(FOOTPRINT), plan.area)]
+        else:
+            keep = keep[_footprints_meet(cat, plan, found)]
     keep = keep.tolist()
     table = found.select(plan.columns).take(keep[:need])
     yield from zip(keep[:need], cat.items(table), strict=True)
@@ -401,7 +407,10 @@ def _matching(
 
     keep = np.arange(found.num_rows)
     if plan.area is not None and found.num_rows:
-        keep = keep[_footprints_meet(cat, plan, found)]
+        if FOOTPRINT in found.column_names:
+            keep = keep[_intersects(cat, found.column(FOOTPRINT), plan.area)]
+        else:
+            keep = keep[_footprints_meet(cat, plan, found)]
     keep = keep.tolist()
     wanted = keep if plan.residual is not None else keep[:need]
     for indices, table in whole_rows(cat, found, wanted, min(need, first), plan.columns):
@@ -417,23 +426,13 @@ def _footprints_meet(cat: GeoparquetCatalog, plan: Plan, found: pa.Table) -> Any
     """A boolean array: which candidates of `found` have a footprint meeting `plan.area`; those
     whose bbox lies inside a search bbox are sure, the others' footprints read and tested."""
 
-    def read(doubtful: list[int]) -> Iterator[tuple[list[int], pa.ChunkedArray]]:
-        for indices, table in whole_rows(cat, found, doubtful, FETCH_FIRST, ["geometry"]):
-            yield indices, table.column("geometry")
-
-    return _meets(cat, plan, found, read)
-
-
-def _meets(cat: GeoparquetCatalog, plan: Plan, found: pa.Table, footprints) -> Any:
-    """Which rows of `found` meet `plan.area`: sure by their bbox (column `sure`), else by their
-    footprint; `footprints(doubtful)` gives (indices, their WKB) for the doubtful rows."""
     import numpy as np
 
     sure = found.column("sure").to_numpy(zero_copy_only=False) if "sure" in found.column_names else None
     meets = np.ones(found.num_rows, bool) if sure is None else sure.astype(bool).copy()
     doubtful = np.flatnonzero(~meets).tolist() if sure is not None else list(range(found.num_rows))
-    for indices, geometry in footprints(doubtful) if doubtful else ():
-        meets[indices] = _intersects(cat, geometry, plan.area)
+    for indices, table in whole_rows(cat, found, doubtful, FETCH_FIRST, ["geometry"]):
+        meets[indices] = _intersects(cat, table.column("geometry"), plan.area)
     return meets
 
 
