@@ -306,3 +306,30 @@ async def test_the_tool_answers_the_librarys_table_with_both_files_and_two_pictu
     assert estimate["structuredContent"]["dry_run"] is True and estimate["structuredContent"]["item_ids"]
     assert wrong["isError"] and "starts before before" in wrong["content"][0]["text"]
     assert "\n" not in wrong["content"][0]["text"]
+
+
+async def test_the_tool_takes_the_threshold_cloud_mask_resolution_and_least_valid_share(tmp_path):
+    """threshold, mask_clouds, resolution and min_valid_fraction reach the operation from the
+    tool: its rows are the library's with the same keywords, and not those of the defaults."""
+    from fastmcp import Client
+    from test_zonal_mcp import FIELDS, dumped
+
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    arguments = {"geometries": FIELDS, "before": "2024-06", "after": "2024-08"}
+    search = {"collections": ["sentinel-2-l2a"]}
+    chosen = {"threshold": 0.05, "mask_clouds": False, "resolution": 20.0, "min_valid_fraction": 0.2}
+    with Session(load_settings(default_catalog="sample", workspace=tmp_path / "workspace")) as session:
+        async with Client(build_server(session=session)) as client:
+            answer = dumped(
+                await client.call_tool_mcp("compare_periods", {**arguments, **chosen, "search": search})
+            )
+        table = session.compare_periods(FIELDS, **arguments, **chosen, **search).table
+        default = session.compare_periods(FIELDS, **arguments, **search).table
+    value = answer["structuredContent"]
+    assert value["threshold"] == 0.05 and value["mask_clouds"] is False
+    for column in ("delta_mean", "decrease_ha"):
+        got = np.array([r[column] for r in value["rows"]], dtype=float)
+        assert np.allclose(got, table[column], rtol=1e-3, atol=1e-3, equal_nan=True)
+        assert not np.allclose(got, default[column], rtol=1e-3, atol=1e-3, equal_nan=True)

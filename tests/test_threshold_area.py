@@ -279,3 +279,26 @@ async def test_the_tool_answers_the_librarys_table_with_a_chart(tmp_path):
     assert value["table"]["uri"] in {c["uri"] for c in answer["content"] if c["type"] == "resource_link"}
     assert wrong["isError"] and "condition '> half'" in wrong["content"][0]["text"]
     assert "\n" not in wrong["content"][0]["text"]
+
+
+async def test_the_tool_takes_the_cloud_mask_resolution_and_least_valid_share(tmp_path):
+    """mask_clouds, resolution and min_valid_fraction reach the operation from the tool: its rows
+    are the library's with the same keywords, and not those of the defaults."""
+    from fastmcp import Client
+    from test_zonal_mcp import FIELDS, SEARCH, dumped
+
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    chosen = {"mask_clouds": False, "resolution": 20.0, "min_valid_fraction": 0.9}
+    with Session(load_settings(default_catalog="sample", workspace=tmp_path / "workspace")) as session:
+        async with Client(build_server(session=session)) as client:
+            arguments = {"geometries": FIELDS, "condition": "> 0.5", "search": SEARCH, **chosen}
+            answer = dumped(await client.call_tool_mcp("threshold_area", arguments))
+        table = session.threshold_area(FIELDS, condition="> 0.5", **chosen, **SEARCH)
+        default = session.threshold_area(FIELDS, condition="> 0.5", **SEARCH)
+    value = answer["structuredContent"]
+    assert value["mask_clouds"] is False and value["rows_total"] == len(table)
+    got = np.array([r["area_ha"] if r["area_ha"] is not None else np.nan for r in value["rows"]])
+    assert np.allclose(got, table["area_ha"], rtol=1e-3, equal_nan=True)
+    assert not np.allclose(got, default["area_ha"], rtol=1e-3, equal_nan=True)

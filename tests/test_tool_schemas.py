@@ -40,11 +40,9 @@ CONSTRAINING = {
     "$recursiveRef",
 }  # fmt: skip
 
-# the whole tools/list answer, compact JSON: 18,187 B before the `fields` on search_items,
-# get_item and save_search and detail="count" (instead of a count tool) measured +600 B
-# with compare_periods and threshold_area (their two tools: 2.1 KB), and time_series'
-# min_valid_fraction (its parameter: about 110 B)
-LIMIT_BYTES = 21 * 1024 + 128
+# the whole tools/list answer, compact JSON: 21,426 B with compare_periods and threshold_area
+# taking mask_clouds, min_valid_fraction, resolution (and compare_periods threshold) as tools
+LIMIT_BYTES = 21 * 1024
 
 
 def _children(node: dict, path: str):

@@ -473,9 +473,8 @@ class CloudCoverStats(Operation):
     positional: ClassVar[tuple[str, ...]] = ("aoi",)
     tool: ClassVar[Tool] = Tool(read_only=True)
     answer_model: ClassVar[type] = CloudCoverResult
-    description: ClassVar[str] = """How cloudy was *this area* in each scene? Per item, from its mask
-    (SCL, QA_PIXEL, Fmask...) in the AOI only: cloud, shadow, cirrus, snow, water, clear, no-data
-    fractions.
+    description: ClassVar[str] = """Per scene, the AOI's own cloud, shadow, cirrus, snow, water, clear
+    and no-data fractions, from the item's mask (SCL, QA_PIXEL, Fmask...).
 
     Example: cloud_cover_stats(aoi=[13.55, 45.85, 13.75, 45.98], search={"catalog": "sample",
     "collections": ["sentinel-2-l2a"], "datetime": "2024-06"})."""

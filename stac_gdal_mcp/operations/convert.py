@@ -84,13 +84,12 @@ class ConvertAsset(OnAsset):
     description: ClassVar[str] = """Convert an asset (some bands, its window in bbox; nothing
     resampled) to another format.
 
-    Example: convert_asset(catalog="sample", collection_id="sentinel-2-l2a",
-    item_id="S2A_33TUL_20240808_0_L2A", asset="visual", output_format="PNG")."""
+    Example: inspect_asset's example with asset="visual", output_format="PNG"."""
     answer_model: ClassVar[type] = OutputRecord
 
     output_format: Annotated[
         Literal["COG", "GTiff", "PNG", "JPEG", "netCDF"],
-        Field(description="PNG/JPEG: stretched 8-bit pictures; others keep the values"),
+        Field(description="PNG/JPEG: stretched 8-bit; others keep the values"),
     ]
     bbox: BBoxArg = None
     bbox_crs: BBoxCrsArg = "EPSG:4326"

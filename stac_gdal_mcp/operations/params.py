@@ -177,7 +177,7 @@ def _search_object(names: tuple[str, ...]):
     return BeforeValidator(check)
 
 
-SEARCH_DESCRIPTION = "search_items' arguments (catalog, collections, datetime, filter...)"
+SEARCH_DESCRIPTION = "search_items' arguments: catalog, collections, datetime..."
 SearchArg = Annotated[
     _Search | None,
     _search_object(tuple(_Search.__annotations__)),
@@ -211,26 +211,27 @@ def search_group(search: dict | None) -> tuple[str | None, list | None, SearchAr
 
 # --- the area and the load of the analysis operations ----------------------------------------------
 
-AoiArg = json_text(list[float] | dict[str, Any], "bbox [west, south, east, north] or GeoJSON geometry, WGS84")
+AoiArg = json_text(list[float] | dict[str, Any], "[west, south, east, north] or GeoJSON geometry, WGS84")
 MaxItemsArg = Annotated[int | None, Field(ge=1, description="items at most (default 50)")]
 LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="items at most (default 100)")]
-ResolutionArg = Annotated[float | None, Field(gt=0, description="pixel size in CRS units; default: native")]
-MaskCloudsArg = Annotated[bool, Field(description="drop cloudy pixels (each item's mask)")]
+ResolutionArg = Annotated[float | None, Field(gt=0, description="pixel size, CRS units; default native")]
+MaskCloudsArg = Annotated[bool, Field(description="drop cloudy pixels (item masks)")]
+MinValidArg = Annotated[float, Field(ge=0, le=1, description="least valid share of a zone; 0: all")]
 CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items'")]
-QuicklookArg = Annotated[bool, Field(description="true: also return a PNG of the output")]
+QuicklookArg = Annotated[bool, Field(description="also return a PNG of the output")]
 
 
 # --- the asset reference of inspect_asset, reproject_asset, convert_asset, preview ---------------
 
 HrefArg = Annotated[
     str | None,
-    Field(description="URL or workspace path (or collection_id+item_id+asset)"),
+    Field(description="URL, workspace path, or collection_id+item_id+asset"),
 ]
 CollectionIdArg = Annotated[str | None, Field(description="collection id")]
 ItemIdArg = Annotated[str | None, Field(description="item id")]
-AssetArg = Annotated[str | None, Field(description="asset key or band: red, nir, scl, visual...")]
+AssetArg = Annotated[str | None, Field(description="asset key or band: red, scl, visual...")]
 
-DryRunArg = Annotated[bool, Field(description="true: estimate only, write nothing")]
+DryRunArg = Annotated[bool, Field(description="estimate only")]
 BBoxArg = json_text(
     Annotated[list[float], Field(min_length=4, max_length=4)] | None,
     "[west, south, east, north] in bbox_crs",

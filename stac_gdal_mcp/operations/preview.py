@@ -320,10 +320,10 @@ class PreviewImage(OnAsset):
     name: ClassVar[str] = "preview"
     library_name: ClassVar[str] = "preview"
     tool: ClassVar[Tool] = Tool(task=False, confirm=False)
-    description: ClassVar[str] = """A quicklook PNG of an item (true colour) or an asset (colormap,
-    colour bar), returned as an image and saved; reads overviews (quick).
+    description: ClassVar[str] = """A quick PNG of an item (true colour) or an asset (colormap, colour
+    bar) from overviews, returned as an image and saved.
 
-    Example: preview(catalog="sample", collection_id="sentinel-2-l2a", item_id="S2A_33TUL_20240808_0_L2A")."""
+    Example: inspect_asset's example without asset (true colour)."""
     answer_model: ClassVar[type] = OutputRecord
 
     assets: json_text(

@@ -333,16 +333,15 @@ class TimeSeries(OverArea):
     library_name: ClassVar[str] = "time_series"
     positional: ClassVar[tuple[str, ...]] = ("aoi", "expression")
     description: ClassVar[str] = """One value per solar day: `reducer` of `expression` over the
-    AOI's cloud-free pixels, with the valid fraction and item ids; writes a CSV and a chart (also
-    as an image).
+    AOI's cloud-free pixels, with the valid fraction and item ids; saves a CSV and a chart (also returned).
 
     Example: time_series(aoi=[13.6, 45.92, 13.62, 45.935], search={"catalog": "sample",
-    "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-08-31"})."""
+    "collections": ["sentinel-2-l2a"], "datetime": "2024-06/2024-08"})."""
     answer_model: ClassVar[type] = TimeSeriesResult
 
     expression: Annotated[
         str,
-        Field(description='ndvi, ndwi, nbr, ndbi, a band ("nir") or a formula: (nir-red)/(nir+red)'),
+        Field(description="ndvi, ndwi, nbr, ndbi, a band or a formula: (nir-red)/(nir+red)"),
     ] = "ndvi"
     reducer: Annotated[
         Literal["mean", "median", "min", "max", "count"],

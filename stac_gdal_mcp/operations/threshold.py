@@ -33,7 +33,7 @@ from ..errors import InvalidArgument, LimitExceeded, NotSupported
 from ..processing.jobs import Job, timed
 from ..processing.records import Provenance
 from .base import LIBRARY_ONLY, Operation
-from .params import SearchArg, json_text
+from .params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchArg, json_text
 from .registry import Answer, call
 from .zonal import DEFAULT_MIN_VALID_FRACTION, Stat, ZonalRequest
 from .zonal.result import ZoneLayer, ZoneTable
@@ -136,9 +136,6 @@ AreaArg = Annotated[
     Any, LIBRARY_ONLY, Field(description="or one area: a bbox or GeoJSON geometry (its row: aoi)")
 ]
 IdPropertyArg = Annotated[str | None, LIBRARY_ONLY, Field(description="property naming each zone")]
-MinValidArg = Annotated[
-    float, LIBRARY_ONLY, Field(ge=0, le=1, description="least valid share of a zone to measure; 0: all")
-]
 
 
 class ThresholdResult(ZoneTable):
@@ -414,8 +411,8 @@ class ThresholdArea(Operation):
     per: Annotated[Literal["item", "day"], Field(description="scene or day")] = "item"
     aoi: AreaArg = None
     id_property: IdPropertyArg = None
-    mask_clouds: Annotated[bool, LIBRARY_ONLY, Field(description="drop cloudy pixels")] = True
-    resolution: Annotated[float | None, LIBRARY_ONLY, Field(gt=0, description="pixel size")] = None
+    mask_clouds: MaskCloudsArg = True
+    resolution: ResolutionArg = None
     min_valid_fraction: MinValidArg = DEFAULT_MIN_VALID_FRACTION
     max_items: Annotated[int | None, LIBRARY_ONLY, Field(ge=1, description="items at most")] = None
     _plan: Any = PrivateAttr(None)

@@ -62,11 +62,10 @@ class ReprojectAsset(OnAsset):
     name: ClassVar[str] = "reproject_asset"
     library_name: ClassVar[str] = "reproject"
     tool: ClassVar[Tool] = Tool(quicklook=True)
-    description: ClassVar[str] = """Warp an asset (or its part in bbox) to another CRS as a COG output,
+    description: ClassVar[str] = """Warp an asset (or its part in bbox) to another CRS as a COG,
     reading only the tiles needed.
 
-    Example: reproject_asset(catalog="sample", collection_id="sentinel-2-l2a",
-    item_id="S2A_33TUL_20240808_0_L2A", asset="red", dst_crs="EPSG:4326")."""
+    Example: inspect_asset's example with dst_crs="EPSG:4326"."""
     answer_model: ClassVar[type] = OutputRecord
 
     dst_crs: Annotated[str, Field(description="target CRS, e.g. EPSG:4326, EPSG:32633")]
@@ -78,7 +77,7 @@ class ReprojectAsset(OnAsset):
     bbox_crs: BBoxCrsArg = "EPSG:4326"
     resampling: Annotated[
         Literal[RESAMPLING],
-        Field(description="nearest keeps values (classes, masks); bilinear...: continuous data"),
+        Field(description="nearest keeps classes, masks; bilinear...: continuous data"),
     ] = "nearest"
     output_format: Annotated[
         Literal["COG", "GTiff", "netCDF"], Field(description="COG has internal overviews")

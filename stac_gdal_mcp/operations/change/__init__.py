@@ -35,8 +35,8 @@ from ...errors import InvalidArgument, NotFound
 from ...processing.jobs import Job, timed
 from ...processing.load import FailedItem
 from ..base import LIBRARY_ONLY, Operation
-from ..params import SearchArg, json_text, search_group
-from ..threshold import AreaArg, IdPropertyArg, MinValidArg, ZonesArg
+from ..params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchArg, json_text, search_group
+from ..threshold import AreaArg, IdPropertyArg, ZonesArg
 from ..zonal import DEFAULT_MIN_VALID_FRACTION
 from . import table as tables
 from .result import CompareResult, answer, map_call, outputs, save
@@ -235,7 +235,7 @@ class ComparePeriods(Operation):
     library_name: ClassVar[str] = "compare_periods"
     positional: ClassVar[tuple[str, ...]] = ("geometries",)
     description: ClassVar[str] = """Per zone: an index's median in two periods, its change, hectares
-    up/down by over 0.1 or per bin."""
+    up/down by over `threshold` or per bin."""
     answer_model: ClassVar[type] = CompareResult
 
     geometries: ZonesArg = None
@@ -243,16 +243,14 @@ class ComparePeriods(Operation):
     before: Annotated[str, Field(description="e.g. 2024-06")]
     after: Annotated[str, Field(description="a later period")]
     expression: Annotated[str, Field(description="index, band or formula")] = "ndvi"
-    threshold: Annotated[float, LIBRARY_ONLY, Field(ge=0, description="change that counts")] = (
-        DEFAULT_THRESHOLD
-    )
+    threshold: Annotated[float, Field(ge=0, description="change that counts")] = DEFAULT_THRESHOLD
     bins: BinsArg = None
     reducer: Annotated[Reducer, LIBRARY_ONLY, Field(description="per pixel over a period")] = "median"
     aoi: AreaArg = None
     id_property: IdPropertyArg = None
-    mask_clouds: Annotated[bool, LIBRARY_ONLY, Field(description="drop cloudy pixels")] = True
+    mask_clouds: MaskCloudsArg = True
     min_valid_fraction: MinValidArg = DEFAULT_MIN_VALID_FRACTION
-    resolution: Annotated[float | None, LIBRARY_ONLY, Field(gt=0, description="pixel size")] = None
+    resolution: ResolutionArg = None
     crs: Annotated[str | None, LIBRARY_ONLY, Field(description="the grid's CRS (items in several)")] = None
     max_items: Annotated[int | None, LIBRARY_ONLY, Field(ge=1, description="items per period at most")] = None
     _plan: Any = PrivateAttr(None)

@@ -13,7 +13,7 @@ from pydantic import Field, PrivateAttr
 from pydantic.json_schema import SkipJsonSchema
 
 from ..base import LIBRARY_ONLY, Operation
-from ..params import MaskCloudsArg, ResolutionArg, SearchOrItemsArg, json_text, search_group
+from ..params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchOrItemsArg, json_text, search_group
 from . import DEFAULT_MIN_VALID_FRACTION, ZonalRequest, Zones, estimate, parse_stats, region, run
 from .result import ZonalResult, answer, map_call, outputs, save
 
@@ -63,7 +63,7 @@ class ZonalStats(Operation):
 
     geometries: json_text(
         dict[str, Any] | list[dict[str, Any]] | str | SkipJsonSchema[Path],
-        "GeoJSON (FeatureCollection, Features, polygon), a workspace file or output URI",
+        "GeoJSON (any type), workspace file or output URI",
     )
     search: SearchOrItemsArg = None
     id_property: Annotated[str | None, Field(description="property naming each zone")] = None
@@ -77,9 +77,7 @@ class ZonalStats(Operation):
     )
     mask_clouds: MaskCloudsArg = True
     resolution: ResolutionArg = None
-    min_valid_fraction: Annotated[
-        float, Field(ge=0, le=1, description="least valid share of a zone; 0: all")
-    ] = DEFAULT_MIN_VALID_FRACTION
+    min_valid_fraction: MinValidArg = DEFAULT_MIN_VALID_FRACTION
     max_items: Annotated[int | None, LIBRARY_ONLY, Field(ge=1, description="items at most")] = None
     _plan: Any = PrivateAttr(None)
 

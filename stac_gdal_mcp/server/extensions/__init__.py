@@ -73,9 +73,8 @@ def _register_list_extensions(mcp, report: Extensions) -> None:
 
     @tool(mcp, {**READ_ONLY, "openWorldHint": False})
     def list_extensions() -> ExtensionList:
-        """This server's plugins and external MCP servers (tools named <server>_<tool>): kind, name,
-        source, version, status (loaded, running, failed, died, stopped), error, tools,
-        capabilities. Shows why an expected tool is missing."""
+        """This server's plugins and external MCP servers (tools named <server>_<tool>): status,
+        error, tools: why an expected tool is missing."""
         return ExtensionList(extensions=report.entries())
 
 

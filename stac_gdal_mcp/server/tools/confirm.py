@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 CONFIRM_KEY = "confirm"  # the key of the question in a 2026-07-28 input_required answer
 
-ConfirmArg = Annotated[bool, Field(description="true: run even if large")]
+ConfirmArg = Annotated[bool, Field(description="run even if large")]
 
 
 def size(estimate: Estimate) -> int:

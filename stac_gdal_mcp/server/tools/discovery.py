@@ -41,8 +41,8 @@ def list_catalogs(
     session: Session,
     check_reachable: Annotated[bool, Field(description="also contact the remote catalogs")] = False,
 ) -> CatalogList:
-    """The configured STAC catalogs: id, title, url or path, reachability and search features
-    (remote ones: check_reachable=true). Ids are the other tools' `catalog`; "sample" works offline."""
+    """The configured STAC catalogs: id, title, url or path, search features, reachability (remote:
+    check_reachable=true). Ids are other tools' `catalog`; "sample" works offline."""
     return CatalogList(catalogs=session.catalogs(check_reachable=check_reachable))
 
 
@@ -99,7 +99,7 @@ class SearchItems(BaseModel):
     cursor: Annotated[str | None, Field(description="the previous call's next_cursor")] = None
     detail: Annotated[
         Literal["summary", "full", "count"],
-        Field(description="summary table, full items, or count"),
+        Field(description="summary: a table"),
     ] = "summary"
     fields: FieldsArg = None
 
@@ -108,11 +108,10 @@ class SearchItems(BaseModel):
 @declared_by(SearchItems, FederatedSearchResult)
 def search_items(session: Session, **arguments) -> FederatedSearchResult:
     """Search catalogs for items (scenes): a table (`columns`, `rows`, what a collection's
-    items share), `matched` (`matched_is`: how counted), `next_cursor` (next page), `notes`.
-    Several catalogs: one merged result.
+    items share), `matched`, `next_cursor`, `notes`; several catalogs: one merged.
 
     Example: search_items(catalog="sample", collections=["sentinel-2-l2a"], bbox=[13.55, 45.85,
-    13.75, 45.98], datetime="2024-06-01/2024-08-31", max_cloud_cover=20).
+    13.75, 45.98], datetime="2024-06/2024-08", max_cloud_cover=20).
     """
     results = session.search(**arguments)
     page = results.page  # several catalogs: already one merged result (discovery/federated.py)

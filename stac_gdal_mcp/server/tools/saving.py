@@ -36,8 +36,8 @@ async def save_search(
     ) = None,
     ctx: Context = CurrentContext(),
 ) -> OutputRecord:
-    """Save a whole search's full items to the workspace as one (stac-geoparquet) file, or with
-    partition_by a folder of hive folders (collection=/year=/month=) for DuckDB or rustac."""
+    """Save a whole search's full items to the workspace: one stac-geoparquet file, or (partition_by)
+    hive folders (collection=/year=/month=) for DuckDB or rustac."""
     arguments = {**search_kwargs(search), **({"bbox": bbox} if bbox is not None else {})}
     if partition_by:
         arguments["partition_by"] = partition_by
