@@ -127,16 +127,16 @@ def same_value(got, want, rel) -> bool:
 # --- time series -------------------------------------------------------------------------------
 
 
+def every_day(session, datetime: str, **arguments):
+    """The series of AOI over the test bed's Sentinel-2 scenes in `datetime`, every day kept
+    however little of the AOI is valid."""
+    arguments = {"collections": [S2], "catalog": "testbed", "min_valid_fraction": 0, **arguments}
+    return run_time_series(session, AOI, datetime=datetime, **arguments)
+
+
 def test_ndvi_series_matches_numpy(session, scenes):
     # every day's value, however little of the AOI is valid (the west items cover half of it)
-    result = run_time_series(
-        session,
-        AOI,
-        collections=[S2],
-        datetime="2024-06-01/2024-06-30",
-        catalog="testbed",
-        min_valid_fraction=0,
-    )
+    result = every_day(session, "2024-06-01/2024-06-30")
     assert [r.date for r in result.rows] == [
         "2024-06-01",
         "2024-06-06",
@@ -158,15 +158,8 @@ def test_ndvi_series_matches_numpy(session, scenes):
 
 
 def test_outputs_csv_and_chart(session, scenes):
-    result = run_time_series(
-        session,
-        AOI,
-        collections=[S2],
-        datetime="2024-06-01/2024-06-12",
-        catalog="testbed",
-        reducer="median",
-        expression="(nir - red) / (nir + red)",
-        min_valid_fraction=0,
+    result = every_day(
+        session, "2024-06-01/2024-06-12", reducer="median", expression="(nir - red) / (nir + red)"
     )
     assert result.expression == "(nir - red) / (nir + red)" and len(result.rows) == 3
     store = session.outputs

@@ -7,6 +7,7 @@ parts (one off the raster), across the window's edge, outside it, and a sliver.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -257,20 +258,15 @@ def test_a_second_item_on_a_grid_computes_no_coverage(session, scenes):  # noqa:
     """Two items of one grid (S2A_Z1, S2A_Z2) build the coverage of the first item's windows once;
     two items of two grids (either side of UTM 33/34) build one set each."""
     zones = fields()
-    before = coverage.BUILT[0]
-    one = run(
-        session,
-        zones,
-        expression="scl",
-        stats=["count"],
-        collections=[S2],
-        datetime="2024-06-01",
-        mask_clouds=False,
+    counted = functools.partial(
+        run, session, expression="scl", stats=["count"], collections=[S2], mask_clouds=False
     )
+    before = coverage.BUILT[0]
+    one = counted(zones, datetime="2024-06-01")
     first = coverage.BUILT[0] - before
     assert first >= 2 and set(one["item_ids"].dropna()) == {"S2A_Z1"}  # (a window per group of tiles)
     before = coverage.BUILT[0]
-    both = run(session, zones, expression="scl", stats=["count"], collections=[S2], datetime="2024-06-01/2024-06-12", mask_clouds=False)  # fmt: skip
+    both = counted(zones, datetime="2024-06-01/2024-06-12")
     assert set(both["item_ids"].dropna()) == set(DATES)
     assert coverage.BUILT[0] - before == first  # the second item on the grid: none
     across = {
@@ -280,15 +276,7 @@ def test_a_second_item_on_a_grid_computes_no_coverage(session, scenes):  # noqa:
         "geometry": mapping(box(17.996, 44.99, 18.004, 44.995)),
     }
     before = coverage.BUILT[0]
-    run(
-        session,
-        across,
-        expression="scl",
-        stats=["count"],
-        collections=[S2],
-        datetime="2024-06-21",
-        mask_clouds=False,
-    )
+    counted(across, datetime="2024-06-21")
     assert coverage.BUILT[0] - before == len(ACROSS)  # one window on each grid
 
 
