@@ -353,12 +353,10 @@ class GeoparquetCatalog:
         database.execute("SET GLOBAL autoinstall_known_extensions = false")  # nothing downloaded
         if filesystem is not None:  # the url, read with range requests (httpfs.py)
             database.register_filesystem(filesystem)
-        # a page's rows fetched by row id after the top-N (DuckDB's default: LIMIT <= 50 only):
-        # the columns not filtered or sorted on are read for the rows kept, not for every
-        # candidate (measured: half the bytes of an unfiltered first page of 100 over HTTP; on
-        # disk a bbox page with its footprints 90 ms instead of 290 ms at 1,000,000 items)
-        rows = 2 * self.settings.limits.max_items + 1  # parquet_search.page's largest chunk
-        database.execute(f"SET GLOBAL late_materialization_max_rows = {max(rows, 50)}")
+            # a page's rows fetched by row id after the top-N (DuckDB's default: LIMIT <= 50
+            # only): the columns not filtered or sorted on are read for the rows kept, not for
+            # every candidate (measured: half the bytes of an unfiltered first page of 100)
+            database.execute(f"SET GLOBAL late_materialization_max_rows = {self.late_rows}")
         return database
 
     @cached_property
@@ -381,14 +379,24 @@ class GeoparquetCatalog:
         finally:
             con.close()
 
-    def run(self, sql: str, params: list | None = None) -> pa.Table:
+    @property
+    def late_rows(self) -> int:
+        """The rows of a top-N whose other columns DuckDB reads after it, by row number
+        (late materialization): parquet_search.page's largest chunk."""
+        return max(2 * self.settings.limits.max_items + 1, 50)
+
+    def run(self, sql: str, params: list | None = None, late: bool = False) -> pa.Table:
         """One query under limits.query_memory_mb and limits.query_timeout_s; DuckDB's errors
-        become one line naming the catalog and what went wrong."""
+        become one line naming the catalog and what went wrong. `late`: the columns of a top-N
+        not sorted on read after it for the rows kept (late materialization; on disk worth it
+        over one file, over many parts it rescans them all)."""
         import duckdb
 
         limits = self.settings.limits
         con = self.database.cursor()  # its own connection: interrupting it stops this query only
         try:
+            if late:
+                con.execute(f"SET late_materialization_max_rows = {self.late_rows}")
             with watched(limits.query_timeout_s, con.interrupt):
                 return con.sql(sql, params=params or []).to_arrow_table()
         except duckdb.Error as exc:

@@ -276,7 +276,11 @@ def page(
     deadline = time.monotonic() + cat.settings.limits.query_timeout_s
     taken: list[dict] = []
     position = offset
-    narrow = plan.columns is not None and plan.residual is None
+    # one query for a page of few columns from one file; over parts the rows kept are read from
+    # the parts that hold them only (one query over every part rescanned them all for the rows
+    # kept: 2x the keys and rows by number on 260 parts of 1,000,000 items)
+    read = plan.files if plan.files is not None else cat.files.paths
+    narrow = plan.columns is not None and plan.residual is None and len(read) == 1
     while True:
         found = (narrow_rows if narrow else keys)(cat, plan, position, chunk)
         need = limit - len(taken)
@@ -302,7 +306,10 @@ def narrow_rows(cat: GeoparquetCatalog, plan: Plan, offset: int, n: int) -> pa.T
     for a footprint test also `sure` and the file and row number, the footprints of the rows
     their bbox does not settle read after (`_footprints_meet`: carried through the top-N, the
     footprints of every row kept cost 3-5x DuckDB's query when the order scatters them); for a
-    polygon, which every footprint is tested against, the footprints (FOOTPRINT)."""
+    polygon, which every footprint is tested against, the footprints (FOOTPRINT). The columns
+    not sorted on are read after the top-N (`run`'s late) for the footprints and in time order
+    (the rows kept lie together); in another order they are carried through it (read after,
+    the rows kept scattered over every row group: a sortby page 4.3x DuckDB's, else 3.1x)."""
     chosen, params = [quote(c) for c in plan.columns], plan.params
     numbered = plan.area is not None and plan.sure is not None
     if numbered:
@@ -314,6 +321,7 @@ def narrow_rows(cat: GeoparquetCatalog, plan: Plan, offset: int, n: int) -> pa.T
         f"SELECT {', '.join(chosen)} FROM {cat.source(_leading(cat, plan, offset, n), numbered=numbered)} "
         f"WHERE {plan.where} ORDER BY {plan.order} LIMIT {n} OFFSET {offset}",
         params,
+        late=(plan.area is not None and not numbered) or plan.first_key == '"datetime"',
     )
 
 
