@@ -330,15 +330,7 @@ def _narrow_matching(
 ) -> Iterator[tuple[int, dict | None]]:
     """`_matching` of rows read by `narrow_rows`: the footprints tested, the first `need` matches
     converted to items, the others known to match without it (index, None)."""
-    import numpy as np
-
-    keep = np.arange(found.num_rows)
-    if plan.area is not None and found.num_rows:
-        if FOOTPRINT in found.column_names:
-            keep = keep[_intersects(cat, found.column(FOOTPRINT), plan.area)]
-        else:
-            keep = keep[_footprints_meet(cat, plan, found)]
-    keep = keep.tolist()
+    keep = _in_area(cat, plan, found)
     table = found.select(plan.columns).take(keep[:need])
     yield from zip(keep[:need], cat.items(table), strict=True)
     yield from ((index, None) for index in keep[need:])
@@ -411,15 +403,7 @@ def _matching(
     """(row index, item) of the candidates `found` that pass the exact tests, read whole only as
     they are asked for (the caller stops when its page is full). Without a CQL2 residual the
     matches past the `need` first are known without reading them: they come as (index, None)."""
-    import numpy as np
-
-    keep = np.arange(found.num_rows)
-    if plan.area is not None and found.num_rows:
-        if FOOTPRINT in found.column_names:
-            keep = keep[_intersects(cat, found.column(FOOTPRINT), plan.area)]
-        else:
-            keep = keep[_footprints_meet(cat, plan, found)]
-    keep = keep.tolist()
+    keep = _in_area(cat, plan, found)
     wanted = keep if plan.residual is not None else keep[:need]
     for indices, table in whole_rows(cat, found, wanted, min(need, first), plan.columns):
         for index, item in zip(indices, cat.items(table), strict=True):
@@ -506,3 +490,17 @@ def _intersects(cat: GeoparquetCatalog, geometry: pa.ChunkedArray, area) -> Any:
     except shapely.errors.ShapelyError as exc:
         raise cat.not_wkb(exc) from None
     return shapely.intersects(shapes, area)
+
+
+def _in_area(cat, plan, found) -> list[int]:
+    """The indexes of the rows of `found` whose footprint meets the search's area (every row
+    without one): carried through the query, or read for the rows their bbox does not settle."""
+    import numpy as np
+
+    keep = np.arange(found.num_rows)
+    if plan.area is not None and found.num_rows:
+        if FOOTPRINT in found.column_names:
+            keep = keep[_intersects(cat, found.column(FOOTPRINT), plan.area)]
+        else:
+            keep = keep[_footprints_meet(cat, plan, found)]
+    return keep.tolist()
