@@ -47,7 +47,8 @@ def _build(args: argparse.Namespace):
     """The server `serve` runs, or None when it cannot start (the reason on stderr)."""
     from .errors import StacGdalMcpError
     from .server import build_server
-    from .settings import checked_token, load_settings
+    from .setting_checks import checked_token
+    from .settings import load_settings
 
     try:
         settings = load_settings(args.config, workspace=args.workspace)

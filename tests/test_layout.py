@@ -172,7 +172,7 @@ def test_test_data_is_not_imported_at_run_time():
 # (`stac_gdal_mcp/__init__.py`) on everything below it; the faces on the package face.
 LAYERS: list[tuple[str, ...]] = [
     ("_version", "errors", "words"),
-    ("settings", "files"),
+    ("settings", "setting_checks", "files"),
     ("models", "stac"),
     ("catalogs",),
     ("outputs",),
