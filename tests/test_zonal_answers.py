@@ -112,9 +112,14 @@ async def test_too_little_valid_gets_a_note_in_the_rows_the_map_and_the_chart(se
     assert {k for k, v in notes.items() if v} == {
         f["id"] for f in answer["zone_layer"]["features"] if "note" in f["properties"]
     }
-    # the chart: a cross per dropped observation, the title the index's name, y axis with unit
+    # the rows are flagged (what the chart reads): exactly those under 0.5 with some pixels
     dropped_frame = session.zonal_stats(FIELDS, per="day", **SEARCH)
-    figure = zonal_chart.series_figure(dropped_frame, "mean")
+    flagged = dropped_frame[dropped_frame["too_little_valid"]]
+    assert set(zip(flagged["zone_id"], flagged["date"])) == set(zip(low["zone_id"], low["date"]))
+    assert "too_little_valid" not in answer["rows"][0]  # the answer's rows say it in their note
+    # the chart: a cross per dropped observation (whatever the note says), the title the index's
+    # name, y axis with unit
+    figure = zonal_chart.series_figure(dropped_frame.assign(note=None), "mean")
     axes = figure.axes[0]
     crosses = sum(len(line.get_xdata()) for line in axes.get_lines() if line.get_marker() == "x")
     assert crosses == len(

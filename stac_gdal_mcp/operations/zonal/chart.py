@@ -74,7 +74,8 @@ def series_figure(frame: pd.DataFrame, column: str):
     times = frame["datetime"].dt.tz_localize(None)
     # numbers only (`unique` holds lists of classes: nothing to draw against time)
     values = frame[column].map(lambda v: v if isinstance(v, numbers.Real) else np.nan).astype("float64")
-    dropped = values.isna() & frame["note"].fillna("").str.contains("min_valid_fraction")
+    flagged = frame["too_little_valid"] if "too_little_valid" in frame else pd.Series(False, frame.index)
+    dropped = flagged.fillna(False).astype(bool)  # under min_valid_fraction: no value, a cross
     bottom = np.nanmin(values) if values.notna().any() else 0.0
     for zone_id in zones[:CHART_ZONES]:
         mine = (frame["zone_id"] == zone_id).to_numpy()

@@ -111,8 +111,9 @@ def rounded(column: str, value):
 
 def _records(frame: pd.DataFrame) -> list[dict]:
     """The rows as JSON values (NaN -> null, times ISO 8601, numbers `rounded`), without the
-    geometry."""
-    table = frame.drop(columns=[frame.geometry.name]) if hasattr(frame, "geometry") else frame
+    geometry and the `too_little_valid` flag (their note says it)."""
+    dropped = [frame.geometry.name] if hasattr(frame, "geometry") else []
+    table = frame.drop(columns=[*dropped, *(["too_little_valid"] if "too_little_valid" in frame else [])])
     rows = json.loads(table.to_json(orient="records", date_format="iso", date_unit="s"))
     return [{k: rounded(k, v) for k, v in row.items()} for row in rows]
 

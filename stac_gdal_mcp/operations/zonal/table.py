@@ -66,6 +66,7 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
         *fracs,
         "valid_fraction",
         "cloud_fraction",
+        "too_little_valid",
         "note",
         "error",
     ]
@@ -134,8 +135,10 @@ def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: li
 
 def too_little(rows: pd.DataFrame, columns: list[str], least: float) -> int:
     """Rows whose valid (clear, with data) share of the zone is under `least` lose `columns`
-    (every statistic but count) and get a note saying why; how many did."""
+    (every statistic but count), are flagged in `too_little_valid` (what the chart reads) and get
+    a note saying why; how many did."""
     low = rows["error"].isna() & rows["note"].isna() & (rows["valid_fraction"] < least)
+    rows["too_little_valid"] = low.to_numpy(dtype=bool)
     if not low.any():
         return 0
     rows.loc[low, columns] = None
