@@ -37,12 +37,12 @@ SETTING = re.compile(r"`((?:limits|network)\.\w+)`")
 # guide that holds the figure, and why it is no measurement. An entry no longer found fails.
 CONSTANTS = {
     "discovery.md": {
-        "with 16 KiB kept for notes": "the answer budget's reserve, a constant of the code",
         "each with a 1 MB property": "the size of the test's input, not a result",
         "five 1.1 MB items": "the size of the test's input, not a result",
         "every page under 1 MiB": "the setting's default (limits.max_result_bytes)",
         "about cap / 20 kB items": "the chunk rule of the code",
         "parts hold more than 64 MB": "the threshold of the code's time-sliced sort",
+        "with 16 KiB kept": "the answer budget's reserve, a constant of the code",
     },
     "processing.md": {
         "(1.2 GB of float32)": "arithmetic: 10,000 x 10,000 x 3 x 4 bytes",
