@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, Unpack
 
-from .discovery.query import SearchKeywords
+from pydantic import BaseModel
+
+from .discovery.query import ItemSearch, SearchKeywords
+from .errors import InvalidArgument
 
 if TYPE_CHECKING:
     from .core import Core
@@ -18,6 +21,41 @@ if TYPE_CHECKING:
     from .processing.jobs import Job
     from .results import SearchResults
     from .settings import Settings
+
+
+def declared_by(model: type[BaseModel]):
+    """`@declared_by(Model)`: a method `fn(self, **arguments)` whose keywords are the fields of
+    `model` (declared there once): its signature lists each with its type and default (help, tab
+    completion), its help each with its description, and a name that is none of them is refused
+    with the nearest ones ("did you mean")."""
+    import functools
+    import inspect
+
+    from .operations.base import unknown_names
+
+    fields = model.model_fields
+    P = inspect.Parameter
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def method(self, **arguments: Any):
+            unknown = [name for name in arguments if name not in fields]
+            if unknown:
+                raise InvalidArgument(unknown_names(unknown, tuple(fields)))
+            return fn(self, **arguments)
+
+        parameters = [P("self", P.POSITIONAL_OR_KEYWORD)]
+        parameters += [
+            P(n, P.KEYWORD_ONLY, default=f.default, annotation=f.annotation) for n, f in fields.items()
+        ]
+        method.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            parameters, return_annotation=fn.__annotations__.get("return", inspect.Signature.empty)
+        )
+        described = [f"    {n}: {f.description} (default {f.default!r})" for n, f in fields.items()]
+        method.__doc__ = "\n".join([inspect.getdoc(fn) or "", "", "Parameters:", *described])
+        return method
+
+    return decorate
 
 
 class Discovery:
@@ -85,25 +123,8 @@ class Discovery:
 
         return get_queryables(self.core, collection_id, catalog)
 
-    def search(
-        self,
-        *,
-        catalog: str | list[str] | None = None,
-        collections: list[str] | str | None = None,
-        bbox: Sequence[float] | None = None,
-        intersects: dict | None = None,
-        datetime: str | None = None,
-        ids: list[str] | None = None,
-        query: dict | None = None,
-        filter: str | dict | None = None,
-        filter_lang: Literal["cql2-text", "cql2-json"] | None = None,
-        sortby: str | list[str] | None = None,
-        max_cloud_cover: float | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        detail: Literal["summary", "full", "count"] = "summary",
-        fields: list[str] | dict | None = None,
-    ) -> SearchResults:
+    @declared_by(ItemSearch)
+    def search(self, **arguments: Any) -> SearchResults:
         """Search a catalog for items (the arguments of STAC API item search, as the server's
         search_items tool takes them). A condition the catalog cannot take is translated or applied
         here, and `notes` says so. `fields` (STAC fields extension, e.g. ["id", "datetime"] or
@@ -121,26 +142,13 @@ class Discovery:
         >>> results.to_dataframe()[["id", "cloud_cover"]].to_dict("records")[0]
         {'id': 'S2A_33TUL_20240808_0_L2A', 'cloud_cover': 5.0}
         """
-        args = dict(  # the search's arguments
-            collections=collections,
-            bbox=bbox,
-            intersects=intersects,
-            datetime=datetime,
-            ids=ids,
-            query=query,
-            filter=filter,
-            filter_lang=filter_lang,
-            sortby=sortby,
-            max_cloud_cover=max_cloud_cover,
-            limit=limit,
-            cursor=cursor,
-            detail=detail,
-            fields=fields,
-        )
         from .discovery.federated import catalog_ids, federated_search
         from .discovery.search import search_items
         from .results import SearchResults
 
+        catalog, detail = arguments.get("catalog"), arguments.get("detail", "summary")
+        fields = ItemSearch.model_fields
+        args = {name: arguments.get(name, fields[name].default) for name in fields if name != "catalog"}
         several = catalog_ids(self.core, catalog)
         if len(several) > 1:  # one merged, de-duplicated result (discovery/federated.py)
             page = federated_search(self.core, several, **args)
@@ -150,7 +158,7 @@ class Discovery:
             page = count_items(self.core, several[0], **args)
         else:
             page = search_items(self.core, catalog=several[0], **args)
-        return SearchResults(page, self, catalog=catalog, limit=limit, detail=detail, arguments=args)
+        return SearchResults(page, self, catalog=catalog, limit=args["limit"], detail=detail, arguments=args)
 
     def get_item(self, collection_id: str, item_id: str, catalog: str | None = None) -> dict[str, Any]:
         """The full STAC item (a GeoJSON Feature dict), asset hrefs signed where the catalog

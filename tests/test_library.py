@@ -314,12 +314,12 @@ def test_local_search_skips_items_without_geometry_or_bbox():
         {"id": "3d", "geometry": None, "bbox": [13, 45, 0, 14, 46, 100], "properties": {}},
         {"id": "far", "geometry": None, "bbox": [0, 0, 1, 1], "properties": {}},
     ]
-    by_bbox = check_search(None, [13.5, 45.5, 13.6, 45.6], None, None, None, None, None, None, None, None)
+    by_bbox = check_search(bbox=[13.5, 45.5, 13.6, 45.6])
     assert sorted(i["id"] for i in local_search(items, by_bbox)) == ["3d", "flat"]
     polygon = {"type": "Polygon", "coordinates": [[[13.5, 45.5], [13.6, 45.5], [13.6, 45.6], [13.5, 45.5]]]}
-    by_shape = check_search(None, None, polygon, None, None, None, None, None, None, None)
+    by_shape = check_search(intersects=polygon)
     assert sorted(i["id"] for i in local_search(items, by_shape)) == ["3d", "flat"]
-    assert len(local_search(items, check_search(*[None] * 10))) == 5
+    assert len(local_search(items, check_search())) == 5
 
 
 def test_dry_runs_plan_what_the_calls_then_do_and_write_nothing(session):

@@ -4,29 +4,27 @@ Each type carries its description (and bounds): an operation's field is declared
 of these or its own `Annotated[..., Field(...)]`, and every face (the tools' schemas, the
 Session's signatures and help) reads it from there.
 
-Portable schemas: each parameter is listed with one JSON type (`"type": "array"`, never a list
-of types such as `["array", "string"]`, which hosts that map schemas onto a single-type dialect
-reject), and without `$ref`. The one exception is a parameter that takes two JSON shapes (an
-AOI: a bbox array or a GeoJSON object): an `anyOf` of single-type branches, no `null`.
-
-JSON text is accepted too, by a documented coercion rather than by the schema: some clients
-send array and object arguments as JSON text, `bbox="[13.5, 45.8, 13.7, 45.9]"`. A parameter
-declared with `json_text` has a pydantic `BeforeValidator` that parses a string with
-`discovery.params.json_text` (the parser the library uses) before the value is checked against
-its type, so the coercion is part of the parameter's type and nothing else sees the text.
+The search's parameter types and `json_text` (an array or object parameter also accepted as
+JSON text, and its portable schema) are `discovery.arguments`'; the `search` group's names and
+types are search_items' (`discovery.query.ItemSearch`).
 """
 
 from __future__ import annotations
 
-import types
 from functools import cached_property
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
+from types import NoneType
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Union, get_args
 
-from pydantic import BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationInfo, WithJsonSchema
+from pydantic import BeforeValidator, ConfigDict, Field, PrivateAttr, WithJsonSchema
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from ..discovery import params
-from ..discovery.query import SEARCH_ARGS, SearchArgs, check_names, search_args
+from ..discovery.arguments import (
+    CatalogArg,
+    admits_text,
+    json_text,
+)
+from ..discovery.query import SEARCH_ARGS, ItemSearch, SearchArgs, check_names, search_args
 from ..errors import InvalidArgument
 from ..processing.requests import AssetRef, Load
 from .base import LIBRARY_ONLY, Operation
@@ -34,99 +32,26 @@ from .base import LIBRARY_ONLY, Operation
 if TYPE_CHECKING:
     from ..core import Core
 
-_OUTER = ("title", "description", "examples")
-
-
-def _one_schema(schema: dict, listed: str | None) -> dict:
-    """The schema of `schema`'s alternatives (an `anyOf`, or one schema) that a client sees: the
-    one of JSON type `listed`, or (None) those that are neither text nor null - one schema, or an
-    `anyOf` of single-type branches when two shapes remain (array or object)."""
-    outer = {key: schema.pop(key) for key in _OUTER if key in schema}
-    options = [dict(o) for o in schema["anyOf"]] if set(schema) == {"anyOf"} else [schema]
-    if listed is None:
-        kept = [o for o in options if o.get("type") not in ("string", "null")]
-    else:
-        kept = [o for o in options if o.get("type") == listed]
-    if not kept:
-        raise TypeError(f"no {listed or 'array or object'} type among {options}")
-    return {**kept[0], **outer} if len(kept) == 1 else {"anyOf": kept, **outer}
-
-
-class _Listed:
-    """The parameter's JSON schema as a client sees it (`_one_schema`)."""
-
-    def __init__(self, listed: str | None):
-        self.listed = listed
-
-    def __get_pydantic_json_schema__(self, core_schema, handler):
-        return _one_schema(dict(handler(core_schema)), self.listed)
-
-
-def _admits_text(tp) -> bool:
-    if get_origin(tp) in (Union, types.UnionType):
-        return any(_admits_text(arg) for arg in get_args(tp))
-    return tp is str
-
-
-def json_text(tp, description: str, *, listed: str | None = None):
-    """`tp` (an array or object type, optionally `| str` or `| None`), also accepted as JSON text.
-
-    The schema lists one JSON type: `listed` ("array", "object" or "string"), by default the
-    array or object type of `tp`. When `tp` has no text form of its own, a string is parsed by
-    the core parser before the value is checked against `tp`; bad JSON text is an error naming
-    the parameter. When it has one (`| str`: comma-separated ids, CQL2 text), the text goes to
-    the core function as it is, which tells JSON text (starting with `[` or `{`) from its own
-    form with the same parser; `description` then says what the text form is. Constraints go
-    inside `tp`, on the type they constrain: `Annotated[list[float], Field(min_length=4)] | None`.
-    """
-    if _admits_text(tp):
-        return Annotated[tp, _Listed(listed), Field(description=description)]
-
-    def parse(value: Any, info: ValidationInfo) -> Any:
-        return params.json_text(value, info.field_name or "argument", always=True)
-
-    return Annotated[tp, BeforeValidator(parse), _Listed(listed), Field(description=description)]
-
-
-CatalogArg = Annotated[str | None, Field(description="catalog id")]
-CollectionsArg = json_text(list[str] | str | None, 'collection ids, e.g. ["sentinel-2-l2a"]')
-DatetimeArg = Annotated[str | None, Field(description="instant or interval: 2024-06-01/2024-06-30, 2024-06")]
-IdsArg = json_text(list[str] | None, "item ids")
-QueryArg = json_text(dict[str, Any] | None, 'query extension: {"platform": {"eq": "sentinel-2a"}}')
-FilterArg = json_text(
-    str | dict[str, Any] | None, 'CQL2 text: "eo:cloud_cover < 10" (or CQL2-JSON)', listed="string"
-)
-FilterLangArg = Annotated[Literal["cql2-text", "cql2-json"] | None, Field(description="default: guessed")]
-SortbyArg = json_text(
-    str | list[str | dict[str, str]] | None,
-    '"eo:cloud_cover", "-datetime" (desc), "a,b"; or [{field, direction}]',
-    listed="string",
-)
-MaxCloudArg = Annotated[
-    float | None, Field(ge=0, le=100, description="scene eo:cloud_cover at most (percent)")
-]
-
-
 # --- the `search` object of the analysis tools ---------------------------------------------------
 
 
-class _Search(TypedDict, total=False):
-    """The `search` object as the analysis tools check it: search_items' `catalog` (one id) and
-    search arguments (`discovery.query.SearchArgs`), typed as search_items types them; text forms
-    (comma-separated ids, JSON text, CQL2 text) go to the core, which parses them as it does for
-    search_items."""
+def _as_group_takes(name: str) -> Any:
+    """search_items' type of the search argument `name` as the `search` object takes it: its
+    bounds kept, and text search_items would parse as JSON (ids, query) passed to the core as it
+    is, which parses it as it does for search_items (comma-separated ids, JSON text)."""
+    info = ItemSearch.model_fields[name]
+    tp, kept = info.annotation, [m for m in info.metadata if not isinstance(m, BeforeValidator)]
+    if len(kept) < len(info.metadata) and not admits_text(tp):
+        tp = Union[(*(a for a in get_args(tp) if a is not NoneType), str, NoneType)]
+    return Annotated[(tp, *kept)] if kept else tp
 
-    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
-    catalog: str | None
-    collections: list[str] | str | None
-    datetime: str | None
-    ids: list[str] | str | None
-    query: dict[str, Any] | str | None
-    filter: str | dict[str, Any] | None
-    filter_lang: Literal["cql2-text", "cql2-json"] | None
-    sortby: str | list[str | dict[str, str]] | None
-    max_cloud_cover: Annotated[float, Field(ge=0, le=100)] | None
+#: The `search` object as the analysis tools check it: search_items' `catalog` (one id) and
+#: search arguments (`discovery.query.SEARCH_ARGS`), typed as search_items types them.
+_Search = TypedDict(  # type: ignore[misc]
+    "_Search", {"catalog": str | None, **{n: _as_group_takes(n) for n in SEARCH_ARGS}}, total=False
+)
+_Search.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
 
 
 class _SearchOrItems(_Search, total=False):
@@ -138,9 +63,6 @@ class _SearchOrItems(_Search, total=False):
         list[dict[str, Any]] | None,
         BeforeValidator(lambda value: _items(params.json_text(value, "search.items", always=True))),
     ]
-
-
-assert tuple(_Search.__annotations__) == ("catalog", *SEARCH_ARGS)
 
 
 def _items(value: Any) -> Any:

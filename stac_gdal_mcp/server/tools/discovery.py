@@ -3,36 +3,21 @@ Each is one call of a Session method (prompts are registered by `register_prompt
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from ...discovery.federated import FederatedSearchResult, catalog_ids
+from ...discovery.query import ItemSearch
 from ...discovery.summaries import item_view
 from ...discovery.table import answer_text, records_table
 from ...models import CatalogList, CollectionDetail, CollectionList, ItemSummary, Queryables
 from ...session import Session
 from ...stac import is_thumbnail
 from . import READ_ONLY, declared_by, session_resource, session_tool
-from .args import (
-    CatalogArg,
-    CollectionsArg,
-    DatetimeArg,
-    FilterArg,
-    FilterLangArg,
-    IdsArg,
-    MaxCloudArg,
-    QueryArg,
-    SortbyArg,
-    json_text,
-)
+from .args import CatalogArg, FieldsArg
 
 CollectionIdArg = Annotated[str, Field(description="collection id")]
-FieldsArg = json_text(
-    list[str] | dict[str, list[str]] | str | None,
-    '["id", "datetime"]; "-x": all but x',
-    listed="array",
-)
 ItemIdArg = Annotated[str, Field(description="item id")]
 
 
@@ -77,35 +62,8 @@ def get_queryables(
     return session.queryables(collection_id, catalog)
 
 
-class SearchItems(BaseModel):
-    """search_items' parameters, declared once (the tool is made of them)."""
-
-    catalog: json_text(
-        list[str] | str | None,
-        'catalog id; several: comma-separated ("*": all)',
-        listed="string",
-    ) = None
-    collections: CollectionsArg = None
-    bbox: json_text(list[float] | None, "[west, south, east, north], WGS84") = None
-    intersects: json_text(dict[str, Any] | None, "GeoJSON geometry (WGS84), instead of bbox") = None
-    datetime: DatetimeArg = None
-    ids: IdsArg = None
-    query: QueryArg = None
-    filter: FilterArg = None
-    filter_lang: FilterLangArg = None
-    sortby: SortbyArg = None
-    max_cloud_cover: MaxCloudArg = None
-    limit: Annotated[int | None, Field(ge=1, description="items per page")] = None
-    cursor: Annotated[str | None, Field(description="the previous call's next_cursor")] = None
-    detail: Annotated[
-        Literal["summary", "full", "count"],
-        Field(description="summary: a table"),
-    ] = "summary"
-    fields: FieldsArg = None
-
-
 @session_tool(READ_ONLY, app=True)
-@declared_by(SearchItems, FederatedSearchResult)
+@declared_by(ItemSearch, FederatedSearchResult)
 def search_items(session: Session, **arguments) -> FederatedSearchResult:
     """Search catalogs for items (scenes): a table (`columns`, `rows`, what a collection's
     items share), `matched`, `next_cursor`, `notes`; several catalogs: one merged.

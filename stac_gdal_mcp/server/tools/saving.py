@@ -16,8 +16,7 @@ from pydantic import Field
 from ...outputs import OutputRecord
 from ...session import Session
 from . import WRITES_OUTPUT, session_tool
-from .args import SearchArg, json_text, search_kwargs
-from .discovery import FieldsArg
+from .args import FieldsArg, SearchArg, json_text, search_kwargs
 from .operations import run_operation
 
 
