@@ -2,9 +2,12 @@
 
 What is shown: the `assets` asked for (1 = single band, 3 = red/green/blue); else the item's
 `visual` asset; else its red/green/blue bands (by common name); else its first data asset.
-A single band is stretched (2-98 percentiles) through the viridis colormap, and the record keeps
-the stretch (`preview:stretch`: colormap, percentiles, the values shown darkest and brightest, in
-the asset's units) for a colour bar and the text that says it; RGB reflectances
+A class raster (SCL, ESA WorldCover, Landsat QA_PIXEL, an asset with the classification
+extension) shows each class in its own colour, the record keeping the classes shown
+(`preview:classes`) for a legend naming them (`preview_classes`); any other single band is
+stretched (2-98 percentiles) through the viridis colormap, and the record keeps the stretch
+(`preview:stretch`: colormap, percentiles, the values shown darkest and brightest, in the
+asset's units) for a colour bar and the text that says it; RGB reflectances
 share one stretch so colours stay balanced; 8-bit RGB (a `visual` asset) is shown as it is.
 Reads are decimated, so GDAL reads the overviews, not the full-resolution tiles.
 """
@@ -24,6 +27,7 @@ from ..processing.jobs import Job, timed
 from ..processing.records import raster_bands, raster_facts
 from .base import Tool
 from .params import OnAsset, json_text
+from .preview_classes import CLASSES, class_picture, describe_classes, with_legend
 from .registry import Answer
 
 if TYPE_CHECKING:
@@ -168,15 +172,19 @@ def render(core: Core, request: PreviewImage, job: Job | None = None) -> tuple[O
     data = np.ma.concatenate(layers)
     valid = ~np.ma.getmaskarray(data).any(axis=0)
     if data.shape[0] == 3:
-        image = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=True)
+        image, shown = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=True), None
         how = "RGB" + (
             " as stored (8-bit)" if data.dtype == np.uint8 else f", one {PERCENTILES} percentile stretch"
         )
+    elif (drawn := class_picture(data[0], valid, first)) is not None:
+        image, valid, legend = drawn
+        shown = {CLASSES: legend}
+        how = f"single band, {describe_classes(legend)}"
     else:
-        gray = stretch_to_8bit(data.filled(0).astype("float32"), valid, PERCENTILES)[0]  # classes too
+        gray = stretch_to_8bit(data.filled(0).astype("float32"), valid, PERCENTILES)[0]
         image = colorize(gray, valid, COLORMAP)
-        stretch = _stretch(data[0], valid, first, gdal_scale)
-        how = f"single band, {describe_stretch(stretch)}"
+        shown = {STRETCH: _stretch(data[0], valid, first, gdal_scale)}
+        how = f"single band, {describe_stretch(shown[STRETCH])}"
     fmt = FORMATS["PNG"]
     store = core.outputs
     stem = f"preview-{first.item_id or first.stem}"
@@ -197,7 +205,7 @@ def render(core: Core, request: PreviewImage, job: Job | None = None) -> tuple[O
             raster=facts,
             title=f"preview of {', '.join(s.label for s in sources)}",
             lineage=f"quicklook of {', '.join(s.label for s in sources)} at {out_w} x {out_h} px: {how}; nodata transparent",
-            properties={STRETCH: stretch} if data.shape[0] == 1 else None,
+            properties=shown,
         )
     job.progress(len(sources) + 1, len(sources) + 1, "written")
     return record, png
@@ -250,15 +258,19 @@ def outputs(core: Core, image, job) -> tuple[OutputRecord]:
 
 def answer(core: Core, image, records, limits, **options) -> Answer:
     """The preview tool's answer: its record (no JSON text), the PNG (a single band's with a colour
-    bar; the saved PNG stays bare, so that a map places it at its bbox) and a line saying what it
+    bar, a class raster's with its legend; the saved PNG stays bare, so that a map places it at its bbox) and a line saying what it
     shows."""
     record = image.record
     note = f"{image.title} ({image.width} x {image.height} px); output {record.id}, record at {record.uri}"
-    stretch = (record.properties.model_extra or {}).get(STRETCH)
+    extra = record.properties.model_extra or {}
+    stretch, legend = extra.get(STRETCH), extra.get(CLASSES)
     png = image.png
     if stretch:
         note += f"; {describe_stretch(stretch)}"
         png = with_colour_bar(png, stretch)
+    elif legend is not None:
+        note += f"; {describe_classes(legend)}"
+        png = with_legend(png, legend)
     return Answer(record, records, (png,), note=note, as_text=False)
 
 

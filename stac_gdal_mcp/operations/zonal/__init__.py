@@ -34,6 +34,7 @@ from ...words import counted
 from .checks import Notes
 from .pixels import (
     Call,
+    class_bitfields,
     class_names,
     item_grid,
     item_inputs,
@@ -244,6 +245,7 @@ def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tu
             return meta, None
         inputs = [item_inputs(core, call, item) for item in items]
         meta["classes"] = class_names(items[0], call.request)
+        meta["bitfields"] = class_bitfields(items[0], call.request)
         frame = measure(core.settings, call, inputs, indexes, job)
         meta["sources"] = [s.source_ref() for one in inputs for s in one.sources]
         return meta, frame

@@ -6,7 +6,9 @@
   (`min_valid_fraction`) is marked by a cross at the bottom, as the time series chart marks
   cloudy days.
 - `fractions_png(frame)`: the class fractions (`stats=["frac"]`) of each zone's latest
-  observation as stacked bars, the classes named from the asset's classification extension.
+  observation as stacked bars, the classes named from the asset's classification extension (or
+  the classes the server knows: SCL, ESA WorldCover, Landsat QA_PIXEL's flags), each in its
+  colour; a light one (white cloud, snow) outlined dark so a white page does not hide it.
 
 `chart_png(frame)` picks the one that fits the table.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import numbers
 from typing import TYPE_CHECKING
 
+from ..preview_classes import swatch_edge
 from ..tables import index_name, new_figure, png_bytes
 
 if TYPE_CHECKING:
@@ -131,13 +134,14 @@ def fractions_png(frame: pd.DataFrame, classes: dict, colors: dict | None = None
         values = latest[column].fillna(0.0).to_numpy(dtype="float64")
         value = column.removeprefix("frac_")
         color = (colors or {}).get(value)
+        edge, width = swatch_edge(color)
         axes.barh(
             labels,
             values,
             left=left,
             label=plain(f"{value} {classes.get(value, '')}".strip()),
-            edgecolor="0.3" if color else None,
-            linewidth=0.3,
+            edgecolor=edge if color else None,
+            linewidth=width,
             **({"color": color} if color else {}),
         )
         left += values

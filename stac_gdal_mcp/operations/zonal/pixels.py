@@ -25,7 +25,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,29 +133,37 @@ def class_names(item: dict, request) -> dict[str, dict]:
     """Class value -> {"name": the classification extension's description, else its name;
     "color": its color_hint as #rrggbb, or None} of the asset a one-band expression reads (without
     the extension: the classes the server knows, `known_classes`: SCL, ESA WorldCover); {} for a
-    formula or an asset without classes."""
-    from ...processing.access import find_asset
-    from ...processing.known_classes import known_classes
-    from ...processing.masks import classification
+    formula, a bit field (`class_bitfields`) or an asset without classes."""
+    from ...processing.known_classes import asset_classes, hex_color
 
     if len(request.names) != 1 or not isinstance(request.tree.body, ast.Name):
         return {}
-    key, asset = find_asset(item, request.names[0])
-    classes = classification(asset, "classification:classes") or known_classes(item.get("collection"), key)
+    classes, _ = asset_classes(item, _asset_key(item, request.names[0]))
     return {
         str(_label(c["value"])): {
             "name": str(c.get("description") or c.get("name") or c["value"]),
-            "color": _hex_color(c.get("color_hint")),
+            "color": hex_color(c.get("color_hint")),
         }
         for c in classes
         if "value" in c and not c.get("nodata")
     }
 
 
-def _hex_color(hint) -> str | None:
-    """A classification color_hint ("00A000") as "#00a000", None when it is not one."""
-    text = str(hint or "")
-    return f"#{text.lower()}" if re.fullmatch(r"[0-9A-Fa-f]{6}", text) else None
+def class_bitfields(item: dict, request) -> list[dict]:
+    """The bit fields (`classification:bitfields`, else Landsat QA_PIXEL's: `known_classes`) of
+    the asset a one-band expression reads, whose values the table names by their flags; []
+    otherwise."""
+    from ...processing.known_classes import asset_classes
+
+    if len(request.names) != 1 or not isinstance(request.tree.body, ast.Name):
+        return []
+    return asset_classes(item, _asset_key(item, request.names[0]))[1]
+
+
+def _asset_key(item: dict, name: str) -> str:
+    from ...processing.access import find_asset
+
+    return find_asset(item, name)[0]
 
 
 @dataclass(frozen=True)

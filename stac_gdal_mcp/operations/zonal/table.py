@@ -79,8 +79,29 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
         geometry=geopandas.array.from_shapely(shapes[zone], crs="EPSG:4326"),
     )
     del rows
+    metas = name_bit_values(frame, metas)
     frame.attrs.update(provenance(call, metas, len(frame), dropped, stats + (["frac"] if fracs else [])))
     return frame
+
+
+def name_bit_values(frame: pd.DataFrame, metas: list[dict]) -> list[dict]:
+    """`metas` with the classes of a bit-field raster (Landsat QA_PIXEL) named: each value the
+    table holds (frac_<value> columns, majority, minority, mode, unique) by its set flags and its
+    colour (`known_classes.bit_value_name`); as given for other rasters."""
+    from ...processing.known_classes import bit_value_color, bit_value_name
+
+    bitfields = next((m["bitfields"] for m in metas if m and m.get("bitfields")), None)
+    if not bitfields:
+        return metas
+    values = {int(c.removeprefix("frac_")) for c in frame.columns if c.startswith("frac_")}
+    for column in ("majority", "minority", "mode"):
+        if column in frame:
+            values |= {int(v) for v in frame[column].dropna() if float(v).is_integer()}
+    if "unique" in frame:
+        values |= {int(v) for u in frame["unique"].dropna() for v in u}
+    names = {str(v): bit_value_name(v, bitfields) for v in sorted(values)}
+    classes = {v: {"name": n, "color": f"#{bit_value_color(n)}"} for v, n in names.items() if n != "fill"}
+    return [{**m, "classes": {**classes, **m.get("classes", {})}} if m else m for m in metas]
 
 
 def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: list[str]) -> dict:
