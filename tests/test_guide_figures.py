@@ -60,7 +60,7 @@ CONSTANTS = {
         "GDAL's `/vsicurl/` cache (128 MB)": "a GDAL option the code sets",
         "Above 400 kB it is rendered": "the quicklook's threshold",
         "(about 25 bytes a row": "arithmetic: the columns of a row",
-        "the 32 KB header read": "GDAL's header read",
+        "the 16 KB header read": "GDAL's first /vsicurl/ read",
         "(20 m of a 10980 x 10980 scene, 512 px tiles, 4.6 MB)": "the size of the input",
         "a call keeps about 190 MB": "the coverage cache's cap",
     },
