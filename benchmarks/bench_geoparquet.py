@@ -132,11 +132,9 @@ def direct_sql(con, path: Path) -> list[dict]:
 
 
 def ours(session, cursor=None):
-    from stac_gdal_mcp.discovery.search import search_items
+    from stac_gdal_mcp.discovery.sources import open_source
 
-    return search_items(
-        session,
-        catalog="big",
+    return open_source(session, "big").search(
         bbox=BBOX,
         datetime=DATETIME,
         max_cloud_cover=MAX_CLOUD,

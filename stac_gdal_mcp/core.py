@@ -3,7 +3,7 @@
 `Core` holds the settings, the catalogs, the output store, the cursor codec and the job slots.
 It sits in the foundation (it imports only `catalogs` and `settings`; the output store's module
 on first use, by name, as the layers above do not need it to start). Core functions
-(`discovery.search.search_items(core, ...)`, `operations.warp.reproject_asset(core, ...)`, ...)
+(`discovery.collections.list_collections(core, ...)`, `processing.load.prepare(core, ...)`, ...)
 take it first; the public `stac_gdal_mcp.Session` wraps one and is what notebooks, the
 server's tools and plugins use.
 """

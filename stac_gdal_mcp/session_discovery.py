@@ -142,23 +142,15 @@ class Discovery:
         >>> results.to_dataframe()[["id", "cloud_cover"]].to_dict("records")[0]
         {'id': 'S2A_33TUL_20240808_0_L2A', 'cloud_cover': 5.0}
         """
-        from .discovery.federated import catalog_ids, federated_search
-        from .discovery.search import search_items
+        from .discovery.sources import open_source
         from .results import SearchResults
 
-        catalog, detail = arguments.get("catalog"), arguments.get("detail", "summary")
-        fields = ItemSearch.model_fields
+        catalog, fields = arguments.get("catalog"), ItemSearch.model_fields
         args = {name: arguments.get(name, fields[name].default) for name in fields if name != "catalog"}
-        several = catalog_ids(self.core, catalog)
-        if len(several) > 1:  # one merged, de-duplicated result (discovery/federated.py)
-            page = federated_search(self.core, several, **args)
-        elif detail == "count":  # how many match, exact (discovery/count.py)
-            from .discovery.count import count_items
-
-            page = count_items(self.core, several[0], **args)
-        else:
-            page = search_items(self.core, catalog=several[0], **args)
-        return SearchResults(page, self, catalog=catalog, limit=args["limit"], detail=detail, arguments=args)
+        page = open_source(self.core, catalog, several=True).search(**args)  # one catalog, or several
+        return SearchResults(
+            page, self, catalog=catalog, limit=args["limit"], detail=args["detail"], arguments=args
+        )
 
     def get_item(self, collection_id: str, item_id: str, catalog: str | None = None) -> dict[str, Any]:
         """The full STAC item (a GeoJSON Feature dict), asset hrefs signed where the catalog

@@ -14,34 +14,18 @@ Each kind of catalog counts through its `Source` (source.py):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..errors import InvalidArgument
 from ..models import SearchResult
 from .search import checked_search
-from .sources import open_source
-
-if TYPE_CHECKING:
-    from ..core import Core
 
 
-def count_items(
-    core: Core,
-    catalog: str | None = None,
-    *,
-    cursor: str | None = None,
-    limit=None,
-    detail="count",
-    fields=None,
-    **args,
-) -> SearchResult:
-    """The number of items of catalog `catalog` matching the search arguments `args`, and how
-    it was counted (module docstring); `limit`, `detail` and `fields` are not a count's."""
-    source = open_source(core, catalog)
+def count_items(source, *, cursor: str | None = None, **args) -> SearchResult:
+    """The number of items of the catalog `source` (its `source.Source`) matching the search
+    arguments `args`, and how it was counted (module docstring)."""
     notes: list[str] = []
     if cursor:
         raise InvalidArgument("detail='count' counts a whole search: call it without a cursor")
-    search = checked_search(core.settings, source.id, args, notes)
+    search = checked_search(source.core.settings, source.id, args, notes)
     matched, how = source.count(search, notes)
     notes[:] = [n for n in notes if not n.startswith("no items matched")] or notes
     return SearchResult(items=[], returned=0, matched=matched, matched_is=how, notes=notes)

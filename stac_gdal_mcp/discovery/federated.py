@@ -1,9 +1,10 @@
 """One search over several catalogs: fan out, merge in sort order, one copy per acquisition.
 
-    search(core, catalog=["earth-search", "planetary-computer"], collections=["sentinel-2-l2a"],
-           bbox=..., datetime=..., limit=20)          # catalog="*": every configured catalog
+    open_source(core, ["earth-search", "planetary-computer"], several=True).search(
+        collections=["sentinel-2-l2a"], bbox=..., datetime=..., limit=20)  # "*": every catalog
 
-Each catalog is searched exactly as alone, by `discovery.search.search_items` (its own
+(`sources.FederatedSource`, a `Source` as every catalog is.) Each catalog is searched exactly as
+alone, by `discovery.search.search_page` through its own `Source` (its own
 conformance decides what is sent, translated or applied client-side; its notes are kept),
 concurrently on a bounded thread pool (`limits.max_concurrency`). Collection names go through
 the alias table first (`aliases.py`), so `landsat-c2-l2` is `landsat-c2l2-sr` in USGS
@@ -58,8 +59,7 @@ from . import params as p
 from .acquisitions import DEDUP_SECONDS, Facts, epoch, order, same_acquisition
 from .fields import apply_fields, parse_fields
 from .query import SEARCH_KEYWORDS, Search, SearchKeywords, check_names, check_search
-from .search import answer_budget, search_items, search_page
-from .sources import open_source
+from .search import answer_budget, search_page
 from .summaries import item_summary
 
 if TYPE_CHECKING:
@@ -198,13 +198,13 @@ def _quiet(note: str) -> bool:
 
 
 def _fetch(
-    core: Core, stream: Stream, search: Search, n: int, budget: ResultBudget
+    source, stream: Stream, search: Search, n: int, budget: ResultBudget
 ) -> tuple[Segment, list[str], int | None, bool]:
-    """Read up to `n` more items of one catalog (within `budget`) through the single-catalog
-    search, signed where the catalog needs it."""
+    """Read up to `n` more items of the catalog of `stream` (within `budget`) through the
+    single-catalog search of its Source (`source.member`), signed where the catalog needs it."""
+    core, catalog = source.core, source.member(stream.catalog)
     start, skip = stream.read_position()
     limit = max(1, min(skip + n, core.settings.limits.max_items))
-    catalog = open_source(core, stream.catalog)
     notes: list[str] = []
     if start is None:
         args, cursor = {**search.keywords(), "collections": stream.collections}, None
@@ -221,8 +221,9 @@ def _fetch(
 
 
 class _Federation:
-    def __init__(self, core: Core, streams: list[Stream], search: Search, seen: list[Facts], detail: str):
-        self.core = core
+    def __init__(self, source, streams: list[Stream], search: Search, seen: list[Facts], detail: str):
+        core = self.core = source.core
+        self.source = source
         self.detail = detail
         self.streams = streams
         self.search = search
@@ -258,7 +259,7 @@ class _Federation:
             stream = self.streams[index]
             if not stream.finished():
                 budget = answer_budget(self.core.settings, self.detail)
-                jobs[self.pool.submit(_fetch, self.core, stream, self.search, n, budget)] = stream
+                jobs[self.pool.submit(_fetch, self.source, stream, self.search, n, budget)] = stream
         if not jobs:
             return
         done, pending = cf.wait(jobs, timeout=self.deadline_s)
@@ -405,8 +406,7 @@ def _checked_streams(state: dict, ids: list[str]) -> tuple[list[Stream], Search,
 
 
 def federated_search(
-    core: Core,
-    catalogs: list[str],
+    source,
     *,
     limit: int | None = None,
     cursor: str | None = None,
@@ -414,16 +414,18 @@ def federated_search(
     fields: Any = None,
     **args: Unpack[SearchKeywords],
 ) -> FederatedSearchResult:
-    """Search `catalogs` (ids) as one with the item search arguments `args`; see the module
+    """Search the catalogs of `source` (a `sources.FederatedSource`: their `ids`, each one's
+    Source by `member(id)`) as one with the item search arguments `args`; see the module
     docstring. `fields` (fields.py) is applied here to full items; detail="count": each
     catalog's count, added up."""
+    core, catalogs = source.core, source.ids
     settings = core.settings
     label = "+".join(catalogs)
     notes: list[str] = []
     limit = p.page_limit(limit, detail, settings.limits, notes)
     chosen = parse_fields(fields)
     if detail == "count":
-        return _count_each(core, catalogs, cursor, args)
+        return _count_each(source, cursor, args)
     if cursor:
         state = core.cursors.decode(cursor, "items", label)
         streams, search, seen, kept = _checked_streams(state, catalogs)
@@ -435,7 +437,7 @@ def federated_search(
     notes += kept
 
     failed_before = {s.index for s in streams if s.error is not None}
-    federation = _Federation(core, streams, search, seen, detail)
+    federation = _Federation(source, streams, search, seen, detail)
     budget = answer_budget(settings, detail)
     try:
         picked = federation.run(limit, budget)
@@ -543,12 +545,11 @@ def _next_cursor(core: Core, label: str, streams, search: Search, seen, kept, no
     return next_cursor
 
 
-def _count_each(core: Core, catalogs: list[str], cursor, args: dict) -> FederatedSearchResult:
+def _count_each(source, cursor, args: dict) -> FederatedSearchResult:
     """detail="count" over several catalogs: each counted alone, the counts added up (an
     acquisition held by two catalogs counts twice)."""
-    from .count import count_items
-
-    counts = [count_items(core, cid, cursor=cursor, **args) for cid in catalogs]
+    catalogs = source.ids
+    counts = [source.member(cid).search(cursor=cursor, detail="count", **args) for cid in catalogs]
     kinds = {c.matched_is for c in counts}  # type: ignore[attr-defined]
     how = "at least" if "at least" in kinds else "exact" if kinds == {"exact"} else "the catalogs' counts"
     return FederatedSearchResult(
@@ -562,34 +563,10 @@ def _count_each(core: Core, catalogs: list[str], cursor, args: dict) -> Federate
     )
 
 
-def search(
-    core: Core,
-    *,
-    catalog: str | list[str] | None = None,
-    cursor: str | None = None,
-    **args: Any,
-) -> FederatedSearchResult:
-    """search_items over one catalog or several: several (a list, comma-separated ids or "*")
-    go through `federated_search`; one goes to `discovery.search.search_items` with its
-    collection names translated by the alias table (search_items does that)."""
-
-    ids = catalog_ids(core, catalog)
-    if len(ids) > 1:
-        return federated_search(core, ids, cursor=cursor, **args)
-    if args.get("detail") == "count":
-        from .count import count_items
-
-        result = count_items(core, ids[0], cursor=cursor, **args)
-    else:
-        result = search_items(core, catalog=ids[0], cursor=cursor, **args)
-    return FederatedSearchResult.model_construct(**dict(result), catalogs=None)
-
-
 __all__ = [
     "DEDUP_SECONDS",
     "CatalogCount",
     "FederatedSearchResult",
     "catalog_ids",
     "federated_search",
-    "search",
 ]

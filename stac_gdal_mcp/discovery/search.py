@@ -1,7 +1,7 @@
-"""Item search of one catalog, with opaque cursors: `search_items` checks the arguments, reads
-one page through the catalog's `Source` (source.py: how an API, a local catalog or
-stac-geoparquet files are searched) and answers summaries or full items within the answer's
-byte budget.
+"""Item search of one catalog, with opaque cursors: `search_items` (what `Source.search` does
+for one catalog) checks the arguments, reads one page through the catalog's `Source` (source.py:
+how an API, a local catalog or stac-geoparquet files are searched) and answers summaries or full
+items within the answer's byte budget.
 
 A cursor (signed, see `catalogs/cursors.py`) holds where the next page starts, as the source
 says (for an API, the page request; for a local catalog or files, the checked search and an
@@ -15,14 +15,12 @@ from typing import TYPE_CHECKING, Any, Literal, Unpack
 from ..catalogs import ResultBudget, cursors
 from ..catalogs.bounds import ID_CHARS
 from ..catalogs.security import shown
-from ..errors import CollectionNotFound, InvalidArgument
+from ..errors import CollectionNotFound
 from ..models import SearchResult
 from . import aliases
 from . import params as p
 from .fields import Fields, apply_fields, parse_fields
 from .query import SEARCH_KEYWORDS, Search, SearchKeywords, check_names, check_search
-from .source import Source
-from .sources import open_source
 from .summaries import item_summary
 from .table import api_fields, summary_keys
 
@@ -31,9 +29,8 @@ if TYPE_CHECKING:
 
 
 def search_items(
-    core: Core,
+    cat,
     *,
-    catalog: str | None = None,
     limit: int | None = None,
     cursor: str | None = None,
     detail: Literal["summary", "full", "count"] = "summary",
@@ -46,13 +43,12 @@ def search_items(
     to limits.max_result_bytes (items an operation reads, which are never sent as an answer;
     the budget would page them finer and cut an item larger than it). `fields` (fields.py): the
     parts of full items, or (summaries) the summary keys, the catalog is asked for and answered
-    with. (detail="count", only how many items match, is count.py's.)"""
-    cat = open_source(core, catalog)
+    with. `cat` is the catalog's `source.Source`. (detail="count", only how many items match, is
+    count.py's.)"""
+    core = cat.core
     notes: list[str] = []
     limit = p.page_limit(limit, detail, core.settings.limits, notes)
     chosen = parse_fields(fields)
-    if detail == "count":
-        raise InvalidArgument("detail='count' is count.count_items' (Session.search dispatches it)")
     wanted = chosen if detail == "full" else (chosen and api_fields(summary_keys(chosen)))
     budget = answer_budget(core.settings, detail) if bounded else ResultBudget(None)
     features, matched, next_cursor = search_page(core, cat, limit, cursor, budget, args, notes, wanted)
@@ -67,7 +63,7 @@ def search_items(
 
 def search_page(
     core: Core,
-    cat: Source,
+    cat,
     limit: int,
     cursor: str | None,
     budget: ResultBudget,
@@ -75,7 +71,7 @@ def search_page(
     notes: list[str],
     fields: Fields | None = None,
 ) -> tuple[list[dict], int | None, str | None]:
-    """One page of catalog `cat`'s items as the catalog gives them (up to `limit`, within
+    """One page of catalog `cat`'s items (its `source.Source`) as the catalog gives them (up to `limit`, within
     `budget`; an API conforming to the fields extension sends only `fields`): (features,
     matched, next cursor). Notes on what was done go to `notes`."""
     state = core.cursors.decode(cursor, "items", cat.id) if cursor else None

@@ -18,7 +18,7 @@ from ..catalogs.bounds import ID_CHARS
 from ..catalogs.item_shape import shape_problem
 from ..catalogs.security import shown
 from ..errors import CollectionNotFound, InvalidCursor, StacGdalMcpError
-from ..models import CollectionList, Queryables
+from ..models import CollectionList, Queryables, SearchResult
 from . import params as p
 from .absent import absent_note
 from .fields import Fields
@@ -33,7 +33,9 @@ EXACT, CATALOG_COUNT, AT_LEAST = "exact", "the catalog's count", "at least"
 
 class Source:
     """A catalog as the discovery functions read it. A kind implements `page` and `queryables`;
-    the rest has a default a kind may replace (`count`, `all_collections`, `collections_page`)."""
+    the rest has a default a kind may replace (`count`, `all_collections`, `collections_page`).
+    `search` is the one entry of an item search (a page, or a count), for several catalogs too
+    (`sources.FederatedSource`)."""
 
     matched_is = EXACT  # how a page's `matched` was counted
 
@@ -67,6 +69,33 @@ class Source:
         return self.catalog.sign(item)
 
     # --- items ----------------------------------------------------------------------------------
+
+    @property
+    def ids(self) -> list[str]:
+        """The catalogs this source searches: its own."""
+        return [self.id]
+
+    def search(
+        self,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        detail: str = "summary",
+        fields: Any = None,
+        bounded: bool = True,
+        **args: Any,
+    ) -> SearchResult:
+        """One page of the items matching the search arguments `args` (`search.search_items`:
+        summaries, or full items with detail="full"), or with detail="count" how many they are
+        (`count.count_items`; `limit` and `fields` are not a count's)."""
+        from .count import count_items
+        from .search import search_items
+
+        if detail == "count":
+            return count_items(self, cursor=cursor, **args)
+        return search_items(
+            self, limit=limit, cursor=cursor, detail=detail, fields=fields, bounded=bounded, **args
+        )
 
     def page(
         self,

@@ -174,12 +174,14 @@ def _one_value(group: list[dict], key: str) -> bool:
     return all(row.get(key) == first for row in group)
 
 
-def search_answer(core, page, ids: list[str], keys: list[str], chosen: bool = False) -> dict[str, Any]:
+def search_answer(source, page, keys: list[str], chosen: bool = False) -> dict[str, Any]:
     """The text answer of search_items at detail="summary": `page` (a search result whose items
     are summaries, as objects or JSON) as a table of `keys` (`summary_table`), with its count
-    (`matched_is`: how it was counted), cursor, notes and, federated, its catalogs (`ids`: the
-    catalogs searched)."""
+    (`matched_is`: how it was counted, by default as the `source.Source` searched counts),
+    cursor, notes and, federated, its catalogs."""
     from ..models import ItemSummary
+
+    ids = source.ids
 
     items = [i.model_dump(mode="json") if isinstance(i, ItemSummary) else i for i in page.items]
     where = ids[0] if len(ids) == 1 else "{catalog}"
@@ -190,10 +192,8 @@ def search_answer(core, page, ids: list[str], keys: list[str], chosen: bool = Fa
         local = all(h.startswith("stac://") for h in hrefs)
         answer["thumbnail"] = f"{item_uri}/thumbnail" if local else "the thumbnail asset of item_uri"
     matched_is = getattr(page, "matched_is", None)
-    if matched_is is None and page.matched is not None and len(ids) == 1:
-        from .sources import open_source
-
-        matched_is = open_source(core, ids[0]).matched_is
+    if matched_is is None and page.matched is not None:
+        matched_is = source.matched_is
     answer.update(returned=page.returned, matched=page.matched, matched_is=matched_is)
     answer.update(next_cursor=page.next_cursor, notes=page.notes)
     catalogs = getattr(page, "catalogs", None)
@@ -224,8 +224,9 @@ def records_table(listing, name: str) -> dict[str, Any]:
     return {**table, **{k: v for k, v in out.items() if v != []}}
 
 
-def answer_text(core, page, ids: list[str], detail: str, fields) -> tuple[dict | str, Any]:
-    """(the text an agent reads, the page as structured content) of a search_items answer:
+def answer_text(source, page, detail: str, fields) -> tuple[dict | str, Any]:
+    """(the text an agent reads, the page as structured content) of a search_items answer of
+    the `source.Source` searched (one catalog, or several):
     a count's line; full items without the empty keys; summaries as the table of the keys
     `fields` chooses, the structured items holding only those keys too."""
     if detail == "count":
@@ -243,4 +244,4 @@ def answer_text(core, page, ids: list[str], detail: str, fields) -> tuple[dict |
             for i in items
         ]
         page = page.model_copy(update={"items": wanted})
-    return search_answer(core, page, ids, keys, fields is not None), page
+    return search_answer(source, page, keys, fields is not None), page

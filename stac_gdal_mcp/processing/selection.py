@@ -73,7 +73,7 @@ def select_items(
 ) -> tuple[list, list[str]]:
     """Item references ({collection_id, item_id}) given by the caller, or full item dicts from
     a search over the AOI; and notes. Searches are capped at `max_items`."""
-    from ..discovery.search import search_items
+    from ..discovery.sources import open_source
 
     limit_cap = core.settings.limits.max_items
     wanted = min(max_items or default_max, limit_cap)
@@ -97,9 +97,7 @@ def select_items(
     cursor = None
     arguments = search_arguments(aoi_geom, search)
     while len(found) < wanted:
-        page = search_items(
-            core,
-            catalog=catalog,
+        page = open_source(core, catalog).search(
             limit=min(wanted - len(found), core.settings.limits.page_size * 5),
             cursor=cursor,
             detail="full",

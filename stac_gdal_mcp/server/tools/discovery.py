@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ...discovery.federated import FederatedSearchResult, catalog_ids
+from ...discovery.federated import FederatedSearchResult
 from ...discovery.query import ItemSearch
+from ...discovery.sources import open_source
 from ...discovery.summaries import item_view
 from ...discovery.table import answer_text, records_table
 from ...models import CatalogList, CollectionDetail, CollectionList, ItemSummary, Queryables
@@ -75,9 +76,9 @@ def search_items(session: Session, **arguments) -> FederatedSearchResult:
     page = results.page  # several catalogs: already one merged result (discovery/federated.py)
     page = page if isinstance(page, FederatedSearchResult) else FederatedSearchResult(**dict(page))
     page = page.model_copy(update={"items": _local_thumbnails(session, page.items)})
-    ids = catalog_ids(session.core, arguments.get("catalog"))
+    source = open_source(session.core, arguments.get("catalog"), several=True)
     return text_result(
-        *answer_text(session.core, page, ids, arguments.get("detail", "summary"), arguments.get("fields"))
+        *answer_text(source, page, arguments.get("detail", "summary"), arguments.get("fields"))
     )
 
 
