@@ -6,6 +6,9 @@
 - Landsat Collection 2 QA_PIXEL values are named by their flags, from the Planetary Computer's
   own `classification:bitfields` and, where an item carries none, by the asset key in a Landsat
   collection: zonal_stats' `frac` and `unique` columns and the preview's legend;
+- ESA WorldCover's `map` (no extension) in ESA's colours, and an asset with the classification
+  extension in its own color_hints (a class without one in a colour of its own, a white one's
+  legend swatch framed dark);
 - a white class in the class-fraction chart is outlined dark (visible on the white page).
 
 On the pgstac test bed and the Range server; the assets' metadata are the real Planetary
@@ -91,8 +94,50 @@ def scenes(cog_server, pgstac_api):
     for c in collections:
         c.get("item_assets", {}).pop("scl", None)
         c.get("item_assets", {}).pop("qa_pixel", None)
-    pgstac_api.load(collections, [s2, *landsat])
+    covers = [
+        class_item(s2, out_dir, href_base, collection, key, values) for collection, key, values in COVERS
+    ]
+    collections += [
+        {**synthetic.collection("sentinel-2-l2a", c["collection"]), "item_assets": {}} for c in covers
+    ]
+    pgstac_api.load(collections, [s2, *landsat, *covers])
     return {"dir": out_dir, "landsat": landsat}
+
+
+WORLDCOVER = f"esa-worldcover-views-{UID}"
+LANDCOVER = f"landcover-views-{UID}"
+# a land cover's own classification: its colours (one white, one without a colour_hint)
+OWN_CLASSES = [
+    {"value": 1, "name": "forest", "description": "Forest", "color_hint": "1B5E20"},
+    {"value": 2, "name": "glacier", "description": "Glacier", "color_hint": "FFFFFF"},
+    {"value": 3, "name": "lake", "description": "Lake", "color_hint": "4FC3F7"},
+    {"value": 4, "name": "other", "description": "Other"},
+]
+# ESA WorldCover's legend (product user manual), written out here as the expectation
+WORLDCOVER_COLOURS = {10: (0, 100, 0), 30: (255, 255, 76), 50: (250, 0, 0), 80: (0, 100, 200)}
+COVERS = [(WORLDCOVER, "map", list(WORLDCOVER_COLOURS)), (LANDCOVER, "landcover", [1, 2, 3, 4])]
+
+
+def class_item(
+    base: dict, out_dir: Path, href_base: str, collection: str, key: str, values: list[int]
+) -> dict:
+    """An item of `collection` on `base`'s grid whose one asset `key` is a class raster: four
+    bands of `values`, written as a COG (nodata 0)."""
+    from helpers import write_cog
+
+    with rasterio.open(out_dir / "VIEWS_S2" / "scl.tif") as src:
+        transform, shape = src.transform, src.shape
+    data = np.zeros(shape, dtype="uint8")
+    for n, value in enumerate(values):
+        data[n * shape[0] // len(values) : (n + 1) * shape[0] // len(values), 4:] = value
+    write_cog(
+        out_dir / f"{collection}.tif", data, transform=transform, nodata=0, OVERVIEW_RESAMPLING="NEAREST"
+    )
+    asset = {"href": f"{href_base}/{collection}.tif", "type": "image/tiff; application=geotiff; profile=cloud-optimized",
+             "roles": ["data"], "raster:bands": [{"nodata": 0, "data_type": "uint8"}]}  # fmt: skip
+    if collection == LANDCOVER:
+        asset["classification:classes"] = OWN_CLASSES
+    return {**base, "id": f"{collection}-item", "collection": collection, "assets": {key: asset}, "links": []}
 
 
 @pytest.fixture
@@ -190,6 +235,40 @@ async def test_qa_pixel_values_named_by_their_flags(scenes, settings, build, n):
         assert frame[f"frac_{value}"].iloc[0] == pytest.approx((counted == int(value)).mean(), abs=0.01)
     assert sorted(frame["unique"].iloc[0]) == sorted(int(v) for v in named)
     assert frame.attrs["stac_gdal_mcp"]["facts"]["classes"]["21824"] == "clear"
+
+
+async def test_worldcover_and_a_classification_in_their_own_colours(scenes, settings, build):
+    """ESA WorldCover's `map` (no classification extension) in ESA's colours; a land cover with
+    the extension in its color_hints, a class without one in a colour of its own, the white
+    glacier's legend swatch outlined."""
+    _, _, worldcover = await preview(build, settings, WORLDCOVER, f"{WORLDCOVER}-item", "map")
+    values = read_shown(scenes["dir"] / f"{WORLDCOVER}.tif", worldcover.shape[:2])
+    for value, rgb in WORLDCOVER_COLOURS.items():
+        assert (values == value).any() and (worldcover[values == value][:, :3] == rgb).all(), value
+    result, sent, own = await preview(build, settings, LANDCOVER, f"{LANDCOVER}-item", "landcover")
+    values = read_shown(scenes["dir"] / f"{LANDCOVER}.tif", own.shape[:2])
+    for c in OWN_CLASSES[:3]:
+        rgb = tuple(int(c["color_hint"][i : i + 2], 16) for i in (0, 2, 4))
+        assert (own[values == c["value"]][:, :3] == rgb).all(), c
+    other = own[values == 4][:, :3]
+    assert (other == other[0]).all() and len(
+        {tuple(other[0])} | {(27, 94, 32), (255, 255, 255), (79, 195, 247)}
+    ) == 4
+    shown = {c["value"]: c["name"] for c in result.structured_content["properties"]["preview:classes"]}
+    assert shown == {1: "Forest", 2: "Glacier", 3: "Lake", 4: "Other"}
+    legend = sent[own.shape[0] :, :, :3].astype(int)
+    forest = np.argwhere((legend == (27, 94, 32)).all(axis=-1))  # the swatches' column: forest's
+    column = legend[:, (forest[:, 1].min() + forest[:, 1].max()) // 2].min(axis=-1)
+    drawn = np.flatnonzero(column < 250)  # from the first swatch's top to the last one's bottom
+    white = np.flatnonzero(column[: drawn.max()] == 255)
+    white = white[white > drawn.min()]
+    runs = np.split(white, np.flatnonzero(np.diff(white) > 1) + 1)
+    swatch = max(runs, key=len)  # the glacier's white swatch, framed dark above and below
+    assert (
+        len(swatch) >= 5
+        and column[swatch[0] - 2 : swatch[0]].min() < 90
+        and column[swatch[-1] + 1 : swatch[-1] + 3].min() < 90
+    )
 
 
 def test_a_white_class_is_outlined_in_the_fraction_chart():
