@@ -78,6 +78,19 @@ def _strings(value):
 CATALOGS = {"one": ["a"], "federated": ["a", "b"]}
 
 
+def _stated_sizes() -> dict[str, float]:
+    """The answer sizes (KB) docs/discovery.md's "Bounded answers" gives for these two searches."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "discovery.md").read_text()
+    found = re.search(
+        r"-> a \*\*([\d.]+) KB\*\* answer; federated over two catalogs\s+\*\*([\d.]+) KB\*\*", text
+    )
+    assert found, "discovery.md no longer states the bounded answers' sizes"
+    return {"one": float(found.group(1)), "federated": float(found.group(2))}
+
+
 @pytest.mark.parametrize("which", list(CATALOGS))
 async def test_summaries_of_fat_items_are_bounded(make_settings, tmp_path, items, which):
     settings = _settings(make_settings, tmp_path, {"a": items, "b": [_later(i, 1) for i in items]})
@@ -90,6 +103,8 @@ async def test_summaries_of_fat_items_are_bounded(make_settings, tmp_path, items
     assert {i["id"] for i in found} == expected and len(found) == len(expected)
     assert max(sizes) <= budget
     assert len(results) == 1  # 20 (or 40) small summaries fit in one answer
+    stated = _stated_sizes()[which]  # what docs/discovery.md says this answer weighs
+    assert abs(sizes[0] / 1000 - stated) <= 0.25 * stated, (sizes[0], stated, "correct discovery.md")
     assert [i.get("platform") for i in found] == ["p" * 100 + f"…[{MB - 100:,} more characters cut]"] * len(
         found
     )

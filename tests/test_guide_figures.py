@@ -37,9 +37,6 @@ SETTING = re.compile(r"`((?:limits|network)\.\w+)`")
 # guide that holds the figure, and why it is no measurement. An entry no longer found fails.
 CONSTANTS = {
     "discovery.md": {
-        "each with a 1 MB property": "the size of the test's input, not a result",
-        "five 1.1 MB items": "the size of the test's input, not a result",
-        "every page under 1 MiB": "the setting's default (limits.max_result_bytes)",
         "about cap / 20 kB items": "the chunk rule of the code",
         "parts hold more than 64 MB": "the threshold of the code's time-sliced sort",
         "with 16 KiB kept": "the answer budget's reserve, a constant of the code",
@@ -47,22 +44,14 @@ CONSTANTS = {
     "processing.md": {
         "(1.2 GB of float32)": "arithmetic: 10,000 x 10,000 x 3 x 4 bytes",
         "uint16 COG (512 px tiles, DEFLATE + predictor, overviews; 217 MB)": "the size of the input",
-        "valid for 2 s": "the test's token lifetime, an input",
-        "in well under 2 s": "the test's bound, stated with its test",
-        "(about 5 s)": "the duration of the test's job, an input",
         "days x bands x 12 MB per tile in flight (about 0.5 GB": "arithmetic: 1024 px float32 tiles, 3 copies",
         "counted as 0 bytes": "a count the estimate refuses to make",
     },
     "analysis.md": {
-        "16 bytes per zone of": "the size of a Hilbert key and its row number",
         "(at most about 190 MB:": "the coverage cache's cap",
         "~70 MB), the decoded": "arithmetic: 10,000 fields x 600 pixels",
         "GDAL's `/vsicurl/` cache (128 MB)": "a GDAL option the code sets",
-        "Above 400 kB it is rendered": "the quicklook's threshold",
         "(about 25 bytes a row": "arithmetic: the columns of a row",
-        "the 16 KB header read": "GDAL's first /vsicurl/ read",
-        "(20 m of a 10980 x 10980 scene, 512 px tiles, 4.6 MB)": "the size of the input",
-        "a call keeps about 190 MB": "the coverage cache's cap",
     },
     "catalogs.md": {},
     "configuration.md": {
@@ -113,21 +102,25 @@ def _blocks(text: str) -> list[str]:
 
 
 def _scopes(text: str):
-    """(block, the text whose sources cover the block's figures)."""
+    """(a paragraph, list item or table row; the text whose sources cover its figures): a table's
+    row is covered by its own cells and the paragraph that introduces the table."""
     previous = ""  # the last paragraph, the caption of what follows it
     for block in _blocks(text):
         kind, body = block.split("\n", 1)
         if kind == "heading":
             previous = ""
             continue
+        if kind == "table":
+            for row in body.splitlines():
+                yield row, row + "\n" + previous
+            previous = body + "\n" + previous
+            continue
         scope = body
         introduced = kind == "item" and previous.rstrip().endswith(":")
-        if kind == "table" or body.lstrip().startswith("->") or introduced:
+        if body.lstrip().startswith("->") or introduced:
             scope += "\n" + previous
         if kind == "paragraph":
             previous = body
-        elif kind == "table":
-            previous = scope
         yield body, scope
 
 
