@@ -132,16 +132,13 @@ def direct_sql(con, path: Path) -> list[dict]:
 
 
 def ours(session, cursor=None):
+    from stac_gdal_mcp.discovery.query import ItemSearch
     from stac_gdal_mcp.discovery.sources import open_source
 
-    return open_source(session, "big").search(
-        bbox=BBOX,
-        datetime=DATETIME,
-        max_cloud_cover=MAX_CLOUD,
-        sortby=SORTBY,
-        limit=PAGE,
-        cursor=cursor,
+    request = ItemSearch.of(
+        bbox=BBOX, datetime=DATETIME, max_cloud_cover=MAX_CLOUD, sortby=SORTBY, limit=PAGE, cursor=cursor
     )
+    return open_source(session, "big").search(request)
 
 
 def rustac_search(path: Path):

@@ -145,11 +145,11 @@ class Discovery:
         from .discovery.sources import open_source
         from .results import SearchResults
 
-        catalog, fields = arguments.get("catalog"), ItemSearch.model_fields
-        args = {name: arguments.get(name, fields[name].default) for name in fields if name != "catalog"}
-        page = open_source(self.core, catalog, several=True).search(**args)  # one catalog, or several
+        request = ItemSearch.of(**arguments)  # its values checked once, by the catalog's source
+        page = open_source(self.core, request.catalog, several=True).search(request)  # one, or several
+        args = {name: getattr(request, name) for name in ItemSearch.model_fields if name != "catalog"}
         return SearchResults(
-            page, self, catalog=catalog, limit=args["limit"], detail=args["detail"], arguments=args
+            page, self, catalog=request.catalog, limit=request.limit, detail=request.detail, arguments=args
         )
 
     def get_item(self, collection_id: str, item_id: str, catalog: str | None = None) -> dict[str, Any]:

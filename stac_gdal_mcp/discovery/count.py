@@ -16,16 +16,18 @@ from __future__ import annotations
 
 from ..errors import InvalidArgument
 from ..models import SearchResult
+from .query import ItemSearch
 from .search import checked_search
 
 
-def count_items(source, *, cursor: str | None = None, **args) -> SearchResult:
+def count_items(source, request: ItemSearch) -> SearchResult:
     """The number of items of the catalog `source` (its `source.Source`) matching the search
-    arguments `args`, and how it was counted (module docstring)."""
+    `request` (`query.ItemSearch`; its page size and fields are not a count's), and how it was
+    counted (module docstring)."""
     notes: list[str] = []
-    if cursor:
+    if request.cursor:
         raise InvalidArgument("detail='count' counts a whole search: call it without a cursor")
-    search = checked_search(source.core.settings, source.id, args, notes)
+    search = checked_search(source.core.settings, source.id, request.keywords(), notes)
     matched, how = source.count(search, notes)
     notes[:] = [n for n in notes if not n.startswith("no items matched")] or notes
     return SearchResult(items=[], returned=0, matched=matched, matched_is=how, notes=notes)

@@ -42,7 +42,7 @@ import concurrent.futures as cf
 import functools
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -58,7 +58,7 @@ from . import aliases
 from . import params as p
 from .acquisitions import DEDUP_SECONDS, Facts, epoch, order, same_acquisition
 from .fields import apply_fields, parse_fields
-from .query import SEARCH_KEYWORDS, Search, SearchKeywords, check_names, check_search
+from .query import SEARCH_KEYWORDS, ItemSearch, Search, check_names, check_search
 from .search import answer_budget, search_page
 from .summaries import item_summary
 
@@ -405,27 +405,19 @@ def _checked_streams(state: dict, ids: list[str]) -> tuple[list[Stream], Search,
     return streams, search, seen, notes
 
 
-def federated_search(
-    source,
-    *,
-    limit: int | None = None,
-    cursor: str | None = None,
-    detail: Literal["summary", "full", "count"] = "summary",
-    fields: Any = None,
-    **args: Unpack[SearchKeywords],
-) -> FederatedSearchResult:
+def federated_search(source, request: ItemSearch) -> FederatedSearchResult:
     """Search the catalogs of `source` (a `sources.FederatedSource`: their `ids`, each one's
-    Source by `member(id)`) as one with the item search arguments `args`; see the module
-    docstring. `fields` (fields.py) is applied here to full items; detail="count": each
+    Source by `member(id)`) as one, as `request` says (`query.ItemSearch`); see the module
+    docstring. Its `fields` (fields.py) are applied here to full items; detail="count": each
     catalog's count, added up."""
-    core, catalogs = source.core, source.ids
+    core, catalogs, cursor, detail = source.core, source.ids, request.cursor, request.detail
     settings = core.settings
     label = "+".join(catalogs)
     notes: list[str] = []
-    limit = p.page_limit(limit, detail, settings.limits, notes)
-    chosen = parse_fields(fields)
+    limit = p.page_limit(request.limit, detail, settings.limits, notes)
+    chosen = parse_fields(request.fields)
     if detail == "count":
-        return _count_each(source, cursor, args)
+        return _count_each(source, request)
     if cursor:
         state = core.cursors.decode(cursor, "items", label)
         streams, search, seen, kept = _checked_streams(state, catalogs)
@@ -433,7 +425,7 @@ def federated_search(
             "continuing from cursor: search arguments other than catalog, limit and detail are taken from it"
         )
     else:
-        streams, search, seen, kept = _new_streams(core, catalogs, args)
+        streams, search, seen, kept = _new_streams(core, catalogs, request.keywords())
     notes += kept
 
     failed_before = {s.index for s in streams if s.error is not None}
@@ -545,11 +537,11 @@ def _next_cursor(core: Core, label: str, streams, search: Search, seen, kept, no
     return next_cursor
 
 
-def _count_each(source, cursor, args: dict) -> FederatedSearchResult:
+def _count_each(source, request: ItemSearch) -> FederatedSearchResult:
     """detail="count" over several catalogs: each counted alone, the counts added up (an
     acquisition held by two catalogs counts twice)."""
     catalogs = source.ids
-    counts = [source.member(cid).search(cursor=cursor, detail="count", **args) for cid in catalogs]
+    counts = [source.member(cid).search(request) for cid in catalogs]
     kinds = {c.matched_is for c in counts}  # type: ignore[attr-defined]
     how = "at least" if "at least" in kinds else "exact" if kinds == {"exact"} else "the catalogs' counts"
     return FederatedSearchResult(

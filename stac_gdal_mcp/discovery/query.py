@@ -75,6 +75,18 @@ class ItemSearch(BaseModel):
     detail: DetailArg = "summary"
     fields: FieldsArg = None
 
+    @classmethod
+    def of(cls, **values: Any) -> ItemSearch:
+        """The search as a caller gives it, values unchecked (the core checks them once, into a
+        `Search`, per catalog: collection names are each catalog's); a name that is none of the
+        fields is refused with the nearest ones."""
+        check_names(values, tuple(cls.model_fields))
+        return cls.model_construct(**values)
+
+    def keywords(self) -> dict[str, Any]:
+        """Its search arguments and area (SEARCH_KEYWORDS), as given."""
+        return {name: getattr(self, name) for name in SEARCH_KEYWORDS}
+
 
 def _checks() -> dict[str, Checked]:
     """Field name -> its `Checked`, for the fields of the checked `Search`, in order."""

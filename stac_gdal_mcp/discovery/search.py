@@ -10,7 +10,7 @@ offset). Passing it back continues the same search with no gaps and no duplicate
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import TYPE_CHECKING
 
 from ..catalogs import ResultBudget, cursors
 from ..catalogs.bounds import ID_CHARS
@@ -20,7 +20,7 @@ from ..models import SearchResult
 from . import aliases
 from . import params as p
 from .fields import Fields, apply_fields, parse_fields
-from .query import SEARCH_KEYWORDS, Search, SearchKeywords, check_names, check_search
+from .query import SEARCH_KEYWORDS, ItemSearch, Search, check_names, check_search
 from .summaries import item_summary
 from .table import api_fields, summary_keys
 
@@ -28,30 +28,21 @@ if TYPE_CHECKING:
     from ..core import Core
 
 
-def search_items(
-    cat,
-    *,
-    limit: int | None = None,
-    cursor: str | None = None,
-    detail: Literal["summary", "full", "count"] = "summary",
-    bounded: bool = True,
-    fields: Any = None,
-    **args: Unpack[SearchKeywords],
-) -> SearchResult:
-    """Search a catalog with the item search arguments `args` (`query.SearchKeywords`); see the
-    module docstring for how conditions and cursors work. `bounded=False`: the page is not held
-    to limits.max_result_bytes (items an operation reads, which are never sent as an answer;
-    the budget would page them finer and cut an item larger than it). `fields` (fields.py): the
-    parts of full items, or (summaries) the summary keys, the catalog is asked for and answered
-    with. `cat` is the catalog's `source.Source`. (detail="count", only how many items match, is
-    count.py's.)"""
-    core = cat.core
+def search_items(cat, request: ItemSearch, bounded: bool = True) -> SearchResult:
+    """Search the catalog `cat` (its `source.Source`) as `request` says (`query.ItemSearch`);
+    see the module docstring for how conditions and cursors work. `bounded=False`: the page is
+    not held to limits.max_result_bytes (items an operation reads, which are never sent as an
+    answer; the budget would page them finer and cut an item larger than it). Its `fields`
+    (fields.py): the parts of full items, or (summaries) the summary keys, the catalog is asked
+    for and answered with. (detail="count", only how many items match, is count.py's.)"""
+    core, detail = cat.core, request.detail
     notes: list[str] = []
-    limit = p.page_limit(limit, detail, core.settings.limits, notes)
-    chosen = parse_fields(fields)
+    limit = p.page_limit(request.limit, detail, core.settings.limits, notes)
+    chosen = parse_fields(request.fields)
     wanted = chosen if detail == "full" else (chosen and api_fields(summary_keys(chosen)))
     budget = answer_budget(core.settings, detail) if bounded else ResultBudget(None)
-    features, matched, next_cursor = search_page(core, cat, limit, cursor, budget, args, notes, wanted)
+    page = search_page(core, cat, limit, request.cursor, budget, request.keywords(), notes, wanted)
+    features, matched, next_cursor = page
     if detail == "full":
         items = [budget.fit(cat.sign(apply_fields(f, chosen))) for f in features]
     else:

@@ -22,7 +22,7 @@ from ..models import CollectionList, Queryables, SearchResult
 from . import params as p
 from .absent import absent_note
 from .fields import Fields
-from .query import Search
+from .query import ItemSearch, Search
 from .summaries import collection_summary
 
 if TYPE_CHECKING:
@@ -75,27 +75,16 @@ class Source:
         """The catalogs this source searches: its own."""
         return [self.id]
 
-    def search(
-        self,
-        *,
-        limit: int | None = None,
-        cursor: str | None = None,
-        detail: str = "summary",
-        fields: Any = None,
-        bounded: bool = True,
-        **args: Any,
-    ) -> SearchResult:
-        """One page of the items matching the search arguments `args` (`search.search_items`:
+    def search(self, request: ItemSearch, *, bounded: bool = True) -> SearchResult:
+        """One page of the items `request` finds (`query.ItemSearch`; `search.search_items`:
         summaries, or full items with detail="full"), or with detail="count" how many they are
-        (`count.count_items`; `limit` and `fields` are not a count's)."""
+        (`count.count_items`). `bounded=False`: not held to the answer's byte budget."""
         from .count import count_items
         from .search import search_items
 
-        if detail == "count":
-            return count_items(self, cursor=cursor, **args)
-        return search_items(
-            self, limit=limit, cursor=cursor, detail=detail, fields=fields, bounded=bounded, **args
-        )
+        if request.detail == "count":
+            return count_items(self, request)
+        return search_items(self, request, bounded)
 
     def page(
         self,

@@ -12,6 +12,7 @@ from .api_search import ApiSource
 from .federated import catalog_ids, federated_search
 from .local import LocalSource
 from .parquet_search import ParquetSource
+from .query import ItemSearch
 from .source import Source
 
 if TYPE_CHECKING:
@@ -55,8 +56,8 @@ class FederatedSource(Source):
         """The Source of one of the catalogs, opened when its stream is first read."""
         return open_source(self.core, catalog_id)
 
-    def search(self, **arguments: Any) -> SearchResult:
-        return federated_search(self, **arguments)
+    def search(self, request: ItemSearch, *, bounded: bool = True) -> SearchResult:
+        return federated_search(self, request)
 
     def page(self, *args: Any, **kwargs: Any) -> Any:
         raise self.one_catalog("pages of items")

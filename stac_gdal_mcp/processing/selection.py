@@ -73,6 +73,7 @@ def select_items(
 ) -> tuple[list, list[str]]:
     """Item references ({collection_id, item_id}) given by the caller, or full item dicts from
     a search over the AOI; and notes. Searches are capped at `max_items`."""
+    from ..discovery.query import ItemSearch
     from ..discovery.sources import open_source
 
     limit_cap = core.settings.limits.max_items
@@ -97,13 +98,14 @@ def select_items(
     cursor = None
     arguments = search_arguments(aoi_geom, search)
     while len(found) < wanted:
-        page = open_source(core, catalog).search(
+        request = ItemSearch.of(
             limit=min(wanted - len(found), core.settings.limits.page_size * 5),
             cursor=cursor,
             detail="full",
-            bounded=False,  # read, not answered: whole items, whatever limits.max_result_bytes is
             **({} if cursor else arguments),
         )
+        # read, not answered: whole items, whatever limits.max_result_bytes is
+        page = open_source(core, catalog).search(request, bounded=False)
         found += page.items
         notes += [n for n in page.notes if n not in notes and not n.startswith("continuing from cursor")]
         cursor = page.next_cursor
