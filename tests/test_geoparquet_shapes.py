@@ -201,3 +201,28 @@ def test_parts_are_left_out_by_their_statistics(make_settings, sources):
         {"type": "Polygon", "coordinates": [[[146, -44], [149, -44], [149, -40], [146, -40], [146, -44]]]}
     )
     assert [i.id for i in page.items] == by_hand(files, _overlap(tasmania), NEWEST, area)[0]
+
+
+def test_a_page_of_ids_reads_only_ids_and_collections(make_settings, sources):
+    """A page of ids (`fields=["id"]`, what a user lists matches with) reads the id and collection
+    columns only - no bbox, no datetime - and answers as DuckDB by hand: ids and their collections
+    in the order of a sort on a property, the summaries saying nothing else (as a STAC API's
+    answer to `fields`)."""
+    from stac_gdal_mcp.discovery.fields import parse_fields
+    from stac_gdal_mcp.discovery.parquet_search import projection
+
+    path, files = sources["wide file"]
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    with Session(settings) as session:
+        cat = session.core.catalogs.get("gp")
+        assert projection(cat.files.schema, parse_fields(["id"])) == ["id", "collection"]
+        assert len(projection(cat.files.schema, parse_fields(["id", "datetime"]))) == 4  # + bbox
+        page = session.search(catalog="gp", limit=PAGE, fields=["id"], sortby="eo:cloud_cover")
+    listed = ", ".join(f"'{f}'" for f in files)
+    rows = (
+        duckdb.connect()
+        .sql(f"SELECT id, collection FROM read_parquet([{listed}]) {CLEAREST} LIMIT {PAGE}")
+        .fetchall()
+    )
+    assert [(i.id, i.collection) for i in page.items] == rows
+    assert {(i.datetime, i.bbox) for i in page.items} == {(None, None)}

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 NOT_QUERYABLE = {"type", "stac_version", "stac_extensions", "links", "assets", "bbox"}
+BARE = {"id", "collection"}  # columns turned into items without stac-geoparquet (`rows_as_items`)
 
 
 class GeoparquetCatalog:
@@ -437,11 +438,16 @@ def rows_as_items(table: pa.Table) -> Iterator[dict]:
     """stac-geoparquet rows as item dicts: stac-geoparquet's own conversion back to JSON columns,
     then each row's WKB geometries (the footprint, `proj:geometry` of the item and of its assets)
     as GeoJSON, a null one left null (stac-geoparquet 0.8 fails on an asset without
-    `proj:geometry` in a file where another item's asset has one)."""
+    `proj:geometry` in a file where another item's asset has one). Ids alone (the BARE
+    columns) are items of those fields, as a STAC API answers `fields` (stac-geoparquet's
+    conversion needs a bbox and a property column)."""
     import pyarrow as pa
     import shapely
     from stac_geoparquet.arrow._batch import StacArrowBatch
 
+    if set(table.column_names) <= BARE:
+        yield from ({**row, "properties": {}} for row in table.to_pylist())
+        return
     for batch in pa.RecordBatchReader.from_stream(table):
         inner = StacArrowBatch(batch).to_json_batch().inner
         for row in inner.to_pylist():

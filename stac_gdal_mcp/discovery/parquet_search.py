@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..catalogs import cursors
-from ..catalogs.geoparquet import quote
+from ..catalogs.geoparquet import BARE, quote
 from ..catalogs.part_stats import bounds
 from ..errors import GeoparquetError, LimitExceeded
 from ..models import Queryables
@@ -242,8 +242,10 @@ def order(cat: GeoparquetCatalog, sortby: list[dict] | None) -> tuple[str, str]:
 def projection(schema: dict, fields: Fields | None) -> list[str] | None:
     """The columns the items of an answer with `fields` are read with (None: all): those its
     paths include (every column without includes), less those it excludes whole; always id,
-    collection, bbox and datetime (stac-geoparquet's conversion back to items needs a property
-    column and the bbox). A property path `properties.<name>...` is column <name>."""
+    collection, and unless those are all it keeps, bbox and datetime (stac-geoparquet's conversion
+    back to items needs a property column and the bbox; ids alone are turned into items without
+    it, `rows_as_items`: a page of ids sorted on a property read 4x DuckDB's columns with them).
+    A property path `properties.<name>...` is column <name>."""
     if fields is None:
         return None
     names = list(schema)
@@ -262,7 +264,8 @@ def projection(schema: dict, fields: Fields | None) -> list[str] | None:
         if path == "properties" or path.count(".") <= (1 if path.startswith("properties.") else 0):
             kept -= set(named(path))
     when = next((c for c in ("datetime", "start_datetime") if c in schema), None)
-    kept |= {c for c in ("id", "collection", "bbox", when) if c in schema}
+    needed = ("id", "collection") if kept <= BARE else ("id", "collection", "bbox", when)
+    kept |= {c for c in needed if c in schema}
     return None if len(kept) == len(names) else [n for n in names if n in kept]
 
 
