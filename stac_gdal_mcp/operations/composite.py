@@ -88,9 +88,7 @@ def reduce_over_time(core, request: Composite, job: Job | None = None) -> Raster
     prep = prepare(core, load, names, chunk=TILE, mask_aoi=False)
     plan = _Plan(
         prep=prep,
-        names=names,
-        method=method,
-        mask_clouds=load.mask_clouds,
+        call=request,
         parameters=load.parameters(bands=names, method=method),
         scheduler=scheduler_name(core),
     )
@@ -151,14 +149,17 @@ class Raster:
 
 @dataclass
 class _Plan:
-    """How a composite is made: the prepared load, and what its record will say."""
+    """How a composite is made: the call (its bands, method, cloud mask: `Composite`), the
+    prepared load, and what its record will say."""
 
     prep: Any
-    names: list[str]
-    method: str
-    mask_clouds: bool
+    call: Composite
     parameters: dict
     scheduler: str
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.call.names)
 
     @property
     def days(self) -> list[tuple[int, int]]:
@@ -183,12 +184,12 @@ class _Plan:
         cube = da.stack(
             [da.stack([self.prep.loaded[i].bands[name].data[t] for i, t in days]) for name in self.names]
         )  # (band, day, y, x)
-        return reduce_days(cube.rechunk({1: -1}), self.method)
+        return reduce_days(cube.rechunk({1: -1}), self.call.method)
 
     def provenance(self, failed: list[FailedItem], valid_fraction: float | None) -> Provenance:
         from ..outputs import package_versions
 
-        prep, names, method = self.prep, self.names, self.method
+        prep, names, method, mask_clouds = self.prep, self.names, self.call.method, self.call.mask_clouds
         item_count = prep.item_count - len(failed)
         notes = list(prep.notes)
         if failed:
@@ -201,7 +202,7 @@ class _Plan:
             title=f"{method} composite of {', '.join(names)} from {counted(item_count, 'item')}",
             lineage=(
                 f"{method} over time of {', '.join(names)} "
-                f"({'clouds masked with each item mask' if self.mask_clouds else 'no cloud mask'}), "
+                f"({'clouds masked with each item mask' if mask_clouds else 'no cloud mask'}), "
                 f"{counted(item_count, 'item')} loaded with odc-stac (groupby solar_day)"
             ),
             software=package_versions(*SOFTWARE),
@@ -209,7 +210,7 @@ class _Plan:
                 "stem": f"composite-{method}",
                 "bands": names,
                 "method": method,
-                "mask_clouds": self.mask_clouds,
+                "mask_clouds": mask_clouds,
                 "items": item_count,
                 "valid_fraction": valid_fraction,
                 "grid": prep.grid.model_dump(),

@@ -73,8 +73,7 @@ def search_items(session: Session, **arguments) -> FederatedSearchResult:
     13.75, 45.98], datetime="2024-06/2024-08", max_cloud_cover=20).
     """
     results = session.search(**arguments)
-    page = results.page  # several catalogs: already one merged result (discovery/federated.py)
-    page = page if isinstance(page, FederatedSearchResult) else FederatedSearchResult(**dict(page))
+    page = FederatedSearchResult.model_construct(**dict(results.page))  # one catalog's: catalogs None
     page = page.model_copy(update={"items": _local_thumbnails(session, page.items)})
     source = open_source(session.core, arguments.get("catalog"), several=True)
     return text_result(
