@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -180,13 +181,15 @@ class Cluster:
         future = self.client.submit(
             _on_worker, fn, self.shared, self.key, *args, pure=False, workers=workers or None
         )
+        done = threading.Event()
+        future.add_done_callback(lambda _: done.set())
         try:
-            while True:
-                try:
-                    result, error = future.result(timeout=0.2)
-                    break
-                except TimeoutError:
-                    job.check()
+            # (polled by an event: `future.result(timeout=...)` whose timeout ends while the result
+            # is still coming cancels its transfer and fails with UnboundLocalError, distributed's;
+            # the result then fetched within the job's time)
+            while not done.wait(0.2):
+                job.check()
+            result, error = self.call("collecting an item's result", future.result, tasks=True)
         except BaseException:
             from .dask_runtime import cancel_later
 
@@ -197,6 +200,13 @@ class Cluster:
         if error is not None:
             raise ItemFailed(error)
         return result
+
+    def submit(self, fn: Callable, *args, worker: int = 0):
+        """`fn(shared, key, *args)` started on the `worker`-th worker and not waited for: its
+        future, which `run` may take among its arguments (the worker running that task gets its
+        value). `fn` keeps its own failures (a failed future fails every task given it)."""
+        workers = [self.names[worker % len(self.names)]] if self.names else None
+        return self.client.submit(fn, self.shared, self.key, *args, pure=False, workers=workers)
 
     def close(self) -> None:
         """Let the workers drop what was shared."""

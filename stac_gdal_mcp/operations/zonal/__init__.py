@@ -39,10 +39,10 @@ from .pixels import (
     item_grid,
     item_inputs,
     measure_assets,
-    on_cluster,
     source_window,
     windows,
 )
+from .remote import on_cluster
 from .table import finish, per_day
 from .zones import Zones
 

@@ -111,13 +111,23 @@ class Coverages:
                     return self._found[key]
             made = make()
             with self._lock:
-                self._found[key] = made
-                self._cells += made.nnz
-                while self._cells > self.max_cells and len(self._found) > 1:
-                    _, dropped = self._found.popitem(last=False)
-                    self._cells -= dropped.nnz
+                self._keep(key, made)
                 self._building.pop(key, None)
             return made
+
+    def seed(self, found: dict) -> None:
+        """Keep matrices built elsewhere (another worker's, for the same grid windows)."""
+        with self._lock:
+            for key, matrix in found.items():
+                if key not in self._found:
+                    self._keep(key, matrix)
+
+    def _keep(self, key, matrix) -> None:
+        self._found[key] = matrix
+        self._cells += matrix.nnz
+        while self._cells > self.max_cells and len(self._found) > 1:
+            _, dropped = self._found.popitem(last=False)
+            self._cells -= dropped.nnz
 
 
 def window_key(grid, window) -> tuple:

@@ -56,6 +56,7 @@ class Call:
     tree: Any = None
     projected: dict = field(default_factory=dict)
     coverages: Any = field(default_factory=lambda: Coverages())  # coverage by grid window, reused
+    under: dict = field(default_factory=dict)  # the zones under items' footprints, by footprint
 
     def zones_under(self, footprint) -> list[int]:
         """Indexes of the zones that meet `footprint` (a shapely geometry in WGS84)."""
@@ -73,7 +74,11 @@ class Call:
         footprints = [shape(i["geometry"]) for i in items if i.get("geometry")]
         if len(footprints) < len(items):
             return list(range(len(self.request.zones)))
-        return sorted({z for f in footprints for z in self.zones_under(f)})
+        key = tuple(f.wkb for f in footprints)  # (the items of one tile share their footprint)
+        found = self.under.get(key)
+        if found is None:
+            found = self.under[key] = sorted({z for f in footprints for z in self.zones_under(f)})
+        return found
 
     def in_crs(self, crs) -> list:
         """Every zone in `crs`, vertex by vertex (as GeoPandas' `to_crs`: the polygons a user
@@ -493,12 +498,7 @@ def measure_zones(call: Call, inputs: list[ItemInputs], readers: list[dict], ind
     import pandas as pd
     import shapely
 
-    resolution = call.request.resolution
-    grids = [item_grid({k: r.src for k, r in rs.items()}, i, resolution) for i, rs in zip(inputs, readers)]
-    grid = group_grid(grids)
-    projected = call.in_crs(grid.crs)
-    geometries = [projected[i] for i in indexes]
-    found, outside = windows(grid, shapely.bounds(geometries), indexes)
+    grid, projected, found, outside = layout(call, inputs, readers, indexes)
     parts, tiles = [], {}  # (tiles: each asset's decoded tiles, for every window of the call)
     for window in found:
         job.check()
@@ -523,6 +523,18 @@ def measure_zones(call: Call, inputs: list[ItemInputs], readers: list[dict], ind
     return frame
 
 
+def layout(call: Call, inputs: list[ItemInputs], readers: list[dict], indexes) -> tuple:
+    """(grid, the zones in its CRS, windows, zones outside) of one item or day's items."""
+    import shapely
+
+    resolution = call.request.resolution
+    grids = [item_grid({k: r.src for k, r in rs.items()}, i, resolution) for i, rs in zip(inputs, readers)]
+    grid = group_grid(grids)
+    projected = call.in_crs(grid.crs)
+    found, outside = windows(grid, shapely.bounds([projected[i] for i in indexes]), list(indexes))
+    return grid, projected, found, outside
+
+
 def reading(readers: dict, grid: Grid, window: Window, tiles: dict | None = None):
     """`read(band)` for `window_values`: an asset's pixels on the window, each asset read once;
     `tiles`: decoded tiles by asset, kept over the windows of one call."""
@@ -540,9 +552,10 @@ def reading(readers: dict, grid: Grid, window: Window, tiles: dict | None = None
     return read
 
 
-def measure_assets(settings, call: Call, inputs: list[ItemInputs], indexes: list[int], job: Job):
+def measure_assets(settings, call: Call, inputs: list[ItemInputs], indexes: list[int], job: Job, then=None):
     """The rows of zones `indexes` on the assets of one item, or of one day's items mosaicked in
-    the order given (opened here, closed after)."""
+    the order given (opened here, closed after); `then`: another use of the open assets, of
+    `measure_zones`' arguments."""
     from ...processing.access import ONE_THREAD_PER_READ, open_reader
 
     with contextlib.ExitStack() as stack:
@@ -553,24 +566,4 @@ def measure_assets(settings, call: Call, inputs: list[ItemInputs], indexes: list
             }
             for one in inputs
         ]
-        return measure_zones(call, inputs, readers, indexes, job)
-
-
-def on_cluster(cluster, worker=None):
-    """`measure_assets` (or `worker`, of the same arguments) on a worker of `cluster`
-    (`processing.items.Cluster`, sharing the call's request): the client resolves the item, a
-    worker reads and measures it."""
-    worker = worker or measure_on_worker
-
-    def measure(settings, call: Call, inputs: list[ItemInputs], indexes: list[int], job: Job):
-        return cluster.run(job, worker, settings, inputs, indexes, place=inputs[0].sources[0].item_id)
-
-    return measure
-
-
-def measure_on_worker(request, key: str, settings, inputs: list[ItemInputs], indexes: list[int]):
-    """The rows of one item on a dask worker; a worker keeps one call's zone projections."""
-    from ...processing.items import kept
-
-    call = kept(key, lambda: Call(request, None, [], [], None, settings.limits))
-    return measure_assets(settings, call, inputs, indexes, Job())
+        return (then or measure_zones)(call, inputs, readers, indexes, job)
