@@ -57,6 +57,16 @@ class Zones:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def __reduce__(self):
+        """Pickled with the geometries as one array of WKB (as shapely pickles each one, with
+        its SRID), written and read at once: a dask cluster is sent a group's zones."""
+        import numpy as np
+        import shapely
+
+        shapes = np.empty(len(self.geometries), dtype=object)
+        shapes[:] = self.geometries
+        return (_unpickled, (self.ids, shapely.to_wkb(shapes, include_srid=True), self.notes))
+
     def search_area(self):
         """A simple polygon over every zone, for finding items: the union of the zones' bounding
         boxes, or their convex hull when that union has many vertices (worked out once: a
@@ -78,6 +88,12 @@ class Zones:
         if shapely.get_num_coordinates(boxes) > 200:
             return boxes.convex_hull
         return boxes
+
+
+def _unpickled(ids: tuple, wkb, notes: tuple) -> Zones:
+    import shapely
+
+    return Zones(ids, tuple(shapely.from_wkb(wkb)), notes)
 
 
 def shown_id(zone_id) -> str:

@@ -57,6 +57,7 @@ class Call:
     projected: dict = field(default_factory=dict)
     coverages: Any = field(default_factory=lambda: Coverages())  # coverage by grid window, reused
     under: dict = field(default_factory=dict)  # the zones under items' footprints, by footprint
+    laid: dict = field(default_factory=dict)  # the windows of zones on a grid (`layout`)
 
     def zones_under(self, footprint) -> list[int]:
         """Indexes of the zones that meet `footprint` (a shapely geometry in WGS84)."""
@@ -531,7 +532,10 @@ def layout(call: Call, inputs: list[ItemInputs], readers: list[dict], indexes) -
     grids = [item_grid({k: r.src for k, r in rs.items()}, i, resolution) for i, rs in zip(inputs, readers)]
     grid = group_grid(grids)
     projected = call.in_crs(grid.crs)
-    found, outside = windows(grid, shapely.bounds([projected[i] for i in indexes]), list(indexes))
+    key = (grid, tuple(indexes))  # (the items of one grid cover the same zones: windowed once)
+    if key not in call.laid:
+        call.laid[key] = windows(grid, shapely.bounds([projected[i] for i in indexes]), list(indexes))
+    found, outside = call.laid[key]
     return grid, projected, found, outside
 
 
