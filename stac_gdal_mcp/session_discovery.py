@@ -7,11 +7,11 @@ catalog, `session` and `aoi` as in session.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from .discovery.query import ItemSearch, SearchKeywords
+from .discovery.query import ItemSearch
 from .errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -23,25 +23,29 @@ if TYPE_CHECKING:
     from .settings import Settings
 
 
-def declared_by(model: type[BaseModel]):
-    """`@declared_by(Model)`: a method `fn(self, **arguments)` whose keywords are the fields of
-    `model` (declared there once): its signature lists each with its type and default (help, tab
-    completion), its help each with its description, and a name that is none of them is refused
-    with the nearest ones ("did you mean")."""
+def declared_by(model: type[BaseModel], *, leave_out: tuple[str, ...] = ()):
+    """`@declared_by(Model)`: a method `fn(self, *, <its own keywords>, **arguments)` that also
+    takes the fields of `model` (declared there once; but those in `leave_out`): its signature
+    lists each with its type and default (help, tab completion), its help each with its
+    description, and a name that is none of them is refused with the nearest ones ("did you
+    mean")."""
     import functools
     import inspect
 
     from .operations.base import unknown_names
 
-    fields = model.model_fields
+    fields = {n: f for n, f in model.model_fields.items() if n not in leave_out}
     P = inspect.Parameter
 
     def decorate(fn):
+        own = [p for p in inspect.signature(fn).parameters.values() if p.kind is P.KEYWORD_ONLY]
+        known = (*fields, *(p.name for p in own))
+
         @functools.wraps(fn)
         def method(self, **arguments: Any):
-            unknown = [name for name in arguments if name not in fields]
+            unknown = [name for name in arguments if name not in known]
             if unknown:
-                raise InvalidArgument(unknown_names(unknown, tuple(fields)))
+                raise InvalidArgument(unknown_names(unknown, known))
             return fn(self, **arguments)
 
         parameters = [P("self", P.POSITIONAL_OR_KEYWORD)]
@@ -49,7 +53,7 @@ def declared_by(model: type[BaseModel]):
             P(n, P.KEYWORD_ONLY, default=f.default, annotation=f.annotation) for n, f in fields.items()
         ]
         method.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            parameters, return_annotation=fn.__annotations__.get("return", inspect.Signature.empty)
+            parameters + own, return_annotation=fn.__annotations__.get("return", inspect.Signature.empty)
         )
         described = [f"    {n}: {f.description} (default {f.default!r})" for n, f in fields.items()]
         method.__doc__ = "\n".join([inspect.getdoc(fn) or "", "", "Parameters:", *described])
@@ -164,17 +168,16 @@ class Discovery:
 
         return get_item(self.core, collection_id, item_id, catalog)
 
+    @declared_by(ItemSearch, leave_out=("limit", "cursor", "detail"))
     def save_search(
         self,
         *,
-        catalog: str | list[str] | None = None,
         format: Literal["geoparquet", "ndjson"] = "geoparquet",
         max_items: int | None = None,
         output_name: str | None = None,
         job: Job | None = None,
-        fields: list[str] | dict | None = None,
         partition_by: Sequence[str] | str | None = None,
-        **search: Unpack[SearchKeywords],
+        **search: Any,
     ) -> OutputRecord:
         """Every item a search finds (the arguments of `search`; up to `max_items`, default
         limits.max_items), full, written into the workspace as a stac-geoparquet file (or
@@ -189,16 +192,9 @@ class Discovery:
         ('3 items of a search of sample', 'application/vnd.apache.parquet')
         """
         from .discovery.fields import saved_fields
-        from .discovery.query import SEARCH_KEYWORDS, check_names
 
-        check_names(search, SEARCH_KEYWORDS)
-        results = self.search(
-            catalog=catalog,
-            detail="full",
-            limit=self.settings.limits.max_items,
-            fields=saved_fields(fields),
-            **search,
-        )
+        fields = saved_fields(search.pop("fields", None))
+        results = self.search(**search, detail="full", limit=self.settings.limits.max_items, fields=fields)
         return results.save(
             format, max_items=max_items, output_name=output_name, job=job, partition_by=partition_by
         )
