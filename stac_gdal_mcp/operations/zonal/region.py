@@ -13,8 +13,9 @@ checked by `ZonalStats.request`), before anything but metadata is read. `run`:
    its windows, reads and exactextract; each item's work on the dask cluster at
    `settings.dask_scheduler` when set, else on the reader threads), its table made by
    `zonal.table` (the same rows as one call over every zone gives);
-4. each group's table is written as it is done to a partitioned GeoParquet output, a folder of
-   hive partitions `zone_group=<n>/part-0.parquet`, in the workspace's temporary folder and renamed
+4. each group's table is made and written, on a thread of its own while the next group is
+   measured, to a partitioned GeoParquet output, a folder of hive partitions
+   `zone_group=<n>/part-0.parquet`, in the workspace's temporary folder and renamed
    into place whole when the last group is written (nothing is left of a failed or cancelled run);
 5. the answer is the first group's table, its provenance counting every zone, row and item, and
    naming the output (`facts.saved_as`): `session.save` returns that output's record.
@@ -23,6 +24,7 @@ checked by `ZonalStats.request`), before anything but metadata is read. `run`:
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,8 +115,8 @@ class Totals:
     failed: dict[str, str] = dataclasses.field(default_factory=dict)
     sources: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def add(self, frame, call: zonal.Call, metas: list) -> None:
-        self.rows += len(frame)
+    def add(self, rows: int, call: zonal.Call, metas: list) -> None:
+        self.rows += rows
         self.groups += 1
         self.notes.add(call.request.zones.notes)
         for meta in filter(None, metas):
@@ -140,27 +142,53 @@ def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
     with (
         store.writing(".parquet", stem="zonal-stats", dataset=True) as out,
         contextlib.closing(ordered.groups(GROUP_ZONES, check=job.check)) as groups,
+        ThreadPoolExecutor(1, thread_name_prefix="zonal-region-write") as writer,
     ):
+        pending = None  # (the last group's table and partition, made while the next is measured)
         for k, zones in enumerate(groups):
             job.check()
             part = _part(request, zones, call, items)
             metas, frames = zonal.measure_items(core, part, job, report=False)
-            frame = zonal.table(core, part, metas, frames)
-            del frames  # (not held while the next group is measured)
-            totals.written += _write(frame, out.path / f"{PARTITION}={k:05d}")
-            released()  # (what Arrow's pool kept of writing the partition)
-            _check_size(totals.written, core.settings.limits.max_output_bytes)
-            totals.add(frame, part, metas)
-            head = _head(frame) if head is None else head
-            del frame
-            job.progress(k + 1, total, f"{totals.rows:,} rows of {(k + 1) * GROUP_ZONES:,} zones written")
+            if pending is not None:
+                head = _written(core, pending.result(), totals, head, job, total)
+            pending = writer.submit(
+                _table, core, part, metas, frames, out.path / f"{PARTITION}={k:05d}", k == 0
+            )
+            del frames  # (held by the writer only)
+        if pending is not None:
+            head = _written(core, pending.result(), totals, head, job, total)
         record = store.commit(out, **_record_args(request, head, totals))
     return _answer(request, head, totals, call, record.id)
 
 
+def _table(core, part: zonal.Call, metas: list, frames: list, folder: Path, first: bool) -> tuple:
+    """One group's table written as its partition (on the writer thread, while the next group
+    is measured): (its rows, the partition's bytes, the answer's rows when it is the first
+    group, the group's call and facts)."""
+    frame = zonal.table(core, part, metas, frames)
+    del frames[:]  # (each item's rows let go once in the table)
+    size = _write(frame, folder)
+    released()  # (what Arrow's pool kept of writing the partition)
+    head = _head(frame) if first else None
+    return len(frame), size, head, part, metas
+
+
+def _written(core, done: tuple, totals: Totals, head, job: Job, total: int):
+    """A group's partition counted (the output's size checked against its limit); the answer's
+    rows (the first group's)."""
+    rows, size, first, part, metas = done
+    totals.written += size
+    _check_size(totals.written, core.settings.limits.max_output_bytes)
+    totals.add(rows, part, metas)
+    job.progress(
+        totals.groups, total, f"{totals.rows:,} rows of {totals.groups * GROUP_ZONES:,} zones written"
+    )
+    return first if head is None else head
+
+
 def _head(frame):
     """The answer's table: the rows of the first group's first `HEAD_ZONES` zones (a copy: the
-    group's table is let go, so memory holds one group's table at a time)."""
+    group's table is let go, so memory holds at most two groups' tables: one written, one measured)."""
     zones = frame["zone_id"].drop_duplicates().iloc[:HEAD_ZONES]
     head = frame[frame["zone_id"].isin(zones)].copy()
     head.attrs = dict(frame.attrs)
