@@ -86,6 +86,64 @@ async def test_a_count_whose_client_left_stops_requesting_pages(make_settings, b
     assert _requests(api) <= left + 1  # before: it went on for 100,000 pages
 
 
+def _collections(server) -> int:
+    return server.stats()["paths"].get("/api/collections", {}).get("requests", 0)
+
+
+async def test_a_collection_list_that_never_ends_stops_with_a_note_saying_why(make_settings, build, api):
+    collection = {"type": "Collection", "description": "water", "links": []}
+    api.set_fault("/api/collections", EndlessPages(per_page=2, template=collection, key="collections"))
+    async with Client(build(_settings(make_settings, api))) as client:
+        with anyio.fail_after(scaled(60)):
+            listed = await client.call_tool("list_collections", {"q": "water", "limit": 5})
+    content = listed.structured_content
+    assert [c["id"] for c in content["collections"]] == [f"endless-{i}" for i in range(5)], content
+    stopped = [n for n in content["notes"] if "stopped" in n]
+    assert stopped == ["listing collections stopped after 50 pages: at least 100 collections read"], content[
+        "notes"
+    ]  # before: the first 100 collections answered as if they were all
+    assert _collections(api) == 50
+
+
+async def test_a_slow_collection_list_stops_at_the_job_time_limit_with_a_note(make_settings, build, api):
+    collection = {"type": "Collection", "description": "water", "links": []}
+    api.set_fault("/api/collections", EndlessPages(delay_s=0.5, template=collection, key="collections"))
+    settings = _settings(make_settings, api)
+    settings.limits.job_timeout_s = 2
+    async with Client(build(settings)) as client:
+        started = time.monotonic()
+        with anyio.fail_after(scaled(40)):
+            listed = await client.call_tool("list_collections", {"q": "water"})
+        elapsed = time.monotonic() - started
+    notes = listed.structured_content["notes"]
+    assert any(
+        n.startswith("listing collections stopped after 2 s (limits.job_timeout_s): at least ") for n in notes
+    ), notes
+    assert 2 <= elapsed < 2 + scaled(3), elapsed  # a page started before the limit may finish
+
+
+async def test_a_federated_search_whose_client_left_stops_every_catalogs_walk(make_settings, build, api):
+    api.write_search([])
+    api.set_fault("/api/search", EndlessPages(per_page=1, delay_s=0.2, template=_item(0)))
+    settings = make_settings(
+        catalogs=[{"id": "a", "url": api.base}, {"id": "b", "url": api.base}],
+        default_catalog="a",
+        network={"timeout_s": 10, "max_retries": 1},
+    )
+    async with Client(build(settings)) as client:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(client.call_tool, "search_items", {"catalog": "a,b", "limit": 300})
+            with anyio.fail_after(scaled(30)):
+                while _requests(api) < 6:  # both catalogs are being read
+                    await anyio.sleep(0.05)
+            tasks.cancel_scope.cancel()  # the client gives up and leaves
+            started = time.monotonic()
+    left, elapsed = _requests(api), time.monotonic() - started
+    await anyio.sleep(scaled(1.5))
+    assert _requests(api) <= left + 2  # a page in flight per catalog; before: 300 pages each
+    assert elapsed < scaled(2), elapsed  # before: the call held its server up to 20 s
+
+
 WRONG_SHAPES = {
     "id an int": ("id", 42),
     "id a list": ("id", ["a", "b"]),

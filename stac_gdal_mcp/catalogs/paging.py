@@ -5,6 +5,8 @@ bounds.py."""
 from __future__ import annotations
 
 import json
+import threading
+from contextvars import ContextVar
 
 
 def prepared_url(url: str, params: dict | None) -> str:
@@ -64,14 +66,56 @@ class PageTrail:
         self.looped = True
 
 
+class CallEnded(Exception):
+    """The call a pool thread worked for has ended (its client left, or it answered): the
+    thread's run stops at its next page."""
+
+
+_ENDED: ContextVar[threading.Event | None] = ContextVar("call_ended", default=None)
+
+
 def stop_if_abandoned() -> None:
     """Raise the cancellation of the request this thread works for once it was cancelled (its
     client gave up or left), so that a run over a remote thing stops at its next page. The
-    server runs a call in an AnyIO worker thread, which can ask its host task; any other thread
-    (a notebook's, a pool's) goes on."""
+    server runs a call in an AnyIO worker thread, which can ask its host task; a pool thread
+    working for it (`CallScope.runs`) raises CallEnded once the call ended; any other thread (a
+    notebook's) goes on."""
+    ended = _ENDED.get()
+    if ended is not None and ended.is_set():
+        raise CallEnded("the call this work was for has ended")
     from anyio.from_thread import check_cancelled
 
     try:
         check_cancelled()
     except RuntimeError:  # not an AnyIO worker thread (NoEventLoopError)
         pass
+
+
+class CallScope:
+    """One call's end carried to the pool threads working for it, whose own thread AnyIO does
+    not know: `runs(fn)` is `fn` as such a thread runs it (its stop_if_abandoned sees the end),
+    `check()` in the call's thread raises its cancellation and ends the pool threads' runs,
+    `end()` ends them (the call answered or failed: nobody reads what they would bring)."""
+
+    def __init__(self) -> None:
+        self._ended = threading.Event()
+
+    def runs(self, fn):
+        def run(*args, **kwargs):
+            token = _ENDED.set(self._ended)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _ENDED.reset(token)
+
+        return run
+
+    def check(self) -> None:
+        try:
+            stop_if_abandoned()
+        except BaseException:
+            self._ended.set()
+            raise
+
+    def end(self) -> None:
+        self._ended.set()

@@ -361,8 +361,9 @@ class ApiSource(Source):
             self.check_collections(search.collections)
         return total, how
 
-    def all_collections(self, max_pages: int = 50) -> list[dict]:
-        """Every collection, its pages followed up to `max_pages` and limits.job_timeout_s."""
+    def all_collections(self, notes: list[str] | None = None, max_pages: int = 50) -> list[dict]:
+        """Every collection, its pages followed up to `max_pages` and limits.job_timeout_s; a list
+        stopped there says so in `notes` ("at least N" read, and why), as a count does."""
         cat = self.catalog
         href, params, out, walk = (
             cat.link("data", "collections"),
@@ -385,6 +386,10 @@ class ApiSource(Source):
             if not href:
                 break
             params = None
+        if notes is not None and walk.stopped:
+            notes.append(
+                f"listing collections stopped after {walk.stopped}: at least {len(out)} collections read"
+            )
         return out
 
     def collection_ids(self) -> list[str]:

@@ -49,7 +49,7 @@ from pydantic import Field
 from ..catalogs import ResultBudget
 from ..catalogs import cursors as cur
 from ..catalogs.bounds import ID_CHARS, cut
-from ..catalogs.paging import stop_if_abandoned
+from ..catalogs.paging import CallScope
 from ..catalogs.security import shown
 from ..errors import CollectionNotFound, InvalidArgument, InvalidCursor, StacGdalMcpError
 from ..models import Model, SearchResult
@@ -236,13 +236,15 @@ class _Federation:
         self.ends = time.monotonic() + self.limit_s
         workers = min(len(streams), core.settings.limits.max_concurrency)
         self.pool = cf.ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="federated")
+        self.call = CallScope()  # the catalogs' walks in the pool stop when the call ends
 
     def close(self) -> None:
+        self.call.end()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
     def in_time(self) -> bool:
         """Whether the run may read on: its call not abandoned and limits.job_timeout_s not over."""
-        stop_if_abandoned()
+        self.call.check()
         if time.monotonic() <= self.ends:
             return True
         self._note(f"stopped after {self.limit_s:g} s (limits.job_timeout_s); next_cursor continues")
@@ -259,10 +261,11 @@ class _Federation:
             stream = self.streams[index]
             if not stream.finished():
                 budget = answer_budget(self.core.settings, self.detail)
-                jobs[self.pool.submit(_fetch, self.source, stream, self.search, n, budget)] = stream
+                fetch = self.call.runs(_fetch)
+                jobs[self.pool.submit(fetch, self.source, stream, self.search, n, budget)] = stream
         if not jobs:
             return
-        done, pending = cf.wait(jobs, timeout=self.deadline_s)
+        done, pending = self._wait(jobs)
         for future in pending:
             stream = jobs[future]
             stream.error = f"no answer within {self.deadline_s:g} s (twice network.timeout_s)"
@@ -289,6 +292,16 @@ class _Federation:
             if not segment.items and segment.end is not None:
                 stream.error = "returned an empty page with a link to a next one; stopped reading it"
             stream.segments.append(segment)
+
+    def _wait(self, jobs: dict) -> tuple[set, set]:
+        """cf.wait on `jobs` up to twice network.timeout_s, asking every quarter second whether
+        the call was abandoned (its catalogs' walks then stop at their next page)."""
+        ends = time.monotonic() + self.deadline_s
+        while True:
+            done, pending = cf.wait(jobs, timeout=max(0.0, min(0.25, ends - time.monotonic())))
+            if not pending or time.monotonic() >= ends:
+                return done, pending
+            self.call.check()
 
     def _window_ok(self, stream: Stream, t: float) -> bool:
         """Whether `stream` has been read past every possible copy of an item at time `t`."""

@@ -122,7 +122,8 @@ class Source:
 
     # --- collections ----------------------------------------------------------------------------
 
-    def all_collections(self) -> list[dict]:
+    def all_collections(self, notes: list[str] | None = None) -> list[dict]:
+        """Every collection; a list read only in part says so in `notes`."""
         return list(self.catalog.collections.values())
 
     def collection_ids(self) -> list[str]:
@@ -133,7 +134,7 @@ class Source:
     ) -> CollectionList:
         """One page of the collections matching the free text `q`, from the cursor `state`: the
         whole list filtered and paged here."""
-        chosen = [c for c in self.all_collections() if not q or matches_text(c, q)]
+        chosen = [c for c in self.all_collections(notes) if not q or matches_text(c, q)]
         offset = cursors.offset(state, total=len(chosen)) if state else 0
         page = chosen[offset : offset + limit]
         end = offset + len(page)

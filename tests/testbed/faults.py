@@ -252,13 +252,15 @@ class Respond(Fault):
 
 @dataclass(kw_only=True)
 class EndlessPages(Fault):
-    """An item search whose pages never end: each answer holds `per_page` items never sent
-    before (ids `endless-<n>`), a `next` link to a page not yet asked (`?page=<n+1>`) and no
-    `numberMatched`; `delay_s` before each answer (a slow API)."""
+    """An item search (or, with `key="collections"`, a collection list) whose pages never end:
+    each answer holds `per_page` records never sent before (ids `endless-<n>`), a `next` link
+    to a page not yet asked (`?page=<n+1>`) and no `numberMatched`; `delay_s` before each
+    answer (a slow API)."""
 
     per_page: int = 1
     delay_s: float = 0.0
-    template: dict | None = None  # the item each one is made from (id replaced)
+    template: dict | None = None  # the record each one is made from (id replaced)
+    key: str = "features"  # where a page holds its records
 
     def inject(self, handler, request):
         if self.delay_s and handler.server_ref.wait(self.delay_s):
@@ -267,7 +269,7 @@ class EndlessPages(Fault):
         first = request.index * self.per_page
         items = [{**(self.template or {}), "id": f"endless-{first + k}"} for k in range(self.per_page)]
         next_link = {"rel": "next", "href": f"http://{host}{request.path}?page={request.index + 1}"}
-        page = {"type": "FeatureCollection", "features": items, "links": [next_link]}
+        page = {"type": "FeatureCollection", self.key: items, "links": [next_link]}
         handler.send_body(200, json.dumps(page).encode(), "application/geo+json")
         return True
 
