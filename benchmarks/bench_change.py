@@ -58,9 +58,10 @@ def scenes(folder: Path, url: str, per_month: int, size: int) -> list[dict]:
 def ours(core, zones):
     from stac_gdal_mcp.operations import change
 
-    request = change.check(
-        core, zones, before="2024-06", after="2024-08", catalog="testbed", collections=[COLLECTION]
+    call = change.ComparePeriods.of(
+        zones, before="2024-06", after="2024-08", catalog="testbed", collections=[COLLECTION]
     )
+    request = call.plan(core)
     return change.run(core, request).table
 
 

@@ -131,6 +131,18 @@ def search_group(search: dict | None) -> tuple[str | None, list | None, SearchAr
     return catalog, items, search_args(values)
 
 
+def recorded(call: Operation, first: dict, *, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What an output record lists of a checked call (None left out): `first`, what was worked
+    out of the call once (the zones' count, the expression as measured ...), then the call's
+    other fields in their order but those `leave_out` names (read into `first`), then its
+    `search` group's catalog and search arguments."""
+    catalog, _, search = search_group(getattr(call, "search", None))
+    skip = {*first, *leave_out, "search"}
+    fields = {name: getattr(call, name) for name in type(call).model_fields if name not in skip}
+    values = {**first, **fields, "catalog": catalog, **search}
+    return {k: v for k, v in values.items() if v is not None}
+
+
 # --- the area and the load of the analysis operations ----------------------------------------------
 
 AoiArg = json_text(list[float] | dict[str, Any], "[west, south, east, north] or GeoJSON geometry, WGS84")

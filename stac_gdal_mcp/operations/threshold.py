@@ -158,7 +158,7 @@ def measure_zones(condition: Condition, call, inputs, readers, indexes: list[int
     request = call.request
     grid = group_grid(
         [
-            item_grid({k: r.src for k, r in rs.items()}, i, request.resolution)
+            item_grid({k: r.src for k, r in rs.items()}, i, request.call.resolution)
             for i, rs in zip(inputs, readers)
         ]
     )
@@ -423,18 +423,10 @@ class ThresholdArea(Operation):
             from .zonal.stats import ZonalStats
 
             condition = parse_condition(self.condition)
-            zonal = ZonalStats.of(
-                zones_of(self.aoi, self.geometries),
-                search=self.search,
-                id_property=self.id_property,
-                expression=self.expression,
-                stats=["sum"],
-                per=self.per,
-                mask_clouds=self.mask_clouds,
-                resolution=self.resolution,
-                min_valid_fraction=self.min_valid_fraction,
-                max_items=self.max_items,
-            ).request(core)
+            # the zonal statistics call of this one: the fields both take, its zones, a sum
+            shared = {k: v for k, v in self if k in ZonalStats.model_fields and k != "geometries"}
+            zones = zones_of(self.aoi, self.geometries)
+            zonal = ZonalStats.of(zones, **shared, stats=["sum"]).request(core)
             self._plan = ThresholdRequest(dataclasses.replace(zonal, stats=AREA_STATS), condition)
         return self._plan
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, WithJsonSchema
 
@@ -35,9 +35,9 @@ from ...errors import InvalidArgument, NotFound
 from ...processing.jobs import Job, timed
 from ...processing.load import FailedItem
 from ..base import LIBRARY_ONLY, Operation
-from ..params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchArg, json_text, search_group
+from ..params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchArg, json_text, recorded, search_group
 from ..threshold import AreaArg, IdPropertyArg, ZonesArg
-from ..zonal import DEFAULT_MIN_VALID_FRACTION
+from ..zonal import DEFAULT_MIN_VALID_FRACTION, ZONES_FROM
 from . import table as tables
 from .result import CompareResult, answer, map_call, outputs, save
 from .table import Change
@@ -63,44 +63,28 @@ class Bin:
 
 @dataclass(frozen=True)
 class ChangeRequest:
-    """A checked call."""
+    """One compare_periods call checked: the call (`ComparePeriods`, whose fields are its
+    parameters) and what is worked out of it once - the zones read, the expression parsed (an
+    index name expanded: `expression`, `tree`, the band `names`) and the classes of change."""
 
+    call: Any  # ComparePeriods
     zones: Any  # zonal.zones.Zones
     expression: str
     tree: Any = field(repr=False, compare=False)
     names: tuple[str, ...] = ()
-    before: str = ""
-    after: str = ""
-    reducer: str = "median"
-    mask_clouds: bool = True
-    min_valid_fraction: float = DEFAULT_MIN_VALID_FRACTION
-    resolution: float | None = None
-    crs: str | None = None
-    threshold: float = DEFAULT_THRESHOLD
     bins: tuple[Bin, ...] = ()
-    catalog: str | None = None
-    max_items: int | None = None
-    search: tuple = ()
+
+    def period(self, name: str) -> tuple[str | None, dict]:
+        """(catalog, search arguments) of the period `name`, "before" or "after"."""
+        catalog, _, search = search_group(self.call.search)
+        return catalog, {**search, "datetime": getattr(self.call, name)}
 
     def parameters(self) -> dict:
-        """What an output record lists (None left out)."""
-        values = {
-            "zones": len(self.zones),
-            "expression": self.expression,
-            "before": self.before,
-            "after": self.after,
-            "reducer": self.reducer,
-            "mask_clouds": self.mask_clouds,
-            "min_valid_fraction": self.min_valid_fraction,
-            "resolution": self.resolution,
-            "crs": self.crs,
-            "threshold": self.threshold,
-            "bins": {b.name: [b.lower, b.upper] for b in self.bins} or None,
-            "catalog": self.catalog,
-            "max_items": self.max_items,
-            **dict(self.search),
-        }
-        return {k: v for k, v in values.items() if v is not None}
+        """What an output record lists: the zones' count, the expression, the classes of change,
+        then the call's other fields and its search (None left out)."""
+        bins = {b.name: [b.lower, b.upper] for b in self.bins} or None
+        first = {"zones": len(self.zones), "expression": self.expression, "bins": bins}
+        return recorded(self.call, first, leave_out=ZONES_FROM)
 
 
 def parse_periods(before: str, after: str) -> None:
@@ -160,54 +144,28 @@ def parse_bins(bins) -> tuple[Bin, ...]:
     return tuple(parsed)
 
 
-def check(
-    core,
-    geometries=None,
-    *,
-    before: str,
-    after: str,
-    expression: str = "ndvi",
-    aoi=None,
-    reducer: Reducer = "median",
-    mask_clouds: bool = True,
-    min_valid_fraction: float = DEFAULT_MIN_VALID_FRACTION,
-    resolution: float | None = None,
-    crs: str | None = None,
-    threshold: float = DEFAULT_THRESHOLD,
-    bins: dict | None = None,
-    id_property: str | None = None,
-    catalog: str | None = None,
-    max_items: int | None = None,
-    **search,
-) -> ChangeRequest:
-    """The arguments checked into a `ChangeRequest`, before any item is searched or pixel read."""
+def check(core, call: ComparePeriods) -> ChangeRequest:
+    """The call checked into a `ChangeRequest` (periods, bins, expression, zones read), before
+    any item is searched or pixel read."""
     from ...processing.access import local_roots
     from ...processing.expressions import parse_expression
     from ..threshold import zones_of
     from ..zonal.zones import read_zones
 
-    if "datetime" in search:
+    if (call.search or {}).get("datetime") is not None:
         raise InvalidArgument("give the two periods as before and after, not datetime")
-    if reducer not in get_args(Reducer):
-        raise InvalidArgument(f"reducer must be one of {', '.join(get_args(Reducer))}")
-    if not isinstance(threshold, (int, float)) or not 0 <= threshold < math.inf:
-        raise InvalidArgument(f"threshold must be a change of 0 or more (got {threshold!r})")
-    if not isinstance(min_valid_fraction, (int, float)) or not 0 <= min_valid_fraction <= 1:
-        raise InvalidArgument(f"min_valid_fraction must be between 0 and 1 (got {min_valid_fraction!r})")
-    parse_periods(before, after)
-    parsed_bins = parse_bins(bins)
-    text, tree, names = parse_expression(expression)
+    if not call.threshold < math.inf:
+        raise InvalidArgument(f"threshold must be a change of 0 or more (got {call.threshold!r})")
+    parse_periods(call.before, call.after)
+    bins = parse_bins(call.bins)
+    text, tree, names = parse_expression(call.expression)
     zones = read_zones(
-        zones_of(aoi, geometries),
-        id_property=id_property,
+        zones_of(call.aoi, call.geometries),
+        id_property=call.id_property,
         roots=local_roots(core),
         limits=core.settings.limits,
     )
-    return ChangeRequest(
-        zones, text, tree, tuple(names), before, after, reducer, bool(mask_clouds), float(min_valid_fraction),
-        resolution, crs, float(threshold), parsed_bins, catalog, max_items,
-        tuple((k, v) for k, v in search.items() if v is not None),
-    )  # fmt: skip
+    return ChangeRequest(call, zones, text, tree, tuple(names), bins)
 
 
 BINS = '{"loss": [null, -0.2]}'
@@ -258,9 +216,7 @@ class ComparePeriods(Operation):
     def plan(self, core) -> ChangeRequest:
         """The call checked (periods, bins, expression, zones read) before any item is searched."""
         if self._plan is None:
-            catalog, _, search = search_group(self.search)
-            values = self.model_dump(exclude={"geometries", "search", "aoi"})
-            self._plan = check(core, self.geometries, aoi=self.aoi, catalog=catalog, **values, **search)
+            self._plan = check(core, self)
         return self._plan
 
     def estimate(self, core):
@@ -308,10 +264,10 @@ def plan(core, request: ChangeRequest) -> Plan:
 
     area, notes, periods, chosen = request.zones.search_area(), list(request.zones.notes), {}, None
     for name in ("before", "after"):
-        interval = getattr(request, name)
-        search = {**dict(request.search), "datetime": interval}
-        chosen = select(core, area, catalog=request.catalog, items=None, search=search,
-                        max_items=request.max_items, default_max=DEFAULT_MAX_ITEMS)  # fmt: skip
+        catalog, search = request.period(name)
+        interval = search["datetime"]
+        chosen = select(core, area, catalog=catalog, items=None, search=search,
+                        max_items=request.call.max_items, default_max=DEFAULT_MAX_ITEMS)  # fmt: skip
         if not chosen.items:
             raise NotFound(
                 f"no items in the {name} period ({interval}) over the zones; widen it or check collections"
@@ -319,13 +275,14 @@ def plan(core, request: ChangeRequest) -> Plan:
         notes += [f"{name}: {n}" for n in chosen.notes]
         periods[name] = with_footprints(chosen.items, notes)
     items = periods["before"] + periods["after"]
-    stacks = plan_stacks(core, items, list(request.names), mask_clouds=request.mask_clouds, chosen=chosen)
-    gbox = output_geobox(core, area, stacks, crs=request.crs, resolution=request.resolution, count=3)
+    call = request.call
+    stacks = plan_stacks(core, items, list(request.names), mask_clouds=call.mask_clouds, chosen=chosen)
+    gbox = output_geobox(core, area, stacks, crs=call.crs, resolution=call.resolution, count=3)
     loaded = [load_stack(core, s, gbox, None, chunk=TILE) for s in stacks]
     crss = {c for c in (_crs(i) for i in items) if c}
     if len(crss) > 1:
         notes.append(
-            f"the items are in {len(crss)} CRSs; the change is on {gbox.crs} ({'crs' if request.crs else 'the first item'}'s)"
+            f"the items are in {len(crss)} CRSs; the change is on {gbox.crs} ({'crs' if call.crs else 'the first item'}'s)"
         )
     return Plan(periods, Prepared(area, stacks, gbox, aoi_pixels(gbox, area), loaded, []), notes)
 
@@ -344,9 +301,10 @@ def estimate(core, request: ChangeRequest):
 
     parts = []
     for name in ("before", "after"):
-        search = {**dict(request.search), "datetime": getattr(request, name)}
-        load = Load(request.zones.search_area(), search, request.catalog, request.mask_clouds, request.resolution,
-                    request.crs, request.max_items or DEFAULT_MAX_ITEMS)  # fmt: skip
+        catalog, search = request.period(name)
+        call = request.call
+        load = Load(request.zones.search_area(), search, catalog, call.mask_clouds, call.resolution,
+                    call.crs, call.max_items or DEFAULT_MAX_ITEMS)  # fmt: skip
         try:
             parts.append(
                 estimate_load(core, load, list(request.names), operation="compare_periods", chunk=TILE)
@@ -403,7 +361,7 @@ def period_rasters(core, request: ChangeRequest, found: Plan, job: Job) -> tuple
             raise NotFound(f"no item of the {name} period could be read: {failed[0].error if failed else ''}")
         job.check()
         cube = da.from_array(np.stack(arrays)[None], chunks=(1, -1, TILE, TILE))
-        rasters[name] = np.asarray(reduce_days(cube, request.reducer)[0].compute(scheduler="sync"))
+        rasters[name] = np.asarray(reduce_days(cube, request.call.reducer)[0].compute(scheduler="sync"))
     return rasters, failed
 
 
@@ -412,7 +370,7 @@ def run(core, request: ChangeRequest, job: Job | None = None) -> Change:
     job = timed(job, core)
     found = plan(core, request)
     job.progress(
-        0, 1, f"{request.reducer} of {request.expression} in two periods on {found.prep.gbox.shape} px"
+        0, 1, f"{request.call.reducer} of {request.expression} in two periods on {found.prep.gbox.shape} px"
     )
     rasters, failed = period_rasters(core, request, found, job)
     job.check()

@@ -40,7 +40,7 @@ def zone_statistics(request: ChangeRequest, gbox, rasters: dict) -> pd.DataFrame
     before, after = rasters["before"], rasters["after"]
     both = np.isfinite(before) & np.isfinite(after)
     delta = np.where(both, after - before, np.nan)
-    classes = {"increase": (request.threshold, None), "decrease": (None, -request.threshold)}
+    classes = {"increase": (request.call.threshold, None), "decrease": (None, -request.call.threshold)}
     classes |= {f"area_ha_{b.name}": (b.lower, b.upper) for b in request.bins}
     west, south, east, north = gbox.extent.boundingbox
     sources = {
@@ -132,12 +132,12 @@ def finish(request: ChangeRequest, found: Plan, frame, failed: list[FailedItem])
     frame = frame.assign(
         zone_id=list(request.zones.ids), before_items=items["before"], after_items=items["after"], note=None
     )
-    thin = frame["valid_fraction"] < request.min_valid_fraction
+    thin = frame["valid_fraction"] < request.call.min_valid_fraction
     frame.loc[thin, stats] = None
     share = [f"{v * 100:.3g}" for v in frame.loc[thin, "valid_fraction"]]
     frame.loc[thin, "note"] = [
         f"only {v}% of the zone valid in both periods, under min_valid_fraction="
-        f"{request.min_valid_fraction:g}: no statistics"
+        f"{request.call.min_valid_fraction:g}: no statistics"
         for v in share
     ]
     columns = ["zone_id", *stats, "valid_fraction", "before_items", "after_items", "note"]
@@ -180,7 +180,7 @@ def provenance(core, request: ChangeRequest, found: Plan, failed: list[FailedIte
     thin = int(table["note"].notna().sum())
     if thin:
         notes.append(
-            f"{thin} of {len(table)} zones were valid in both periods on less than min_valid_fraction={request.min_valid_fraction:g} of their area: no statistics, a note (0 keeps them)"
+            f"{thin} of {len(table)} zones were valid in both periods on less than min_valid_fraction={request.call.min_valid_fraction:g} of their area: no statistics, a note (0 keeps them)"
         )
     if failed:
         notes.append(failed_note(failed, "their days are left out of their period"))
@@ -195,8 +195,8 @@ def provenance(core, request: ChangeRequest, found: Plan, failed: list[FailedIte
         operation="compare_periods",
         parameters=request.parameters(),
         sources=sources_read(found.prep, failed),
-        title=f"change of {name} per zone, {request.after} against {request.before}",
-        lineage=f"{request.reducer} over each period's {'clear ' if request.mask_clouds else ''}pixels of {request.expression} "
+        title=f"change of {name} per zone, {request.call.after} against {request.call.before}",
+        lineage=f"{request.call.reducer} over each period's {'clear ' if request.call.mask_clouds else ''}pixels of {request.expression} "
         f"({counts['before']} and {counts['after']} items, odc-stac on {gbox.crs} at {abs(gbox.resolution.x):g}), "
         "then after - before, with exact (coverage-weighted) zone statistics by exactextract",
         software=package_versions(*SOFTWARE),
@@ -204,12 +204,12 @@ def provenance(core, request: ChangeRequest, found: Plan, failed: list[FailedIte
         facts={
             "expression": request.expression,
             "expression_name": name,
-            "before": request.before,
-            "after": request.after,
-            "reducer": request.reducer,
-            "threshold": request.threshold,
+            "before": request.call.before,
+            "after": request.call.after,
+            "reducer": request.call.reducer,
+            "threshold": request.call.threshold,
             "bins": [b.name for b in request.bins],
-            "mask_clouds": request.mask_clouds,
+            "mask_clouds": request.call.mask_clouds,
             "zones": len(request.zones),
             "items": counts,
             "grid": GridInfo(

@@ -154,41 +154,33 @@ def _stat_options(text: str, inside: str | None) -> tuple:
 
 @dataclass(frozen=True)
 class ZonalRequest:
-    """The checked arguments of one zonal statistics call."""
+    """One zonal statistics call checked: the call (`stats.ZonalStats`, whose fields are its
+    parameters; its `geometries` are read into `zones` and not kept twice) and what is worked out
+    of it once - the zones, the expression parsed (an index name expanded: `expression`, `tree`,
+    the band `names`) and the statistics named (`stats`; threshold_area names its own)."""
 
+    call: Any  # stats.ZonalStats
     zones: Zones
-    expression: str  # the formula (an index name expanded)
+    expression: str
     tree: Any = field(repr=False, compare=False)
     names: tuple[str, ...] = ()
     stats: tuple[Stat, ...] = ()
-    mask_clouds: bool = True
-    per: Per = "item"
-    resolution: float | None = None
-    min_valid_fraction: float = DEFAULT_MIN_VALID_FRACTION
-    catalog: str | None = None
-    items: tuple | None = None
-    max_items: int | None = None
-    search: tuple = ()  # (key, value) pairs of the search arguments
-
-    @property
-    def search_arguments(self) -> dict:
-        return dict(self.search)
 
     def parameters(self) -> dict:
-        """What an output record lists (None left out)."""
-        values = {
+        """What an output record lists: the zones' count, the expression and the statistics'
+        columns, then the call's other fields and its search (None left out)."""
+        from ..params import recorded
+
+        first = {
             "zones": len(self.zones),
             "expression": self.expression,
             "stats": [s.column for s in self.stats],
-            "mask_clouds": self.mask_clouds,
-            "per": self.per,
-            "resolution": self.resolution,
-            "min_valid_fraction": self.min_valid_fraction,
-            "catalog": self.catalog,
-            "max_items": self.max_items,
-            **self.search_arguments,
         }
-        return {k: v for k, v in values.items() if v is not None}
+        return recorded(self.call, first, leave_out=ZONES_FROM)
+
+
+#: The fields of a call its zones are read from (a record lists their count instead).
+ZONES_FROM = ("geometries", "aoi", "id_property")
 
 
 # --- items --------------------------------------------------------------------------------------
@@ -197,14 +189,16 @@ class ZonalRequest:
 def select(core, request: ZonalRequest) -> Call:
     """The items a request measures: the caller's, or a search over the zones (capped)."""
     from ...processing.selection import select as select_items
+    from ..params import search_group
 
+    catalog, items, search = search_group(request.call.search)
     chosen = select_items(
         core,
         request.zones.search_area(),
-        catalog=request.catalog,
-        items=request.items,
-        search=request.search_arguments,
-        max_items=request.max_items,
+        catalog=catalog,
+        items=items,
+        search=search,
+        max_items=request.call.max_items,
         default_max=DEFAULT_MAX_ITEMS,
         notes=Notes.of(request.zones.notes),
     )
@@ -238,7 +232,7 @@ def measure_item(core, call: Call, unit, job: Job, measure=measure_assets) -> tu
     with one_item("zonal_stats", meta["item_id"], job) as outcome:
         items = [full_item(call, r) for r in group]
         meta["datetime"] = item_datetime(items[0])
-        if call.request.per == "day":
+        if call.request.call.per == "day":
             meta["date"] = solar_day(call, items)
         indexes = call.zones_of_items(items)
         if not indexes:
@@ -326,7 +320,7 @@ def measure_items(
     `shared` request it needs, and its `start` line; by default, the statistics."""
     from ...processing.items import Cluster, each
 
-    units = day_groups(call) if call.request.per == "day" else call.items
+    units = day_groups(call) if call.request.call.per == "day" else call.items
     total = len(units)
     workers = max(1, min(core.settings.limits.max_concurrency, ITEMS_IN_FLIGHT, total))
     start = start or f"zonal statistics of {len(call.request.zones)} zones on {counted(total, 'item')}"
@@ -384,7 +378,7 @@ def table(core, call: Call, metas: list[dict], frames: list) -> pd.DataFrame:
         ("date", "date"),
     ):
         rows[column] = facts[name].array.take(item)
-    if request.per == "day":
+    if request.call.per == "day":
         rows = per_day(rows)
     rows = rows.sort_values(["_zone", "datetime"], kind="stable", na_position="first")
     return finish(core, call, rows, metas)
@@ -416,7 +410,7 @@ def estimate(core, request: ZonalRequest, *, call: Call | None = None):
         inputs = item_inputs(core, call, item)
         with contextlib.ExitStack() as stack:
             opened = {s.asset_key: stack.enter_context(planner.open(s)) for s in inputs.sources}
-            grid = item_grid({k: src for k, (_, src, _) in opened.items()}, inputs, request.resolution)
+            grid = item_grid({k: src for k, (_, src, _) in opened.items()}, inputs, request.call.resolution)
             projected = call.in_crs(grid.crs)
             found, _ = windows(grid, shapely.bounds([projected[i] for i in indexes]), indexes)
             for window in found:

@@ -126,7 +126,7 @@ def item_inputs(core, call: Call, item: dict) -> ItemInputs:
         key, meta = find_asset(item, name)
         bands[name] = Band.of(asset_source(core, item, key, catalog=call.catalog.id), meta)
     inputs = ItemInputs(bands)
-    if call.request.mask_clouds:
+    if call.request.call.mask_clouds:
         mask = item_mask(item, call.collections)
         inputs.mask = mask
         inputs.mask_band = Band(
@@ -528,7 +528,7 @@ def layout(call: Call, inputs: list[ItemInputs], readers: list[dict], indexes) -
     """(grid, the zones in its CRS, windows, zones outside) of one item or day's items."""
     import shapely
 
-    resolution = call.request.resolution
+    resolution = call.request.call.resolution
     grids = [item_grid({k: r.src for k, r in rs.items()}, i, resolution) for i, rs in zip(inputs, readers)]
     grid = group_grid(grids)
     projected = call.in_crs(grid.crs)

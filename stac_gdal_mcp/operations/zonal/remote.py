@@ -85,7 +85,7 @@ def grid_signature(request, inputs: list[ItemInputs], indexes) -> tuple | None:
                     return None
                 found.append(tuple(value) if isinstance(value, list) else value)
             parts.append(tuple(found))
-    return (request.resolution, tuple(parts), len(indexes), hash(indexes.tobytes()))
+    return (request.call.resolution, tuple(parts), len(indexes), hash(indexes.tobytes()))
 
 
 def coverage_on_worker(request, key: str, settings, inputs: list[ItemInputs], indexes, part: tuple[int, int]):

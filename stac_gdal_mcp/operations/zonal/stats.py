@@ -13,7 +13,7 @@ from pydantic import Field, PrivateAttr
 from pydantic.json_schema import SkipJsonSchema
 
 from ..base import LIBRARY_ONLY, Operation
-from ..params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchOrItemsArg, json_text, search_group
+from ..params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchOrItemsArg, json_text
 from . import DEFAULT_MIN_VALID_FRACTION, ZonalRequest, Zones, estimate, parse_stats, region, run
 from .result import ZonalResult, answer, map_call, outputs, save
 
@@ -93,22 +93,9 @@ class ZonalStats(Operation):
         if zones is None:
             roots, limits = local_roots(core), core.settings.limits
             zones = read_zones(self.geometries, id_property=self.id_property, roots=roots, limits=limits)
-        catalog, items, search = search_group(self.search)
-        return ZonalRequest(
-            zones=zones,
-            expression=text,
-            tree=tree,
-            names=tuple(names),
-            stats=stats,
-            mask_clouds=self.mask_clouds,
-            per=self.per,
-            resolution=self.resolution,
-            min_valid_fraction=self.min_valid_fraction,
-            catalog=catalog,
-            items=None if items is None else tuple(items),
-            max_items=self.max_items,
-            search=tuple(search.items()),
-        )
+        # (the zones are the geometries read: a cluster is sent them once, as `zones`)
+        call = self.model_copy(update={"geometries": None})
+        return ZonalRequest(call, zones, text, tree, tuple(names), stats)
 
     def plan(self, core) -> ZonalRequest | region.RegionRequest:
         """The request, or at region scale the file's (only its metadata read here)."""

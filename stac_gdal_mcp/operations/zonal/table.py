@@ -56,8 +56,8 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
             rows[column] = pd.to_numeric(rows[column], errors="coerce")
     if "count" in stats:  # zones outside the rasters: count 0 (a failed read stays unknown)
         rows["count"] = rows["count"].fillna(rows["_count"])
-    dropped = too_little(rows, [c for c in [*stats, *fracs] if c != "count"], request.min_valid_fraction)
-    head = ["zone_id", "datetime"] + (["date"] if request.per == "day" else [])
+    dropped = too_little(rows, [c for c in [*stats, *fracs] if c != "count"], request.call.min_valid_fraction)
+    head = ["zone_id", "datetime"] + (["date"] if request.call.per == "day" else [])
     columns = [
         *head,
         "collection_id",
@@ -116,7 +116,7 @@ def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: li
     if dropped:
         notes.append(
             f"{dropped} of {rows} rows had less valid area than min_valid_fraction="
-            f"{request.min_valid_fraction:g} of their zone: no statistics, a note (0 keeps them)"
+            f"{request.call.min_valid_fraction:g} of their zone: no statistics, a note (0 keeps them)"
         )
     if failed:
         ids = ", ".join(m["item_id"] for m in failed[:5]) + (", ..." if len(failed) > 5 else "")
@@ -133,15 +133,15 @@ def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: li
         parameters=request.parameters(),
         sources=sources,
         title=title,
-        lineage=f"{title} and {request.per}, exact (coverage-weighted) statistics with exactextract "
+        lineage=f"{title} and {request.call.per}, exact (coverage-weighted) statistics with exactextract "
         f"on the native grids of {len(sources)} assets",
         software=package_versions(*SOFTWARE),
         properties={"zones_bbox": [round(v, 6) for v in zones.bounds()]},
         facts={
             "expression": request.expression,
             "stats": [s.column for s in request.stats],
-            "per": request.per,
-            "mask_clouds": request.mask_clouds,
+            "per": request.call.per,
+            "mask_clouds": request.call.mask_clouds,
             "zones": len(zones),
             "items": len(call.items) - sum(len(m["item_id"].split()) for m in failed),
             "notes": notes,
