@@ -8,6 +8,7 @@ clusters, holes, multipolygons) over both tiles and across the boundary, written
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -116,12 +117,20 @@ def dask_cluster(folder: Path):
 
         with Client(address, timeout=60) as client:
             client.wait_for_workers(2, timeout=120)
-        yield address
+        yield address, worker
     finally:
         for process in (worker, scheduler):
             process.terminate()
             process.wait(30)
         log.close()
+
+
+def workers_cpu(worker) -> float:
+    """CPU seconds (user + system) of the `dask worker` process and its worker processes so far."""
+    import psutil
+
+    root = psutil.Process(worker.pid)
+    return sum(sum(p.cpu_times()[:2]) for p in [root, *root.children(recursive=True)])
 
 
 def region_child(spec: dict) -> dict:
@@ -157,7 +166,7 @@ def region_child(spec: dict) -> dict:
     )
     before = current_rss_mb()
     reset_peak()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     if spec.get("scl"):  # (the comparison with exactextract: one band as stored, every row kept)
         arguments = dict(
             arguments, expression="scl", stats=["mean", "count"], mask_clouds=False, min_valid_fraction=0
@@ -175,7 +184,15 @@ def region_child(spec: dict) -> dict:
         path = folder / f"ordinary-{uuid.uuid4().hex[:6]}.parquet"
         frame.to_wkb().to_parquet(path)
         out = {"rows": len(frame), "output": str(path)}
-    return {**out, "seconds": seconds, "peak": peak_rss_mb(), "before": before}
+    cpu = time.process_time() - cpu  # (every thread of this process: the server's share of the work)
+    return {
+        **out,
+        "seconds": seconds,
+        "cpu": cpu,
+        "peak": peak_rss_mb(),
+        "before": before,
+        "load": os.getloadavg(),
+    }
 
 
 def versus_child(spec: dict) -> dict:
@@ -314,13 +331,15 @@ def region_main(zones: int, days: int, child) -> None:
                 "dask cluster of `dask scheduler` + `dask worker` (2 processes x 1 thread):")  # fmt: skip
             results, small = {}, sizes[0]
             for n in sizes:  # a fresh cluster each: no tile kept in a worker's GDAL cache from the last
-                with dask_cluster(folder) as address:
+                with dask_cluster(folder) as (address, workers):
                     server.reset_stats()
+                    before = workers_cpu(workers)
                     results[n] = child(
                         {**spec, "mode": "region", "zones": f"fields-{n}.parquet", "scheduler": address},
                         folder,
                     )
                     results[n]["sent"] = server.stats()["bytes"]
+                    results[n]["workers_cpu"] = workers_cpu(workers) - before
                 size_line(n, len(items), results[n], touched_by[n])
                 if n == small:
                     versus_lines(child, spec, folder, [i["id"] for i in items[: 2 * VERSUS_DAYS]], small)
@@ -340,6 +359,10 @@ def say(text: str) -> None:
 
 def size_line(n: int, items: int, r: dict, touched_bytes: int) -> None:
     per = r["seconds"] / (n * items) * 1e6
+    cpu = r["cpu"] + r["workers_cpu"]
+    say(f"  {n:,} fields: CPU {r['cpu']:.1f} s in the server process + {r['workers_cpu']:.1f} s in the dask worker "
+        f"processes = {cpu / (n * items) * 1e6:.1f} us CPU per zone-item; load average at the end "
+        f"{'/'.join(f'{v:.1f}' for v in r['load'])}")  # fmt: skip
     say(f"  {n:,} fields: {r['seconds']:.1f} s, {r['rows']:,} rows, {per:.1f} us per zone-item, peak RSS "
         f"{r['peak']:.0f} MB ({r['before']:.0f} MB before the call; target < 1024): "
         f"{'OK' if r['peak'] < 1024 else 'MISSED'}; bytes sent {r['sent']:,} / tiles the fields touch "
