@@ -2,7 +2,9 @@
 
 Writes tests/ui_fixtures/<name>.json, each {"tool", "arguments", "result"} where `result` is the
 CallToolResult exactly as a host would pass it to the app in `ui/notifications/tool-result`
-(content, structuredContent, isError). Run again whenever a tool's result shape changes:
+(content, structuredContent, isError), with the map layer its tool made in `_meta` (what the
+server builds the map's view of, before it sends the view in its place: `_recorded`). Run again
+whenever a tool's result shape changes:
 
     .venv/bin/python scripts/record_ui_fixtures.py            # all of them
     .venv/bin/python scripts/record_ui_fixtures.py time_series  # only the ones named
@@ -53,6 +55,19 @@ def _clean(result) -> dict:
     return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+async def _recorded(mcp, client, tool: str, arguments: dict) -> dict:
+    """The result a client gets, with the map layer the tool made (as the server's tool gives it,
+    before the map's middleware) in its `_meta`."""
+    from stac_gdal_mcp.models import MAP_LAYER_META
+
+    result = await client.call_tool_mcp(tool, arguments)
+    if result.is_error:
+        raise SystemExit(f"{tool} failed: {result.content}")
+    layer = ((await mcp.call_tool(tool, arguments, run_middleware=False)).meta or {}).get(MAP_LAYER_META)
+    clean = _clean(result)
+    return {**clean, "_meta": {**clean.get("_meta", {}), MAP_LAYER_META: layer}} if layer else clean
+
+
 def _scrub(value, workspace: str):
     """Machine paths out of the fixtures: the workspace and the checkout's own folder."""
     if isinstance(value, str):
@@ -78,10 +93,11 @@ async def record(names: list[str]) -> None:
             for name, (tool, arguments) in CALLS.items():
                 if names and name not in names:
                     continue
-                result = await client.call_tool_mcp(tool, arguments)
-                if result.is_error:
-                    raise SystemExit(f"{tool} failed: {result.content}")
-                recorded[name] = {"tool": tool, "arguments": arguments, "result": _clean(result)}
+                recorded[name] = {
+                    "tool": tool,
+                    "arguments": arguments,
+                    "result": await _recorded(mcp, client, tool, arguments),
+                }
             # The search the server makes for the ranked scenes' footprints (the ranking's map view).
             if "cloud_cover_stats" not in recorded:
                 return _write(recorded, tmp)
@@ -89,11 +105,10 @@ async def record(names: list[str]) -> None:
             ids = [row["item_id"] for row in rows]
             collections = list(dict.fromkeys(row["collection_id"] for row in rows))
             arguments = {"ids": ids, "limit": len(ids), "catalog": "sample", "collections": collections}
-            result = await client.call_tool_mcp("search_items", arguments)
             recorded["cloud_cover_stats.footprints"] = {
                 "tool": "search_items",
                 "arguments": arguments,
-                "result": _clean(result),
+                "result": await _recorded(mcp, client, "search_items", arguments),
             }
         _write(recorded, tmp)
 

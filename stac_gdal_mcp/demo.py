@@ -52,6 +52,18 @@ async def call_for_map(client, tool: str, **arguments) -> dict:
     return dumped.get("structuredContent") or {}
 
 
+def _items(page: dict) -> list[dict]:
+    """The rows of a search_items answer (its table: `columns`, rows under their collection) as
+    one dict each, with its collection."""
+    columns = page.get("columns", [])
+    grouped = [
+        (c, row) for c, block in (page.get("collections") or {}).items() for row in block.get("rows", [])
+    ]
+    if grouped:
+        return [{"collection": c, **dict(zip(columns, row))} for c, row in grouped]
+    return [dict(zip(columns, row)) for row in page.get("rows", [])]
+
+
 async def step_catalogs(client, say):
     tools = await client.list_tools()
     say("tools/list", [t.name for t in tools])
@@ -89,23 +101,23 @@ async def step_search(client, say):
     say(
         f"search_items({', '.join(f'{k}={v!r}' for k, v in args.items())})",
         {
-            "matched": page["matched"],
+            "matched": page.get("matched"),
             "returned": page["returned"],
-            "notes": page["notes"],
+            "notes": page.get("notes", []),
             "items": [
-                {k: i[k] for k in ("id", "collection", "datetime", "cloud_cover")} for i in page["items"]
+                {k: i.get(k) for k in ("id", "collection", "datetime", "cloud_cover")} for i in _items(page)
             ],
-            "next_cursor": (page["next_cursor"] or "")[:24] + "...",
+            "next_cursor": (page.get("next_cursor") or "")[:24] + "...",
         },
     )
-    seen = [i["id"] for i in page["items"]]
-    while page["next_cursor"]:
+    seen = [i["id"] for i in _items(page)]
+    while page.get("next_cursor"):
         page = await call(client, "search_items", catalog="sample", cursor=page["next_cursor"], limit=2)
-        seen += [i["id"] for i in page["items"]]
+        seen += [i["id"] for i in _items(page)]
     say("paging with next_cursor until it is null: ids seen", seen)
     if len(seen) != len(set(seen)):
         raise RuntimeError("paging returned duplicates")
-    first = page["items"][0] if page["items"] else None
+    first = next(iter(_items(page)), None)
     if first:
         item = await call(
             client, "get_item", collection_id=first["collection"], item_id=first["id"], catalog="sample"
@@ -330,7 +342,9 @@ def _say_kept(workspace: Path) -> None:
 
 async def run_demo(workspace: str | None = None) -> int:
     from fastmcp import Client
+    from fastmcp.apps import UI_EXTENSION_ID
     from fastmcp.client.transports import StdioTransport
+    from mcp.client.extension import advertise
 
     folder = Path(workspace or tempfile.mkdtemp(prefix="stac-gdal-mcp-demo-")).resolve()
     env = {
@@ -348,7 +362,7 @@ async def run_demo(workspace: str | None = None) -> int:
     print("stac-gdal-mcp demo: the server runs over stdio on the bundled offline `sample` catalog.")
     MAP_CALLS.clear()
     KEPT.clear()
-    async with Client(transport) as client:
+    async with Client(transport, extensions=[advertise(UI_EXTENSION_ID)]) as client:  # views for the map
         for step in STEPS:
             try:
                 await step(client, say)

@@ -187,3 +187,69 @@ class Queryables(Model):
     collection_id: str | None
     queryables: list[Queryable]
     notes: list[str] = []
+
+
+#: The key of a result's `MapLayer` in its `_meta` (the server replaces it by the map's view).
+MAP_LAYER_META = "stac-gdal-mcp/map-layer"
+#: The key of the map's view in a result's `_meta` (sent to a host that declares MCP Apps).
+MAP_VIEW_META = "stac-gdal-mcp/map-view"
+
+
+class MapLayer(Model):
+    """What a result draws on the map, made by the result itself: the scenes' footprints (item
+    summaries as JSON, with their geometry when full items) and the zones (a zone layer: `stat`,
+    `expression`, GeoJSON `features` with their geometry). A tool sends it beside its answer in
+    the result's `_meta`, not in the text or structured content an agent reads; the map's view is
+    built from it (maps/view.py)."""
+
+    footprints: list[dict[str, Any]] = []
+    zones: dict[str, Any] | None = None
+
+    @classmethod
+    def of_items(cls, items) -> MapLayer:
+        """The footprints of a page of items (summaries, or full STAC items: only what a
+        footprint shows is kept of them)."""
+        return cls(footprints=[_footprint_of(i) for i in items])
+
+    def as_meta(self) -> dict[str, Any]:
+        """The layer as a result's `_meta` carries it."""
+        return {MAP_LAYER_META: self.model_dump(mode="json", exclude_defaults=True)}
+
+
+def _footprint_of(item) -> dict[str, Any]:
+    """What the map draws of an item: a summary without its assets, or of a full item its id,
+    collection, bbox, geometry, datetime, cloud cover and thumbnail asset."""
+    if isinstance(item, BaseModel):
+        item = item.model_dump(mode="json")
+    properties = {
+        k: v for k, v in (item.get("properties") or {}).items() if k in ("datetime", "eo:cloud_cover")
+    }
+    thumbnail = (item.get("assets") or {}).get("thumbnail")
+    return {
+        **{k: v for k, v in item.items() if k in FOOTPRINT_KEYS and v is not None},
+        **({"properties": properties} if properties else {}),
+        **({"assets": {"thumbnail": {"href": thumbnail.get("href")}}} if isinstance(thumbnail, dict) else {}),
+    }
+
+
+FOOTPRINT_KEYS = ("id", "collection", "datetime", "cloud_cover", "bbox", "geometry", "thumbnail")
+
+
+class SearchAnswer(BaseModel):
+    """A page of search_items as the agent reads it (the text is this, as JSON). detail="summary":
+    a table - `columns`, and the `rows` under each of `collections` with what its items share
+    (else one list `rows`); `item_uri`/`thumbnail`: URI templates. detail="full": `items`, full
+    STAC items. Then `returned`, `matched` (`matched_is`: how it was counted), `next_cursor`,
+    `notes`; federated: `catalogs`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    columns: list[str] | None = None
+    collections: dict[str, dict[str, Any]] | None = None
+    rows: list[list[Any]] | None = None
+    items: list[dict[str, Any]] | None = None
+    returned: int | None = None
+    matched: int | None = None
+    matched_is: str | None = None
+    next_cursor: str | None = Field(None, description="pass back as `cursor` for the next page")
+    notes: list[str] | None = None

@@ -244,3 +244,38 @@ def bare_collection(collection_id: str) -> dict:
         "license": "proprietary", "links": [],
         "extent": {"spatial": {"bbox": [[-180, -90, 180, 90]]}, "temporal": {"interval": [[None, None]]}},
     }  # fmt: skip
+
+
+def found_items(answer: dict) -> list[dict]:
+    """The items of a search_items answer (its structured content: the compact table the text
+    holds) as one dict each, the keys an item summary has: a row's columns, and what its
+    collection's block says once for all of its items (collection, gsd, assets, ...). Full items
+    (detail="full") as they are. Rows under their collections come collection by collection."""
+    if "items" in answer:
+        return answer["items"]
+    columns = answer.get("columns", [])
+    if "rows" in answer:
+        return [dict(zip(columns, row)) for row in answer["rows"]]
+    items = []
+    for collection, block in (answer.get("collections") or {}).items():
+        shared = {k: v for k, v in block.items() if k not in ("rows", "items_with_other_assets")}
+        others = block.get("items_with_other_assets", {})  # item id -> its assets unlike the block's
+        for row in block.get("rows", []):
+            item = {"collection": collection, **shared, **dict(zip(columns, row))}
+            if item["id"] in others:
+                assets = {**item.get("assets", {}), **others[item["id"]]}
+                item["assets"] = {k: v for k, v in assets.items() if v is not None}
+            if item.get("thumbnail") is True and "{" in answer.get("thumbnail", ""):  # a URI template
+                item["thumbnail"] = answer["thumbnail"].format(collection=collection, id=item["id"])
+            items.append(item)
+    return items
+
+
+async def layered(mcp, tool: str, arguments: dict) -> dict:
+    """`tool`'s answer as the server's tool gives it, before the map's middleware: the result as
+    JSON (content, structuredContent, isError) with its map layer in `_meta` - what the map's
+    view is built of (`build_map_view`), which a client gets only as the view, and only when it
+    declares MCP Apps."""
+    from stac_gdal_mcp.server.map_app import result_json
+
+    return result_json(await mcp.call_tool(tool, arguments, run_middleware=False))

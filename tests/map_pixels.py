@@ -87,7 +87,9 @@ def sent(call: dict) -> dict:
 
 
 def item_bboxes(search_fixture: dict) -> dict[str, list[float]]:
-    return {item["id"]: item["bbox"] for item in search_fixture["result"]["structuredContent"]["items"]}
+    from helpers import found_items
+
+    return {item["id"]: item["bbox"] for item in found_items(search_fixture["result"]["structuredContent"])}
 
 
 def _slot(html: str, name: str) -> str:

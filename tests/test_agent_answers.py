@@ -86,6 +86,10 @@ async def test_summaries_of_100_real_items_cost_at_most_150_bytes_each(loaded, s
     assert len(truth) == 100 and answer["returned"] == 100
     per_item = len(text.encode()) / 100
     assert per_item <= 150, f"{per_item:.1f} B per item"
+    # the structured content is the same compact form, not the items again as objects
+    structured = json.dumps(result.structured_content, separators=(",", ":"))
+    assert len(structured.encode()) <= 1.5 * len(text.encode()), (len(structured), len(text))
+    assert result.structured_content == answer
     id_at = answer["columns"].index("id")
     rows = {c: block["rows"] for c, block in answer["collections"].items()}
     assert sorted(r[id_at] for rs in rows.values() for r in rs) == sorted(i.id for i in truth)

@@ -28,6 +28,7 @@ from test_zonal import ORIGIN, SCENE, local_features, ndvi_array
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import InvalidArgument, NotFound, OperationCancelled
+from stac_gdal_mcp.models import MAP_LAYER_META
 from stac_gdal_mcp.operations import registry
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.testing import synthetic
@@ -261,7 +262,10 @@ def test_the_answer_keeps_the_table_and_the_change_and_is_lean(session, scenes):
     assert value.change.media_type.startswith("image/tiff") and value.table.file.endswith(".parquet")
     assert [image[:4] for image in answer.images] == [b"\x89PNG", b"\x89PNG"]
     assert value.zone_layer.stat == "delta_mean" and len(value.model_dump_json()) < 6000
-    assert registry.map_call(result)["result"]["structuredContent"]["zone_layer"]["features"]
+    assert "geometry" not in value.zone_layer.features[0]  # the client sent the zones
+    drawn = answer.layer.zones["features"]  # the map gets them beside the answer
+    assert [f["id"] for f in drawn] == [f["id"] for f in value.zone_layer.features] and drawn[0]["geometry"]
+    assert registry.map_call(result)["result"]["_meta"][MAP_LAYER_META]["zones"]["features"]
 
 
 def test_a_local_cluster_gives_the_threaded_table(make_testbed_session, scenes, session, cluster):  # noqa: F811

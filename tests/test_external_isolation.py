@@ -8,6 +8,7 @@ import asyncio
 import anyio
 import pytest
 from fastmcp import Client
+from helpers import found_items
 from test_external import ECHO, listed, settings_with
 
 from stac_gdal_mcp.server.extensions.external import STDERR_KEEP
@@ -22,7 +23,7 @@ async def search_sample(client, within: float) -> list:
     """search_items on the bundled catalog, which must answer within `within` seconds."""
     with anyio.fail_after(within):
         result = await client.call_tool("search_items", {"catalog": "sample", "limit": 3})
-    return result.structured_content["items"]
+    return found_items(result.structured_content)
 
 
 async def test_core_tools_and_other_servers_answer_through_a_misbehaving_server(build, tmp_path):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import rasterio
 from fastmcp import Client
+from helpers import found_items
 from pyproj import Transformer
 from rasterio.transform import from_origin
 from rasterio.warp import transform_bounds
@@ -132,7 +133,7 @@ async def test_search_by_bbox_and_datetime_then_reproject(build, make_settings, 
             result = await client.call_tool(
                 "search_items", {"catalog": "mine", "detail": "full", "limit": 100, **args}
             )
-            return {i["assets"]["data"]["href"] for i in result.structured_content["items"]}
+            return {i["assets"]["data"]["href"] for i in found_items(result.structured_content)}
 
         site_a = bbox_around(SITE_A)
         assert await search(bbox=site_a) == files(
@@ -151,7 +152,7 @@ async def test_search_by_bbox_and_datetime_then_reproject(build, make_settings, 
         found = await client.call_tool(
             "search_items", {"catalog": "mine", "bbox": site_a, "datetime": "2024-06-04", "limit": 100}
         )
-        nir = next(i for i in found.structured_content["items"] if i["id"].endswith("nir"))
+        nir = next(i for i in found_items(found.structured_content) if i["id"].endswith("nir"))
         assert nir["assets"]["data"]["bands"] == ["nir"]
         record = (
             await client.call_tool(
@@ -193,7 +194,7 @@ async def test_a_running_server_sees_a_re_index(build, make_settings, folder, tm
                 "search_items",
                 {"catalog": "mine", "detail": "full", "limit": 100, "bbox": bbox_around(SITE_A)},
             )
-            return {i["assets"]["data"]["href"] for i in result.structured_content["items"]}
+            return {i["assets"]["data"]["href"] for i in found_items(result.structured_content)}
 
         before = await hrefs()
         assert str(new.resolve()) not in before

@@ -14,6 +14,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
+from helpers import found_items, layered
 from map_pixels import (
     PAGE,
     ROOT,
@@ -164,11 +165,16 @@ async def test_a_ranking_keeps_its_view_when_its_footprints_cannot_be_found():
 def test_view_of_a_search():
     search = fixture("search_items")
     view = build_map_view([search])
-    items = search["result"]["structuredContent"]["items"]
-    assert [f["id"] for f in view["footprints"]] == [i["id"] for i in items]
-    assert [f["bbox"] for f in view["footprints"]] == [i["bbox"] for i in items]
-    assert [f["cloud_cover"] for f in view["footprints"]] == [i["cloud_cover"] for i in items]
-    assert [f["thumbnail"] for f in view["footprints"]] == [i.get("thumbnail") for i in items]
+    items = {i["id"]: i for i in found_items(search["result"]["structuredContent"])}  # the answer's table
+    assert sorted(f["id"] for f in view["footprints"]) == sorted(items) and len(items) == 8
+    for f in view["footprints"]:
+        item = items[f["id"]]
+        assert (f["bbox"], f["cloud_cover"], f["collection"]) == (
+            item["bbox"],
+            item["cloud_cover"],
+            item["collection"],
+        )
+        assert f["thumbnail"] == item.get("thumbnail")
     assert view["aois"] == [{"bbox": search["arguments"]["bbox"], "geometry": None, "tool": "search_items"}]
     assert view["ranking"] == [] and view["outputs"] == [] and view["errors"] == []
 
@@ -251,8 +257,7 @@ async def test_recorded_fixtures_match_the_tools_today(tmp_path):
             assert MAP_URI in {str(r.uri) for r in await client.list_resources()}
             for name in ("search_items", "cloud_cover_stats", "cloud_cover_stats.footprints"):
                 recorded = fixture(name)
-                live = await client.call_tool_mcp(recorded["tool"], recorded["arguments"])
-                live = live.model_dump(mode="json", by_alias=True, exclude_none=True)
+                live = await layered(mcp, recorded["tool"], recorded["arguments"])  # with its map layer
                 text = json.dumps(live).replace(str(tmp_path), "<workspace>").replace(str(ROOT), "<repo>")
                 call = {
                     "tool": recorded["tool"],

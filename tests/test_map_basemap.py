@@ -14,6 +14,7 @@ import concurrent.futures
 
 import map_pixels
 import pytest
+from helpers import found_items
 from map_pixels import HOST_CSP, Projection, check_ground, color_near, fixture, screenshot, sent
 from test_map_page import HOST, _js, expected_tiles, tile_bounds, tile_color, tile_server
 
@@ -115,7 +116,9 @@ def wait_for(frame, condition: str, seconds: float = 10.0) -> bool:
 
 
 def drawn_bboxes(search: dict) -> list[list[float]]:
-    return [search["arguments"]["bbox"]] + [i["bbox"] for i in search["result"]["structuredContent"]["items"]]
+    return [search["arguments"]["bbox"]] + [
+        i["bbox"] for i in found_items(search["result"]["structuredContent"])
+    ]
 
 
 def clear_points(proj, bboxes, step: int = 23):

@@ -51,18 +51,17 @@ def sample_session(tmp_path):
 
 
 async def _tool_views(session, calls: dict[str, dict]) -> dict[str, dict]:
-    """build_map_view of each tool's answer, called through a fastmcp Client (as a host calls it)."""
-    from fastmcp import Client
+    """build_map_view of each tool's answer as the server's tool gives it (with its map layer)."""
+    from helpers import layered
 
     from stac_gdal_mcp.server import build_server
 
     views = {}
-    async with Client(build_server(session=session)) as client:
-        for tool, arguments in calls.items():
-            result = await client.call_tool_mcp(tool, arguments)
-            dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-            assert not dumped.get("isError"), dumped
-            views[tool] = build_map_view([{"tool": tool, "arguments": arguments, "result": dumped}])
+    mcp = build_server(session=session)
+    for tool, arguments in calls.items():
+        dumped = await layered(mcp, tool, arguments)
+        assert not dumped.get("isError"), dumped
+        views[tool] = build_map_view([{"tool": tool, "arguments": arguments, "result": dumped}])
     return views
 
 

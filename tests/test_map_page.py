@@ -23,6 +23,7 @@ import shutil
 
 import map_pixels
 import pytest
+from helpers import found_items, layered
 from map_pixels import (
     AOI,
     DOCS_IMAGE,
@@ -77,7 +78,7 @@ def live(tmp_path_factory) -> dict[str, dict]:
         mcp = build_server(session=session)
         async with Client(mcp, extensions=[advertise(UI_EXTENSION_ID)]) as host, Client(mcp) as plain:
             asked = [("cloud_cover_stats", host, stats), ("cloud_cover_stats.plain", plain, stats)]
-            asked += [("preview", host, preview), ("search_items", plain, footprints)]
+            asked += [("preview", host, preview)]
             out = {}
             for name, client, call in asked:
                 result = await client.call_tool_mcp(call["tool"], call["arguments"])
@@ -85,6 +86,11 @@ def live(tmp_path_factory) -> dict[str, dict]:
                     **call,
                     "result": result.model_dump(mode="json", by_alias=True, exclude_none=True),
                 }
+            # the footprints' search as the server's tool answers it: with its map layer
+            out["search_items"] = {
+                **footprints,
+                "result": await layered(mcp, "search_items", footprints["arguments"]),
+            }
             return out
 
     workspace = tmp_path_factory.mktemp("live")
@@ -124,7 +130,7 @@ def test_search_footprints_drawn_where_their_bboxes_project(page, tmp_path):
     open_with_fragment(page, [search])
     img = screenshot(page, tmp_path / "map-search.png")
     proj = Projection(page)
-    items = search["result"]["structuredContent"]["items"]
+    items = found_items(search["result"]["structuredContent"])
     aoi = search["arguments"]["bbox"]
     proj.check([i["bbox"] for i in items] + [aoi])
 
@@ -149,7 +155,7 @@ def test_ranking_with_footprints_and_quicklook(page, tmp_path):
     clear = {r["item_id"]: r["clear_fraction"] for r in rows}
     items = [
         {"bbox": i["bbox"], "clear": clear[i["id"]], "id": i["id"]}
-        for i in footprints["result"]["structuredContent"]["items"]
+        for i in found_items(footprints["result"]["structuredContent"])
     ]
     aoi, record = stats["arguments"]["aoi"], preview["result"]["structuredContent"]
     proj.check([i["bbox"] for i in items] + [aoi, record["bbox"]])
@@ -325,7 +331,10 @@ def test_in_a_host_over_the_mcp_apps_protocol(page, live, tmp_path):
     server found) from the host, no tool called by the page, thumbnails named by resource URIs read
     with resources/read and shown in the table, size reported."""
     stats, footprints = live["cloud_cover_stats"], live["search_items"]
-    scenes = footprints["result"]["structuredContent"]["items"]
+    scenes = build_map_view([footprints])["footprints"]  # (the search's page, in its order)
+    assert {s["id"] for s in scenes} == {
+        i["id"] for i in found_items(footprints["result"]["structuredContent"])
+    }
     thumbs, colors = {}, {}
     for n, item in enumerate(scenes):  # the server names a local catalog's thumbnails by resource URIs
         assert item["thumbnail"].startswith("stac://sample/")
@@ -454,7 +463,7 @@ def test_basemap_tiles_at_their_web_mercator_place_when_allowed(page, tmp_path, 
     assert sorted(asked) == sorted(f"/{z}/{x}/{y}.png" for z, x, y in tiles)
     img = screenshot(page, tmp_path / "map-basemap.png")
     aoi = search["arguments"]["bbox"]
-    bboxes = [aoi] + [i["bbox"] for i in search["result"]["structuredContent"]["items"]]
+    bboxes = [aoi] + [i["bbox"] for i in found_items(search["result"]["structuredContent"])]
     checked = 0
     for tile in tiles:
         w, s, e, n = tile_bounds(*tile)
@@ -510,7 +519,7 @@ def test_standalone_page_with_inlined_thumbnails(page, tmp_path):
     """map_page (what `make demo` writes): the view is in the page, no fragment, no host; each
     scene's thumbnail, given as a data: URI for the item's own thumbnail reference, is in its row."""
     search = fixture("search_items")
-    items = search["result"]["structuredContent"]["items"]
+    items = found_items(search["result"]["structuredContent"])
     colors = {i["id"]: (30 + 20 * n, 150, 220 - 20 * n) for n, i in enumerate(items)}
     thumbnails = {i["thumbnail"]: "data:image/png;base64," + solid_png(colors[i["id"]]) for i in items}
     path = tmp_path / "map.html"

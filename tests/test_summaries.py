@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
+from helpers import found_items
 
 from stac_gdal_mcp.discovery.summaries import item_summary
 
@@ -51,7 +52,7 @@ async def test_a_local_thumbnail_is_a_readable_resource(tmp_path):
 
     search = {"catalog": "sample", "collections": ["sentinel-2-l2a"], "limit": 3}
     async with Client(build_server(load_settings(workspace=tmp_path / "ws"))) as client:
-        items = (await client.call_tool("search_items", search)).structured_content["items"]
+        items = found_items((await client.call_tool("search_items", search)).structured_content)
         reads = [(item, (await client.read_resource(item["thumbnail"]))[0]) for item in items]
         with pytest.raises(MCPError, match="item 'nope' not found"):
             await client.read_resource("stac://sample/collections/sentinel-2-l2a/items/nope/thumbnail")

@@ -25,6 +25,7 @@ from test_zonal import ORIGIN, SCENE, local_features, ndvi_array, to_wgs84
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import InvalidArgument, OperationCancelled
+from stac_gdal_mcp.models import MAP_LAYER_META
 from stac_gdal_mcp.operations import registry
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.testing import synthetic
@@ -241,7 +242,8 @@ def test_the_answer_is_lean_and_the_table_is_saved_as_geoparquet(session, scenes
     assert np.allclose(back["area_ha"], frame["area_ha"], equal_nan=True)
     assert value.zone_layer.stat == "area_ha" and value.zone_layer.features
     call = registry.map_call(frame)
-    assert call["tool"] == "threshold_area" and call["result"]["structuredContent"]["zone_layer"]["features"]
+    assert call["tool"] == "threshold_area" and call["result"]["_meta"][MAP_LAYER_META]["zones"]["features"]
+    assert "geometry" not in value.zone_layer.features[0] and answer.layer.zones["features"][0]["geometry"]
 
 
 def test_a_local_cluster_gives_the_threaded_table(make_testbed_session, scenes, session, cluster):  # noqa: F811

@@ -19,6 +19,7 @@ from pathlib import Path
 import pystac
 import pystac.validation
 from fastmcp import Client
+from helpers import found_items
 
 AOI = [13.60, 45.92, 13.62, 45.935]  # inside the sample catalog's scenes
 JUNE_JULY = "2024-06-01/2024-07-31"
@@ -79,19 +80,19 @@ async def test_workspace_catalog_finds_a_composite_and_validates(build, make_set
         )
         made = composite["output"]["id"]
         found = await call(client, "search_items", catalog="workspace")
-        assert [i["id"] for i in found["items"]] == [made]
-        assert found["items"][0]["collection"] == "composite"
+        assert [i["id"] for i in found_items(found)] == [made]
+        assert found_items(found)[0]["collection"] == "composite"
 
         record = await reproject(client, "red")
         both = await call(client, "search_items", catalog="workspace", bbox=AOI)
-        assert {i["id"] for i in both["items"]} == {made, record["id"]}
+        assert {i["id"] for i in found_items(both)} == {made, record["id"]}
         only = await call(
             client, "search_items", catalog="workspace", collections=["reproject_asset"], detail="full"
         )
-        assert [i["id"] for i in only["items"]] == [record["id"]]
-        assert Path(only["items"][0]["assets"]["data"]["href"]) == Path(record["assets"]["data"]["href"])
+        assert [i["id"] for i in found_items(only)] == [record["id"]]
+        assert Path(found_items(only)[0]["assets"]["data"]["href"]) == Path(record["assets"]["data"]["href"])
         june_4 = await call(client, "search_items", catalog="workspace", datetime="2024-06-04")
-        assert record["id"] in {i["id"] for i in june_4["items"]}  # the source's time
+        assert record["id"] in {i["id"] for i in found_items(june_4)}  # the source's time
 
         listed = await call(client, "list_catalogs")
         assert "workspace" in {c["id"] for c in listed["catalogs"]}
@@ -111,11 +112,11 @@ async def test_deleting_an_output_removes_it_from_the_catalog(build, make_settin
         for asset in ("red", "nir"):
             record = await reproject(client, asset)
             ids.append(record["id"])
-        assert {i["id"] for i in (await call(client, "search_items", catalog="workspace"))["items"]} == set(
+        assert {i["id"] for i in found_items(await call(client, "search_items", catalog="workspace"))} == set(
             ids
         )
         await call(client, "delete_output", output_id=ids[0])
-        assert [i["id"] for i in (await call(client, "search_items", catalog="workspace"))["items"]] == [
+        assert [i["id"] for i in found_items(await call(client, "search_items", catalog="workspace"))] == [
             ids[1]
         ]
     assert check_static_catalog(settings.workspace) == [ids[1]]
@@ -139,9 +140,9 @@ async def test_a_time_series_table_and_chart_are_found_by_place(build, make_sett
         made = {series["csv"]["id"], series["chart"]["id"]}
         here = await call(client, "search_items", catalog="workspace", bbox=[13.61, 45.925, 13.615, 45.93])
         elsewhere = await call(client, "search_items", catalog="workspace", bbox=[10.0, 40.0, 10.1, 40.1])
-    assert {i["id"] for i in here["items"]} == made
-    assert elsewhere["items"] == []
-    for item in here["items"]:
+    assert {i["id"] for i in found_items(here)} == made
+    assert found_items(elsewhere) == []
+    for item in found_items(here):
         assert item["bbox"] == [13.60, 45.92, 13.62, 45.935]
     assert sorted(check_static_catalog(settings.workspace)) == sorted(made)
 

@@ -25,8 +25,8 @@ from test_zonal_mcp import FIELDS as SAMPLE_FIELDS
 from test_zonal_mcp import SEARCH, call, session  # noqa: F401 (session: the sample catalog's fixture)
 
 import stac_gdal_mcp
-from stac_gdal_mcp.maps import build_map_view
 from stac_gdal_mcp.operations.zonal import chart as zonal_chart
+from stac_gdal_mcp.server.map_app import VIEW_META
 
 SAMPLE = Path(stac_gdal_mcp.__file__).parent / "data" / "sample" / "sentinel-2-l2a"
 SCENE = "S2A_33TUL_20240619_0_L2A"
@@ -107,7 +107,7 @@ async def test_too_little_valid_gets_a_note_in_the_rows_the_map_and_the_chart(se
     for feature in answer["zone_layer"]["features"]:
         dropped = latest.loc[feature["id"], "valid_fraction"] < 0.5
         assert ("min_valid_fraction" in feature["properties"].get("note", "")) == dropped
-    view = build_map_view([{"tool": "zonal_stats", "arguments": {"per": "day"}, "result": result}])
+    view = result["_meta"][VIEW_META]
     notes = {z["id"]: z.get("note") for z in view["zones"][0]["zones"]}
     assert {k for k, v in notes.items() if v} == {
         f["id"] for f in answer["zone_layer"]["features"] if "note" in f["properties"]

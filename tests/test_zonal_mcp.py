@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pytest
 from fastmcp import Client
+from helpers import layered
 
 # the map app's browser fixtures and helpers (pytest takes the fixtures from this import)
 from map_pixels import Projection, browser, color_near, open_with_fragment, page, screenshot, served  # noqa: F401
@@ -24,6 +25,7 @@ from map_pixels import Projection, browser, color_near, open_with_fragment, page
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.maps import build_map_view
 from stac_gdal_mcp.server import build_server
+from stac_gdal_mcp.server.map_app import VIEW_META
 from stac_gdal_mcp.settings import load_settings
 
 
@@ -51,7 +53,12 @@ def dumped(result) -> dict:
 
 
 async def call(session: Session, arguments: dict) -> dict:
-    async with Client(build_server(session=session)) as client:
+    """zonal_stats answered to a host that declares MCP Apps: the answer, and the map's view in
+    its `_meta` (VIEW_META)."""
+    from fastmcp.apps import UI_EXTENSION_ID
+    from mcp.client.extension import advertise
+
+    async with Client(build_server(session=session), extensions=[advertise(UI_EXTENSION_ID)]) as client:
         return dumped(await client.call_tool_mcp("zonal_stats", arguments))
 
 
@@ -119,7 +126,10 @@ async def test_per_day_returns_the_chart_and_the_zones_for_the_map(session):
     assert image["mimeType"] == "image/png" and image["data"].startswith("iVBORw0KGgo")
     frame = session.zonal_stats(FIELDS, per="day", stats=["median", "count"], **SEARCH)
     assert [r["date"] for r in result["structuredContent"]["rows"]] == list(frame["date"])
-    view = build_map_view([{"tool": "zonal_stats", "arguments": arguments, "result": result}])
+    # the zones the client sent are not echoed in the answer: the map's view has them
+    assert '"coordinates"' not in json.dumps(result["content"]) + json.dumps(result["structuredContent"])
+    assert str(FIELDS["features"][0]["geometry"]["coordinates"][0][1][0]) not in result["content"][1]["text"]
+    view = result["_meta"][VIEW_META]
     (layer,) = view["zones"]
     want = latest_per_zone(frame, "median")
     assert layer["stat"] == "median" and [z["id"] for z in layer["zones"]] == list(want)
@@ -130,6 +140,26 @@ async def test_per_day_returns_the_chart_and_the_zones_for_the_map(session):
         ring = feature["geometry"]["coordinates"][0]
         assert zone["bbox"] == pytest.approx([ring[0][0], ring[0][1], ring[2][0], ring[2][1]], abs=1e-6)
     assert view["series"] == []  # a zonal table is not a time series of an AOI
+
+
+async def test_no_client_gets_the_zones_back_not_even_from_a_task(session):
+    """The zones' geometries travel only into the map's view: a client without MCP Apps, and a
+    zonal_stats run as an MCP task, get neither them nor the map layer they came in."""
+    import fastmcp_tasks  # noqa: F401  (before the Client: it declares the tasks extension)
+    from fastmcp_tasks import call_tool_task
+
+    from stac_gdal_mcp.models import MAP_LAYER_META
+
+    arguments = {"geometries": FIELDS, "search": SEARCH}
+    async with Client(build_server(session=session)) as client:
+        plain = await client.call_tool_mcp("zonal_stats", arguments)
+        task = await (await call_tool_task(client, "zonal_stats", arguments)).result()
+    for result in (plain, task):
+        meta = result.meta or {}
+        assert MAP_LAYER_META not in meta and VIEW_META not in meta
+        sent = json.dumps([b.model_dump(mode="json") for b in result.content] + [result.structured_content])
+        assert '"coordinates"' not in sent, "a zone's geometry came back"
+    assert task.structured_content["zone_layer"]["features"]  # the zones, by id and value
 
 
 async def test_dry_run_estimates_and_writes_nothing(session):
@@ -219,7 +249,7 @@ def zonal_call(tmp_path_factory) -> dict:
     arguments = {"geometries": FIELDS, "search": SEARCH, "per": "day"}
     workspace = tmp_path_factory.mktemp("zonal-map")
     with Session(load_settings(default_catalog="sample", workspace=workspace)) as opened:
-        result = asyncio.run(call(opened, arguments))
+        result = asyncio.run(layered(build_server(session=opened), "zonal_stats", arguments))
     return {"tool": "zonal_stats", "arguments": arguments, "result": result}
 
 

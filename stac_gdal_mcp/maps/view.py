@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..models import MAP_LAYER_META, MAP_VIEW_META
+
 _WGS84 = ("EPSG:4326", "OGC:CRS84", "WGS84", "CRS84")
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
@@ -250,9 +252,9 @@ def _output(sc: dict, aoi: dict | None, result: Any) -> dict | None:
 
 
 def _zone_layer(layer: Any) -> dict | None:
-    """A zonal_stats result's zones: id, value of the first statistic, bbox, geometry, note (why
-    its latest observation has no value); with the
-    statistic's name and the range of its values (None when no zone has one)."""
+    """A zone layer's zones: id, value of its statistic, bbox, geometry, note (why its latest
+    observation has no value); with the statistic's name, its words (`label`: a class's share)
+    and the range of its values (None when no zone has one)."""
     if not isinstance(layer, dict) or not isinstance(layer.get("features"), list):
         return None
     zones = []
@@ -274,8 +276,10 @@ def _zone_layer(layer: Any) -> dict | None:
             }
         )
     values = [z["value"] for z in zones if z["value"] is not None]
+    label = layer.get("label")
     return {
         "stat": str(_pick(layer.get("stat"), "")),
+        "label": label if isinstance(label, str) else None,
         "expression": str(_pick(layer.get("expression"), "")),
         "min": min(values) if values else None,
         "max": max(values) if values else None,
@@ -283,11 +287,55 @@ def _zone_layer(layer: Any) -> dict | None:
     }
 
 
+def _layer(result: Any, key: str = MAP_LAYER_META) -> dict:
+    """The `MapLayer` a result carries in its `_meta` (as JSON; `key`=MAP_VIEW_META: the view the
+    server sent with it), {} when none."""
+    meta = result.get("_meta") if isinstance(result, dict) else None
+    layer = meta.get(key) if isinstance(meta, dict) else None
+    return layer if isinstance(layer, dict) else {}
+
+
+def _add_view(view: dict, sent: dict, result: Any) -> None:
+    """A view the server sent with a result (to a host that declares MCP Apps), its parts added to
+    `view`: what a client that got views draws of several calls (its images, `{"content": i}`,
+    read from the result's content)."""
+    for aoi in sent.get("aois") or []:
+        if isinstance(aoi, dict) and aoi not in view["aois"]:
+            view["aois"].append(aoi)
+    for fp in sent.get("footprints") or []:
+        if isinstance(fp, dict) and isinstance(fp.get("id"), str):
+            _add_footprint(view["footprints"], {**fp, "clear_fraction": None, "rank": None})
+    for key in ("ranking", "zones", "outputs", "series"):
+        for entry in sent.get(key) or []:
+            if isinstance(entry, dict):
+                image = entry.get("image")
+                view[key].append(
+                    {**entry, "image": _result_image(result)} if isinstance(image, dict) else entry
+                )
+    for key in ("notes", "errors"):
+        view[key] += [n for n in sent.get(key) or [] if isinstance(n, str) and n not in view[key]]
+
+
+def _add_layer(view: dict, layer: dict) -> None:
+    """A result's map layer: its footprints, its zones."""
+    for item in layer.get("footprints") if isinstance(layer.get("footprints"), list) else []:
+        fp = _footprint(item)
+        if fp:
+            _add_footprint(view["footprints"], fp)
+    zones = _zone_layer(layer.get("zones"))
+    if zones and zones["zones"]:
+        view["zones"].append(zones)
+
+
 def _add_call(view: dict, call: Mapping[str, Any]) -> None:
     args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
     result = call.get("result")
     if _is_error(result):
         view["errors"].append(_result_text(result) or "the tool reported an error")
+        return
+    sent = _layer(result, MAP_VIEW_META)
+    if sent:  # the server built its view: drawn as it is
+        _add_view(view, sent, result)
         return
     sc = _structured(result)
     aoi = _aoi(args, sc)
@@ -298,6 +346,10 @@ def _add_call(view: dict, call: Mapping[str, Any]) -> None:
     for note in sc.get("notes") if isinstance(sc.get("notes"), list) else []:
         if isinstance(note, str) and note not in view["notes"]:
             view["notes"].append(note)
+    layer = _layer(result)
+    if layer:  # the result says what it draws
+        _add_layer(view, layer)
+        return
     items = sc.get("items")
     if isinstance(items, list) and "aoi_bbox" in sc:  # cloud_cover_stats
         common = sc.get("common") if isinstance(sc.get("common"), dict) else {}  # fields every row shares
@@ -307,15 +359,6 @@ def _add_call(view: dict, call: Mapping[str, Any]) -> None:
             fp = _footprint({**row, "id": row["item_id"], "cloud_cover": row.get("scene_cloud_cover")})
             if fp:
                 _add_footprint(view["footprints"], fp)
-    elif isinstance(items, list):  # search_items
-        for item in items:
-            fp = _footprint(item)
-            if fp:
-                _add_footprint(view["footprints"], fp)
-    elif isinstance(sc.get("zone_layer"), dict):  # zonal_stats
-        layer = _zone_layer(sc["zone_layer"])
-        if layer and layer["zones"]:
-            view["zones"].append(layer)
     elif isinstance(sc.get("rows"), list) and isinstance(sc.get("expression"), str):  # time_series
         view["series"].append(_series(sc, aoi, result))
     else:

@@ -29,6 +29,7 @@ from ..errors import InvalidArgument
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from ..models import MapLayer
     from ..outputs import OutputRecord
 
 SAVED = "a table (from time_series or zonal_stats) or an array (from composite)"
@@ -41,7 +42,8 @@ MAPPED = (
 class Answer:
     """What a tool answers for a result: `value` (structured content, also sent as JSON text unless
     `as_text` is false), the `records` it links to (their files too, unless `files` is false: a
-    folder is no file), PNG `images` shown first, then a `note` line."""
+    folder is no file), PNG `images` shown first, then a `note` line; `layer`: what the map draws
+    of it that the value does not say (zones' geometries), sent in the result's `_meta`."""
 
     value: BaseModel
     records: tuple[OutputRecord, ...] = ()
@@ -49,15 +51,17 @@ class Answer:
     note: str | None = None
     as_text: bool = True
     files: bool = True
+    layer: MapLayer | None = None
 
 
-def call(tool: str, arguments: dict, structured: dict, images: list[dict] = ()) -> dict:
+def call(tool: str, arguments: dict, structured: dict, images: list[dict] = (), layer=None) -> dict:
     """A tool call as the map draws it: its arguments and its result (`structuredContent` and
-    `content`, images as the tools send them)."""
+    `content`, images as the tools send them; its `MapLayer` in `_meta`)."""
+    result = {"content": list(images), "structuredContent": structured}
     return {
         "tool": tool,
         "arguments": arguments,
-        "result": {"content": list(images), "structuredContent": structured},
+        "result": {**result, "_meta": layer.as_meta()} if layer is not None else result,
     }
 
 

@@ -34,7 +34,10 @@ class SearchPage(Results):
 
     @staticmethod
     def map_call(results) -> dict:
-        return call("search_items", results.search_arguments, results.page.model_dump(mode="json"))
+        from ..models import MapLayer
+
+        page = {k: v for k, v in results.page.model_dump(mode="json").items() if k != "items"}
+        return call("search_items", results.search_arguments, page, layer=MapLayer.of_items(results.items))
 
 
 def saved_note(record) -> str | None:

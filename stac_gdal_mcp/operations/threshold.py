@@ -34,9 +34,9 @@ from ..processing.jobs import Job, timed
 from ..processing.records import Provenance
 from .base import LIBRARY_ONLY, Operation
 from .params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchArg, json_text
-from .registry import Answer, call
+from .registry import Answer
 from .zonal import DEFAULT_MIN_VALID_FRACTION, Stat, ZonalRequest
-from .zonal.result import ZoneLayer, ZoneTable
+from .zonal.result import ZoneLayer, ZoneTable, drawn_apart, zones_call
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -367,21 +367,16 @@ def outputs(core, frame: pd.DataFrame, job) -> tuple[OutputRecord]:
 def answer(core, frame: pd.DataFrame, records, limits, **options) -> Answer:
     """The tool's answer within limits.max_result_bytes, with the chart of area over time."""
     (record,) = records
-    return Answer(result(frame, record, limits.max_result_bytes), records, (chart_png(frame),))
+    value, layer = drawn_apart(result(frame, record, limits.max_result_bytes))
+    return Answer(value, records, (chart_png(frame),), layer=layer)
 
 
 def map_call(frame: pd.DataFrame) -> dict:
     """A table as the map draws it: its zones with their latest passing area."""
     facts = provenance_of(frame).facts
     layer = zones_layer(frame, "area_ha", facts["expression"])
-    structured = {
-        "expression": facts["expression"],
-        "zone_layer": layer.model_dump(mode="json"),
-        "notes": facts["notes"],
-    }
-    return call(
-        "threshold_area", {"expression": facts["expression"], "condition": facts["condition"]}, structured
-    )
+    drawn = zones_call("threshold_area", facts, layer)
+    return {**drawn, "arguments": {**drawn["arguments"], "condition": facts["condition"]}}
 
 
 class ThresholdArea(Operation):

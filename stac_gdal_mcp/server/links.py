@@ -17,6 +17,7 @@ from .resources import file_uri, output_uri
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from ..models import MapLayer
     from ..operations.registry import Answer
     from ..outputs import OutputRecord
     from ..processing.estimate import Estimate
@@ -59,11 +60,17 @@ def resource_links(records: Iterable[OutputRecord], max_file_bytes: int) -> list
 
 
 def linked_result(
-    value: BaseModel, records: Iterable[OutputRecord], max_file_bytes: int, *, extra=(), as_text: bool = True
+    value: BaseModel,
+    records: Iterable[OutputRecord],
+    max_file_bytes: int,
+    *,
+    extra=(),
+    as_text: bool = True,
+    layer: MapLayer | None = None,
 ):
     """A ToolResult: `value` as structured content (and as JSON text, as for any structured
     result, unless `as_text` is false), `extra` content blocks, then resource links to each of
-    `records`."""
+    `records`; `layer` (what the map draws) in its `_meta`."""
     import pydantic_core
     from fastmcp.tools.base import ToolResult
     from mcp.types import TextContent
@@ -73,6 +80,7 @@ def linked_result(
     return ToolResult(
         content=[*extra, *text, *resource_links(records, max_file_bytes)],
         structured_content=structured,
+        meta=layer.as_meta() if layer is not None else None,
     )
 
 
@@ -87,7 +95,9 @@ def answered(answer: Answer, max_file_bytes: int):
     if answer.note:
         extra.append(TextContent(type="text", text=answer.note))
     limit = max_file_bytes if answer.files else 0  # a folder is no file resource: its record only
-    return linked_result(answer.value, answer.records, limit, extra=extra, as_text=answer.as_text)
+    return linked_result(
+        answer.value, answer.records, limit, extra=extra, as_text=answer.as_text, layer=answer.layer
+    )
 
 
 def estimate_result(estimate: Estimate, *, first: str | None = None):

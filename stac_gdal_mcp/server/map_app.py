@@ -23,11 +23,12 @@ from typing import Any
 
 from ..maps import build_map_view, map_html, tile_origin
 from ..maps.view import footprint_search, image_block
+from ..models import MAP_LAYER_META, MAP_VIEW_META
 
 __all__ = ["MAP_URI", "VIEW_META", "map_app_config", "map_view", "register_map_app", "view_as_sent"]
 
 MAP_URI = "ui://stac-gdal-mcp/map.html"
-VIEW_META = "stac-gdal-mcp/map-view"  # the key of the view in a tool result's _meta
+VIEW_META = MAP_VIEW_META  # the key of the view in a tool result's _meta
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +40,11 @@ def map_app_config():
     return AppConfig(resource_uri=MAP_URI)
 
 
-def _as_json(result) -> dict[str, Any]:
-    """A fastmcp ToolResult as the CallToolResult JSON the view reads."""
+def result_json(result) -> dict[str, Any]:
+    """A fastmcp ToolResult as the CallToolResult JSON the view reads (its map layer in `_meta`)."""
     content = [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
-    return {"content": content, "structuredContent": result.structured_content, "isError": result.is_error}
+    out = {"content": content, "structuredContent": result.structured_content, "isError": result.is_error}
+    return {**out, "_meta": result.meta} if result.meta else out
 
 
 def view_as_sent(calls: list[dict], view: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -62,7 +64,7 @@ async def map_view(mcp, tool: str, arguments: dict, result) -> dict[str, Any]:
     have no footprint, with the search_items call that finds them (made here, on `mcp`)."""
     from fastmcp.exceptions import ToolError
 
-    calls = [{"tool": tool, "arguments": arguments, "result": _as_json(result)}]
+    calls = [{"tool": tool, "arguments": arguments, "result": result_json(result)}]
     view = build_map_view(calls)  # built once: the footprints it lacks, then the view as sent
     search = footprint_search(view, arguments)
     if search is None:
@@ -76,7 +78,7 @@ async def map_view(mcp, tool: str, arguments: dict, result) -> dict[str, Any]:
             "Footprints could not be fetched" + (f": {exc}" if isinstance(exc, ToolError) else "")
         )
         return view
-    return view_as_sent([*calls, {"tool": "search_items", "arguments": search, "result": _as_json(found)}])
+    return view_as_sent([*calls, {"tool": "search_items", "arguments": search, "result": result_json(found)}])
 
 
 def _map_views():
@@ -89,24 +91,26 @@ def _map_views():
     class MapViews(Middleware):
         async def on_call_tool(self, context, call_next):
             result = await call_next(context)
-            ctx = context.fastmcp_context
-            if (
-                not isinstance(result, ToolResult)
-                or ctx is None
-                or not ctx.client_supports_extension(UI_EXTENSION_ID)
-            ):
+            if not isinstance(result, ToolResult):
                 return result
+            view = await self._view(context, result)
+            meta = {k: v for k, v in (result.meta or {}).items() if k != MAP_LAYER_META}  # the view's
+            result.meta = {**meta, VIEW_META: view} if view is not None else meta or None
+            return result
+
+        async def _view(self, context, result):
+            ctx = context.fastmcp_context
+            if ctx is None or not ctx.client_supports_extension(UI_EXTENSION_ID):
+                return None
             name, arguments = context.message.name, dict(context.message.arguments or {})
             tool = await ctx.fastmcp.get_tool(name)
             if tool is None or ((tool.meta or {}).get("ui") or {}).get("resourceUri") != MAP_URI:
-                return result
+                return None
             try:
-                view = await map_view(ctx.fastmcp, name, arguments, result)
+                return await map_view(ctx.fastmcp, name, arguments, result)
             except Exception:  # the answer matters more than its map: sent without a view
                 log.exception("map: no view for a %s result", name)
-                return result
-            result.meta = {**(result.meta or {}), VIEW_META: view}
-            return result
+                return None
 
     return MapViews()
 

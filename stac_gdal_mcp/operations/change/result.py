@@ -14,8 +14,8 @@ from ...errors import InvalidArgument
 from ...models import Model
 from ...processing.load import FailedItem, GridInfo, OutputRef
 from ...processing.records import Provenance
-from ..registry import Answer, call
-from ..zonal.result import ZoneLayer, answer_fields
+from ..registry import Answer
+from ..zonal.result import ZoneLayer, answer_fields, drawn_apart, zones_call
 from .table import Change
 
 if TYPE_CHECKING:
@@ -149,8 +149,8 @@ def outputs(core, change: Change, job) -> tuple[OutputRecord, OutputRecord]:
 
 def answer(core, change: Change, records, limits, **options) -> Answer:
     """The tool's answer within limits.max_result_bytes, with the chart and the change picture."""
-    value = result(change, records, limits.max_result_bytes)
-    return Answer(value, records, (chart_png(change.table), change_png(change.change)))
+    value, layer = drawn_apart(result(change, records, limits.max_result_bytes))
+    return Answer(value, records, (chart_png(change.table), change_png(change.change)), layer=layer)
 
 
 def map_call(result) -> dict:
@@ -159,10 +159,4 @@ def map_call(result) -> dict:
 
     table = table_of(result)
     facts = Provenance.of(table).facts
-    layer = zones_layer(table, "delta_mean", facts["expression"])
-    structured = {
-        "expression": facts["expression"],
-        "zone_layer": layer.model_dump(mode="json"),
-        "notes": facts["notes"],
-    }
-    return call("compare_periods", {"expression": facts["expression"]}, structured)
+    return zones_call("compare_periods", facts, zones_layer(table, "delta_mean", facts["expression"]))

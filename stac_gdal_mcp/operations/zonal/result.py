@@ -18,7 +18,7 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from ...models import Model
 from ...processing.load import OutputRef
@@ -37,11 +37,19 @@ DECIMALS = 6  # coordinates of the zones sent back (about 0.1 m)
 class ZoneLayer(Model):
     """The zones on a map: GeoJSON Features (id: the zone id; properties: value, datetime)."""
 
-    stat: str = Field(description="the statistic the zones are coloured by (the first one asked)")
+    stat: str = Field(description="the statistic the zones are coloured by")
     expression: str = Field(description="the index's name (NDVI), else the formula or band")
     features: list[dict[str, Any]] = Field(
         description="id: zone id; properties: value, datetime, and note when the latest row has no value"
     )
+    label: str | None = Field(None, description="a class fraction's class: 'share of Vegetation'")
+
+    @model_serializer(mode="wrap")
+    def _without_empty_label(self, handler):
+        out = handler(self)
+        if out.get("label") is None:
+            out.pop("label", None)
+        return out
 
 
 class ZoneTable(Model):
@@ -134,8 +142,7 @@ def zone_layer(frame: pd.DataFrame) -> ZoneLayer:
     from shapely.geometry import mapping
 
     facts = provenance_of(frame).facts
-    stat = facts["stats"][0]
-    column = stat if stat in frame else next((c for c in frame if c.startswith(f"{stat}_")), stat)
+    column, label = coloured_by(frame, facts)
     features = []
     for zone_id, rows in frame.groupby("zone_id", sort=False):
         known = rows.dropna(subset=[column]) if column in rows else rows.iloc[:0]
@@ -155,7 +162,44 @@ def zone_layer(frame: pd.DataFrame) -> ZoneLayer:
                 },
             }
         )
-    return ZoneLayer(stat=column, expression=expression_name(facts["expression"]), features=features)
+    return ZoneLayer(
+        stat=column, expression=expression_name(facts["expression"]), features=features, label=label
+    )
+
+
+#: Statistics whose values are class values or counts of classes: no colour ramp reads them.
+CLASS_STATS = ("frac", "majority", "minority", "mode", "unique", "variety")
+#: Classes that say nothing of the ground (SCL's no data, defects, clouds, shadows).
+NOT_GROUND = ("no data", "nodata", "saturated", "defective", "cloud", "shadow", "cirrus", "unclassified")
+
+
+def first_column(frame: pd.DataFrame, facts: dict) -> str:
+    """The column of the first statistic asked (frac: the first class fraction)."""
+    stat = facts["stats"][0]
+    return stat if stat in frame else next((c for c in frame if c.startswith(f"{stat}_")), stat)
+
+
+def coloured_by(frame: pd.DataFrame, facts: dict) -> tuple[str, str | None]:
+    """(the column the map colours the zones by, its words when a class fraction): the first
+    statistic asked that is no class statistic (mean, median, count...); else the fraction of
+    the class with the largest share among the classes that show the ground (not clouds, no data),
+    named by its class; else the first statistic's column."""
+    readable = [s for s in facts["stats"] if s not in CLASS_STATS and s in frame]
+    if readable:
+        return readable[0], None
+    fractions = [c for c in frame.columns if c.startswith("frac_")]
+    if not fractions:
+        return first_column(frame, facts), None
+    classes = facts.get("classes", {})
+
+    def ground(column: str) -> bool:
+        name = str(classes.get(column.removeprefix("frac_"), "")).lower()
+        return bool(name) and not any(word in name for word in NOT_GROUND)
+
+    shares = frame[[c for c in fractions if ground(c)] or fractions].mean(skipna=True).fillna(0.0)
+    column = str(shares.idxmax())
+    name = classes.get(column.removeprefix("frac_"))
+    return column, f"share of {name}" if name else None
 
 
 def _why_not(latest, last) -> dict:
@@ -235,19 +279,34 @@ def answer(core, frame: pd.DataFrame, records, limits, **options) -> Answer:
     """The tool's answer within limits.max_result_bytes, with a chart of a per-day run (or of
     class fractions) as an image."""
     (record,) = records
-    value = result(frame, record, limits.max_result_bytes)
-    stat = value.zone_layer.stat
+    value, layer = drawn_apart(result(frame, record, limits.max_result_bytes))
+    stat = first_column(frame, provenance_of(frame).facts)  # (the chart shows the first asked)
     charted = provenance_of(frame).facts["per"] == "day" or stat.startswith("frac_")
-    return Answer(value, records, (chart_png(frame, stat, value.classes),) if charted else ())
+    return Answer(value, records, (chart_png(frame, stat, value.classes),) if charted else (), layer=layer)
+
+
+def drawn_apart(value):
+    """(`value` whose zone layer holds no geometry - the client sent the zones -, the `MapLayer` of
+    its zones with their geometry: what the map draws, sent beside the answer)."""
+    from ...models import MapLayer
+
+    layer = value.zone_layer
+    features = [{k: v for k, v in f.items() if k != "geometry"} for f in layer.features]
+    bare = layer.model_copy(update={"features": features})
+    return value.model_copy(update={"zone_layer": bare}), MapLayer(zones=layer.model_dump(mode="json"))
+
+
+def zones_call(tool: str, facts: dict, layer: ZoneLayer, **more) -> dict:
+    """A table of zones as the map draws it (`registry.call`): its zones, with their geometry,
+    as its map layer."""
+    from ...models import MapLayer
+
+    structured = {"expression": facts["expression"], **more, "notes": facts["notes"]}
+    zones = MapLayer(zones=layer.model_dump(mode="json"))
+    return call(tool, {"expression": facts["expression"]}, structured, layer=zones)
 
 
 def map_call(frame: pd.DataFrame) -> dict:
-    """A table as the map draws it: its zones with the first statistic's latest value."""
+    """A table as the map draws it: its zones coloured by `coloured_by`'s statistic."""
     facts = provenance_of(frame).facts
-    structured = {
-        "expression": facts["expression"],
-        "per": facts["per"],
-        "zone_layer": zone_layer(frame).model_dump(mode="json"),
-        "notes": facts["notes"],
-    }
-    return call("zonal_stats", {"expression": facts["expression"]}, structured)
+    return zones_call("zonal_stats", facts, zone_layer(frame), per=facts["per"])

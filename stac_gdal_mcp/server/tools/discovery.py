@@ -12,7 +12,15 @@ from ...discovery.query import ItemSearch
 from ...discovery.sources import open_source
 from ...discovery.summaries import item_view
 from ...discovery.table import answer_text, records_table
-from ...models import CatalogList, CollectionDetail, CollectionList, ItemSummary, Queryables
+from ...models import (
+    CatalogList,
+    CollectionDetail,
+    CollectionList,
+    ItemSummary,
+    MapLayer,
+    Queryables,
+    SearchAnswer,
+)
 from ...session import Session
 from ...stac import is_thumbnail
 from . import READ_ONLY, declared_by, session_resource, session_tool
@@ -64,8 +72,8 @@ def get_queryables(
 
 
 @session_tool(READ_ONLY, app=True)
-@declared_by(ItemSearch, FederatedSearchResult)
-def search_items(session: Session, **arguments) -> FederatedSearchResult:
+@declared_by(ItemSearch, SearchAnswer)
+def search_items(session: Session, **arguments) -> SearchAnswer:
     """Search catalogs for items (scenes): a table (`columns`, `rows`, what a collection's
     items share), `matched`, `next_cursor`, `notes`; several catalogs: one merged.
 
@@ -76,22 +84,32 @@ def search_items(session: Session, **arguments) -> FederatedSearchResult:
     page = FederatedSearchResult.model_construct(**dict(results.page))  # one catalog's: catalogs None
     page = page.model_copy(update={"items": _local_thumbnails(session, page.items)})
     source = open_source(session.core, arguments.get("catalog"), several=True)
-    return text_result(
-        *answer_text(source, page, arguments.get("detail", "summary"), arguments.get("fields"))
-    )
+    detail = arguments.get("detail", "summary")
+    text, page = answer_text(source, page, detail, arguments.get("fields"))
+    layer = MapLayer.of_items(page.items) if page.items else None  # the footprints the map draws
+    return text_result(text, text if isinstance(text, dict) else counted_page(page), layer)
 
 
-def text_result(text: dict | str, value):
+def counted_page(page) -> dict:
+    """A count's structured content: the page's fields that have a value (no items)."""
+    return {
+        k: v for k, v in page.model_dump(mode="json").items() if v is not None and v != [] and k != "items"
+    }
+
+
+def text_result(text: dict | str, value, layer: MapLayer | None = None):
     """A ToolResult whose text (what an agent reads) is `text` as compact JSON and whose
-    structured content (what an app or a program reads) is `value`: a search's table beside its
-    items as objects."""
+    structured content (what an app or a program reads) is `value` (a dict: the same compact
+    form); `layer`: what the map draws of it, in `_meta` (the server turns it into the map's view)."""
     import pydantic_core
     from fastmcp.tools.base import ToolResult
     from mcp.types import TextContent
 
     text = text if isinstance(text, str) else pydantic_core.to_json(text).decode()
     text_block = TextContent(type="text", text=text)
-    return ToolResult(content=[text_block], structured_content=value.model_dump(mode="json"))
+    structured = value if isinstance(value, dict) else value.model_dump(mode="json")
+    meta = layer.as_meta() if layer is not None else None
+    return ToolResult(content=[text_block], structured_content=structured, meta=meta)
 
 
 THUMBNAIL_URI = "stac://{catalog}/collections/{collection_id}/items/{item_id}/thumbnail"

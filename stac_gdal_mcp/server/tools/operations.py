@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from fastmcp import Context
 from fastmcp.dependencies import CurrentContext
 
+from ...models import MAP_LAYER_META
 from ...operations.base import Operation, validated
 from ...operations.params import DryRunArg, QuicklookArg
 from ..links import answered, estimate_result
@@ -103,7 +104,10 @@ async def run_operation(
         stop = await unconfirmed(ctx, session, confirm, call, dry_run=dry_run)
         if stop is not None:
             return stop
-    return await run_job(ctx, session, _answer, session, call, dry_run, quicklook)
+    result = await run_job(ctx, session, _answer, session, call, dry_run, quicklook)
+    if ctx is not None and ctx.is_background_task and result.meta:  # no map draws a task's result:
+        result.meta = {k: v for k, v in result.meta.items() if k != MAP_LAYER_META} or None  # no layer
+    return result
 
 
 def _answer(session: Session, call, dry_run: bool, quicklook: bool, *, job) -> Any:
