@@ -197,13 +197,17 @@ MAP_VIEW_META = "stac-gdal-mcp/map-view"
 
 class MapLayer(Model):
     """What a result draws on the map, made by the result itself: the scenes' footprints (item
-    summaries as JSON, with their geometry when full items) and the zones (a zone layer: `stat`,
-    `expression`, GeoJSON `features` with their geometry). A tool sends it beside its answer in
+    summaries as JSON, with their geometry when full items), the zones (a zone layer: `stat`,
+    `expression`, GeoJSON `features` with their geometry) and rasters shown at their bbox (a
+    change between two periods). A tool sends it beside its answer in
     the result's `_meta`, not in the text or structured content an agent reads; the map's view is
     built from it (maps/view.py)."""
 
     footprints: list[dict[str, Any]] = []
     zones: dict[str, Any] | None = None
+    rasters: list[dict[str, Any]] = Field(
+        [], description="id, title, bbox (WGS84), image: the index of its picture among the answer's images"
+    )
 
     @classmethod
     def of_items(cls, items) -> MapLayer:

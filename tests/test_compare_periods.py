@@ -10,6 +10,7 @@ projected by pyproj - never through the code under test.
 
 from __future__ import annotations
 
+import base64
 import uuid
 import warnings
 
@@ -266,6 +267,21 @@ def test_the_answer_keeps_the_table_and_the_change_and_is_lean(session, scenes):
     drawn = answer.layer.zones["features"]  # the map gets them beside the answer
     assert [f["id"] for f in drawn] == [f["id"] for f in value.zone_layer.features] and drawn[0]["geometry"]
     assert registry.map_call(result)["result"]["_meta"][MAP_LAYER_META]["zones"]["features"]
+    # the change raster goes on the map: at its record's bbox, drawn with the change picture
+    from stac_gdal_mcp.maps import build_map_view
+    from stac_gdal_mcp.server.links import answered
+    from stac_gdal_mcp.server.map_app import result_json, view_as_sent
+
+    sent = result_json(answered(answer, limits.max_resource_bytes))
+    view = view_as_sent([{"tool": "compare_periods", "arguments": {}, "result": sent}])
+    (raster,) = view["outputs"]
+    record = session.outputs.get(value.change.id)
+    assert raster["id"] == value.change.id and raster["bbox"] == record.bbox and len(view["zones"]) == 1
+    index = raster["image"]["content"]  # the answer's second image: the change picture
+    assert sent["content"][index]["data"] == base64.b64encode(answer.images[1]).decode()
+    assert build_map_view([{"tool": "compare_periods", "result": sent}])["outputs"][0]["image"].endswith(
+        sent["content"][index]["data"]
+    )
 
 
 def test_a_local_cluster_gives_the_threaded_table(make_testbed_session, scenes, session, cluster):  # noqa: F811

@@ -316,8 +316,24 @@ def _add_view(view: dict, sent: dict, result: Any) -> None:
         view[key] += [n for n in sent.get(key) or [] if isinstance(n, str) and n not in view[key]]
 
 
-def _add_layer(view: dict, layer: dict) -> None:
-    """A result's map layer: its footprints, its zones."""
+def _add_layer(view: dict, layer: dict, result: Any) -> None:
+    """A result's map layer: its footprints, its zones, its rasters (each drawn as an output at
+    its bbox, its picture the result's image it names)."""
+    images = [c for c in _content(result) if c.get("type") == "image"]
+    for raster in layer.get("rasters") if isinstance(layer.get("rasters"), list) else []:
+        bbox = _as_bbox(raster.get("bbox")) if isinstance(raster, dict) else None
+        at = raster.get("image") if bbox else None
+        if bbox:
+            image = images[at] if isinstance(at, int) and 0 <= at < len(images) else None
+            view["outputs"].append(
+                {
+                    "id": str(_pick(raster.get("id"), "")),
+                    "title": raster.get("title"),
+                    "bbox": bbox,
+                    "geometry": None,
+                    "image": _result_image({"content": [image]}) if image else None,
+                }
+            )
     for item in layer.get("footprints") if isinstance(layer.get("footprints"), list) else []:
         fp = _footprint(item)
         if fp:
@@ -348,7 +364,7 @@ def _add_call(view: dict, call: Mapping[str, Any]) -> None:
             view["notes"].append(note)
     layer = _layer(result)
     if layer:  # the result says what it draws
-        _add_layer(view, layer)
+        _add_layer(view, layer, result)
         return
     items = sc.get("items")
     if isinstance(items, list) and "aoi_bbox" in sc:  # cloud_cover_stats

@@ -50,12 +50,14 @@ def result_json(result) -> dict[str, Any]:
 def view_as_sent(calls: list[dict], view: dict[str, Any] | None = None) -> dict[str, Any]:
     """`build_map_view(calls)` (or `view`, already built of them) as a result's `_meta` carries
     it: a quicklook or chart is `{"content": index}`, the image block of the first call's result
-    (the image travels once)."""
+    that holds it (the image travels once)."""
     view = build_map_view(calls) if view is None else view
-    index = image_block(calls[0]["result"])
+    content = calls[0]["result"].get("content") or []
+    first = image_block(calls[0]["result"])
     for entry in view["outputs"] + view["series"]:
         if entry["image"] is not None:
-            entry["image"] = {"content": index}
+            same = [i for i, c in enumerate(content) if entry["image"].endswith("," + str(c.get("data")))]
+            entry["image"] = {"content": same[0] if same else first}
     return view
 
 

@@ -150,7 +150,13 @@ def outputs(core, change: Change, job) -> tuple[OutputRecord, OutputRecord]:
 def answer(core, change: Change, records, limits, **options) -> Answer:
     """The tool's answer within limits.max_result_bytes, with the chart and the change picture."""
     value, layer = drawn_apart(result(change, records, limits.max_result_bytes))
-    return Answer(value, records, (chart_png(change.table), change_png(change.change)), layer=layer)
+    drawn = layer.model_copy(update={"rasters": [change_raster(records[1], 1)]})
+    return Answer(value, records, (chart_png(change.table), change_png(change.change)), layer=drawn)
+
+
+def change_raster(record: OutputRecord, image: int) -> dict:
+    """The change raster as the map draws it: at its bbox, its picture the answer's `image`-th."""
+    return {"id": record.id, "title": record.properties.title, "bbox": record.bbox, "image": image}
 
 
 def map_call(result) -> dict:
