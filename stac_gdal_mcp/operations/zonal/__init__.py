@@ -84,7 +84,6 @@ STATS = (
 )
 MAX_STATS = 40  # statistics in one call: a column each
 PER_PIXEL = ("values", "coverage", "cell_id", "center_x", "center_y", "weights")
-Per = Literal["item", "day"]
 
 
 # --- the request --------------------------------------------------------------------------------
