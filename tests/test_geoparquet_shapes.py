@@ -226,3 +226,38 @@ def test_a_page_of_ids_reads_only_ids_and_collections(make_settings, sources):
     )
     assert [(i.id, i.collection) for i in page.items] == rows
     assert {(i.datetime, i.bbox) for i in page.items} == {(None, None)}
+
+
+def test_a_count_with_too_many_doubtful_footprints_stops_early(make_settings, sources):
+    """The count of a bbox leaves `matched` unknown past `most` footprints its bbox does not
+    settle: the doubtful rows are probed for first (a scan that stops at the (most + 1)th) in
+    files of more than PROBE_ROWS rows per footprint allowed, else the count's own scan decides;
+    either way the count, when known, is DuckDB's by hand with shapely on the footprints."""
+    from stac_gdal_mcp.discovery import parquet_search as ps
+    from stac_gdal_mcp.discovery.query import check_search
+
+    path, files = sources["wide file"]
+    listed = ", ".join(f"'{f}'" for f in files)
+    inside = "bbox.xmin >= -115 AND bbox.xmax <= -100 AND bbox.ymin >= 30 AND bbox.ymax <= 45"
+    rows, doubtful = (
+        duckdb.connect()
+        .sql(
+            f"SELECT count(*), count(*) FILTER (WHERE NOT ({inside})) FROM read_parquet([{listed}]) "
+            f"WHERE {_overlap(BOX)}"
+        )
+        .fetchall()[0]
+    )
+    total = duckdb.connect().sql(f"SELECT count(*) FROM read_parquet([{listed}])").fetchall()[0][0]
+    few = total // ps.PROBE_ROWS - 1  # files past PROBE_ROWS rows per footprint allowed: probed
+    assert 0 < few < doubtful < rows
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    with Session(settings) as session:
+        cat = session.core.catalogs.get("gp")
+        with cat.pinned():
+            plan = ps.make_plan(cat, check_search(bbox=BOX))
+            source, sure = cat.source(plan.files), plan.sure
+            probed = ps._too_doubtful(cat, plan, source, sure, plan.sure_params, few)
+            unasked = ps._too_doubtful(cat, plan, source, sure, plan.sure_params, total)
+            unknown, known = ps.count(cat, plan, few), ps.count(cat, plan, doubtful)
+    assert probed and not unasked and unknown is None
+    assert known == by_hand(files, _overlap(BOX), NEWEST, SHAPES["bbox"][3])[1]

@@ -43,6 +43,7 @@ EXACT_COUNT_MAX = 100_000  # rows whose footprint is tested one by one to count 
 # ... beside a first page, which waits for its count: 50,000 doubtful footprints over 260 parts of
 # 10,000,000 items took 12 s (every row group's footprints decoded), the page itself 0.6 s
 PAGE_COUNT_MAX = 10_000
+PROBE_ROWS = 100  # rows per footprint allowed past which the doubtful ones are probed for first
 RESIDUAL_COUNT_MAX = 10_000  # rows converted to items and tested with cql2 to count `matched`
 SCAN_CHUNK = 500  # candidates found at a time when a CQL2 residual drops some of them
 # whole rows read first (a page of up to 100: one query; each query decodes every column of the
@@ -460,6 +461,8 @@ def count(cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX) -> in
             return None
     sure, sure_params = (plan.sure, plan.sure_params or []) if plan.sure else ("FALSE", [])
     try:  # counted first on the bbox columns; footprints read only for the doubtful rows
+        if _too_doubtful(cat, plan, source, sure, sure_params, most):
+            return None
         counts = cat.run(
             f"SELECT count(*) FILTER (WHERE {sure}) AS sure, count(*) FILTER (WHERE NOT ({sure})) AS doubtful "
             f"FROM {source} WHERE {plan.where}",
@@ -480,6 +483,30 @@ def count(cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX) -> in
         return None
     found = int(_intersects(cat, footprints, plan.area).sum()) if doubtful else 0
     return counts["sure"][0].as_py() + found
+
+
+def _too_doubtful(
+    cat: GeoparquetCatalog, plan: Plan, source: str, sure: str, params: list, most: int
+) -> bool:
+    """Whether more than `most` candidates have a footprint their bbox does not settle, by a scan
+    of the bbox columns that stops at the (most + 1)th: 0.2 s where the count's whole scan took
+    0.5-0.8 s to leave `matched` unknown (260 parts of 10,000,000 items; over HTTP the count read
+    every part's bbox columns beside the page's own reads). Asked only of files of more than
+    PROBE_ROWS rows per footprint allowed: in fewer the count's own scan is the cheaper answer."""
+    files = cat.files
+    read = None if plan.files is None else set(plan.files)
+    rows = sum(
+        files.rows.get(path, 0)
+        for path, name in zip(files.paths, files.sources, strict=True)
+        if read is None or name in read
+    )
+    if rows <= PROBE_ROWS * most:
+        return False
+    found = cat.run(
+        f"SELECT 1 AS doubtful FROM {source} WHERE {plan.where} AND NOT ({sure}) LIMIT {most + 1}",
+        plan.params + params,
+    )
+    return found.num_rows > most
 
 
 def _intersects(cat: GeoparquetCatalog, geometry: pa.ChunkedArray, area) -> Any:
