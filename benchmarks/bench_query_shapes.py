@@ -138,8 +138,9 @@ def matrix(label: str, catalog: dict, files: list[str], collection: str, walk: b
             lambda: con.sql(f"SELECT count(*) FROM {source} WHERE {_overlap(BOX)}").fetchall()[0][0],
             rounds=ROUNDS,
         )
-        assert counted == hand, f"{label} count: ours {counted}, DuckDB {hand}"
-        _row(out, "exact count of a bbox", ours_s, hand_s)
+        # None: the footprints to test were past the count's bounds (count limits, query_timeout_s)
+        assert counted in (hand, None), f"{label} count: ours {counted}, DuckDB {hand}"
+        _row(out, "exact count of a bbox" + (" (unknown)" if counted is None else ""), ours_s, hand_s)
         if walk:
             ours_s, hand_s = _walk(session, con, source)
             _row(out, "20-page walk, CQL2 filter", ours_s, hand_s)
