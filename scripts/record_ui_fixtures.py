@@ -55,15 +55,34 @@ def _clean(result) -> dict:
     return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-async def _recorded(mcp, client, tool: str, arguments: dict) -> dict:
+def _layers():
+    """fastmcp middleware that keeps the map layer of each tool result it passes (added after the
+    map's middleware, it sees the result before that takes the layer out): `layers[-1]`."""
+    from fastmcp.server.middleware import Middleware
+
+    from stac_gdal_mcp.models import MAP_LAYER_META
+
+    class Layers(Middleware):
+        def __init__(self):
+            self.layers: list = []
+
+        async def on_call_tool(self, context, call_next):
+            result = await call_next(context)
+            self.layers.append((getattr(result, "meta", None) or {}).get(MAP_LAYER_META))
+            return result
+
+    return Layers()
+
+
+async def _recorded(layers, client, tool: str, arguments: dict) -> dict:
     """The result a client gets, with the map layer the tool made (as the server's tool gives it,
-    before the map's middleware) in its `_meta`."""
+    before the map's middleware) in its `_meta`: one call, so that both name the same outputs."""
     from stac_gdal_mcp.models import MAP_LAYER_META
 
     result = await client.call_tool_mcp(tool, arguments)
     if result.is_error:
         raise SystemExit(f"{tool} failed: {result.content}")
-    layer = ((await mcp.call_tool(tool, arguments, run_middleware=False)).meta or {}).get(MAP_LAYER_META)
+    layer = layers.layers[-1]
     clean = _clean(result)
     return {**clean, "_meta": {**clean.get("_meta", {}), MAP_LAYER_META: layer}} if layer else clean
 
@@ -88,6 +107,8 @@ async def record(names: list[str]) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ui-fixtures-") as tmp:
         mcp = build_server(load_settings(default_catalog="sample", workspace=tmp))
+        layers = _layers()
+        mcp.add_middleware(layers)
         async with Client(mcp) as client:
             recorded = {}
             for name, (tool, arguments) in CALLS.items():
@@ -96,7 +117,7 @@ async def record(names: list[str]) -> None:
                 recorded[name] = {
                     "tool": tool,
                     "arguments": arguments,
-                    "result": await _recorded(mcp, client, tool, arguments),
+                    "result": await _recorded(layers, client, tool, arguments),
                 }
             # The search the server makes for the ranked scenes' footprints (the ranking's map view).
             if "cloud_cover_stats" not in recorded:
@@ -108,7 +129,7 @@ async def record(names: list[str]) -> None:
             recorded["cloud_cover_stats.footprints"] = {
                 "tool": "search_items",
                 "arguments": arguments,
-                "result": await _recorded(mcp, client, "search_items", arguments),
+                "result": await _recorded(layers, client, "search_items", arguments),
             }
         _write(recorded, tmp)
 

@@ -198,15 +198,25 @@ MAP_VIEW_META = "stac-gdal-mcp/map-view"
 class MapLayer(Model):
     """What a result draws on the map, made by the result itself: the scenes' footprints (item
     summaries as JSON, with their geometry when full items), the zones (a zone layer: `stat`,
-    `expression`, GeoJSON `features` with their geometry) and rasters shown at their bbox (a
-    change between two periods). A tool sends it beside its answer in
-    the result's `_meta`, not in the text or structured content an agent reads; the map's view is
-    built from it (maps/view.py)."""
+    `expression`, GeoJSON `features` with their geometry), rasters shown at their bbox (an output,
+    a preview, a composite, a change between two periods), a cloud ranking and a time series. A
+    tool sends it beside its answer in the result's `_meta`, not in the text or structured content
+    an agent reads; the map's view is built from it (maps/view.py). An image is named by its index
+    among the answer's images."""
 
     footprints: list[dict[str, Any]] = []
     zones: dict[str, Any] | None = None
     rasters: list[dict[str, Any]] = Field(
-        [], description="id, title, bbox (WGS84), image: the index of its picture among the answer's images"
+        [],
+        description="id, title, bbox (WGS84; none: the call's AOI), geometry, image (its picture's index)",
+    )
+    ranking: list[dict[str, Any]] | None = Field(
+        None,
+        description="a cloud ranking's rows in its order: id, collection, datetime, clear_fraction, "
+        "cloud_fraction, nodata_fraction, scene_cloud_cover, error",
+    )
+    series: list[dict[str, Any]] = Field(
+        [], description="time series at the call's AOI: expression, reducer, days, image (the chart's index)"
     )
 
     @classmethod

@@ -129,15 +129,19 @@ async def test_a_ranking_keeps_its_view_when_its_footprints_cannot_be_found():
     from fastmcp import Client, FastMCP
     from fastmcp.apps import UI_EXTENSION_ID
     from fastmcp.exceptions import ToolError
+    from fastmcp.tools.base import ToolResult
     from mcp.client.extension import advertise
+
+    from stac_gdal_mcp.models import MapLayer
 
     mcp = FastMCP("map-view-test")
     register_map_app(mcp)
     ranking = {"aoi_bbox": [1.0, 2.0, 3.0, 4.0], "items": [{"item_id": "a", "collection_id": "c"}]}
+    layer = MapLayer(ranking=[{"id": "a", "collection": "c"}])  # what the map draws of it
 
     @mcp.tool(app=map_app_config())
-    def ranked(catalog: str) -> dict:
-        return ranking
+    def ranked(catalog: str):  # a ToolResult: its layer in `_meta`
+        return ToolResult(structured_content=ranking, meta=layer.as_meta())
 
     @mcp.tool(app=map_app_config())
     def failing() -> dict:
@@ -271,15 +275,19 @@ async def test_recorded_fixtures_match_the_tools_today(tmp_path):
 
 def test_ranking_rows_take_the_fields_every_row_shares():
     """cloud_cover_stats sends the fields its rows share once, in `common` (a ranking of one
-    collection: collection_id there): the map's ranking rows still name their collection and CRS."""
-    import copy
+    collection: collection_id there); its map layer is made of the rows themselves, so the map's
+    ranking rows still name their collection, in the ranking's order."""
+    from stac_gdal_mcp.operations.cloud import CloudCover, CloudCoverResult, ItemCloudCover
+    from stac_gdal_mcp.operations.registry import map_call
 
-    call = copy.deepcopy(fixture("cloud_cover_stats"))
-    sc = call["result"]["structuredContent"]
-    assert sc["common"] == {"crs": "EPSG:32633"}
-    sc["items"] = [r for r in sc["items"] if r.pop("collection_id") == "sentinel-2-l2a"]
-    sc["common"]["collection_id"] = "sentinel-2-l2a"
-    call["result"].pop("content", None)  # the view is built from the structured content
-    ranking = build_map_view([call])["ranking"]
-    assert len(ranking) == 5
-    assert {r["collection"] for r in ranking} == {"sentinel-2-l2a"}
+    rows = [
+        ItemCloudCover(collection_id="s2", item_id=name, clear_fraction=clear, crs="EPSG:32633")
+        for name, clear in (("b", 0.9), ("a", 0.4))
+    ]
+    result = CloudCoverResult(aoi_bbox=[1.0, 2.0, 3.0, 4.0], sort="clear", items=rows, returned=2, failed=0)
+    assert result.model_dump(mode="json")["common"] == {"collection_id": "s2", "crs": "EPSG:32633"}
+    ranking = build_map_view([map_call(CloudCover(result))])["ranking"]
+    assert [(r["id"], r["collection"], r["clear_fraction"]) for r in ranking] == [
+        ("b", "s2", 0.9),
+        ("a", "s2", 0.4),
+    ]

@@ -1,7 +1,8 @@
 """The map's view data, computed from tool calls: each call's AOI, scene footprints (with the
 clear fraction and rank when a cloud_cover_stats ranking is present, and their thumbnails), the
 ranking, time series, zonal statistics' zones (coloured by the first statistic) and the outputs
-(bbox, footprint and quicklook as a data URI).
+(bbox, footprint and quicklook as a data URI). What a result draws is its `MapLayer` (in its
+`_meta`), which the result made itself; a result without one adds only its AOI and notes.
 
 This is the one place the view is built: the page (maps/map.html) only draws the view it is
 given, in a standalone page (`map_page`) or beside a tool result (the server puts the view in
@@ -184,19 +185,6 @@ def _same_item(a: dict, b: dict) -> bool:
     )
 
 
-def _ranking_row(row: dict) -> dict:
-    return {
-        "id": row["item_id"],
-        "collection": row.get("collection_id"),
-        "datetime": row.get("datetime"),
-        "clear_fraction": row.get("clear_fraction"),
-        "cloud_fraction": row.get("cloud_fraction"),
-        "nodata_fraction": row.get("nodata_fraction"),
-        "scene_cloud_cover": row.get("scene_cloud_cover"),
-        "error": row.get("error"),
-    }
-
-
 def _add_footprint(footprints: list[dict], fp: dict) -> None:
     known = next((f for f in footprints if _same_item(f, fp)), None)
     if known is None:
@@ -205,50 +193,6 @@ def _add_footprint(footprints: list[dict], fp: dict) -> None:
     for key, value in fp.items():
         if known[key] is None and value is not None:
             known[key] = value
-
-
-def _series(sc: dict, aoi: dict | None, result: Any) -> dict:
-    return {
-        "expression": sc["expression"],
-        "reducer": sc.get("reducer"),
-        "days": len(sc["rows"]),
-        "aoi": aoi["bbox"] if aoi else None,
-        "image": _result_image(result),
-    }
-
-
-def _output(sc: dict, aoi: dict | None, result: Any) -> dict | None:
-    """An output record's (or a composite's, at its AOI) entry, or None."""
-    if (
-        sc.get("type") == "Feature"
-        and isinstance(sc.get("properties"), dict)
-        and isinstance(sc.get("assets"), dict)
-    ):
-        geometry = _polygonal(sc.get("geometry"))
-        bbox = _as_bbox(sc.get("bbox")) or _geometry_bbox(geometry)
-        if not bbox:
-            return None
-        return {
-            "id": str(_pick(sc.get("id"), "")),
-            "title": sc["properties"].get("title"),
-            "bbox": bbox,
-            "geometry": geometry,
-            "image": _result_image(result),
-        }
-    if (
-        isinstance(sc.get("output"), dict)
-        and isinstance(sc.get("grid"), dict)
-        and isinstance(sc.get("bands"), list)
-        and aoi
-    ):
-        return {  # composite: its grid is the AOI's
-            "id": str(_pick(sc["output"].get("id"), "")),
-            "title": f"composite ({', '.join(str(b) for b in sc['bands'])})",
-            "bbox": aoi["bbox"],
-            "geometry": None,
-            "image": _result_image(result),
-        }
-    return None
 
 
 def _zone_layer(layer: Any) -> dict | None:
@@ -316,24 +260,39 @@ def _add_view(view: dict, sent: dict, result: Any) -> None:
         view[key] += [n for n in sent.get(key) or [] if isinstance(n, str) and n not in view[key]]
 
 
-def _add_layer(view: dict, layer: dict, result: Any) -> None:
+def _image_at(images: list[dict], at: Any) -> str | None:
+    """The `at`-th of a result's images as a `data:` URI, None when there is none."""
+    image = images[at] if isinstance(at, int) and 0 <= at < len(images) else None
+    return _result_image({"content": [image]}) if image else None
+
+
+def _raster(raster: Any, images: list[dict], aoi: dict | None) -> dict | None:
+    """A raster of a layer as the view's output: at its bbox (its geometry's; none: the call's
+    AOI), its picture the result's image it names; None when it has no place."""
+    if not isinstance(raster, dict):
+        return None
+    geometry = _polygonal(raster.get("geometry"))
+    bbox = _as_bbox(raster.get("bbox")) or _geometry_bbox(geometry) or (aoi["bbox"] if aoi else None)
+    if not bbox:
+        return None
+    return {
+        "id": str(_pick(raster.get("id"), "")),
+        "title": raster.get("title"),
+        "bbox": bbox,
+        "geometry": geometry,
+        "image": _image_at(images, raster.get("image")),
+    }
+
+
+def _add_layer(view: dict, layer: dict, result: Any, aoi: dict | None) -> None:
     """A result's map layer: its footprints, its zones, its rasters (each drawn as an output at
-    its bbox, its picture the result's image it names)."""
+    its bbox, its picture the result's image it names), its ranking (in the place of an earlier
+    one) and its time series (at the call's AOI, with its chart)."""
     images = [c for c in _content(result) if c.get("type") == "image"]
     for raster in layer.get("rasters") if isinstance(layer.get("rasters"), list) else []:
-        bbox = _as_bbox(raster.get("bbox")) if isinstance(raster, dict) else None
-        at = raster.get("image") if bbox else None
-        if bbox:
-            image = images[at] if isinstance(at, int) and 0 <= at < len(images) else None
-            view["outputs"].append(
-                {
-                    "id": str(_pick(raster.get("id"), "")),
-                    "title": raster.get("title"),
-                    "bbox": bbox,
-                    "geometry": None,
-                    "image": _result_image({"content": [image]}) if image else None,
-                }
-            )
+        output = _raster(raster, images, aoi)
+        if output:
+            view["outputs"].append(output)
     for item in layer.get("footprints") if isinstance(layer.get("footprints"), list) else []:
         fp = _footprint(item)
         if fp:
@@ -341,6 +300,20 @@ def _add_layer(view: dict, layer: dict, result: Any) -> None:
     zones = _zone_layer(layer.get("zones"))
     if zones and zones["zones"]:
         view["zones"].append(zones)
+    if isinstance(layer.get("ranking"), list):
+        view["ranking"] = [
+            r for r in layer["ranking"] if isinstance(r, dict) and isinstance(r.get("id"), str)
+        ]
+    for series in layer.get("series") if isinstance(layer.get("series"), list) else []:
+        if isinstance(series, dict):
+            entry = {k: series.get(k) for k in ("expression", "reducer", "days")}
+            view["series"].append(
+                {
+                    **entry,
+                    "aoi": aoi["bbox"] if aoi else None,
+                    "image": _image_at(images, series.get("image")),
+                }
+            )
 
 
 def _add_call(view: dict, call: Mapping[str, Any]) -> None:
@@ -364,23 +337,7 @@ def _add_call(view: dict, call: Mapping[str, Any]) -> None:
             view["notes"].append(note)
     layer = _layer(result)
     if layer:  # the result says what it draws
-        _add_layer(view, layer, result)
-        return
-    items = sc.get("items")
-    if isinstance(items, list) and "aoi_bbox" in sc:  # cloud_cover_stats
-        common = sc.get("common") if isinstance(sc.get("common"), dict) else {}  # fields every row shares
-        rows = [{**common, **r} for r in items if isinstance(r, dict) and isinstance(r.get("item_id"), str)]
-        view["ranking"] = [_ranking_row(r) for r in rows]
-        for row in rows:
-            fp = _footprint({**row, "id": row["item_id"], "cloud_cover": row.get("scene_cloud_cover")})
-            if fp:
-                _add_footprint(view["footprints"], fp)
-    elif isinstance(sc.get("rows"), list) and isinstance(sc.get("expression"), str):  # time_series
-        view["series"].append(_series(sc, aoi, result))
-    else:
-        output = _output(sc, aoi, result)
-        if output:
-            view["outputs"].append(output)
+        _add_layer(view, layer, result, aoi)
 
 
 def _bounds(view: dict) -> list[float] | None:

@@ -439,17 +439,31 @@ class CloudCover:
 
 
 def answer(core, cover, records, limits, **options):
-    """The cloud_cover_stats tool's answer: the ranking (nothing is saved)."""
+    """The cloud_cover_stats tool's answer: the ranking (nothing is saved), drawn as its rows."""
     from .registry import Answer
 
-    return Answer(cover.result)
+    return Answer(cover.result, layer=ranking_layer(cover.result))
+
+
+def ranking_layer(result: CloudCoverResult):
+    """The `MapLayer` of a ranking: its rows in order, what the map shows of each."""
+    from ..models import MapLayer
+
+    keys = ("datetime", "clear_fraction", "cloud_fraction", "nodata_fraction", "scene_cloud_cover", "error")
+    rows = [
+        {"id": row.item_id, "collection": row.collection_id, **{k: getattr(row, k) for k in keys}}
+        for row in result.items
+    ]
+    return MapLayer(ranking=rows)
 
 
 def map_call(cover) -> dict:
     """A ranking as the map draws it: the ranking and its AOI."""
     from .registry import call
 
-    return call("cloud_cover_stats", {}, cover.result.model_dump(mode="json"))
+    return call(
+        "cloud_cover_stats", {}, cover.result.model_dump(mode="json"), layer=ranking_layer(cover.result)
+    )
 
 
 class CloudCoverStats(Operation):

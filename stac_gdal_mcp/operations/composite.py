@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import Field
 
 from ..errors import InvalidArgument
-from ..models import Model
+from ..models import MapLayer, Model
 from ..processing.dask_runtime import scheduler_name
 from ..processing.jobs import Job, timed
 from ..processing.load import (
@@ -539,7 +539,10 @@ def answer(core, array: xr.DataArray, records, limits, *, quicklook: bool = Fals
 
     (record,) = records
     images = (quicklook_png(core.outputs.path(record.id)),) if quicklook else ()
-    return Answer(result(array, record), records, images)
+    value = result(array, record)
+    title = f"composite ({', '.join(str(b) for b in value.bands)})"
+    raster = {"id": record.id, "title": title, "image": 0 if images else None}  # at its call's AOI
+    return Answer(value, records, images, layer=MapLayer(rasters=[raster]))
 
 
 class Composite(OverArea):

@@ -271,7 +271,9 @@ def answer(core: Core, image, records, limits, **options) -> Answer:
     elif legend is not None:
         note += f"; {describe_classes(legend)}"
         png = with_legend(png, legend)
-    return Answer(record, records, (png,), note=note, as_text=False)
+    from .saved import record_layer
+
+    return Answer(record, records, (png,), note=note, as_text=False, layer=record_layer(record, 0))
 
 
 def map_call(image) -> dict:

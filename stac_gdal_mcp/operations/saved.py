@@ -22,7 +22,8 @@ class Output(Results):
     def answer(core, record, records, limits, *, quicklook: bool = False) -> Answer:
         path = core.outputs.path(record.id)
         images = (quicklook_png(path),) if quicklook else ()
-        return Answer(record, records, images, note=saved_note(record), files=not path.is_dir())
+        layer = record_layer(record, 0 if images else None)
+        return Answer(record, records, images, note=saved_note(record), files=not path.is_dir(), layer=layer)
 
     @staticmethod
     def map_call(record) -> dict:
@@ -73,4 +74,15 @@ def record_call(record, png: bytes | None = None) -> dict:
     expression = record.properties.processing_expression.get("expression") or {}
     arguments = dict(expression.get("parameters") or {})
     images = [image(png)] if png is not None else []
-    return call(record.operation or "output", arguments, record.model_dump(mode="json"), images)
+    layer = record_layer(record, 0 if images else None)
+    return call(record.operation or "output", arguments, record.model_dump(mode="json"), images, layer)
+
+
+def record_layer(record, image: int | None):
+    """The `MapLayer` of an output: drawn at its bbox (or its geometry's), its picture the
+    answer's `image`-th (None: none)."""
+    from ..models import MapLayer
+
+    raster = {"id": record.id, "title": record.properties.title, "image": image}
+    shape = record.model_dump(mode="json", include={"bbox", "geometry"})
+    return MapLayer(rasters=[{**raster, **shape}])

@@ -289,7 +289,16 @@ def outputs(core, frame: pd.DataFrame, job: Job | None) -> tuple[OutputRecord, O
 def answer(core, frame: pd.DataFrame, records, limits, **options) -> Answer:
     """The tool's answer: the rows and both outputs, and the chart as an image."""
     csv, chart = records
-    return Answer(result(frame, csv, chart), records, (core.outputs.path(chart.id).read_bytes(),))
+    value = result(frame, csv, chart)
+    layer = series_layer(value.expression, value.reducer, len(value.rows))
+    return Answer(value, records, (core.outputs.path(chart.id).read_bytes(),), layer=layer)
+
+
+def series_layer(expression: str, reducer, days: int):
+    """The `MapLayer` of a time series: drawn at its call's AOI, with its chart (the first image)."""
+    from ..models import MapLayer
+
+    return MapLayer(series=[{"expression": expression, "reducer": reducer, "days": days, "image": 0}])
 
 
 def map_call(frame: pd.DataFrame) -> dict:
@@ -310,7 +319,8 @@ def map_call(frame: pd.DataFrame) -> dict:
         "notes": facts["notes"],
     }
     arguments = {"aoi": provenance.parameters.get("aoi"), "expression": facts["expression"]}
-    return call("time_series", arguments, structured, [image(chart.getvalue())])
+    layer = series_layer(facts["expression"], facts["reducer"], len(rows))
+    return call("time_series", arguments, structured, [image(chart.getvalue())], layer=layer)
 
 
 class TimeSeries(OverArea):
