@@ -84,3 +84,44 @@ def test_a_result_of_no_kind_is_refused_in_one_line(tmp_path):
                     attempt(wrong)
                 message = str(caught.value)
                 assert message.endswith(f"{type(wrong).__name__}") and "\n" not in message
+
+
+def test_a_time_series_is_a_table_that_knows_itself(tmp_path):
+    """time_series returns a `SeriesTable`: it reads as its DataFrame, holds its request and
+    provenance, and saves, answers and draws itself as the registry does for its DataFrame."""
+    import pandas as pd
+
+    from stac_gdal_mcp.models import MAP_LAYER_META
+    from stac_gdal_mcp.operations.series import SeriesTable
+
+    aoi = [13.60, 45.92, 13.62, 45.935]
+    with stac_gdal_mcp.Session(default_catalog="sample", workspace=tmp_path) as session:
+        table = session.time_series(aoi, collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
+        frame = table.to_dataframe()
+        assert isinstance(table, SeriesTable) and isinstance(frame, pd.DataFrame) and frame is not table.frame
+        assert list(table["date"]) == list(frame["date"]) == ["2024-06-04", "2024-06-19", "2024-07-14"]
+        assert len(table) == 3 and list(table) == list(frame.columns) and table.index.equals(frame.index)
+        assert (
+            table.request["aoi"] == aoi and table.provenance.kind == registry.kind_of(table) == "time_series"
+        )
+
+        own, plain = table.save(), session.save(frame)  # the plain frame: its kind from its attrs
+        assert own.id != plain.id
+        assert session.outputs.path(own.id).read_bytes() == session.outputs.path(plain.id).read_bytes()
+        chart = session.outputs.path(table.save("png").id).read_bytes()
+        assert chart.startswith(b"\x89PNG")
+
+        layer = table.map_layer()
+        (call,) = session.map(table).calls
+        assert layer.model_dump(mode="json", exclude_defaults=True) == call["result"]["_meta"][MAP_LAYER_META]
+        assert layer.series == [
+            {"expression": "(nir - red) / (nir + red)", "reducer": "mean", "days": 3, "image": 0}
+        ]
+        answer = table.answer(session.settings.limits)
+        assert [r.date for r in answer.value.rows] == list(frame["date"]) and answer.layer == layer
+
+        kept = table[table["value"].notna()]  # pandas' filter: a DataFrame, still a time series
+        assert isinstance(kept, pd.DataFrame) and registry.kind_of(kept) == "time_series"
+        assert session.outputs.path(session.save(kept).id).read_text().count("\n") == len(kept) + 1
+    with pytest.raises(InvalidArgument, match="no session to save into"):
+        SeriesTable(frame).save()

@@ -140,3 +140,11 @@ def answer(core, result: Any, limits, *, job=None, quicklook: bool = False) -> A
 def map_call(result: Any) -> dict:
     """The call of the tool whose answer is `result`, as the map draws it."""
     return handler(result).map_call(result)
+
+
+def map_layer(result: Any) -> MapLayer | None:
+    """What the map draws of `result`: the layer of the call that answers it (None: nothing)."""
+    from ..models import MAP_LAYER_META, MapLayer
+
+    layer = (map_call(result)["result"].get("_meta") or {}).get(MAP_LAYER_META)
+    return MapLayer.model_validate(layer) if layer else None

@@ -1,7 +1,7 @@
 """A time series over an AOI: one value per solar day of an index, band or formula.
 
-`time_series` computes the table (a pandas DataFrame, one row per solar day and collection,
-its provenance in `attrs`); `save` writes it as an output, a CSV table or a PNG chart, with a
+`time_series` computes the table (a `SeriesTable` holding a pandas DataFrame, one row per solar
+day and collection, its provenance in `attrs`); `save` writes it as an output, a CSV table or a PNG chart, with a
 record naming every asset read. `result` is the shape the server's tool returns.
 """
 
@@ -33,6 +33,7 @@ from ..words import counted, plural
 from . import tables
 from .params import OverArea
 from .registry import Answer, call, image
+from .table import Table
 from .tables import CSV_COLUMNS, write_chart, write_csv
 
 if TYPE_CHECKING:
@@ -323,12 +324,20 @@ def map_call(frame: pd.DataFrame) -> dict:
     return call("time_series", arguments, structured, [image(chart.getvalue())], layer=layer)
 
 
+class SeriesTable(Table):
+    """A time series: its DataFrame (`to_dataframe()`; it reads as that table too), its request
+    and provenance; `save(format)` (CSV, or "png": its chart), `answer(limits)`, `map_layer()`."""
+
+    result_kind: ClassVar[str] = "time_series"
+
+
 class TimeSeries(OverArea):
     """One value per solar day over `aoi`: `reducer` of `expression` (an index - ndvi, ndwi,
     nbr, ndbi -, a band, or a formula of band names such as "(nir-red)/(nir+red)") over the
-    pixels left after cloud masking. A DataFrame indexed by acquisition time (UTC) with
-    columns date, datetime, value, valid_fraction, valid_pixels, collection_id, item_ids;
-    nothing is written until you `save` it (CSV, or format="png" for a chart). `dry_run=True`:
+    pixels left after cloud masking. A `SeriesTable`, which reads as its DataFrame indexed by
+    acquisition time (UTC) with columns date, datetime, value, valid_fraction, valid_pixels,
+    collection_id, item_ids (`to_dataframe()`; `request` and `provenance` say where it came
+    from); nothing is written until you `save` it (CSV, or format="png" for a chart). `dry_run=True`:
     an `Estimate` of what it would read (only headers are read).
 
     A day with less valid area than `min_valid_fraction` (default 0.5) of the AOI gets no value
@@ -379,9 +388,9 @@ class TimeSeries(OverArea):
         names = list(self.plan(core).parsed[2])
         return estimate_load(core, self.load, names, operation="time_series")
 
-    def run(self, core, job: Job | None = None) -> pd.DataFrame:
+    def run(self, core, job: Job | None = None) -> SeriesTable:
         """The table (`series`)."""
-        return series(core, self.plan(core), job)
+        return SeriesTable(series(core, self.plan(core), job), core)
 
     save = staticmethod(save)
     outputs = staticmethod(outputs)
