@@ -55,8 +55,13 @@ async def _run_in_thread(job, slots, fn, /, *args, **kwargs) -> Any:
     from anyio import to_thread
 
     finished = threading.Event()
+    # Taken by the work as it starts, or by a cancellation before that: a call cancelled while
+    # it waited for a thread (all busy) or before its thread picked it up never runs its work.
+    claim = threading.Lock()
 
     def work():
+        if not claim.acquire(blocking=False):
+            return None  # cancelled before it started
         try:
             return fn(*args, job=job, **kwargs)
         finally:
@@ -66,9 +71,10 @@ async def _run_in_thread(job, slots, fn, /, *args, **kwargs) -> Any:
         return await to_thread.run_sync(work, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
         job.cancel()
-        with anyio.CancelScope(shield=True):
-            while not finished.is_set():  # the worker stops at its next chunk and removes its files
-                await anyio.sleep(0.02)
+        if not claim.acquire(blocking=False):  # the work has started
+            with anyio.CancelScope(shield=True):
+                while not finished.is_set():  # it stops at its next chunk and removes its files
+                    await anyio.sleep(0.02)
         raise
     finally:
         slots.release()
