@@ -22,6 +22,9 @@ EAST = (32633, (736477.0 - SIZE * 10, 4990000.0))  # its east edge at 18 E (abou
 WEST = (32634, (263523.0, 4990000.0))
 KEEP = ("red", "nir", "scl")
 VERSUS_DAYS = 18  # days of items (two a day) measured by exactextract called per item, and by us
+# fields of that comparison at most (exactextract takes ~5 s per item per 10,000 fields: the tenth of
+# a million, 100,000, kept it over 30 minutes on the shared machine)
+VERSUS_ZONES = 10_000
 
 
 def scenes(folder: Path, server, days: int) -> tuple[list[dict], dict]:
@@ -321,7 +324,8 @@ def region_main(zones: int, days: int, child) -> None:
             workspace = folder / "workspace"
             workspace.mkdir()
             sizes = [zones // 10, zones]
-            frames = {n: fields(n, seed=11) for n in sizes}
+            versus = min(sizes[0], VERSUS_ZONES)
+            frames = {n: fields(n, seed=11) for n in sorted({versus, *sizes})}
             for n, frame in frames.items():
                 frame.to_parquet(workspace / f"fields-{n}.parquet")
             touched_by = {n: touched(items, files, frames[n]) for n in sizes}
@@ -342,7 +346,7 @@ def region_main(zones: int, days: int, child) -> None:
                     results[n]["workers_cpu"] = workers_cpu(workers) - before
                 size_line(n, len(items), results[n], touched_by[n])
                 if n == small:
-                    versus_lines(child, spec, folder, [i["id"] for i in items[: 2 * VERSUS_DAYS]], small)
+                    versus_lines(child, spec, folder, [i["id"] for i in items[: 2 * VERSUS_DAYS]], versus)
             threaded = child({**spec, "mode": "ordinary", "zones": f"fields-{small}.parquet"}, folder)
             same, why = equal(results[small]["output"], threaded["output"])
     a, b = (results[n]["seconds"] / n for n in sizes)
