@@ -170,21 +170,7 @@ def render(core: Core, request: PreviewImage, job: Job | None = None) -> tuple[O
     job.progress(1, len(sources) + 1, f"read {first.label}")
     layers += _read_others(core, sources, crs, area, (out_w, out_h), resampling, job)
     data = np.ma.concatenate(layers)
-    valid = ~np.ma.getmaskarray(data).any(axis=0)
-    if data.shape[0] == 3:
-        image, shown = stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=True), None
-        how = "RGB" + (
-            " as stored (8-bit)" if data.dtype == np.uint8 else f", one {PERCENTILES} percentile stretch"
-        )
-    elif (drawn := class_picture(data[0], valid, first)) is not None:
-        image, valid, legend = drawn
-        shown = {CLASSES: legend}
-        how = f"single band, {describe_classes(legend)}"
-    else:
-        gray = stretch_to_8bit(data.filled(0).astype("float32"), valid, PERCENTILES)[0]
-        image = colorize(gray, valid, COLORMAP)
-        shown = {STRETCH: _stretch(data[0], valid, first, gdal_scale)}
-        how = f"single band, {describe_stretch(shown[STRETCH])}"
+    image, valid, shown, how = _picture(data, first, gdal_scale)
     fmt = FORMATS["PNG"]
     store = core.outputs
     stem = f"preview-{first.item_id or first.stem}"
@@ -209,6 +195,25 @@ def render(core: Core, request: PreviewImage, job: Job | None = None) -> tuple[O
         )
     job.progress(len(sources) + 1, len(sources) + 1, "written")
     return record, png
+
+
+def _picture(data, first, gdal_scale) -> tuple:
+    """(8-bit image, valid mask, the record's properties, how it was drawn) of the read bands: three
+    bands as RGB, a class raster in its classes' colours, any other band stretched and coloured."""
+    import numpy as np
+
+    valid = ~np.ma.getmaskarray(data).any(axis=0)
+    if data.shape[0] == 3:
+        how = "RGB" + (
+            " as stored (8-bit)" if data.dtype == np.uint8 else f", one {PERCENTILES} percentile stretch"
+        )
+        return stretch_to_8bit(data.filled(0), valid, PERCENTILES, joint=True), valid, None, how
+    if (drawn := class_picture(data[0], valid, first)) is not None:
+        image, valid, legend = drawn
+        return image, valid, {CLASSES: legend}, f"single band, {describe_classes(legend)}"
+    gray = stretch_to_8bit(data.filled(0).astype("float32"), valid, PERCENTILES)[0]
+    shown = {STRETCH: _stretch(data[0], valid, first, gdal_scale)}
+    return colorize(gray, valid, COLORMAP), valid, shown, f"single band, {describe_stretch(shown[STRETCH])}"
 
 
 @dataclass(frozen=True)
