@@ -36,6 +36,7 @@ from ..words import counted
 from .base import Tool
 from .params import OverArea, json_text
 from .registry import Answer
+from .result import Wrapping
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -110,38 +111,20 @@ def reduce_over_time(core, request: Composite, job: Job | None = None) -> Raster
     return Raster(array, plan)
 
 
-class Raster:
+class Raster(Wrapping):
     """A composite: the lazy DataArray (band, y, x) with the plan that made it, so that saving it
     streams it tile by tile and leaves out the days whose reads fail. It reads as the array -
     `rgb.dims`, `rgb.sel(band="red")`, `rgb.attrs`, `rgb.values` and every other attribute go
     to `array` - and shows as it in Jupyter; `array` is the DataArray itself."""
 
     result_kind = "composite"  # saved, kept and answered by Composite
+    _own = ("array", "plan")
 
     def __init__(self, array: xr.DataArray, plan: _Plan):
         self.array, self.plan = array, plan
 
-    def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("array", "plan"):
-            raise AttributeError(name)
-        return getattr(self.array, name)
-
-    def __getitem__(self, key):
-        return self.array[key]
-
-    def __len__(self) -> int:
-        return len(self.array)
-
-    def __array__(self, dtype=None, copy=None):
-        import numpy as np
-
-        return np.asarray(self.array, dtype=dtype)
-
-    def _repr_html_(self) -> str:
-        return self.array._repr_html_()
-
-    def __repr__(self) -> str:
-        return repr(self.array)
+    def _held(self) -> xr.DataArray:
+        return self.array
 
 
 # --- the reduction over time, per output tile ------------------------------------------------------

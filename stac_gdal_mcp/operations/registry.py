@@ -21,55 +21,15 @@ What a kind does not do (a ranking is not saved) is refused in one line.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
+from .result import MAPPED, SAVED, Answer, Result, call, image, layer_of
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from ..models import MapLayer
-    from ..outputs import OutputRecord
 
-SAVED = "a table (from time_series or zonal_stats) or an array (from composite)"
-MAPPED = (
-    "search results, a cloud cover ranking, a zonal_stats or time_series table, an output record or a preview"
-)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What a tool answers for a result: `value` (structured content, also sent as JSON text unless
-    `as_text` is false), the `records` it links to (their files too, unless `files` is false: a
-    folder is no file), PNG `images` shown first, then a `note` line; `layer`: what the map draws
-    of it that the value does not say (zones' geometries), sent in the result's `_meta`."""
-
-    value: BaseModel
-    records: tuple[OutputRecord, ...] = ()
-    images: tuple[bytes, ...] = ()
-    note: str | None = None
-    as_text: bool = True
-    files: bool = True
-    layer: MapLayer | None = None
-
-
-def call(tool: str, arguments: dict, structured: dict, images: list[dict] = (), layer=None) -> dict:
-    """A tool call as the map draws it: its arguments and its result (`structuredContent` and
-    `content`, images as the tools send them; its `MapLayer` in `_meta`)."""
-    result = {"content": list(images), "structuredContent": structured}
-    return {
-        "tool": tool,
-        "arguments": arguments,
-        "result": {**result, "_meta": layer.as_meta()} if layer is not None else result,
-    }
-
-
-def image(png: bytes) -> dict:
-    """A PNG as an image content block of a map call."""
-    import base64
-
-    return {"type": "image", "mimeType": "image/png", "data": base64.b64encode(png).decode()}
+__all__ = ["Answer", "Results", "call", "image", "kind_of"]
 
 
 class Results:
@@ -115,9 +75,25 @@ def kind_of(result: Any) -> str | None:
     return "array" if hasattr(type(result), "dims") else None
 
 
+def typed(core, result: Any) -> Result | None:
+    """`result` as the typed `Result` that does all this itself: the result, or a bare object of
+    its kind (a DataFrame or DataArray carrying its provenance, a record) wrapped by the class
+    `operations.RESULTS` names for the kind; None: a kind the class of its operation handles
+    (`Results`), or no kind."""
+    from .. import operations
+
+    cls = operations.RESULTS.get(kind_of(result) or "")
+    if isinstance(cls, type) and issubclass(cls, Result):
+        return result if isinstance(result, cls) else cls.of(result, core)
+    if cls is None and isinstance(result, Result):  # a kind of a layer above (a search page)
+        return result
+    return None
+
+
 def handler(result: Any) -> type[Results]:
-    """What handles `result`: `operations.RESULTS` by its kind (an operation's class, or an output
-    record's or a search page's); a result of no kind: the plain `Results`, which refuses it."""
+    """What handles `result` when it is no typed `Result`: `operations.RESULTS` by its kind (the
+    class of the operation that made it); a result of no kind: the plain `Results`, which
+    refuses it."""
     from .. import operations
 
     return operations.RESULTS.get(kind_of(result) or "", Results)
@@ -125,11 +101,17 @@ def handler(result: Any) -> type[Results]:
 
 def save(core, result: Any, *, format: str | None = None, output_name: str | None = None, job=None):
     """`result` written into the workspace as its kind saves it; its record."""
+    own = typed(core, result)
+    if own is not None:
+        return own._save(core, format, output_name, job)
     return handler(result).save(core, result, format=format, output_name=output_name, job=job)
 
 
 def answer(core, result: Any, limits, *, job=None, quicklook: bool = False) -> Answer:
     """A tool's answer for `result`: the outputs its kind keeps of it written first (in `job`)."""
+    own = typed(core, result)
+    if own is not None:
+        return own._answered(core, limits, job, quicklook)
     results = handler(result)
     if results is Results:
         raise InvalidArgument(f"no tool answers a {type(result).__name__}")
@@ -139,12 +121,11 @@ def answer(core, result: Any, limits, *, job=None, quicklook: bool = False) -> A
 
 def map_call(result: Any) -> dict:
     """The call of the tool whose answer is `result`, as the map draws it."""
-    return handler(result).map_call(result)
+    own = typed(None, result)
+    return own.map_call() if own is not None else handler(result).map_call(result)
 
 
 def map_layer(result: Any) -> MapLayer | None:
     """What the map draws of `result`: the layer of the call that answers it (None: nothing)."""
-    from ..models import MAP_LAYER_META, MapLayer
-
-    layer = (map_call(result)["result"].get("_meta") or {}).get(MAP_LAYER_META)
-    return MapLayer.model_validate(layer) if layer else None
+    own = typed(None, result)
+    return own.map_layer() if own is not None else layer_of(map_call(result))

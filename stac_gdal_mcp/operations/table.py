@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from .result import Wrapping
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -22,12 +24,13 @@ if TYPE_CHECKING:
     from .registry import Answer
 
 
-class Table:
+class Table(Wrapping):
     """A table an operation made (`result_kind`: its name): `to_dataframe()` is the table (a copy),
     `provenance` and `request` say where it came from; `save(format)`, `answer(limits)` and
     `map_layer()` do what its operation's class does with it."""
 
     result_kind: ClassVar[str] = ""  # the operation that made it (registry.py)
+    _own: ClassVar[tuple[str, ...]] = ("_frame",)
 
     def __init__(self, frame: pd.DataFrame, core: Core | None = None):
         self._frame = frame
@@ -58,13 +61,6 @@ class Table:
 
         return handler(self)
 
-    def _bound(self) -> Core:
-        from ..errors import InvalidArgument
-
-        if self._core is None:
-            raise InvalidArgument("this table has no session to save into; use session.save(table)")
-        return self._core
-
     def save(self, format: str | None = None, *, output_name: str | None = None) -> OutputRecord:
         """The table written into the session's workspace as its operation saves it; its record."""
         return self._handler().save(self._bound(), self, format=format, output_name=output_name)
@@ -81,22 +77,5 @@ class Table:
 
         return map_layer(self)
 
-    def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("_frame", "_core"):
-            raise AttributeError(name)
-        return getattr(self._frame, name)
-
-    def __getitem__(self, key):
-        return self._frame[key]
-
-    def __len__(self) -> int:
-        return len(self._frame)
-
-    def __iter__(self):
-        return iter(self._frame)
-
-    def _repr_html_(self) -> str:
-        return self._frame._repr_html_()
-
-    def __repr__(self) -> str:
-        return repr(self._frame)
+    def _held(self) -> pd.DataFrame:
+        return self._frame

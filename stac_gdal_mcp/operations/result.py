@@ -1,0 +1,188 @@
+"""`Result`: what every typed result of an operation is, and `Answer`: what a tool answers for one.
+
+A result knows itself, as rio-tiler's `ImageData` renders and summarises itself: its kind
+(`result_kind`: the name of the operation that made it, the key of `operations.RESULTS`), where
+it came from (`provenance`; `request`: the parameters of the call that made it), and what happens
+to it:
+
+- `save(format, *, output_name, job)` -> the `OutputRecord` of the file it is written as;
+- `answer(limits, *, job, quicklook)` -> the tool's `Answer`, the outputs a tool keeps of it
+  written first;
+- `map_layer()` -> the `MapLayer` the map draws of it (`map_call()`: the whole tool call, as a
+  notebook's map draws it).
+
+A kind says these in its hooks, each given the session's core (the registry passes the one
+of `Session.save`, a tool's or a notebook's; the public methods the result's own): `_save`,
+`_outputs` (what a tool keeps of it), `_answer` and `map_call`. What a kind does not do is refused
+in one line (a ranking is not saved).
+
+`Wrapping` is a result that reads as the object it holds (a DataFrame, a DataArray): every
+attribute it does not have, `[...]`, `len()`, iteration, numpy and Jupyter's display go to that
+object, so code written for the object keeps working.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ..core import Core
+    from ..models import MapLayer
+    from ..outputs import OutputRecord
+    from ..processing.records import Provenance
+
+SAVED = "a table (from time_series or zonal_stats) or an array (from composite)"
+MAPPED = (
+    "search results, a cloud cover ranking, a zonal_stats or time_series table, an output record or a preview"
+)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a tool answers for a result: `value` (structured content, also sent as JSON text unless
+    `as_text` is false), the `records` it links to (their files too, unless `files` is false: a
+    folder is no file), PNG `images` shown first, then a `note` line; `layer`: what the map draws
+    of it that the value does not say (zones' geometries), sent in the result's `_meta`."""
+
+    value: BaseModel
+    records: tuple[OutputRecord, ...] = ()
+    images: tuple[bytes, ...] = ()
+    note: str | None = None
+    as_text: bool = True
+    files: bool = True
+    layer: MapLayer | None = None
+
+
+def call(tool: str, arguments: dict, structured: dict, images: list[dict] = (), layer=None) -> dict:
+    """A tool call as the map draws it: its arguments and its result (`structuredContent` and
+    `content`, images as the tools send them; its `MapLayer` in `_meta`)."""
+    result = {"content": list(images), "structuredContent": structured}
+    return {
+        "tool": tool,
+        "arguments": arguments,
+        "result": {**result, "_meta": layer.as_meta()} if layer is not None else result,
+    }
+
+
+def image(png: bytes) -> dict:
+    """A PNG as an image content block of a map call."""
+    import base64
+
+    return {"type": "image", "mimeType": "image/png", "data": base64.b64encode(png).decode()}
+
+
+def layer_of(map_call: dict) -> MapLayer | None:
+    """The `MapLayer` a map call carries in its result's `_meta` (None: nothing drawn)."""
+    from ..models import MAP_LAYER_META, MapLayer
+
+    layer = (map_call["result"].get("_meta") or {}).get(MAP_LAYER_META)
+    return MapLayer.model_validate(layer) if layer else None
+
+
+class Result:
+    """A typed result (see the module's docstring). `_core`: the session's core it was made in,
+    which its own `save` and `answer` write into (None: `session.save(result)` names one)."""
+
+    result_kind: ClassVar[str] = ""  # the operation that made it
+    _core: Core | None = None
+
+    @classmethod
+    def of(cls, obj: Any, core: Core | None = None) -> Result:
+        """A bare object of this kind (a DataFrame or DataArray carrying its provenance, a
+        record) as this result."""
+        raise InvalidArgument(f"not a {cls.__name__}: {type(obj).__name__}")
+
+    # --- where it came from --------------------------------------------------------------------
+
+    @property
+    def provenance(self) -> Provenance | None:
+        """How it was made (None: a result whose record or search says it)."""
+        return None
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """The parameters of the call that made it."""
+        provenance = self.provenance
+        return dict(provenance.parameters) if provenance is not None else {}
+
+    # --- what happens to it ------------------------------------------------------------------------
+
+    def save(self, format: str | None = None, *, output_name: str | None = None, job=None) -> OutputRecord:
+        """Written into the session's workspace as its kind saves it; its record."""
+        return self._save(self._bound(), format, output_name, job)
+
+    def answer(self, limits, *, job=None, quicklook: bool = False) -> Answer:
+        """The tool's answer for it within `limits` (the outputs a tool keeps written first)."""
+        return self._answered(self._bound(), limits, job, quicklook)
+
+    def map_layer(self) -> MapLayer | None:
+        """What the map draws of it (None: nothing)."""
+        return layer_of(self.map_call())
+
+    # --- the hooks of a kind -----------------------------------------------------------------------
+
+    def _save(self, core: Core, format: str | None, output_name: str | None, job) -> OutputRecord:
+        raise InvalidArgument(f"save takes {SAVED}, not {type(self).__name__}")
+
+    def _outputs(self, core: Core, job) -> tuple[OutputRecord, ...]:
+        """The records a tool keeps of it (written in `job`)."""
+        return ()
+
+    def _answer(self, core: Core, records: tuple, limits, quicklook: bool) -> Answer:
+        raise InvalidArgument(f"no tool answers a {type(self).__name__}")
+
+    def map_call(self) -> dict:
+        """The call of the tool whose answer it is, as the map draws it."""
+        raise InvalidArgument(f"map takes {MAPPED}, not {type(self).__name__}")
+
+    def _answered(self, core: Core, limits, job, quicklook: bool) -> Answer:
+        """Its outputs kept (in `job`), then the answer linking them."""
+        return self._answer(core, tuple(self._outputs(core, job)), limits, quicklook)
+
+    def _bound(self) -> Core:
+        if self._core is None:
+            raise InvalidArgument(
+                f"this {type(self).__name__} has no session to save into; use session.save(result)"
+            )
+        return self._core
+
+
+class Wrapping(Result):
+    """A result that reads as the object it holds (`_held()`): its attributes, `[...]`, `len()`,
+    iteration, `numpy.asarray` and Jupyter's display go to that object (the names in `_own`, the
+    result's own attributes, never)."""
+
+    _own: ClassVar[tuple[str, ...]] = ()
+
+    def _held(self) -> Any:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in self._own:
+            raise AttributeError(name)
+        return getattr(self._held(), name)
+
+    def __getitem__(self, key):
+        return self._held()[key]
+
+    def __len__(self) -> int:
+        return len(self._held())
+
+    def __iter__(self):
+        return iter(self._held())
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        return np.asarray(self._held(), dtype=dtype)
+
+    def _repr_html_(self) -> str:
+        return self._held()._repr_html_()
+
+    def __repr__(self) -> str:
+        return repr(self._held())
