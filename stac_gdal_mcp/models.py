@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_serializer
@@ -218,12 +222,24 @@ class MapLayer(Model):
     series: list[dict[str, Any]] = Field(
         [], description="time series at the call's AOI: expression, reducer, days, image (the chart's index)"
     )
+    area: dict[str, Any] | None = Field(
+        None,
+        description="the call's area (`map_area`): bbox (WGS84), geometry (the polygon given, else None)",
+    )
+    notes: list[str] = Field([], description="the answer's notes")
 
     @classmethod
-    def of_items(cls, items) -> MapLayer:
+    def of_items(cls, items, **fields: Any) -> MapLayer:
         """The footprints of a page of items (summaries, or full STAC items: only what a
-        footprint shows is kept of them)."""
-        return cls(footprints=[_footprint_of(i) for i in items])
+        footprint shows is kept of them), with the layer's other `fields` (area, notes)."""
+        return cls(footprints=[_footprint_of(i) for i in items], **fields)
+
+    def over(self, area: dict[str, Any] | None) -> MapLayer:
+        """The layer drawn at a call's `area` (`map_area`); a layer that holds its area's bbox
+        already (a ranking: the bounds of the AOI it measured) keeps it, with the area's polygon."""
+        if self.area is not None:
+            area = {"bbox": self.area["bbox"], "geometry": area["geometry"] if area else None}
+        return self.model_copy(update={"area": area})
 
     def as_meta(self) -> dict[str, Any]:
         """The layer as a result's `_meta` carries it."""
@@ -244,6 +260,93 @@ def _footprint_of(item) -> dict[str, Any]:
         **({"properties": properties} if properties else {}),
         **({"assets": {"thumbnail": {"href": thumbnail.get("href")}}} if isinstance(thumbnail, dict) else {}),
     }
+
+
+def map_area(values: Mapping[str, Any], bounds: list[float] | None = None) -> dict[str, Any] | None:
+    """The area a call is drawn at, from the values that name it (a call's fields, an output's
+    parameters, a search's arguments): `{"bbox", "geometry"}` in WGS84 - `bounds` (with the
+    polygon of `aoi`), else `aoi` (a bbox, or a polygon and its bbox), else `intersects` (a
+    polygon), else `bbox` when `bbox_crs` is WGS84 or none; None when none of them places it.
+    Arrays and objects may be JSON text."""
+    aoi = json_value(values.get("aoi"))
+    if as_bbox(bounds):
+        return {"bbox": as_bbox(bounds), "geometry": polygonal(aoi)}
+    if aoi is not None:
+        if as_bbox(aoi):
+            return {"bbox": as_bbox(aoi), "geometry": None}
+        if polygonal(aoi) and geometry_bbox(aoi):
+            return {"bbox": geometry_bbox(aoi), "geometry": aoi}
+    intersects = polygonal(json_value(values.get("intersects")))
+    if intersects and geometry_bbox(intersects):
+        return {"bbox": geometry_bbox(intersects), "geometry": intersects}
+    bbox, crs = as_bbox(json_value(values.get("bbox"))), values.get("bbox_crs")
+    if bbox and (crs is None or str(crs).upper() in WGS84_NAMES):
+        return {"bbox": bbox, "geometry": None}
+    return None
+
+
+WGS84_NAMES = ("EPSG:4326", "OGC:CRS84", "WGS84", "CRS84")
+_JSON_TEXT = re.compile(r"^\s*[\[{]")
+
+
+def is_number(v: Any) -> bool:
+    """A finite int or float (no bool)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def json_value(value: Any) -> Any:
+    """JSON text of an array or object parsed (left as it is when it is no JSON)."""
+    if isinstance(value, str) and _JSON_TEXT.match(value):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def as_bbox(value: Any) -> list[float] | None:
+    """A bbox of 4 numbers (of 6: its 2D part), else None."""
+    if not isinstance(value, list) or not all(is_number(v) for v in value):
+        return None
+    if len(value) == 4:
+        return list(value)
+    if len(value) == 6:
+        return [value[0], value[1], value[3], value[4]]
+    return None
+
+
+def polygonal(geom: Any) -> dict | None:
+    """A GeoJSON Polygon or MultiPolygon, else None."""
+    if (
+        isinstance(geom, dict)
+        and geom.get("type") in ("Polygon", "MultiPolygon")
+        and isinstance(geom.get("coordinates"), list)
+    ):
+        return geom
+    return None
+
+
+def geometry_bbox(geom: Any) -> list[float] | None:
+    """The bbox of a GeoJSON geometry's (or Feature's) coordinates, None when it has none."""
+    if not isinstance(geom, dict):
+        return None
+    if geom.get("type") == "Feature":
+        return geometry_bbox(geom.get("geometry"))
+    xs: list[float] = []
+    ys: list[float] = []
+
+    def walk(c: Any) -> None:
+        if not isinstance(c, list):
+            return
+        if len(c) >= 2 and is_number(c[0]) and is_number(c[1]):
+            xs.append(c[0])
+            ys.append(c[1])
+            return
+        for part in c:
+            walk(part)
+
+    walk(geom.get("coordinates"))
+    return [min(xs), min(ys), max(xs), max(ys)] if xs else None
 
 
 FOOTPRINT_KEYS = ("id", "collection", "datetime", "cloud_cover", "bbox", "geometry", "thumbnail")

@@ -27,6 +27,7 @@ from map_pixels import (
 
 from stac_gdal_mcp.maps import build_map_view, map_html, map_page
 from stac_gdal_mcp.maps.view import footprint_search
+from stac_gdal_mcp.models import MapLayer, map_area
 from stac_gdal_mcp.server.map_app import MAP_URI, VIEW_META, map_app_config, register_map_app
 
 
@@ -83,10 +84,7 @@ def test_basemap_is_declared_in_the_csp_and_checked():
 
 
 def test_standalone_page_carries_its_view_safely():
-    hostile = {
-        "arguments": {},
-        "result": {"structuredContent": {"notes": ["</script><script>alert(1)</script>"]}},
-    }
+    hostile = {"result": {"_meta": MapLayer(notes=["</script><script>alert(1)</script>"]).as_meta()}}
     html = map_page([hostile])
     assert "</script><script>alert(1)" not in html
     assert json.loads(_slot(html, "map-view"))["notes"] == ["</script><script>alert(1)</script>"]
@@ -132,12 +130,11 @@ async def test_a_ranking_keeps_its_view_when_its_footprints_cannot_be_found():
     from fastmcp.tools.base import ToolResult
     from mcp.client.extension import advertise
 
-    from stac_gdal_mcp.models import MapLayer
-
     mcp = FastMCP("map-view-test")
     register_map_app(mcp)
     ranking = {"aoi_bbox": [1.0, 2.0, 3.0, 4.0], "items": [{"item_id": "a", "collection_id": "c"}]}
-    layer = MapLayer(ranking=[{"id": "a", "collection": "c"}])  # what the map draws of it
+    area = map_area({}, ranking["aoi_bbox"])
+    layer = MapLayer(ranking=[{"id": "a", "collection": "c"}], area=area)  # what the map draws of it
 
     @mcp.tool(app=map_app_config())
     def ranked(catalog: str):  # a ToolResult: its layer in `_meta`
@@ -229,16 +226,29 @@ def test_each_call_keeps_its_own_aoi_and_time_series_has_one():
     assert drawn["image"] == f"data:image/png;base64,{chart['data']}"
 
 
-def test_view_of_aoi_given_as_geometry_or_json_text_and_of_errors():
+def test_area_of_a_call_given_as_geometry_or_json_text_and_of_errors():
+    """A call's area (`map_area`: what its layer carries) from its AOI, a search's intersects or a
+    bbox in WGS84, a measured AOI's bounds first; the view draws the layer's area and notes, and
+    reads neither the call's arguments nor its structured content."""
     polygon = {"type": "Polygon", "coordinates": [[[1, 2], [3, 2], [3, 5], [1, 5], [1, 2]]]}
-    ranked = {"result": {"structuredContent": {"aoi_bbox": [1, 2, 3, 5], "items": []}}}
-    assert build_map_view([{**ranked, "arguments": {"aoi": json.dumps(polygon)}}])["aois"] == [
-        {"bbox": [1, 2, 3, 5], "geometry": polygon, "tool": None}
-    ]
-    searched = {"arguments": {"intersects": polygon}, "result": {"structuredContent": {"items": []}}}
-    assert build_map_view([searched])["aois"] == [{"bbox": [1, 2, 3, 5], "geometry": polygon, "tool": None}]
-    utm = {"arguments": {"bbox": [500000, 5000000, 510000, 5010000], "bbox_crs": "EPSG:32633"}, "result": {}}
-    assert build_map_view([utm])["aois"] == []
+    drawn = {"bbox": [1, 2, 3, 5], "geometry": polygon}
+    assert map_area({"aoi": json.dumps(polygon)}, [1, 2, 3, 5]) == drawn == map_area({"intersects": polygon})
+    assert map_area({"aoi": [0, 0, 9, 9]}, [1, 2, 3, 5]) == {"bbox": [1, 2, 3, 5], "geometry": None}
+    assert map_area({"aoi": "[1, 2, 0, 3, 5, 0]", "bbox": [7, 7, 8, 8]}) == {
+        "bbox": [1, 2, 3, 5],
+        "geometry": None,
+    }
+    assert map_area({"bbox": [1, 2, 3, 5], "bbox_crs": "ogc:crs84"}) == {
+        "bbox": [1, 2, 3, 5],
+        "geometry": None,
+    }
+    assert map_area({"bbox": [500000, 5000000, 510000, 5010000], "bbox_crs": "EPSG:32633"}) is None
+    assert map_area({"aoi": {"type": "Point", "coordinates": [1, 2]}}) is None
+    placed = {"result": {"_meta": MapLayer(area=drawn, notes=["a note"]).as_meta()}}
+    view = build_map_view([placed])
+    assert view["aois"] == [{**drawn, "tool": None}] and view["notes"] == ["a note"]
+    unlayered = {"arguments": {"aoi": [1, 2, 3, 5]}, "result": {"structuredContent": {"notes": ["x"]}}}
+    assert build_map_view([unlayered]) == build_map_view([])
     failed = {"result": {"isError": True, "content": [{"type": "text", "text": "collection 'x' not found"}]}}
     assert build_map_view([failed])["errors"] == ["collection 'x' not found"]
 
@@ -291,3 +301,48 @@ def test_ranking_rows_take_the_fields_every_row_shares():
         ("b", "s2", 0.9),
         ("a", "s2", 0.4),
     ]
+
+
+async def test_answers_without_a_drawing_of_their_own_still_place_their_area_and_notes(tmp_path):
+    """A dry run's estimate, a job not run for want of a confirmation and a search that found
+    nothing draw no footprint, zone or raster: their view still has the call's area and the
+    answer's notes (their layer carries them); a ranking over a polygon draws the polygon at the
+    bounds it measured."""
+    from fastmcp import Client
+    from fastmcp.apps import UI_EXTENSION_ID
+    from mcp.client.extension import advertise
+
+    from stac_gdal_mcp.server import build_server
+    from stac_gdal_mcp.settings import load_settings
+
+    aoi = [13.6, 45.92, 13.62, 45.935]
+    polygon = {
+        "type": "Polygon",
+        "coordinates": [[[13.6, 45.92], [13.62, 45.92], [13.62, 45.935], [13.6, 45.92]]],
+    }
+    search = {"catalog": "sample", "collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-07-31"}
+    settings = load_settings(default_catalog="sample", workspace=tmp_path, limits={"confirm_bytes": 1})
+    async with Client(build_server(settings), extensions=[advertise(UI_EXTENSION_ID)]) as client:
+
+        async def view(tool, arguments):
+            result = await client.call_tool_mcp(tool, arguments)
+            assert not result.is_error, result.content
+            return result.structured_content, result.meta[VIEW_META]
+
+        estimate, dry = await view("time_series", {"aoi": aoi, "search": search, "dry_run": True})
+        held, unconfirmed = await view("composite", {"aoi": aoi, "bands": ["red"], "search": search})
+        empty, nothing = await view(
+            "search_items", {**search, "bbox": aoi, "datetime": "1990-01-01/1990-12-31"}
+        )
+        ranking, ranked = await view(
+            "cloud_cover_stats", {"aoi": polygon, "search": search, "max_items": 2, "confirm": True}
+        )
+    assert held["notes"][-1].startswith("not run: ") and estimate["notes"]
+    for (value, drawn), tool in zip(
+        ((estimate, dry), (held, unconfirmed), (empty, nothing)), ("time_series", "composite", "search_items")
+    ):
+        assert drawn["aois"] == [{"bbox": aoi, "geometry": None, "tool": tool}]
+        assert drawn["notes"] == value.get("notes", []) and drawn["footprints"] == drawn["outputs"] == []
+    assert empty["returned"] == 0
+    assert ranked["aois"] == [{"bbox": ranking["aoi_bbox"], "geometry": polygon, "tool": "cloud_cover_stats"}]
+    assert ranking["aoi_bbox"] == [13.6, 45.92, 13.62, 45.935] and ranked["notes"] == ranking["notes"]

@@ -53,6 +53,7 @@ from map_pixels import (
 )
 
 from stac_gdal_mcp.maps import build_map_view, map_html, map_page
+from stac_gdal_mcp.models import MAP_LAYER_META, MapLayer, map_area
 from stac_gdal_mcp.server.map_app import VIEW_META
 
 # The fixtures the page needs, found by pytest under these names in this module.
@@ -239,13 +240,11 @@ def test_coastline_and_each_calls_aoi_where_they_belong(page, tmp_path):
     """The northern Adriatic: land and sea where every map has them, the coastline where its arcs
     project, and the AOIs of two calls (a search and a time series) both drawn, each at its place."""
     series = fixture("time_series")
+    searched = MapLayer(area=map_area({"bbox": ADRIATIC["search_items"]}))  # found nothing
+    layer = {**series["result"]["_meta"][MAP_LAYER_META], "area": map_area({"aoi": ADRIATIC["time_series"]})}
     calls = [
-        {
-            "tool": "search_items",
-            "arguments": {"bbox": ADRIATIC["search_items"]},
-            "result": {"structuredContent": {"items": []}},
-        },
-        {**series, "arguments": {**series["arguments"], "aoi": ADRIATIC["time_series"]}},
+        {"tool": "search_items", "result": {"structuredContent": {"items": []}, "_meta": searched.as_meta()}},
+        {**series, "result": {**series["result"], "_meta": {MAP_LAYER_META: layer}}},
     ]
     open_with_fragment(page, calls)
     img = screenshot(page.locator("#map-wrap"), tmp_path / "map-coast.png")

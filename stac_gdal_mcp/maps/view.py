@@ -2,7 +2,8 @@
 clear fraction and rank when a cloud_cover_stats ranking is present, and their thumbnails), the
 ranking, time series, zonal statistics' zones (coloured by the first statistic) and the outputs
 (bbox, footprint and quicklook as a data URI). What a result draws is its `MapLayer` (in its
-`_meta`), which the result made itself; a result without one adds only its AOI and notes.
+`_meta`), which the result made itself: its call's area and its notes too. The view reads no
+call's arguments and no structured content: a result without a layer draws nothing.
 
 This is the one place the view is built: the page (maps/map.html) only draws the view it is
 given, in a standalone page (`map_page`) or beside a tool result (the server puts the view in
@@ -11,84 +12,18 @@ the result's `_meta`, server/map_app.py).
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..models import MAP_LAYER_META, MAP_VIEW_META
+from ..models import MAP_LAYER_META, MAP_VIEW_META, as_bbox, geometry_bbox, is_number, json_value, polygonal
 
-_WGS84 = ("EPSG:4326", "OGC:CRS84", "WGS84", "CRS84")
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
-_JSON_TEXT = re.compile(r"^\s*[\[{]")
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _parse_maybe_json(value: Any) -> Any:
-    if isinstance(value, str) and _JSON_TEXT.match(value):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _as_bbox(value: Any) -> list[float] | None:
-    if not isinstance(value, list) or not all(_is_num(v) for v in value):
-        return None
-    if len(value) == 4:
-        return list(value)
-    if len(value) == 6:
-        return [value[0], value[1], value[3], value[4]]
-    return None
-
-
-def _polygonal(geom: Any) -> dict | None:
-    if (
-        isinstance(geom, dict)
-        and geom.get("type") in ("Polygon", "MultiPolygon")
-        and isinstance(geom.get("coordinates"), list)
-    ):
-        return geom
-    return None
-
-
-def _geometry_bbox(geom: Any) -> list[float] | None:
-    if not isinstance(geom, dict):
-        return None
-    if geom.get("type") == "Feature":
-        return _geometry_bbox(geom.get("geometry"))
-    xs: list[float] = []
-    ys: list[float] = []
-
-    def walk(c: Any) -> None:
-        if not isinstance(c, list):
-            return
-        if len(c) >= 2 and _is_num(c[0]) and _is_num(c[1]):
-            xs.append(c[0])
-            ys.append(c[1])
-            return
-        for part in c:
-            walk(part)
-
-    walk(geom.get("coordinates"))
-    return [min(xs), min(ys), max(xs), max(ys)] if xs else None
 
 
 def _pick(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
-
-
-def _structured(result: Any) -> dict | None:
-    if not isinstance(result, dict):
-        return None
-    sc = result["structuredContent"] if "structuredContent" in result else result.get("structured_content")
-    return sc if isinstance(sc, dict) else None
 
 
 def _is_error(result: Any) -> bool:
@@ -131,24 +66,10 @@ def _result_image(result: Any) -> str | None:
     return f"data:{block['mimeType']};base64," + re.sub(r"\s+", "", block["data"])
 
 
-def _aoi(args: dict, sc: dict | None) -> dict | None:
-    aoi_arg = _parse_maybe_json(args.get("aoi"))
-    if sc is not None and _as_bbox(sc.get("aoi_bbox")):
-        return {"bbox": _as_bbox(sc["aoi_bbox"]), "geometry": _polygonal(aoi_arg)}
-    if aoi_arg is not None:
-        if _as_bbox(aoi_arg):
-            return {"bbox": _as_bbox(aoi_arg), "geometry": None}
-        geom = _polygonal(aoi_arg)
-        if geom and _geometry_bbox(geom):
-            return {"bbox": _geometry_bbox(geom), "geometry": geom}
-    intersects = _polygonal(_parse_maybe_json(args.get("intersects")))
-    if intersects and _geometry_bbox(intersects):
-        return {"bbox": _geometry_bbox(intersects), "geometry": intersects}
-    bbox = _as_bbox(_parse_maybe_json(args.get("bbox")))
-    crs = args.get("bbox_crs")
-    if bbox and (crs is None or str(crs).upper() in _WGS84):
-        return {"bbox": bbox, "geometry": None}
-    return None
+def _area(area: Any) -> dict | None:
+    """A layer's area (its call's: `models.map_area`) as the view's AOI, None when it has no bbox."""
+    bbox = as_bbox(area.get("bbox")) if isinstance(area, dict) else None
+    return {"bbox": bbox, "geometry": polygonal(area.get("geometry"))} if bbox else None
 
 
 def _thumbnail(item: dict) -> str | None:
@@ -162,8 +83,8 @@ def _footprint(item: Any) -> dict | None:
     if not isinstance(item, dict) or not isinstance(item.get("id"), str):
         return None
     props = item.get("properties") if isinstance(item.get("properties"), dict) else {}
-    geometry = _polygonal(item.get("geometry"))
-    bbox = _as_bbox(item.get("bbox")) or _geometry_bbox(geometry)
+    geometry = polygonal(item.get("geometry"))
+    bbox = as_bbox(item.get("bbox")) or geometry_bbox(geometry)
     if not bbox:
         return None
     return {
@@ -203,8 +124,8 @@ def _zone_layer(layer: Any) -> dict | None:
         return None
     zones = []
     for feature in layer["features"]:
-        geometry = _polygonal(feature.get("geometry")) if isinstance(feature, dict) else None
-        bbox = _geometry_bbox(geometry)
+        geometry = polygonal(feature.get("geometry")) if isinstance(feature, dict) else None
+        bbox = geometry_bbox(geometry)
         if not bbox:
             continue
         props = feature.get("properties") if isinstance(feature.get("properties"), dict) else {}
@@ -213,7 +134,7 @@ def _zone_layer(layer: Any) -> dict | None:
         zones.append(
             {
                 "id": feature.get("id"),
-                "value": value if _is_num(value) else None,
+                "value": value if is_number(value) else None,
                 "bbox": bbox,
                 "geometry": geometry,
                 "note": note[:300] if isinstance(note, str) and note else None,
@@ -271,8 +192,8 @@ def _raster(raster: Any, images: list[dict], aoi: dict | None) -> dict | None:
     AOI), its picture the result's image it names; None when it has no place."""
     if not isinstance(raster, dict):
         return None
-    geometry = _polygonal(raster.get("geometry"))
-    bbox = _as_bbox(raster.get("bbox")) or _geometry_bbox(geometry) or (aoi["bbox"] if aoi else None)
+    geometry = polygonal(raster.get("geometry"))
+    bbox = as_bbox(raster.get("bbox")) or geometry_bbox(geometry) or (aoi["bbox"] if aoi else None)
     if not bbox:
         return None
     return {
@@ -317,7 +238,6 @@ def _add_layer(view: dict, layer: dict, result: Any, aoi: dict | None) -> None:
 
 
 def _add_call(view: dict, call: Mapping[str, Any]) -> None:
-    args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
     result = call.get("result")
     if _is_error(result):
         view["errors"].append(_result_text(result) or "the tool reported an error")
@@ -326,18 +246,14 @@ def _add_call(view: dict, call: Mapping[str, Any]) -> None:
     if sent:  # the server built its view: drawn as it is
         _add_view(view, sent, result)
         return
-    sc = _structured(result)
-    aoi = _aoi(args, sc)
+    layer = _layer(result)  # what the result draws, made by the result itself
+    aoi = _area(layer.get("area"))
     if aoi and not any(a["bbox"] == aoi["bbox"] and a["geometry"] == aoi["geometry"] for a in view["aois"]):
         view["aois"].append({**aoi, "tool": call.get("tool") if isinstance(call.get("tool"), str) else None})
-    if sc is None:
-        return
-    for note in sc.get("notes") if isinstance(sc.get("notes"), list) else []:
+    for note in layer.get("notes") if isinstance(layer.get("notes"), list) else []:
         if isinstance(note, str) and note not in view["notes"]:
             view["notes"].append(note)
-    layer = _layer(result)
-    if layer:  # the result says what it draws
-        _add_layer(view, layer, result, aoi)
+    _add_layer(view, layer, result, aoi)
 
 
 def _bounds(view: dict) -> list[float] | None:
@@ -356,8 +272,9 @@ def _bounds(view: dict) -> list[float] | None:
 
 
 def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The map's view data from tool calls, each `{"arguments": {...}, "result": CallToolResult,
-    "tool": name}` (the result as JSON: `content`, `structuredContent`, `isError`; `tool` optional).
+    """The map's view data from tool calls, each `{"result": CallToolResult, "tool": name}` (the
+    result as JSON: `content`, `isError` and its `MapLayer` in `_meta`; `tool` optional; the
+    call's `arguments` are not read).
 
     Returns `{"aois", "footprints", "ranking", "outputs", "series", "zones", "notes", "errors",
     "bounds"}`:
@@ -409,7 +326,7 @@ def footprint_search(view: Mapping[str, Any], arguments: Mapping[str, Any]) -> d
     if not missing:
         return None
     ids = [row["id"] for row in missing[:100]]
-    search = _parse_maybe_json(arguments.get("search"))
+    search = json_value(arguments.get("search"))
     catalog = search.get("catalog") if isinstance(search, dict) else arguments.get("catalog")
     collections = list(dict.fromkeys(row["collection"] for row in missing))
     return {

@@ -447,14 +447,15 @@ def answer(core, cover, records, limits, **options):
 
 def ranking_layer(result: CloudCoverResult):
     """The `MapLayer` of a ranking: its rows in order, what the map shows of each."""
-    from ..models import MapLayer
+    from ..models import MapLayer, map_area
 
     keys = ("datetime", "clear_fraction", "cloud_fraction", "nodata_fraction", "scene_cloud_cover", "error")
     rows = [
         {"id": row.item_id, "collection": row.collection_id, **{k: getattr(row, k) for k in keys}}
         for row in result.items
     ]
-    return MapLayer(ranking=rows)
+    notes = result.model_dump(mode="json")["notes"]  # as answered: with the lean rows' note
+    return MapLayer(ranking=rows, area=map_area({}, result.aoi_bbox), notes=notes)
 
 
 def map_call(cover) -> dict:

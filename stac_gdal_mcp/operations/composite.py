@@ -525,7 +525,7 @@ def answer(core, array: xr.DataArray, records, limits, *, quicklook: bool = Fals
     value = result(array, record)
     title = f"composite ({', '.join(str(b) for b in value.bands)})"
     raster = {"id": record.id, "title": title, "image": 0 if images else None}  # at its call's AOI
-    return Answer(value, records, images, layer=MapLayer(rasters=[raster]))
+    return Answer(value, records, images, layer=MapLayer(rasters=[raster], notes=value.notes))
 
 
 class Composite(OverArea):

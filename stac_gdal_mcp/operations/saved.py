@@ -35,10 +35,13 @@ class SearchPage(Results):
 
     @staticmethod
     def map_call(results) -> dict:
-        from ..models import MapLayer
+        from ..models import MapLayer, map_area
 
         page = {k: v for k, v in results.page.model_dump(mode="json").items() if k != "items"}
-        return call("search_items", results.search_arguments, page, layer=MapLayer.of_items(results.items))
+        fields = {"area": map_area(results.search_arguments), "notes": page.get("notes") or []}
+        return call(
+            "search_items", results.search_arguments, page, layer=MapLayer.of_items(results.items, **fields)
+        )
 
 
 def saved_note(record) -> str | None:
@@ -70,11 +73,14 @@ def quicklook_png(path) -> bytes:
 
 def record_call(record, png: bytes | None = None) -> dict:
     """An output (its record as the tools return it), with the operation's parameters as the
-    call's arguments (the bbox or AOI it was asked for); `png`: its picture."""
+    call's arguments, drawn at the area they name (the bbox or AOI it was asked for); `png`: its
+    picture."""
+    from ..models import map_area
+
     expression = record.properties.processing_expression.get("expression") or {}
     arguments = dict(expression.get("parameters") or {})
     images = [image(png)] if png is not None else []
-    layer = record_layer(record, 0 if images else None)
+    layer = record_layer(record, 0 if images else None).over(map_area(arguments))
     return call(record.operation or "output", arguments, record.model_dump(mode="json"), images, layer)
 
 

@@ -291,15 +291,17 @@ def answer(core, frame: pd.DataFrame, records, limits, **options) -> Answer:
     """The tool's answer: the rows and both outputs, and the chart as an image."""
     csv, chart = records
     value = result(frame, csv, chart)
-    layer = series_layer(value.expression, value.reducer, len(value.rows))
+    aoi = provenance_of(frame).parameters.get("aoi")
+    layer = series_layer(value.expression, value.reducer, len(value.rows), value.notes, aoi)
     return Answer(value, records, (core.outputs.path(chart.id).read_bytes(),), layer=layer)
 
 
-def series_layer(expression: str, reducer, days: int):
+def series_layer(expression: str, reducer, days: int, notes: list[str], aoi=None):
     """The `MapLayer` of a time series: drawn at its call's AOI, with its chart (the first image)."""
-    from ..models import MapLayer
+    from ..models import MapLayer, map_area
 
-    return MapLayer(series=[{"expression": expression, "reducer": reducer, "days": days, "image": 0}])
+    series = [{"expression": expression, "reducer": reducer, "days": days, "image": 0}]
+    return MapLayer(series=series, notes=notes, area=map_area({"aoi": aoi}))
 
 
 def map_call(frame: pd.DataFrame) -> dict:
@@ -320,7 +322,7 @@ def map_call(frame: pd.DataFrame) -> dict:
         "notes": facts["notes"],
     }
     arguments = {"aoi": provenance.parameters.get("aoi"), "expression": facts["expression"]}
-    layer = series_layer(facts["expression"], facts["reducer"], len(rows))
+    layer = series_layer(facts["expression"], facts["reducer"], len(rows), facts["notes"], arguments["aoi"])
     return call("time_series", arguments, structured, [image(chart.getvalue())], layer=layer)
 
 

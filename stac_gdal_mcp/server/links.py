@@ -84,28 +84,34 @@ def linked_result(
     )
 
 
-def answered(answer: Answer, max_file_bytes: int):
+def answered(answer: Answer, max_file_bytes: int, *, area: dict | None = None):
     """The ToolResult of an operation's `Answer` (operations/registry.py): its images first, then
-    its note, its value, and links to its records (files up to `max_file_bytes`)."""
+    its note, its value, and links to its records (files up to `max_file_bytes`); its map layer
+    drawn at the call's `area` (`models.map_area`)."""
     from mcp.types import TextContent
 
+    from ..models import MapLayer
     from .images import png_content
 
     extra = [png_content(png) for png in answer.images]
     if answer.note:
         extra.append(TextContent(type="text", text=answer.note))
     limit = max_file_bytes if answer.files else 0  # a folder is no file resource: its record only
+    layer = (answer.layer or MapLayer()).over(area)
     return linked_result(
-        answer.value, answer.records, limit, extra=extra, as_text=answer.as_text, layer=answer.layer
+        answer.value, answer.records, limit, extra=extra, as_text=answer.as_text, layer=layer
     )
 
 
-def estimate_result(estimate: Estimate, *, first: str | None = None):
+def estimate_result(estimate: Estimate, *, first: str | None = None, area: dict | None = None):
     """The answer of a dry run: the estimate as structured content, with a one-line summary
-    (after `first`, a line saying why the estimate is the answer: a job not confirmed)."""
+    (after `first`, a line saying why the estimate is the answer: a job not confirmed); the map
+    draws the call's `area` (`models.map_area`) and the estimate's notes."""
     import pydantic_core
     from fastmcp.tools.base import ToolResult
     from mcp.types import TextContent
+
+    from ..models import MapLayer
 
     structured = estimate.model_dump(mode="json")
     return ToolResult(
@@ -115,4 +121,5 @@ def estimate_result(estimate: Estimate, *, first: str | None = None):
             TextContent(type="text", text=pydantic_core.to_json(structured).decode()),
         ],
         structured_content=structured,
+        meta=MapLayer(notes=estimate.notes).over(area).as_meta(),
     )

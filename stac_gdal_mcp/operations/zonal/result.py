@@ -293,7 +293,9 @@ def drawn_apart(value):
     layer = value.zone_layer
     features = [{k: v for k, v in f.items() if k != "geometry"} for f in layer.features]
     bare = layer.model_copy(update={"features": features})
-    return value.model_copy(update={"zone_layer": bare}), MapLayer(zones=layer.model_dump(mode="json"))
+    return value.model_copy(update={"zone_layer": bare}), MapLayer(
+        zones=layer.model_dump(mode="json"), notes=value.notes
+    )
 
 
 def zones_call(tool: str, facts: dict, layer: ZoneLayer, **more) -> dict:
@@ -302,7 +304,7 @@ def zones_call(tool: str, facts: dict, layer: ZoneLayer, **more) -> dict:
     from ...models import MapLayer
 
     structured = {"expression": facts["expression"], **more, "notes": facts["notes"]}
-    zones = MapLayer(zones=layer.model_dump(mode="json"))
+    zones = MapLayer(zones=layer.model_dump(mode="json"), notes=facts["notes"])
     return call(tool, {"expression": facts["expression"]}, structured, layer=zones)
 
 

@@ -109,9 +109,12 @@ async def _asked(ctx: Context, question: str):
     return _answer(answer.action, {"value": answer.data} if answer.action == "accept" else None)
 
 
-async def unconfirmed(ctx: Context | None, session: Session, confirm: bool, fn, /, *args, **kwargs):
+async def unconfirmed(
+    ctx: Context | None, session: Session, confirm: bool, fn, /, *args, area=None, **kwargs
+):
     """None when the job `fn(*args, **kwargs)` may run; else the tool's answer: the job's
-    estimate, first saying why it did not run (the user declined, or `confirm=true` is needed)."""
+    estimate, first saying why it did not run (the user declined, or `confirm=true` is needed),
+    drawn on the map at the call's `area`."""
     limit = session.settings.limits.confirm_bytes
     if confirm or not limit or kwargs.get("dry_run"):
         return None
@@ -144,4 +147,4 @@ async def unconfirmed(ctx: Context | None, session: Session, confirm: bool, fn, 
     else:
         note = f"not run: the user did not confirm it ({answer}; {over})"
     estimate.notes.append(note)
-    return estimate_result(estimate, first=note)
+    return estimate_result(estimate, first=note, area=area)

@@ -20,6 +20,7 @@ from ...models import (
     MapLayer,
     Queryables,
     SearchAnswer,
+    map_area,
 )
 from ...session import Session
 from ...stac import is_thumbnail
@@ -86,8 +87,9 @@ def search_items(session: Session, **arguments) -> SearchAnswer:
     source = open_source(session.core, arguments.get("catalog"), several=True)
     detail = arguments.get("detail", "summary")
     text, page = answer_text(source, page, detail, arguments.get("fields"))
-    layer = MapLayer.of_items(page.items) if page.items else None  # the footprints the map draws
-    return text_result(text, text if isinstance(text, dict) else counted_page(page), layer)
+    value = text if isinstance(text, dict) else counted_page(page)
+    layer = MapLayer.of_items(page.items, area=map_area(arguments), notes=value.get("notes") or [])
+    return text_result(text, value, layer)  # the map draws the footprints, the area and the notes
 
 
 def counted_page(page) -> dict:

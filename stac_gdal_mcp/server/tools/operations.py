@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from fastmcp import Context
 from fastmcp.dependencies import CurrentContext
 
-from ...models import MAP_LAYER_META
+from ...models import MAP_LAYER_META, map_area
 from ...operations.base import Operation, validated
 from ...operations.params import DryRunArg, QuicklookArg
 from ..links import answered, estimate_result
@@ -66,6 +66,7 @@ def operation_tool(cls: type[Operation]):
             confirm=confirm if options.confirm else None,
             quicklook=quicklook,
             dry_run=dry_run,
+            area=map_area(dict(operation)),
         )
 
     tool.__name__ = tool.__qualname__ = cls.name
@@ -97,27 +98,30 @@ async def run_operation(
     confirm: bool | None = None,
     quicklook: bool = False,
     dry_run: bool = False,
+    area: dict | None = None,
 ):
     """The tool result of `call(job=..., dry_run=...)` run as a job (see the module's docstring);
-    `quicklook`: the answer shows a PNG of the output."""
+    `quicklook`: the answer shows a PNG of the output; `area`: the call's (`models.map_area`),
+    where the map draws its answer."""
     if confirm is not None:
-        stop = await unconfirmed(ctx, session, confirm, call, dry_run=dry_run)
+        stop = await unconfirmed(ctx, session, confirm, call, dry_run=dry_run, area=area)
         if stop is not None:
             return stop
-    result = await run_job(ctx, session, _answer, session, call, dry_run, quicklook)
+    result = await run_job(ctx, session, _answer, session, call, dry_run, quicklook, area)
     if ctx is not None and ctx.is_background_task and result.meta:  # no map draws a task's result:
         result.meta = {k: v for k, v in result.meta.items() if k != MAP_LAYER_META} or None  # no layer
     return result
 
 
-def _answer(session: Session, call, dry_run: bool, quicklook: bool, *, job) -> Any:
-    """The job: the call, then its result kept and answered (a dry run: its estimate)."""
+def _answer(session: Session, call, dry_run: bool, quicklook: bool, area: dict | None, *, job) -> Any:
+    """The job: the call, then its result kept and answered (a dry run: its estimate), drawn at
+    the call's `area`."""
     from ...operations import registry
     from ...processing.estimate import Estimate
 
     result = call(job=job, **({"dry_run": True} if dry_run else {}))  # (save_search has none)
     if isinstance(result, Estimate):
-        return estimate_result(result)
+        return estimate_result(result, area=area)
     limits = session.settings.limits
     answer = registry.answer(session.core, result, limits, job=job, quicklook=quicklook)
-    return answered(answer, limits.max_resource_bytes)
+    return answered(answer, limits.max_resource_bytes, area=area)
