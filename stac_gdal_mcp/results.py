@@ -9,11 +9,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from .discovery.query import ItemSearch
 from .discovery.summaries import item_summary
 from .errors import InvalidArgument, LimitExceeded
 from .models import ItemSummary, SearchResult
 from .operations.cloud import CloudCover as CloudCover  # the results live with their operations
 from .operations.preview import Preview as Preview
+from .operations.result import Answer, Result, call
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,34 +59,34 @@ SAVE_MAX_ITEMS = 1_000_000
 PageReport = Callable[[int, int, bool], None]
 
 
-class SearchResults:
+class SearchResults(Result):
     """One page of an item search: iterate it for the items, `to_dataframe()` for a table,
     `next()` for the following page; in Jupyter it shows as a table with thumbnails.
 
     `page` is the same `SearchResult` the server's search_items tool returns: `items` (ItemSummary,
     or full STAC item dicts with detail="full"), `returned`, `matched`, `next_cursor`, `notes`.
     `to_geoparquet(path)`, `to_ndjson(path)` and `save()` take this page and the following ones
-    away as a file.
+    away as a file. `search` is the search that gave it (`discovery.query.ItemSearch`, the one
+    declaration of its parameters), `request` its parameters that are set; the map draws the
+    page as the search_items call that found it (`map_layer()`: its footprints).
     """
 
-    result_kind = "search"  # drawn by operations/saved.py
+    result_kind = "search"
 
-    def __init__(
-        self,
-        page: SearchResult,
-        session: Searcher,
-        *,
-        catalog: str | None,
-        limit: int | None,
-        detail: str,
-        arguments: dict[str, Any] | None = None,
-    ):
+    def __init__(self, page: SearchResult, session: Searcher, search: ItemSearch | None = None):
         self.page = page
         self._session = session
-        self._catalog = catalog
-        self._limit = limit
-        self._detail = detail
-        self._arguments = arguments  # of the search that gave this page (to read it again in full)
+        #: The search that gave this page (to read the next page, or all of them in full); None:
+        #: a page made by hand, which does not know it.
+        self.search = search
+
+    @property
+    def _core(self) -> Core:
+        return self._session.core
+
+    @property
+    def _asked(self) -> ItemSearch:
+        return self.search if self.search is not None else ItemSearch.model_construct()
 
     # --- the page ------------------------------------------------------------------------------
 
@@ -100,11 +102,17 @@ class SearchResults:
 
     @property
     def search_arguments(self) -> dict[str, Any]:
-        """The arguments of the search that gave these results (those that are set; not the page
-        size or detail): what a record of them, or a map of their AOI, says was asked."""
-        return {
-            k: v for k, v in (self._arguments or {}).items() if v is not None and k not in ("limit", "detail")
-        }
+        """The arguments of the search that gave these results (those that are set; not the
+        catalog, the page size or detail): what a record of them, or a map of their AOI, says was
+        asked."""
+        return {k: v for k, v in self.request.items() if k not in ("catalog", "limit", "detail")}
+
+    @property
+    def request(self) -> dict[str, Any]:
+        """The search's parameters that are set (none for a page made by hand)."""
+        if self.search is None:
+            return {}
+        return {k: v for k in ItemSearch.model_fields if (v := getattr(self.search, k)) is not None}
 
     @property
     def ids(self) -> list[str]:
@@ -145,8 +153,9 @@ class SearchResults:
         """The next page of the same search (same catalog, limit and detail), None after the last."""
         if not self.next_cursor:
             return None
+        asked = self._asked
         return self._session.search(
-            catalog=self._catalog, cursor=self.next_cursor, limit=self._limit, detail=self._detail
+            catalog=asked.catalog, cursor=self.next_cursor, limit=asked.limit, detail=asked.detail
         )
 
     def pages(self) -> Iterator[SearchResults]:
@@ -201,21 +210,21 @@ class SearchResults:
     def _full_pages(self) -> Iterator[SearchResults]:
         """This page and the following ones as full items, in pages of limits.max_items."""
         size = self._session.core.settings.limits.max_items
-        if self._detail == "full":
+        catalog = self._asked.catalog
+        if self._asked.detail == "full":
             page = self
-        elif self._arguments is not None:  # a summary's fields choose its keys, not the item's
-            again = {**self._arguments, "limit": size, "detail": "full"}
-            again.pop("fields", None)
-            page = self._session.search(catalog=self._catalog, **again)
+        elif self.search is not None:  # a summary's fields choose its keys, not the item's
+            again = {
+                k: getattr(self.search, k) for k in ItemSearch.model_fields if k not in ("catalog", "fields")
+            }
+            page = self._session.search(catalog=catalog, **{**again, "limit": size, "detail": "full"})
         else:
             raise InvalidArgument("these results do not know their search: search again with detail='full'")
         while True:
             yield page
             if not page.next_cursor:
                 return
-            page = self._session.search(
-                catalog=self._catalog, cursor=page.next_cursor, limit=size, detail="full"
-            )
+            page = self._session.search(catalog=catalog, cursor=page.next_cursor, limit=size, detail="full")
 
     def to_geoparquet(
         self,
@@ -240,7 +249,7 @@ class SearchResults:
         from .catalogs.snapshot_write import write_snapshot
 
         where: dict[str, Any] = {}  # collection id -> the catalog its items came from
-        items = _noting_catalogs(self.full_items(max_items, on_page=on_page), where, self._catalog)
+        items = _noting_catalogs(self.full_items(max_items, on_page=on_page), where, self._asked.catalog)
         return write_snapshot(
             items,
             path,
@@ -312,7 +321,7 @@ class SearchResults:
             left_out[:] = [more]
             job.progress(written, total, f"{written:,} items written")
 
-        catalogs = catalog_ids(core, self._catalog)
+        catalogs = catalog_ids(core, self._asked.catalog)
         keys = partition_keys(partition_by)
         if keys and format != "geoparquet":
             raise InvalidArgument("partition_by is for format='geoparquet' (hive folders of Parquet files)")
@@ -342,6 +351,22 @@ class SearchResults:
                 },
                 software=package_versions("stac-geoparquet", "pyarrow") if format == "geoparquet" else None,
             )
+
+    def _save(self, core: Core, format, output_name, job) -> OutputRecord:
+        return self.save(format or "geoparquet", output_name=output_name, job=job)
+
+    def _answer(self, core: Core, records, limits, quicklook: bool) -> Answer:
+        """The page as its value, drawn as the map draws it (`map_layer`: its items' footprints)."""
+        return Answer(self.page, layer=self.map_layer())
+
+    def map_call(self) -> dict:
+        """The page drawn as the search_items call that found it (its arguments: its AOI)."""
+        from .models import MapLayer, map_area
+
+        page = {k: v for k, v in self.page.model_dump(mode="json").items() if k != "items"}
+        fields = {"area": map_area(self.search_arguments), "notes": page.get("notes") or []}
+        layer = MapLayer.of_items(self.items, **fields)
+        return call("search_items", self.search_arguments, page, layer=layer)
 
     # --- tables ------------------------------------------------------------------------------
 

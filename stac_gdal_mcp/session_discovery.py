@@ -151,10 +151,7 @@ class Discovery:
 
         request = ItemSearch.of(**arguments)  # its values checked once, by the catalog's source
         page = open_source(self.core, request.catalog, several=True).search(request)  # one, or several
-        args = {name: getattr(request, name) for name in ItemSearch.model_fields if name != "catalog"}
-        return SearchResults(
-            page, self, catalog=request.catalog, limit=request.limit, detail=request.detail, arguments=args
-        )
+        return SearchResults(page, self, request)
 
     def get_item(self, collection_id: str, item_id: str, catalog: str | None = None) -> dict[str, Any]:
         """The full STAC item (a GeoJSON Feature dict), asset hrefs signed where the catalog

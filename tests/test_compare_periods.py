@@ -284,6 +284,31 @@ def test_the_answer_keeps_the_table_and_the_change_and_is_lean(session, scenes):
     )
 
 
+def test_a_change_saves_answers_and_draws_itself(session, scenes):
+    """The `Change` saves itself (the change raster, the table), its table filtered with pandas is
+    still a change's table by its attrs (saved, drawn; it has no change raster), and it draws its
+    zones as the registry does."""
+    import pandas as pd
+
+    result = run(session, fields())
+    assert result.request["before"] == PERIODS["before"] and registry.kind_of(result) == "compare_periods"
+    cog = result.save("COG")
+    with rasterio.open(session.outputs.path(cog.id)) as src:
+        assert np.array_equal(src.read(1), result.change.values, equal_nan=True)
+    csv = pd.read_csv(session.outputs.path(result.save("csv").id))
+    assert list(csv["zone_id"]) == list(result.table["zone_id"])
+
+    kept = result.table[result.table["delta_mean"].notna()]  # a pandas filter: a change's table still
+    assert 0 < len(kept) < len(result.table) and registry.kind_of(kept) == "compare_periods"
+    saved = pd.read_csv(session.outputs.path(session.save(kept, format="csv").id))
+    assert list(saved["zone_id"]) == list(kept["zone_id"])
+    with pytest.raises(InvalidArgument, match="^the change raster is saved from the Change"):
+        session.save(kept, format="COG")
+    ids = [f["id"] for f in result.map_layer().zones["features"]]
+    assert ids == list(result.table["zone_id"]) and result.map_layer() == registry.map_layer(result)
+    assert [f["id"] for f in registry.map_layer(kept).zones["features"]] == list(kept["zone_id"])
+
+
 def test_a_local_cluster_gives_the_threaded_table(make_testbed_session, scenes, session, cluster):  # noqa: F811
     import pandas as pd
 

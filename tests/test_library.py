@@ -163,9 +163,7 @@ def test_html_thumbnails_remote_outside_and_escaped(session, tmp_path):
         ItemSummary(id="outside", thumbnail=str(outside)),
         ItemSummary(id="<script>", thumbnail="s3://bucket/t.png"),
     ]
-    page = stac_gdal_mcp.SearchResults(
-        SearchResult(items=items, returned=3), session, catalog=None, limit=None, detail="summary"
-    )
+    page = stac_gdal_mcp.SearchResults(SearchResult(items=items, returned=3), session)
     html = page._repr_html_()
     assert '<img src="https://example.com/a.png?x=1&amp;y=2"' in html
     assert html.count("<img") == 1  # not the file outside, not s3://

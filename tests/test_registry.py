@@ -29,17 +29,20 @@ def test_every_registered_operation_is_one_class():
         assert getattr(stac_gdal_mcp.Session, cls.library_name).__name__ == cls.library_name
 
 
-def test_every_result_kind_has_its_handler():
+def test_every_result_kind_has_its_class():
     """Each kind the package's operations put in a Provenance (found in their source) and each
-    result class's kind has its handler in operations.RESULTS."""
+    result class's kind has its class in operations.RESULTS - a typed `Result` of that kind, or
+    the class of the operation that handles it - but the search page, a `Result` of its own in
+    a layer above."""
     import re
     from pathlib import Path
 
     import stac_gdal_mcp
+    from stac_gdal_mcp.operations.result import Result
     from stac_gdal_mcp.outputs import OutputRecord
     from stac_gdal_mcp.results import CloudCover, Preview, SearchResults
 
-    classes = (CloudCover, Preview, SearchResults, OutputRecord)
+    classes = (CloudCover, Preview, OutputRecord)
     made = {
         kind
         for path in Path(stac_gdal_mcp.__file__).parent.rglob("*.py")
@@ -49,7 +52,10 @@ def test_every_result_kind_has_its_handler():
     wanted = made | {c.result_kind for c in classes}
     assert wanted <= set(operations.RESULTS), wanted - set(operations.RESULTS)
     for kind in wanted:
-        assert issubclass(operations.RESULTS[kind], registry.Results), kind
+        assert issubclass(operations.RESULTS[kind], (registry.Results, Result)), kind
+    for cls in (CloudCover, Preview):
+        assert operations.RESULTS[cls.result_kind] is cls
+    assert issubclass(SearchResults, Result) and SearchResults.result_kind not in operations.RESULTS
 
 
 class Measured:

@@ -4,9 +4,9 @@ One module per operation - `inspect` (an asset's header), `warp` (reproject_asse
 (convert and subset), `preview`, `cloud` (cloud cover inside an area, per item), `series` (time
 series), `composite` and the `zonal` folder (exact zonal statistics, up to a region's zones file)
 - each one class, an `Operation` (`base.py`: its fields are its parameters; `estimate`, `run`)
-that also says what happens to its results (`registry.Results`: `save`, `outputs`, `answer`,
-`map_call`; output records and search pages in `saved.py`). `OPERATIONS` (the tools and the
-Session's methods are made from it) and `RESULTS` (each kind of result, its class) are the
+whose results know themselves (`result.Result`: `save`, `answer`, `map_layer`; an output
+record's in `saved.py`) or are handled by it (`registry.Results`). `OPERATIONS` (the tools and
+the Session's methods are made from it) and `RESULTS` (each kind of result, its class) are the
 registries, below. `params` holds the field types and the parameter groups; `inputs` resolves
 an input as a notebook names it; `tables` writes the time series tables.
 
@@ -16,6 +16,7 @@ What they stand on (raster I/O, item selection, masks, expressions, estimates, j
 
 from . import change, cloud, composite, convert, inspect, preview, registry, saved, series, threshold, warp
 from .base import Operation
+from .result import Result
 from .zonal import stats as zonal_stats
 
 #: Every operation, by its name (the tool's): what the server makes its tools of and the Session
@@ -33,11 +34,16 @@ OPERATIONS: dict[str, type[Operation]] = {
     "threshold_area": threshold.ThresholdArea,
 }
 
-#: Every kind of result (`registry.kind_of`) -> the class that handles it: the operation that
-#: made it, an output record's, a search page's; any georeferenced array is saved as a composite.
-RESULTS: dict[str, type[registry.Results]] = {
+#: Every kind of result (`registry.kind_of`) -> its class: a typed result (`result.Result`) that
+#: saves, answers and draws itself, and wraps a bare object of its kind (a composite's DataArray,
+#: any georeferenced array, an output record); else the class of the operation that made it
+#: (`registry.Results`). A kind of a layer above (a search page) is a `Result` of its own.
+RESULTS: dict[str, type[Result] | type[registry.Results]] = {
     **OPERATIONS,
+    "preview": preview.Preview,
+    "cloud_cover_stats": cloud.CloudCover,
+    "composite": composite.Raster,
+    "compare_periods": change.Change,
     "output": saved.Output,
-    "search": saved.SearchPage,
-    "array": composite.Composite,
+    "array": composite.Raster,
 }

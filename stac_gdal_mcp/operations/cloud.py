@@ -45,7 +45,8 @@ from ..processing.selection import Collections, Selection, item_mask, select
 from ..stac import item_datetime
 from ..words import counted, plural
 from .base import Operation, Tool
-from .params import AoiArg, MaxItemsArg, ResolutionArg, SearchOrItemsArg, search_group
+from .params import AoiArg, MaxItemsArg, ResolutionArg, SearchOrItemsArg, recorded, search_group
+from .result import Answer, Wrapping, call
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -378,20 +379,22 @@ def measure(core, request: CloudCoverStats, job: Job | None = None) -> CloudCove
     )
 
 
-class CloudCover:
+class CloudCover(Wrapping):
     """Cloud cover inside an AOI, one row per item (clearest first by default): `result` is the
     same `CloudCoverResult` the server's cloud_cover_stats tool returns; `to_dataframe()` makes
-    the ranking table (its `attrs`: aoi_bbox, sort, failed, notes).
+    the ranking table (its `attrs`: aoi_bbox, sort, failed, notes); `request`: the parameters of
+    the call. A ranking is answered as itself and drawn as its rows; it is not saved.
 
     It reads as that table too - `ranking["clear_fraction"]`, `ranking.iloc[0]`, `len(ranking)`,
     `ranking.attrs` and the other DataFrame attributes go to `to_dataframe()` - so code written
     for the table keeps working; in Jupyter it shows as the table.
     """
 
-    result_kind = "cloud_cover_stats"  # answered and drawn by CloudCoverStats
+    result_kind = "cloud_cover_stats"
+    _own = ("result", "_frame", "_request")
 
-    def __init__(self, result: CloudCoverResult):
-        self.result = result
+    def __init__(self, result: CloudCoverResult, *, request: dict | None = None, core=None):
+        self.result, self._request, self._core = result, dict(request or {}), core
         self._frame: pd.DataFrame | None = None
 
     @property
@@ -403,46 +406,36 @@ class CloudCover:
     def notes(self) -> list[str]:
         return self.result.notes
 
+    @property
+    def request(self) -> dict[str, Any]:
+        return dict(self._request)
+
     def to_dataframe(self) -> pd.DataFrame:
         """The ranking as a DataFrame, one row per item in its order (a copy each call)."""
+        return self._held().copy()
+
+    def _held(self) -> pd.DataFrame:
         from .tables import to_frame
 
         if self._frame is None:  # its other fields in `attrs`
             self._frame = to_frame(self.result.items, list(ItemCloudCover.model_fields))
             self._frame.attrs.update(self.result.model_dump(include={"aoi_bbox", "sort", "failed", "notes"}))
-        return self._frame.copy()
-
-    def _table(self) -> pd.DataFrame:
-        if self._frame is None:
-            self.to_dataframe()
-        return self._frame  # type: ignore[return-value]
-
-    def __getitem__(self, key):
-        return self._table()[key]
+        return self._frame
 
     def __len__(self) -> int:
         return len(self.result.items)
 
-    def __getattr__(self, name: str):
-        if name.startswith("__") or name in ("result", "_frame"):
-            raise AttributeError(name)
-        return getattr(self._table(), name)
-
-    def _repr_html_(self) -> str:
-        return self._table()._repr_html_()
-
     def __repr__(self) -> str:
         return f"<CloudCover {len(self)} items, {self.result.failed} failed, sort={self.result.sort!r}>"
 
+    def _answer(self, core, records, limits, quicklook: bool) -> Answer:
+        """The cloud_cover_stats tool's answer: the ranking (nothing is saved), drawn as its rows."""
+        return Answer(self.result, layer=ranking_layer(self.result))
 
-# --- the result: a `CloudCover` ranking (registry.py) ----------------------------------------------
-
-
-def answer(core, cover, records, limits, **options):
-    """The cloud_cover_stats tool's answer: the ranking (nothing is saved), drawn as its rows."""
-    from .registry import Answer
-
-    return Answer(cover.result, layer=ranking_layer(cover.result))
+    def map_call(self) -> dict:
+        """A ranking as the map draws it: the ranking and its AOI."""
+        structured = self.result.model_dump(mode="json")
+        return call("cloud_cover_stats", {}, structured, layer=ranking_layer(self.result))
 
 
 def ranking_layer(result: CloudCoverResult):
@@ -456,15 +449,6 @@ def ranking_layer(result: CloudCoverResult):
     ]
     notes = result.model_dump(mode="json")["notes"]  # as answered: with the lean rows' note
     return MapLayer(ranking=rows, area=map_area({}, result.aoi_bbox), notes=notes)
-
-
-def map_call(cover) -> dict:
-    """A ranking as the map draws it: the ranking and its AOI."""
-    from .registry import call
-
-    return call(
-        "cloud_cover_stats", {}, cover.result.model_dump(mode="json"), layer=ranking_layer(cover.result)
-    )
 
 
 class CloudCoverStats(Operation):
@@ -530,7 +514,4 @@ class CloudCoverStats(Operation):
 
     def run(self, core, job: Job | None = None) -> CloudCover:
         """Cloud statistics over the AOI for the items (`measure`), as a ranking."""
-        return CloudCover(measure(core, self, job))
-
-    answer = staticmethod(answer)
-    map_call = staticmethod(map_call)
+        return CloudCover(measure(core, self, job), request=recorded(self, {}), core=core)

@@ -35,8 +35,7 @@ from ..processing.records import Provenance
 from ..words import counted
 from .base import Tool
 from .params import OverArea, json_text
-from .registry import Answer
-from .result import Wrapping
+from .result import Answer, Wrapping
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -108,23 +107,55 @@ def reduce_over_time(core, request: Composite, job: Job | None = None) -> Raster
         name=f"{method}_composite",
         attrs={"method": method, "items": prep.item_count, **provenance.to_attrs(as_text=True)},
     )
-    return Raster(array, plan)
+    return Raster(array, plan, core)
 
 
 class Raster(Wrapping):
     """A composite: the lazy DataArray (band, y, x) with the plan that made it, so that saving it
     streams it tile by tile and leaves out the days whose reads fail. It reads as the array -
     `rgb.dims`, `rgb.sel(band="red")`, `rgb.attrs`, `rgb.values` and every other attribute go
-    to `array` - and shows as it in Jupyter; `array` is the DataArray itself."""
+    to `array` - and shows as it in Jupyter; `array` is the DataArray itself. `save()` writes it
+    as a COG (`save_array`); the composite tool keeps that COG and answers its facts."""
 
-    result_kind = "composite"  # saved, kept and answered by Composite
+    result_kind = "composite"
     _own = ("array", "plan")
 
-    def __init__(self, array: xr.DataArray, plan: _Plan):
-        self.array, self.plan = array, plan
+    def __init__(self, array: xr.DataArray, plan: _Plan | None = None, core=None):
+        self.array, self.plan, self._core = array, plan, core
+
+    @classmethod
+    def of(cls, obj, core=None) -> Raster:
+        """A DataArray as a raster: a composite's array (its provenance in `attrs`), or any
+        georeferenced array, saved as a COG as a composite is; without the plan, block by block."""
+        return cls(obj, None, core)
 
     def _held(self) -> xr.DataArray:
         return self.array
+
+    @property
+    def provenance(self) -> Provenance | None:
+        return Provenance.of(self.array)
+
+    def _save(self, core, format, output_name, job) -> OutputRecord:
+        if format not in (None, "COG"):
+            raise InvalidArgument("arrays are saved as COG")
+        return save_array(core, self, output_name=output_name, job=job)
+
+    def _outputs(self, core, job) -> tuple[OutputRecord]:
+        """What the composite tool keeps of it: its COG."""
+        return (save_array(core, self, job=job),)
+
+    def _answer(self, core, records, limits, quicklook: bool) -> Answer:
+        """The tool's answer: the output and the load's facts (with `quicklook`, a PNG of the COG),
+        drawn at its call's AOI."""
+        from .saved import quicklook_png
+
+        (record,) = records
+        images = (quicklook_png(core.outputs.path(record.id)),) if quicklook else ()
+        value = result(self.array, record)
+        title = f"composite ({', '.join(str(b) for b in value.bands)})"
+        raster = {"id": record.id, "title": title, "image": 0 if images else None}
+        return Answer(value, records, images, layer=MapLayer(rasters=[raster], notes=value.notes))
 
 
 # --- the reduction over time, per output tile ------------------------------------------------------
@@ -504,30 +535,6 @@ def result(array: xr.DataArray, record: OutputRecord) -> CompositeResult:
     )
 
 
-def save(core, array: xr.DataArray, *, format: str | None = None, output_name=None, job=None) -> OutputRecord:
-    """A composite (or any georeferenced DataArray) saved as a COG (`save_array`)."""
-    if format not in (None, "COG"):
-        raise InvalidArgument("arrays are saved as COG")
-    return save_array(core, array, output_name=output_name, job=job)
-
-
-def outputs(core, array: xr.DataArray, job: Job | None) -> tuple[OutputRecord]:
-    """What the composite tool keeps of a composite: its COG."""
-    return (save_array(core, array, job=job),)
-
-
-def answer(core, array: xr.DataArray, records, limits, *, quicklook: bool = False) -> Answer:
-    """The tool's answer: the output and the load's facts (with `quicklook`, a PNG of the COG)."""
-    from .saved import quicklook_png
-
-    (record,) = records
-    images = (quicklook_png(core.outputs.path(record.id)),) if quicklook else ()
-    value = result(array, record)
-    title = f"composite ({', '.join(str(b) for b in value.bands)})"
-    raster = {"id": record.id, "title": title, "image": 0 if images else None}  # at its call's AOI
-    return Answer(value, records, images, layer=MapLayer(rasters=[raster], notes=value.notes))
-
-
 class Composite(OverArea):
     """A cloud-free picture of `aoi`: per pixel, the median (mean, min, max) over time of each
     band's cloud-masked values; a `Raster`, which reads as its float32 DataArray (band, y, x) of
@@ -576,7 +583,3 @@ class Composite(OverArea):
     def run(self, core, job: Job | None = None) -> Raster:
         """The lazy composite (`reduce_over_time`)."""
         return reduce_over_time(core, self.plan(core), job)
-
-    save = staticmethod(save)
-    outputs = staticmethod(outputs)
-    answer = staticmethod(answer)

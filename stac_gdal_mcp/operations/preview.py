@@ -28,7 +28,7 @@ from ..processing.records import raster_bands, raster_facts
 from .base import Tool
 from .params import OnAsset, json_text
 from .preview_classes import CLASSES, class_picture, describe_classes, with_legend
-from .registry import Answer
+from .result import Answer, Result
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -217,16 +217,18 @@ def _picture(data, first, gdal_scale) -> tuple:
 
 
 @dataclass(frozen=True)
-class Preview:
+class Preview(Result):
     """A quicklook PNG (also saved as an output, see `record`); shows inline in Jupyter.
 
     `png` holds the PNG bytes; `record` the output's STAC-like record; `width`, `height` its
-    size in pixels; `save(path)` writes the PNG somewhere else too.
+    size in pixels; `save(path)` writes the PNG somewhere else too. The preview tool answers its
+    record and the PNG; the map draws it at its bbox.
     """
 
     png: bytes = field(repr=False)
     record: OutputRecord = field(repr=False)
-    result_kind: ClassVar[str] = "preview"  # answered and drawn by PreviewImage
+    _core: Core | None = field(default=None, repr=False, compare=False)
+    result_kind: ClassVar[str] = "preview"
 
     @property
     def width(self) -> int:
@@ -240,6 +242,13 @@ class Preview:
     def title(self) -> str:
         return self.record.properties.title or self.record.id
 
+    @property
+    def request(self) -> dict:
+        """The parameters of the preview (assets, bbox, max_size), as its record keeps them."""
+        from .saved import parameters_of
+
+        return dict(parameters_of(self.record))
+
     def _repr_png_(self) -> bytes:
         return self.png
 
@@ -252,40 +261,34 @@ class Preview:
     def __repr__(self) -> str:
         return f"<Preview {self.title!r} {self.width} x {self.height} px, output {self.record.id}>"
 
+    def _outputs(self, core, job) -> tuple[OutputRecord]:
+        """A preview is saved as it is made: its record."""
+        return (self.record,)
 
-# --- the result (registry.py) ----------------------------------------------------------------------
+    def _answer(self, core, records, limits, quicklook: bool) -> Answer:
+        """The preview tool's answer: its record (no JSON text), the PNG (a single band's with a
+        colour bar, a class raster's with its legend; the saved PNG stays bare, so that a map places
+        it at its bbox) and a line saying what it shows."""
+        from .saved import record_layer
 
+        record = self.record
+        note = f"{self.title} ({self.width} x {self.height} px); output {record.id}, record at {record.uri}"
+        extra = record.properties.model_extra or {}
+        stretch, legend = extra.get(STRETCH), extra.get(CLASSES)
+        png = self.png
+        if stretch:
+            note += f"; {describe_stretch(stretch)}"
+            png = with_colour_bar(png, stretch)
+        elif legend is not None:
+            note += f"; {describe_classes(legend)}"
+            png = with_legend(png, legend)
+        return Answer(record, records, (png,), note=note, as_text=False, layer=record_layer(record, 0))
 
-def outputs(core: Core, image, job) -> tuple[OutputRecord]:
-    """A preview is saved as it is made: its record."""
-    return (image.record,)
+    def map_call(self) -> dict:
+        """A preview as the map draws it: its record at its bbox, with its picture."""
+        from .saved import record_call
 
-
-def answer(core: Core, image, records, limits, **options) -> Answer:
-    """The preview tool's answer: its record (no JSON text), the PNG (a single band's with a colour
-    bar, a class raster's with its legend; the saved PNG stays bare, so that a map places it at its bbox) and a line saying what it
-    shows."""
-    record = image.record
-    note = f"{image.title} ({image.width} x {image.height} px); output {record.id}, record at {record.uri}"
-    extra = record.properties.model_extra or {}
-    stretch, legend = extra.get(STRETCH), extra.get(CLASSES)
-    png = image.png
-    if stretch:
-        note += f"; {describe_stretch(stretch)}"
-        png = with_colour_bar(png, stretch)
-    elif legend is not None:
-        note += f"; {describe_classes(legend)}"
-        png = with_legend(png, legend)
-    from .saved import record_layer
-
-    return Answer(record, records, (png,), note=note, as_text=False, layer=record_layer(record, 0))
-
-
-def map_call(image) -> dict:
-    """A preview as the map draws it: its record at its bbox, with its picture."""
-    from .saved import record_call
-
-    return record_call(image.record, image.png)
+        return record_call(self.record, self.png)
 
 
 def with_colour_bar(png: bytes, stretch: dict) -> bytes:
@@ -374,8 +377,4 @@ class PreviewImage(OnAsset):
     def run(self, core: Core, job: Job | None = None) -> Preview:
         """The quicklook, saved (`render`)."""
         record, png = render(core, self.plan(core), job)
-        return Preview(png=png, record=record)
-
-    outputs = staticmethod(outputs)
-    answer = staticmethod(answer)
-    map_call = staticmethod(map_call)
+        return Preview(png=png, record=record, _core=core)

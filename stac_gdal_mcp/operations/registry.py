@@ -1,20 +1,19 @@
-"""What happens to a result: saved, kept and answered by a tool, drawn on the map. (The
-operations themselves are classes, registered in `operations.OPERATIONS`: base.py.)
+"""A result's class by its kind, and what happens to a result through it: saved, kept and answered
+by a tool, drawn on the map. (The operations themselves are classes, registered in
+`operations.OPERATIONS`: base.py.)
 
 A result says its kind: the `result_kind` of its class (`CloudCover`: "cloud_cover_stats",
-`Preview`, `AssetInfo`, `SearchResults`, `OutputRecord`), else the `Provenance.kind` its operation
-put in its `attrs` (a table or an array: "time_series", "zonal_stats", "composite"); the kind is
-the name of the operation that made it. `operations.RESULTS` maps each kind to the class that
-handles it (`Results`): the operation's class, or `saved.py`'s for output records and search
-pages. Its class methods say what happens to a result:
+`Preview`, `AssetInfo`, `SearchResults`, `OutputRecord`, `Raster`, `Change`), else the
+`Provenance.kind` its operation put in its `attrs` (a table or an array: "time_series",
+"zonal_stats", "composite"); the kind is the name of the operation that made it.
+`operations.RESULTS` maps each kind to its class:
 
-- `save(core, result, *, format, output_name, job)` -> the `OutputRecord` of the file written
-  (`Session.save`);
-- `outputs(core, result, job)` -> the records a tool keeps of it (a time series: its CSV and its
-  chart; a composite: its COG; an output: itself);
-- `answer(core, result, records, limits, *, quicklook)` -> the tool's `Answer`: its structured
-  value within the limits, the records it links to, the images shown beside it;
-- `map_call(result)` -> the tool call the map draws for it (`maps.calls`).
+- a typed result (`result.Result`) does it all itself - `save`, `answer` (its outputs kept
+  first), `map_layer` / `map_call` -; a bare object of its kind (a composite's DataArray, an
+  output record, a change's table) is wrapped by the class first (`typed`);
+- any other kind is handled by the class of the operation that made it (`Results`), whose class
+  methods take the result: `save(core, result, *, format, output_name, job)`, `outputs(core,
+  result, job)`, `answer(core, result, records, limits, *, quicklook)`, `map_call(result)`.
 
 What a kind does not do (a ranking is not saved) is refused in one line.
 """

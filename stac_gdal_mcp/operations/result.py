@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from ..core import Core
     from ..models import MapLayer
     from ..outputs import OutputRecord
+    from ..processing.jobs import Job
     from ..processing.records import Provenance
+    from ..settings import LimitSettings
 
 SAVED = "a table (from time_series or zonal_stats) or an array (from composite)"
 MAPPED = (
@@ -112,11 +114,13 @@ class Result:
 
     # --- what happens to it ------------------------------------------------------------------------
 
-    def save(self, format: str | None = None, *, output_name: str | None = None, job=None) -> OutputRecord:
+    def save(
+        self, format: str | None = None, *, output_name: str | None = None, job: Job | None = None
+    ) -> OutputRecord:
         """Written into the session's workspace as its kind saves it; its record."""
         return self._save(self._bound(), format, output_name, job)
 
-    def answer(self, limits, *, job=None, quicklook: bool = False) -> Answer:
+    def answer(self, limits: LimitSettings, *, job: Job | None = None, quicklook: bool = False) -> Answer:
         """The tool's answer for it within `limits` (the outputs a tool keeps written first)."""
         return self._answered(self._bound(), limits, job, quicklook)
 

@@ -1,47 +1,49 @@
-"""Results that are already saved or fetched (`registry.py`, `operations.RESULTS`):
-
-- "output": an `OutputRecord` (reproject_asset, convert_asset, save_search write one as they
-  run): answered as itself with links to its resources (and with `quicklook`, a PNG of its file;
-  a folder of files gets a link to its record only), drawn at its bbox;
-- "search": a page of `SearchResults`, drawn as the search_items call that found it.
+"""An output record as a result (`Output`, the kind "output" of `operations.RESULTS`):
+reproject_asset, convert_asset and save_search write one as they run. It is answered as itself
+with links to its resources (and with `quicklook`, a PNG of its file; a folder of files gets a
+link to its record only), and drawn at its bbox.
 """
 
 from __future__ import annotations
 
-from .registry import Answer, Results, call, image
+from .result import Answer, Result, call, image
 
 
-class Output(Results):
-    """An output record: it keeps itself, answers as itself, is drawn at its bbox."""
+class Output(Result):
+    """An output record (`record`): it keeps itself, answers as itself, is drawn at its bbox."""
 
-    @staticmethod
-    def outputs(core, record, job) -> tuple:
-        return (record,)
+    result_kind = "output"
 
-    @staticmethod
-    def answer(core, record, records, limits, *, quicklook: bool = False) -> Answer:
+    def __init__(self, record, core=None):
+        self.record, self._core = record, core
+
+    @classmethod
+    def of(cls, obj, core=None) -> Output:
+        return cls(obj, core)
+
+    @property
+    def request(self) -> dict:
+        """The parameters of the operation that wrote it, as its record keeps them."""
+        return dict(parameters_of(self.record))
+
+    def _outputs(self, core, job) -> tuple:
+        return (self.record,)
+
+    def _answer(self, core, records, limits, quicklook: bool) -> Answer:
+        record = self.record
         path = core.outputs.path(record.id)
         images = (quicklook_png(path),) if quicklook else ()
         layer = record_layer(record, 0 if images else None)
         return Answer(record, records, images, note=saved_note(record), files=not path.is_dir(), layer=layer)
 
-    @staticmethod
-    def map_call(record) -> dict:
-        return record_call(record)
+    def map_call(self) -> dict:
+        return record_call(self.record)
 
 
-class SearchPage(Results):
-    """A page of search results: drawn as the search_items call that found it."""
-
-    @staticmethod
-    def map_call(results) -> dict:
-        from ..models import MapLayer, map_area
-
-        page = {k: v for k, v in results.page.model_dump(mode="json").items() if k != "items"}
-        fields = {"area": map_area(results.search_arguments), "notes": page.get("notes") or []}
-        return call(
-            "search_items", results.search_arguments, page, layer=MapLayer.of_items(results.items, **fields)
-        )
+def parameters_of(record) -> dict:
+    """The parameters of the operation that wrote `record`, as it keeps them."""
+    expression = record.properties.processing_expression.get("expression") or {}
+    return expression.get("parameters") or {}
 
 
 def saved_note(record) -> str | None:
@@ -58,8 +60,7 @@ def saved_note(record) -> str | None:
     if not extra.get("search:more"):
         return f"{counted(written, 'item', thousands=True)} saved: every item the search matched"
     of = f"{matched:,}" if matched is not None else f"more than {written:,}"
-    parameters = (record.properties.processing_expression.get("expression") or {}).get("parameters") or {}
-    asked = parameters.get("max_items")
+    asked = parameters_of(record).get("max_items")
     why = f"max_items={asked:,}; pass a larger" if asked is not None else "limits.max_items; pass"
     return f"{written:,} of {of} items saved: {why} max_items to save more"
 
@@ -77,8 +78,7 @@ def record_call(record, png: bytes | None = None) -> dict:
     picture."""
     from ..models import map_area
 
-    expression = record.properties.processing_expression.get("expression") or {}
-    arguments = dict(expression.get("parameters") or {})
+    arguments = dict(parameters_of(record))
     images = [image(png)] if png is not None else []
     layer = record_layer(record, 0 if images else None).over(map_area(arguments))
     return call(record.operation or "output", arguments, record.model_dump(mode="json"), images, layer)

@@ -39,8 +39,7 @@ from ..params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchArg, json_
 from ..threshold import AreaArg, IdPropertyArg, ZonesArg
 from ..zonal import DEFAULT_MIN_VALID_FRACTION, ZONES_FROM
 from . import table as tables
-from .result import CompareResult, answer, map_call, outputs, save
-from .table import Change
+from .result import Change, CompareResult
 
 Reducer = Literal["median", "mean", "min", "max"]
 DEFAULT_THRESHOLD = 0.1  # a change of an index that counts (NDVI: a tenth of its range of 0..1)
@@ -227,11 +226,6 @@ class ComparePeriods(Operation):
         """The change (see the module docstring)."""
         return run(core, self.plan(core), job)
 
-    save = staticmethod(save)
-    outputs = staticmethod(outputs)
-    answer = staticmethod(answer)
-    map_call = staticmethod(map_call)
-
 
 # --- the plan: each period's items, one grid ---------------------------------------------------------
 
@@ -377,4 +371,4 @@ def run(core, request: ChangeRequest, job: Job | None = None) -> Change:
     table = tables.finish(request, found, tables.zone_statistics(request, found.prep.gbox, rasters), failed)
     made = tables.provenance(core, request, found, failed, table)
     table.attrs.update(made.to_attrs())
-    return Change(table, *tables.arrays(found.prep.gbox, rasters, made), made)
+    return Change(table, *tables.arrays(found.prep.gbox, rasters, made), made, core)

@@ -1,7 +1,7 @@
-"""A change as an answer: the rows that fit, both files linked, the zones coloured by delta_mean,
-a chart of before and after per zone and a picture of the change on a diverging ramp; saving
-the table or the change. What happens to the kind "compare_periods" (`ComparePeriods` binds them): `save`,
-`outputs`, `answer`, `map_call`."""
+"""`Change`, what compare_periods gives, and what happens to it: saved (the table, or the change
+raster), kept by the tool (both), answered (the rows that fit, both files linked, the zones
+coloured by delta_mean, a chart of before and after per zone and a picture of the change on a
+diverging ramp) and drawn (its zones)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ from ...errors import InvalidArgument
 from ...models import Model
 from ...processing.load import FailedItem, GridInfo, OutputRef
 from ...processing.records import Provenance
-from ..registry import Answer
+from ..result import Answer, Result
 from ..zonal.result import ZoneLayer, answer_fields, drawn_apart, zones_call
-from .table import Change
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,13 +47,6 @@ class CompareResult(Model):
     zone_layer: ZoneLayer = Field(description="each zone with its delta_mean")
     notes: list[str] = []
     failed_items: list[FailedItem] = []
-
-
-def table_of(result) -> pd.DataFrame:
-    """The table of a `Change` (or the table itself), made by compare_periods."""
-    table = result.table if isinstance(result, Change) else result
-    Provenance.required(table, "compare_periods", "compare_periods")
-    return table
 
 
 def chart_png(table: pd.DataFrame) -> bytes:
@@ -125,44 +117,73 @@ def result(change: Change, records, max_bytes: int) -> CompareResult:
     )
 
 
-def save(core, result, *, format: str | None = None, output_name=None, job=None) -> OutputRecord:
-    """A `Change` (or its table) saved: the table as GeoParquet (default) or CSV; with
-    format="COG" the change raster (a `Change` only)."""
-    from .. import zonal
-    from ..composite import save_array
-
-    if (format or "").upper() == "COG":
-        if not isinstance(result, Change):
-            raise InvalidArgument(
-                "the change raster is saved from the Change compare_periods gives, not its table"
-            )
-        return save_array(core, result.change, output_name=output_name, job=job)
-    table = table_of(result)
-    provenance = Provenance.of(table)
-    return zonal.write_table(core, table, provenance, format=format, output_name=output_name, stem="change")
-
-
-def outputs(core, change: Change, job) -> tuple[OutputRecord, OutputRecord]:
-    """What the compare_periods tool keeps: the table (GeoParquet) and the change (COG)."""
-    return save(core, change, job=job), save(core, change, format="COG", job=job)
-
-
-def answer(core, change: Change, records, limits, **options) -> Answer:
-    """The tool's answer within limits.max_result_bytes, with the chart and the change picture."""
-    value, layer = drawn_apart(result(change, records, limits.max_result_bytes))
-    drawn = layer.model_copy(update={"rasters": [change_raster(records[1], 1)]})
-    return Answer(value, records, (chart_png(change.table), change_png(change.change)), layer=drawn)
-
-
 def change_raster(record: OutputRecord, image: int) -> dict:
     """The change raster as the map draws it: at its bbox, its picture the answer's `image`-th."""
     return {"id": record.id, "title": record.properties.title, "bbox": record.bbox, "image": image}
 
 
-def map_call(result) -> dict:
-    """A change as the map draws it: its zones coloured by delta_mean."""
-    from ..threshold import zones_layer
+class Change(Result):
+    """What compare_periods gives: `table` (a GeoDataFrame, one row per zone), `change` (after -
+    before on the grid, an xarray DataArray), `before` and `after` (each period's reduced
+    values); `provenance` says how they were made, `request` the call's parameters. `save()`
+    writes the table (GeoParquet, or format="csv"), `save("COG")` the change raster; the tool
+    keeps both and answers the rows that fit; the map draws its zones coloured by delta_mean."""
 
-    table = table_of(result)
-    facts = Provenance.of(table).facts
-    return zones_call("compare_periods", facts, zones_layer(table, "delta_mean", facts["expression"]))
+    result_kind = "compare_periods"
+
+    def __init__(self, table, change, before, after, provenance: Provenance, core=None):
+        self.table, self.change, self.before, self.after = table, change, before, after
+        self._provenance, self._core = provenance, core
+
+    @classmethod
+    def of(cls, obj, core=None) -> Change:
+        """A change's table alone (filtered with pandas, say; its provenance in `attrs`): saved and
+        drawn as the table; it has no change raster."""
+        return cls(
+            obj, None, None, None, Provenance.required(obj, "compare_periods", "compare_periods"), core
+        )
+
+    @property
+    def provenance(self) -> Provenance:
+        return self._provenance
+
+    def __repr__(self) -> str:
+        facts = self.provenance.facts
+        return f"<Change {facts['expression_name']} {facts['before']} -> {facts['after']}: {len(self.table)} zones>"
+
+    def _repr_html_(self) -> str:
+        return self.table.drop(columns="geometry")._repr_html_()
+
+    def _save(self, core, format, output_name, job) -> OutputRecord:
+        """The table as GeoParquet (default) or CSV; with format="COG" the change raster."""
+        from .. import zonal
+        from ..composite import save_array
+
+        if (format or "").upper() == "COG":
+            if self.change is None:
+                raise InvalidArgument(
+                    "the change raster is saved from the Change compare_periods gives, not its table"
+                )
+            return save_array(core, self.change, output_name=output_name, job=job)
+        return zonal.write_table(
+            core, self.table, self.provenance, format=format, output_name=output_name, stem="change"
+        )
+
+    def _outputs(self, core, job) -> tuple[OutputRecord, OutputRecord]:
+        """What the compare_periods tool keeps: the table (GeoParquet) and the change (COG)."""
+        return self._save(core, None, None, job), self._save(core, "COG", None, job)
+
+    def _answer(self, core, records, limits, quicklook: bool) -> Answer:
+        """The tool's answer within limits.max_result_bytes, with the chart and the change picture."""
+        value, layer = drawn_apart(result(self, records, limits.max_result_bytes))
+        drawn = layer.model_copy(update={"rasters": [change_raster(records[1], 1)]})
+        return Answer(value, records, (chart_png(self.table), change_png(self.change)), layer=drawn)
+
+    def map_call(self) -> dict:
+        """A change as the map draws it: its zones coloured by delta_mean."""
+        from ..threshold import zones_layer
+
+        facts = self.provenance.facts
+        return zones_call(
+            "compare_periods", facts, zones_layer(self.table, "delta_mean", facts["expression"])
+        )

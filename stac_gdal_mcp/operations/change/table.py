@@ -1,6 +1,6 @@
 """A change's table: exactextract per zone on the grid (`zone_statistics`), the items of each
 period per zone, the public columns and notes (`finish`), the rasters as georeferenced arrays
-(`arrays`), the provenance, and `Change`, what compare_periods gives."""
+(`arrays`) and the provenance."""
 
 from __future__ import annotations
 
@@ -92,28 +92,6 @@ def period_items(request: ChangeRequest, found: Plan, failed: list[FailedItem]) 
             for z in request.zones.geometries
         ]
     return named
-
-
-# --- the result ----------------------------------------------------------------------------------------
-
-
-class Change:
-    """What compare_periods gives: `table` (a GeoDataFrame, one row per zone), `change` (after -
-    before on the grid, an xarray DataArray), `before` and `after` (each period's reduced
-    values); `provenance` says how they were made."""
-
-    result_kind = "compare_periods"
-
-    def __init__(self, table, change, before, after, provenance: Provenance):
-        self.table, self.change, self.before, self.after = table, change, before, after
-        self.provenance = provenance
-
-    def __repr__(self) -> str:
-        facts = self.provenance.facts
-        return f"<Change {facts['expression_name']} {facts['before']} -> {facts['after']}: {len(self.table)} zones>"
-
-    def _repr_html_(self) -> str:
-        return self.table.drop(columns="geometry")._repr_html_()
 
 
 def finish(request: ChangeRequest, found: Plan, frame, failed: list[FailedItem]) -> tuple:

@@ -1,0 +1,125 @@
+"""Typed results save, answer and draw themselves (operations/result.py): a composite's `Raster`,
+a `CloudCover` ranking, a `Preview`, a page of `SearchResults` and an output record, each as the
+registry does for it (the tools' path), on the bundled sample catalog; what a kind does not do
+is refused in one line."""
+
+import json
+
+import numpy as np
+import pytest
+import rasterio
+
+import stac_gdal_mcp
+from stac_gdal_mcp.errors import InvalidArgument
+from stac_gdal_mcp.models import MAP_LAYER_META
+from stac_gdal_mcp.operations import registry
+from stac_gdal_mcp.operations.result import Result
+
+AOI = [13.60, 45.92, 13.62, 45.935]
+JUNE_JULY = "2024-06-01/2024-07-31"
+S2 = ["sentinel-2-l2a"]
+
+
+@pytest.fixture
+def session(tmp_path):
+    with stac_gdal_mcp.Session(default_catalog="sample", workspace=tmp_path / "workspace") as session:
+        yield session
+
+
+def drawn(session, result) -> dict:
+    """The layer the map draws of `result` in a notebook (Session.map's call)."""
+    (call,) = session.map(result).calls
+    return call["result"]["_meta"][MAP_LAYER_META]
+
+
+def test_a_composite_saves_and_answers_itself(session):
+    rgb = session.composite(AOI, ["red", "green"], collections=S2, datetime=JUNE_JULY)
+    assert isinstance(rgb, Result) and rgb.request["bands"] == ["red", "green"]
+    assert rgb.provenance.kind == registry.kind_of(rgb) == "composite"
+    record = rgb.save()
+    with rasterio.open(session.outputs.path(record.id)) as src:
+        saved = src.read()
+    computed = np.asarray(rgb)  # numpy straight from the lazy array, not the tile-by-tile writer
+    assert saved.shape == computed.shape == (2, *rgb.array.shape[1:])
+    assert np.array_equal(saved, computed, equal_nan=True) and np.isfinite(saved).any()
+    plain = session.save(rgb.array)  # the bare DataArray: a composite by its attrs, saved alike
+    assert session.outputs.path(plain.id).read_bytes() == session.outputs.path(record.id).read_bytes()
+    with pytest.raises(InvalidArgument, match="^arrays are saved as COG$"):
+        rgb.save("csv")
+
+    answer = rgb.answer(session.settings.limits, quicklook=True)
+    (kept,) = answer.records
+    assert answer.value.bands == ["red", "green"] and answer.value.output.id == kept.id != record.id
+    assert answer.images[0][:4] == b"\x89PNG" and answer.layer.rasters[0]["id"] == kept.id
+    with pytest.raises(InvalidArgument, match="^map takes .*, not Raster$"):
+        rgb.map_layer()
+
+
+def test_a_ranking_answers_and_draws_itself_and_is_not_saved(session):
+    ranking = session.cloud_cover(AOI, collections=S2, datetime=JUNE_JULY)
+    assert ranking.request["aoi"] == AOI and ranking.request["collections"] == S2
+    assert list(ranking) == list(ranking.to_dataframe().columns)  # it iterates as its table
+    answer = ranking.answer(session.settings.limits)
+    assert answer.value is ranking.result and answer.records == () and answer.images == ()
+    layer = ranking.map_layer()
+    assert [row["id"] for row in layer.ranking] == list(ranking["item_id"])
+    assert layer.model_dump(mode="json", exclude_defaults=True) == drawn(session, ranking)
+    for attempt in (ranking.save, lambda: session.save(ranking)):
+        with pytest.raises(InvalidArgument, match="^save takes .*, not CloudCover$"):
+            attempt()
+
+
+def test_a_preview_answers_and_draws_itself(session):
+    image = session.preview(("sentinel-2-l2a", "S2A_33TUL_20240808_0_L2A"), bbox=AOI, max_size=64)
+    assert image.request == {"assets": ["visual"], "bbox": AOI, "max_size": 64}
+    answer = image.answer(session.settings.limits)
+    assert answer.value == image.record and answer.records == (image.record,) and not answer.as_text
+    assert answer.images == (image.png,) and f"output {image.record.id}" in answer.note
+    layer = image.map_layer()
+    assert layer.rasters[0]["id"] == image.record.id and layer.rasters[0]["bbox"] == image.record.bbox
+    assert layer.model_dump(mode="json", exclude_defaults=True) == drawn(session, image)
+    with pytest.raises(InvalidArgument, match="^save takes .*, not Preview$"):
+        session.save(image)
+
+
+def test_a_search_page_holds_its_search_and_saves_answers_and_draws_itself(session):
+    from stac_gdal_mcp.discovery.query import ItemSearch
+
+    page = session.search(collections=S2, bbox=AOI, limit=2)
+    assert isinstance(page.search, ItemSearch) and page.search.limit == 2
+    assert page.request == {"collections": S2, "bbox": AOI, "limit": 2, "detail": "summary"}
+    assert page.search_arguments == {"collections": S2, "bbox": AOI}
+    assert page.next().ids == session.search(collections=S2, bbox=AOI, limit=2, cursor=page.next_cursor).ids
+
+    layer = page.map_layer()
+    assert [f["id"] for f in layer.footprints] == page.ids
+    assert layer.model_dump(mode="json", exclude_defaults=True) == drawn(session, page)
+    answer = page.answer(session.settings.limits)
+    assert answer.value is page.page and answer.layer == layer
+
+    record = session.save(page, format="ndjson")  # every page of the search, full items
+    lines = session.outputs.path(record.id).read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [i.id for p in page.pages() for i in p.summaries]
+    assert len(lines) == page.matched > len(page)
+
+
+def test_an_output_record_answers_as_itself(session):
+    record = session.reproject(
+        collection_id="sentinel-2-l2a", item_id="S2A_33TUL_20240808_0_L2A", asset="red", dst_crs="EPSG:4326"
+    )
+    answer = registry.answer(session.core, record, session.settings.limits)
+    assert answer.value is record and answer.records == (record,) and answer.images == ()
+    assert answer.layer.rasters[0]["id"] == record.id
+    assert registry.map_layer(record) == answer.layer
+
+
+def test_a_result_without_a_session_says_so_in_one_line(session):
+    from stac_gdal_mcp.operations.composite import Raster
+    from stac_gdal_mcp.results import CloudCover
+
+    rgb = session.composite(AOI, ["red"], collections=S2, datetime=JUNE_JULY)
+    ranking = session.cloud_cover(AOI, collections=S2, datetime=JUNE_JULY)
+    for alone in (Raster(rgb.array, rgb.plan), CloudCover(ranking.result)):
+        with pytest.raises(InvalidArgument, match="has no session to save into; use session.save"):
+            alone.answer(session.settings.limits)
+    assert session.save(Raster(rgb.array)).id  # the session names the core to save into
