@@ -178,7 +178,7 @@ def region_child(spec: dict) -> dict:
     if spec["mode"] == "region":
         head = session.zonal_stats(spec["zones"], **arguments)
         seconds = time.perf_counter() - start
-        facts = zonal.provenance_of(head).facts
+        facts = head.provenance.facts
         out = {"rows": facts["rows"], "output": str(session.outputs.path(facts["saved_as"]))}
     else:  # the ordinary threaded call over every zone at once, saved whole
         request = zonal_stats.check(session.core, spec["zones"], **arguments)

@@ -234,7 +234,7 @@ async def test_qa_pixel_values_named_by_their_flags(scenes, settings, build, n):
     for value in named:  # the library's table: the same columns, numpy's shares (centres inside)
         assert frame[f"frac_{value}"].iloc[0] == pytest.approx((counted == int(value)).mean(), abs=0.01)
     assert sorted(frame["unique"].iloc[0]) == sorted(int(v) for v in named)
-    assert frame.attrs["stac_gdal_mcp"]["facts"]["classes"]["21824"] == "clear"
+    assert frame.provenance.facts["classes"]["21824"] == "clear"
 
 
 async def test_worldcover_and_a_classification_in_their_own_colours(scenes, settings, build):
@@ -286,10 +286,9 @@ def test_a_white_class_is_outlined_in_the_fraction_chart():
             "frac_9": [0.5],
         }
     )
-    frame.attrs["stac_gdal_mcp"] = {"facts": {"expression": "scl"}}
     picture = decode(
         fractions_png(
-            frame, {"4": "Vegetation", "9": "Cloud high probability"}, {"4": "#00a000", "9": "#ffffff"}
+            frame, "scl", {"4": "Vegetation", "9": "Cloud high probability"}, {"4": "#00a000", "9": "#ffffff"}
         )
     )
     rgb = picture[..., :3].astype(int)

@@ -130,4 +130,76 @@ def test_a_time_series_is_a_table_that_knows_itself(tmp_path):
         assert isinstance(kept, pd.DataFrame) and registry.kind_of(kept) == "time_series"
         assert session.outputs.path(session.save(kept).id).read_text().count("\n") == len(kept) + 1
     with pytest.raises(InvalidArgument, match="no session to save into"):
-        SeriesTable(frame).save()
+        SeriesTable(frame, table.provenance).save()
+
+
+def fields() -> dict:
+    """Two fields of the sample catalog's area as GeoJSON zones."""
+    from shapely.geometry import box, mapping
+
+    boxes = {"field-0": (13.601, 45.921, 13.609, 45.927), "field-1": (13.611, 45.928, 13.619, 45.934)}
+    features = [
+        {"type": "Feature", "id": k, "properties": {}, "geometry": mapping(box(*b))} for k, b in boxes.items()
+    ]
+    return {"type": "FeatureCollection", "features": features}
+
+
+def test_a_zonal_table_knows_itself_by_its_class(tmp_path):
+    """zonal_stats returns a `ZonalTable`: it reads as its GeoDataFrame, carries its request and
+    provenance as attributes (none in the frame's `attrs`), is of its kind by its class, and
+    saves, answers and draws itself; what pandas makes of it is a plain frame of no kind."""
+    import geopandas
+
+    from stac_gdal_mcp.operations.zonal.table import ZonalTable
+
+    search = {"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-07-31"}
+    with stac_gdal_mcp.Session(default_catalog="sample", workspace=tmp_path) as session:
+        table = session.zonal_stats(fields(), **search)
+        frame = table.frame
+        assert isinstance(table, ZonalTable) and isinstance(frame, geopandas.GeoDataFrame)
+        assert frame.attrs == {} and registry.kind_of(table) == table.provenance.kind == "zonal_stats"
+        assert len(table) == len(frame) > 0 and list(table.columns) == list(frame.columns)
+        assert table["mean"].equals(frame["mean"]) and table._repr_html_() == frame._repr_html_()
+        assert {"mean", "iloc", "to_parquet", "save", "provenance"} <= set(dir(table))
+        assert table.request["zones"] == 2 and table.request["stats"] == ["mean", "count"]
+
+        record = table.save()
+        back = geopandas.read_parquet(session.outputs.path(record.id))
+        assert list(back["zone_id"]) == list(frame["zone_id"])
+        assert back["mean"].equals(frame["mean"]) and record.properties.title == table.provenance.title
+        csv = table.save("csv")
+        assert csv.file.type == "text/csv"
+        answer = table.answer(session.settings.limits)
+        assert len(answer.value.rows) == len(frame) and answer.layer == table.map_layer()
+        assert [f["id"] for f in table.map_layer().zones["features"]] == ["field-0", "field-1"]
+
+        table["ha"] = table.frame.to_crs(32633).area / 10_000  # a column added to the table itself
+        assert "ha" in frame and "ha" in geopandas.read_parquet(session.outputs.path(table.save().id))
+        kept = table[table["count"] > 0]  # pandas' filter: a GeoDataFrame, of no kind
+        assert isinstance(kept, geopandas.GeoDataFrame) and registry.kind_of(kept) is None
+        with pytest.raises(InvalidArgument, match="^save takes .*, not GeoDataFrame$"):
+            session.save(kept)
+
+
+def test_a_threshold_table_says_its_notes_in_its_words(tmp_path):
+    """threshold_area returns a `ThresholdTable` of its own kind; its notes are the zonal table's,
+    made from the same data (`quality`) in its words: a row under min_valid_fraction has no area."""
+    from stac_gdal_mcp.operations.threshold import ThresholdTable
+
+    search = {"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-07-31"}
+    with stac_gdal_mcp.Session(default_catalog="sample", workspace=tmp_path) as session:
+        table = session.threshold_area(fields(), condition="> 0.3", **search)
+        assert isinstance(table, ThresholdTable) and table.frame.attrs == {}
+        assert registry.kind_of(table) == table.provenance.kind == "threshold_area"
+        too_little = int(table["too_little_valid"].sum())
+        assert too_little > 0 and table.quality.too_little == too_little  # (the sample's cloudy day)
+        said = f"{too_little} of {len(table)} rows had less valid area than min_valid_fraction=0.5"
+        assert table.provenance.facts["notes"] == table.quality.notes("area")
+        assert [n for n in table.provenance.facts["notes"] if n.startswith(said)] == [
+            f"{said} of their zone: no area, a note (0 keeps them)"
+        ]
+        zonal = session.zonal_stats(fields(), **search)
+        assert (
+            f"{said} of their zone: no statistics, a note (0 keeps them)" in zonal.provenance.facts["notes"]
+        )
+        assert table.answer(session.settings.limits).value.notes == table.provenance.facts["notes"]

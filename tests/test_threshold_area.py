@@ -153,9 +153,9 @@ def test_area_and_fraction_equal_the_coverage_weighted_truth_with_clouds_masked(
         "fraction",
         "valid_fraction",
     ]
-    provenance = frame.attrs["stac_gdal_mcp"]
-    assert provenance["kind"] == "threshold_area" and provenance["parameters"]["condition"] == condition
-    assert {s["item_id"] for s in provenance["sources"]} == set(DATES)
+    provenance = frame.provenance
+    assert provenance.kind == "threshold_area" and frame.request["condition"] == condition
+    assert {s.item_id for s in provenance.sources} == set(DATES)
 
 
 def test_without_the_cloud_mask_the_area_is_numpys_on_every_pixel(session, scenes):
@@ -191,7 +191,9 @@ def test_a_zone_too_cloudy_gets_a_note_and_per_day_names_the_days_items(session,
     assert thin.any() and frame.loc[thin, "area_ha"].isna().all()
     assert frame.loc[thin, "note"].str.contains("min_valid_fraction=0.5").all()
     assert set(frame["date"]) == {"2024-06-01", "2024-06-11"} and set(frame["item_ids"]) == set(DATES)
-    assert any("no area, a note" in n for n in frame.attrs["stac_gdal_mcp"]["facts"]["notes"])
+    notes = frame.provenance.facts["notes"]
+    assert f"{int(thin.sum())} of {len(frame)} rows had less valid area" in " ".join(notes)
+    assert any("no area, a note" in n for n in notes) and not any("statistics" in n for n in notes)
 
 
 def test_a_failed_read_is_an_error_in_its_rows_never_an_area(session, scenes):

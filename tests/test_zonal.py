@@ -28,7 +28,7 @@ from test_distributed import cluster  # noqa: F401
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.errors import AssetUnreadable, InvalidArgument, OperationCancelled
-from stac_gdal_mcp.operations import zonal
+from stac_gdal_mcp.operations import registry, zonal
 from stac_gdal_mcp.operations.zonal import stats as zonal_stats
 from stac_gdal_mcp.processing.jobs import Job
 from stac_gdal_mcp.testing import synthetic
@@ -216,8 +216,8 @@ def test_ndvi_series_per_field_equals_numpy_and_exactextract(session, scenes):
         assert_same(got["count"].to_numpy(), want.loc[inside, "count"].to_numpy(), "count")
         assert_same(got["mean"].to_numpy(), want.loc[inside, "mean"].to_numpy(), "mean")
         assert got["cloud_fraction"].between(0, 1).all() and (got["cloud_fraction"] > 0).any()
-    assert frame.attrs["stac_gdal_mcp"]["kind"] == "zonal_stats"
-    assert {s["item_id"] for s in frame.attrs["stac_gdal_mcp"]["sources"]} == set(DATES)
+    assert frame.provenance.kind == "zonal_stats" == registry.kind_of(frame)
+    assert {s.item_id for s in frame.provenance.sources} == set(DATES)
 
 
 def test_zone_across_two_utm_zones_is_measured_on_each_items_grid(session, scenes):
@@ -248,7 +248,8 @@ def test_a_failed_read_is_never_data(session, scenes):
     measured = frame[(frame["zone_id"] != "far-away") & (frame["item_ids"] == "S2A_BROKEN")]
     assert len(measured) and measured["mean"].isna().all() and measured["valid_fraction"].isna().all()
     assert measured["error"].str.contains("red.tif").all()
-    assert "could not be read" in " ".join(frame.attrs["stac_gdal_mcp"]["facts"]["notes"])
+    assert "could not be read" in " ".join(frame.provenance.facts["notes"])
+    assert [item_id for item_id, _ in frame.quality.failed] == ["S2A_BROKEN"]
 
 
 def test_every_item_failing_fails_the_call_with_the_reason(session, scenes):
@@ -271,7 +272,7 @@ def test_an_item_failing_before_its_zones_are_matched_gives_every_zone_an_error(
     assert not (frame["note"] == "no item covers this zone").any()
     measured = rows_of(frame, "S2A_Z1")
     assert measured["error"].isna().all() and (measured["count"] > 0).all()
-    assert [f["item_id"] for f in frame.attrs["stac_gdal_mcp"]["facts"]["failed_items"]] == [missing]
+    assert [f["item_id"] for f in frame.provenance.facts["failed_items"]] == [missing]
 
 
 def test_estimate_counts_the_windows_reads(session, scenes):
@@ -303,7 +304,7 @@ def test_save_writes_geoparquet_and_csv_with_a_record(session, scenes):
     assert len(back) == len(frame) and back.crs.to_epsg() == 4326
     assert np.allclose(back["mean"], frame["mean"], equal_nan=True)
     derived = [link for link in record.links if link.rel == "derived_from" and link.href.endswith(".tif")]
-    assert len(derived) == len(frame.attrs["stac_gdal_mcp"]["sources"]) > 0
+    assert len(derived) == len(frame.provenance.sources) > 0
     csv = zonal.save(session.core, frame, format="csv")
     assert csv.file.type == "text/csv"
 
@@ -385,8 +386,9 @@ def test_a_mostly_cloudy_zone_gets_no_value_and_a_note_unless_min_valid_fraction
     assert cloudy > 0  # the comparison above covered zones under mostly cloudy masks
     dropped = int(default["note"].fillna("").str.contains("min_valid_fraction").sum())
     assert f"{dropped} of {len(default)} rows had less valid area than min_valid_fraction=0.5" in " ".join(
-        default.attrs["stac_gdal_mcp"]["facts"]["notes"]
+        default.provenance.facts["notes"]
     )
+    assert default.quality.too_little == dropped == int(default["too_little_valid"].sum())
     with pytest.raises(InvalidArgument, match="min_valid_fraction"):
         run(session, zones, min_valid_fraction=1.5, **arguments)
 
@@ -510,7 +512,7 @@ def test_a_local_cluster_gives_the_threaded_table(make_settings, pgstac_api, sce
     pd.testing.assert_frame_equal(
         pd.DataFrame(on_cluster.to_wkb()), pd.DataFrame(on_threads.to_wkb()), check_exact=True
     )
-    assert on_cluster.attrs == on_threads.attrs
+    assert on_cluster.provenance == on_threads.provenance and on_cluster.quality == on_threads.quality
     # one day's two tiles mosaicked in a worker: the threads' mosaic
     tiles = {"expression": "ndvi", "stats": ["mean", "count"], "per": "day", "min_valid_fraction": 0,
              "items": [{"collection_id": S2, "item_id": i} for i in TILES]}  # fmt: skip

@@ -79,7 +79,7 @@ async def test_class_fractions_without_cloud_mask_equal_exactextract_frac(sessio
     } | {str(int(r["majority"])): declared[str(int(r["majority"]))] for r in answer["rows"]}
     assert "Vegetation" in answer["classes"].values()
     frame = session.zonal_stats(FIELDS, items=items, expression="scl", stats=["frac"], mask_clouds=False)
-    colors = frame.attrs["stac_gdal_mcp"]["facts"]["class_colors"]  # the chart's bars
+    colors = frame.provenance.facts["class_colors"]  # the chart's bars
     with open(SAMPLE / SCENE / f"{SCENE}.json") as f:
         hints = {
             str(c["value"]): c["color_hint"] for c in json.load(f)["assets"]["scl"]["classification:classes"]
@@ -119,7 +119,9 @@ async def test_too_little_valid_gets_a_note_in_the_rows_the_map_and_the_chart(se
     assert "too_little_valid" not in answer["rows"][0]  # the answer's rows say it in their note
     # the chart: a cross per dropped observation (whatever the note says), the title the index's
     # name, y axis with unit
-    figure = zonal_chart.series_figure(dropped_frame.assign(note=None), "mean")
+    figure = zonal_chart.series_figure(
+        dropped_frame.assign(note=None), "mean", dropped_frame.provenance.facts["expression"]
+    )
     axes = figure.axes[0]
     crosses = sum(len(line.get_xdata()) for line in axes.get_lines() if line.get_marker() == "x")
     assert crosses == len(
@@ -135,7 +137,7 @@ def test_one_day_gets_a_week_axis_not_years(session):  # noqa: F811
 
     frame = session.zonal_stats(FIELDS, collections=["sentinel-2-l2a"], datetime="2024-06-19")
     assert frame["datetime"].nunique() == 1
-    axes = zonal_chart.series_figure(frame, "mean").axes[0]
+    axes = zonal_chart.series_figure(frame.frame, "mean", frame.provenance.facts["expression"]).axes[0]
     low, high = axes.get_xlim()
     assert 5 <= high - low <= 8  # days
     day = mdates.date2num(frame["datetime"].iloc[0].tz_localize(None))

@@ -110,7 +110,7 @@ async def test_rows_equal_the_library_table_and_the_saved_geoparquet(session):
     ]
     record = session.outputs.get(answer["table"]["id"])
     assert {link.href for link in record.links if link.rel == "derived_from"} >= {
-        s["href"] for s in frame.attrs["stac_gdal_mcp"]["sources"]
+        s.href for s in frame.provenance.sources
     }
 
 

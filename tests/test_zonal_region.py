@@ -119,7 +119,7 @@ def ordinary(session, path, **arguments):
 def test_region_equals_the_ordinary_call(region, per):
     session, path = region()
     head = session.zonal_stats(str(path), per=per, **ARGUMENTS)
-    facts = zonal.provenance_of(head).facts
+    facts = head.provenance.facts
     record = session.outputs.get(facts["saved_as"])
     assert session.save(head).id == record.id  # saved once, while computed
     whole = ordinary(session, path, per=per)
@@ -135,7 +135,7 @@ def test_region_equals_the_ordinary_call(region, per):
 def test_region_on_a_cluster_of_worker_processes(region, cluster):  # noqa: F811 (the fixture)
     session, path = region(dask_scheduler=cluster.scheduler_address)
     head = session.zonal_stats(str(path), **ARGUMENTS)
-    record = session.outputs.get(zonal.provenance_of(head).facts["saved_as"])
+    record = session.outputs.get(head.provenance.facts["saved_as"])
     local, _ = region()
     whole = ordinary(local, path)
     pd.testing.assert_frame_equal(
@@ -151,7 +151,7 @@ def test_many_buckets_give_the_same_rows_and_refuse_ids_repeated_across_them(reg
     monkeypatch.setattr(groups, "BUCKET_ZONES", 40)
     session, path = region()
     head = session.zonal_stats(str(path), **ARGUMENTS)
-    record = session.outputs.get(zonal.provenance_of(head).facts["saved_as"])
+    record = session.outputs.get(head.provenance.facts["saved_as"])
     pd.testing.assert_frame_equal(
         comparable(read_output(session, record)),
         comparable(ordinary(session, path).to_wkb()),
@@ -294,7 +294,7 @@ def test_the_groups_notes_are_five_and_a_count_of_the_rest(region):
     frame.to_parquet(path)
     head = session.zonal_stats(str(path), **ARGUMENTS)
     estimate = session.zonal_stats(str(path), dry_run=True, **ARGUMENTS)
-    for notes in (zonal.provenance_of(head).facts["notes"], estimate.notes):
+    for notes in (head.provenance.facts["notes"], estimate.notes):
         repaired = [n for n in notes if n.startswith("zone ") and "repaired with make_valid" in n]
         counted = [n for n in notes if n.startswith("... and ") and n.endswith(" more such notes")]
         assert len(repaired) == 5 and len(counted) == 1, notes

@@ -3,9 +3,10 @@ by a tool, drawn on the map. (The operations themselves are classes, registered 
 `operations.OPERATIONS`: base.py.)
 
 A result says its kind: the `result_kind` of its class (`CloudCover`: "cloud_cover_stats",
-`Preview`, `AssetInfo`, `SearchResults`, `OutputRecord`, `Raster`, `Change`), else the
-`Provenance.kind` its operation put in its `attrs` (a table or an array: "time_series",
-"zonal_stats", "composite"); the kind is the name of the operation that made it.
+`Preview`, `AssetInfo`, `SearchResults`, `OutputRecord`, `Raster`, `Change`, the tables of
+`table.Table`: a time series, a zonal or threshold_area table), else - for what pandas or xarray
+made of a result: a time series filtered, an array cut from a composite - the `Provenance.kind`
+its `attrs` kept; the kind is the name of the operation that made it.
 `operations.RESULTS` maps each kind to its class:
 
 - a typed result (`result.Result`) does it all itself - `save`, `answer` (its outputs kept
@@ -59,8 +60,9 @@ class Results:
 
 def kind_of(result: Any) -> str | None:
     """The kind of `result`, said by the result itself: its class's `result_kind`, else the
-    `Provenance.kind` its operation put in its `attrs` (a table, an array); an array without one
-    is of the kind "array" (saved as a COG, as a composite is); anything else has none."""
+    `Provenance.kind` kept in its `attrs` (a DataFrame made of a time series, a DataArray of a
+    composite); an array without one is of the kind "array" (saved as a COG, as a composite is);
+    anything else has none."""
     kind = getattr(type(result), "result_kind", None)
     if isinstance(kind, str):
         return kind

@@ -392,7 +392,8 @@ class TimeSeries(OverArea):
 
     def run(self, core, job: Job | None = None) -> SeriesTable:
         """The table (`series`)."""
-        return SeriesTable(series(core, self.plan(core), job), core)
+        frame = series(core, self.plan(core), job)
+        return SeriesTable(frame, provenance_of(frame), core)
 
     save = staticmethod(save)
     outputs = staticmethod(outputs)

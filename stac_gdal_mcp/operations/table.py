@@ -1,15 +1,18 @@
 """`Table`: a table result that knows itself - the DataFrame an operation made, with its request
-and provenance, and what happens to it (`save`, `answer`, `map_layer`) by the class of the
-operation that made it (registry.py).
+and provenance as attributes, and what happens to it (`save`, `answer`, `map_layer`) by the class
+of the operation that made it (registry.py).
 
-It reads as its DataFrame - `table["value"]`, `table.iloc[0]`, `len(table)`, `table.attrs` and
-the other DataFrame attributes go to `to_dataframe()` - so code written for the table keeps
-working; in Jupyter it shows as the table. A table filtered with pandas is a plain DataFrame that
-still carries its provenance in `attrs`, and is saved and drawn as its kind (`kind_of`).
+It reads as its DataFrame - `table["value"]`, `table.iloc[0]`, `len(table)`, `table.columns` and
+the other DataFrame attributes go to the DataFrame (`frame`), `table["new"] = ...` adds a column
+to it - so code written for the table keeps working; in Jupyter it shows as the table, and tab
+completion offers the DataFrame's names. What pandas makes of it (a filtered copy, a pivot) is a
+plain DataFrame: only a time series keeps its provenance in `attrs` too, so that one filtered
+with pandas is still saved and drawn as a time series (`registry.kind_of`).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .result import Wrapping
@@ -25,16 +28,18 @@ if TYPE_CHECKING:
 
 
 class Table(Wrapping):
-    """A table an operation made (`result_kind`: its name): `to_dataframe()` is the table (a copy),
-    `provenance` and `request` say where it came from; `save(format)`, `answer(limits)` and
-    `map_layer()` do what its operation's class does with it."""
+    """A table an operation made (`result_kind`: its name): `frame` is the DataFrame (a
+    GeoDataFrame for a table of zones), `provenance` says where it came from and `request` the
+    parameters of the call; `save(format)`, `answer(limits)` and `map_layer()` do what its
+    operation's class does with it."""
 
     result_kind: ClassVar[str] = ""  # the operation that made it (registry.py)
-    _own: ClassVar[tuple[str, ...]] = ("_frame",)
+    _own: ClassVar[tuple[str, ...]] = ("_frame", "_provenance")
 
-    def __init__(self, frame: pd.DataFrame, core: Core | None = None):
+    def __init__(self, frame: pd.DataFrame, provenance: Provenance, core: Core | None = None):
         self._frame = frame
         self._core = core
+        self._provenance = provenance
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -43,33 +48,37 @@ class Table(Wrapping):
 
     @property
     def provenance(self) -> Provenance:
-        from ..processing.records import Provenance
-
-        return Provenance.required(self._frame, self.result_kind, self.result_kind.replace("_", " "))
+        """How the table was made: what its output record will say, and its facts."""
+        return self._provenance
 
     @property
     def request(self) -> dict[str, Any]:
-        """The parameters of the call that made it."""
+        """The parameters of the call that made it (what its output record lists)."""
         return dict(self.provenance.parameters)
 
     def to_dataframe(self) -> pd.DataFrame:
-        """The table as a DataFrame (a copy, its provenance in `attrs`)."""
+        """The table as a DataFrame (a copy)."""
         return self._frame.copy()
 
-    def _handler(self):
-        from .registry import handler
+    def replaced(self, frame: pd.DataFrame | None = None, provenance: Provenance | None = None):
+        """The same table (its class, its other attributes) with another `frame` (some of its
+        rows) or `provenance`."""
+        made = copy.copy(self)
+        made._frame = self._frame if frame is None else frame
+        made._provenance = self._provenance if provenance is None else provenance
+        return made
 
-        return handler(self)
-
-    def save(self, format: str | None = None, *, output_name: str | None = None) -> OutputRecord:
+    def save(self, format: str | None = None, *, output_name: str | None = None, job=None) -> OutputRecord:
         """The table written into the session's workspace as its operation saves it; its record."""
-        return self._handler().save(self._bound(), self, format=format, output_name=output_name)
+        from .registry import save
 
-    def answer(self, limits) -> Answer:
+        return save(self._bound(), self, format=format, output_name=output_name, job=job)
+
+    def answer(self, limits, *, job=None, quicklook: bool = False) -> Answer:
         """The tool's answer for the table within `limits` (its outputs written first)."""
         from .registry import answer
 
-        return answer(self._bound(), self, limits)
+        return answer(self._bound(), self, limits, job=job, quicklook=quicklook)
 
     def map_layer(self) -> MapLayer | None:
         """What the map draws of the table."""
@@ -79,3 +88,9 @@ class Table(Wrapping):
 
     def _held(self) -> pd.DataFrame:
         return self._frame
+
+    def __setitem__(self, key, value) -> None:  # a column added to the table itself
+        self._frame[key] = value
+
+    def __dir__(self):  # tab completion: the table's own names and its DataFrame's (columns too)
+        return sorted(set(super().__dir__()) | set(dir(self._frame)))

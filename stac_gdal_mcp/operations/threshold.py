@@ -9,11 +9,12 @@ condition holds and 0 where it does not (masked where not valid), and exactextra
 that is the passing area in pixels, coverage-weighted (exact at zone edges), `count` the valid
 area. `area_ha` = sum x pixel area / 10,000; `fraction` = sum / count.
 
-Its table is a GeoDataFrame (zone_id, datetime, collection_id, item_ids, area_ha, fraction,
-valid_fraction, cloud_fraction, note, error, geometry) whose provenance kind is "threshold_area";
+Its table is a `ThresholdTable`, a GeoDataFrame (zone_id, datetime, collection_id, item_ids,
+area_ha, fraction, valid_fraction, cloud_fraction, note, error, geometry) with its request and
+provenance, its notes those of the zonal table it was measured as (`Quality`), in its words;
 `save` writes it as GeoParquet (or CSV); the tool's answer keeps the rows that fit, the zones
 coloured by their latest `area_ha` for the map, and a chart of area over time per zone.
-The zone layer and the fitted rows (`zones_layer`, `fitted`) serve `change` too.
+The zone layer (`zones_layer`) serves `change` too.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ from pydantic.json_schema import SkipJsonSchema
 
 from ..errors import InvalidArgument, LimitExceeded, NotSupported
 from ..processing.jobs import Job, timed
-from ..processing.records import Provenance
 from .base import LIBRARY_ONLY, Operation
 from .params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchArg, json_text
 from .registry import Answer
 from .zonal import DEFAULT_MIN_VALID_FRACTION, Stat, ZonalRequest
 from .zonal.result import ZoneLayer, ZoneTable, drawn_apart, zones_call
+from .zonal.table import ZonalTable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -223,8 +224,15 @@ def on_worker(request: ThresholdRequest, key: str, settings, inputs, indexes: li
     return measure_assets(request.condition, settings, call, inputs, indexes, Job())
 
 
-def measure(core, request: ThresholdRequest, job: Job | None = None) -> pd.DataFrame:
-    """The table of a checked request (see the module docstring), its provenance in `attrs`."""
+class ThresholdTable(ZonalTable):
+    """The area where a condition holds per zone and item (or day): a zonal table (it reads as
+    its GeoDataFrame) of the kind "threshold_area", its statistics `area_ha` and `fraction`."""
+
+    result_kind: ClassVar[str] = "threshold_area"
+
+
+def measure(core, request: ThresholdRequest, job: Job | None = None) -> ThresholdTable:
+    """The table of a checked request (see the module docstring), with its provenance."""
     from . import zonal
 
     job = timed(job, core)
@@ -239,33 +247,23 @@ def measure(core, request: ThresholdRequest, job: Job | None = None) -> pd.DataF
         start=f"area where {request.condition.text} in {len(request.zonal.zones)} zones on {len(found.items)} items",
     )
     zonal.none_measured(metas)
-    frame = zonal.table(core, found, metas, frames)
-    made = Provenance.of(frame)
-    facts = {**made.facts, "condition": request.condition.text, "notes": _notes(made.facts["notes"])}
-    frame.attrs.update(
-        made.model_copy(
-            update={
-                "kind": "threshold_area",
-                "operation": "threshold_area",
-                "parameters": request.parameters(),
-                "title": f"area where {made.facts['expression']} {request.condition.text} per zone",
-                "facts": facts,
-            }
-        ).to_attrs()
+    table = zonal.table(core, found, metas, frames)
+    made = table.provenance
+    # (zonal's notes in this table's words: a row under min_valid_fraction has no area)
+    facts = {**made.facts, "condition": request.condition.text, "notes": table.quality.notes("area")}
+    provenance = made.model_copy(
+        update={
+            "kind": "threshold_area",
+            "operation": "threshold_area",
+            "parameters": request.parameters(),
+            "title": f"area where {made.facts['expression']} {request.condition.text} per zone",
+            "facts": facts,
+        }
     )
-    return frame
-
-
-def _notes(notes: list[str]) -> list[str]:
-    """zonal's notes in this table's words (its statistics are area_ha and fraction)."""
-    return [n.replace("no statistics, a note", "no area, a note") for n in notes]
+    return ThresholdTable(table.frame, provenance, core, quality=table.quality)
 
 
 # --- the answer -----------------------------------------------------------------------------------
-
-
-def provenance_of(frame) -> Provenance:
-    return Provenance.required(frame, "threshold_area", "threshold_area")
 
 
 def zones_layer(frame: pd.DataFrame, column: str, expression: str) -> ZoneLayer:
@@ -326,21 +324,21 @@ def fitted(frame: pd.DataFrame, layer: ZoneLayer, record, max_bytes: int, notes:
     return rows, layer.model_copy(update={"features": features})
 
 
-def result(frame: pd.DataFrame, record: OutputRecord, max_bytes: int) -> ThresholdResult:
+def result(table: ThresholdTable, record: OutputRecord, max_bytes: int) -> ThresholdResult:
     """The tool's answer: the first rows and the zones within `max_bytes`."""
-    provenance = provenance_of(frame)
-    facts, notes = provenance.facts, list(provenance.facts["notes"])
+    frame, facts = table.frame, table.provenance.facts
+    notes = list(facts["notes"])
     rows, layer = fitted(frame, zones_layer(frame, "area_ha", facts["expression"]), record, max_bytes, notes)
     return ThresholdResult.of(facts, record, layer, notes, rows, len(frame), condition=facts["condition"])
 
 
-def chart_png(frame: pd.DataFrame) -> bytes:
+def chart_png(table: ThresholdTable) -> bytes:
     """The passing area of each zone against time (a line per zone, the first 12), in hectares."""
     from .tables import png_bytes
     from .zonal.chart import expression_name, plain, series_figure
 
-    facts = provenance_of(frame).facts
-    figure = series_figure(frame, "area_ha")
+    facts = table.provenance.facts
+    figure = series_figure(table.frame, "area_ha", facts["expression"])
     axes = figure.axes[0]
     axes.set_title(
         plain(f"area where {expression_name(facts['expression'])} {facts['condition']}, per zone"),
@@ -350,40 +348,43 @@ def chart_png(frame: pd.DataFrame) -> bytes:
     return png_bytes(figure)
 
 
-def save(core, frame: pd.DataFrame, *, format: str | None = None, output_name=None, job=None) -> OutputRecord:
+def save(
+    core, table: ThresholdTable, *, format: str | None = None, output_name=None, job=None
+) -> OutputRecord:
     """The table saved as GeoParquet (the default) or CSV, with a record naming every asset read."""
     from .zonal import write_table
 
     return write_table(
-        core, frame, provenance_of(frame), format=format, output_name=output_name, stem="threshold-area"
+        core, table.frame, table.provenance, format=format, output_name=output_name, stem="threshold-area"
     )
 
 
-def outputs(core, frame: pd.DataFrame, job) -> tuple[OutputRecord]:
+def outputs(core, table: ThresholdTable, job) -> tuple[OutputRecord]:
     """What the threshold_area tool keeps of a table: its GeoParquet."""
-    return (save(core, frame, job=job),)
+    return (save(core, table, job=job),)
 
 
-def answer(core, frame: pd.DataFrame, records, limits, **options) -> Answer:
+def answer(core, table: ThresholdTable, records, limits, **options) -> Answer:
     """The tool's answer within limits.max_result_bytes, with the chart of area over time."""
     (record,) = records
-    value, layer = drawn_apart(result(frame, record, limits.max_result_bytes))
-    return Answer(value, records, (chart_png(frame),), layer=layer)
+    value, layer = drawn_apart(result(table, record, limits.max_result_bytes))
+    return Answer(value, records, (chart_png(table),), layer=layer)
 
 
-def map_call(frame: pd.DataFrame) -> dict:
+def map_call(table: ThresholdTable) -> dict:
     """A table as the map draws it: its zones with their latest passing area."""
-    facts = provenance_of(frame).facts
-    layer = zones_layer(frame, "area_ha", facts["expression"])
+    facts = table.provenance.facts
+    layer = zones_layer(table.frame, "area_ha", facts["expression"])
     drawn = zones_call("threshold_area", facts, layer)
     return {**drawn, "arguments": {**drawn["arguments"], "condition": facts["condition"]}}
 
 
 class ThresholdArea(Operation):
     """The area where `expression` meets `condition`, per zone and item (`per="day"`: per solar
-    day): a GeoDataFrame (zone_id, datetime, collection_id, item_ids, area_ha, fraction of the
-    zone's clear area, valid_fraction, cloud_fraction, note, error, geometry), coverage-weighted
-    on each item's native grid; `save` writes it (GeoParquet, or format="csv"). Zones as
+    day): a `ThresholdTable`, which reads as its GeoDataFrame (zone_id, datetime, collection_id,
+    item_ids, area_ha, fraction of the zone's clear area, valid_fraction, cloud_fraction, note,
+    error, geometry), coverage-weighted on each item's native grid, with its `request` and
+    `provenance`; `save` writes it (GeoParquet, or format="csv"). Zones as
     `zonal_stats` takes them, or `aoi` (one area). `dry_run=True`: an `Estimate` (headers only).
 
     >>> table = session.threshold_area(aoi=aoi, condition="> 0.5", collections=["sentinel-2-l2a"],
@@ -433,7 +434,7 @@ class ThresholdArea(Operation):
         found.operation = "threshold_area"
         return found
 
-    def run(self, core, job: Job | None = None) -> pd.DataFrame:
+    def run(self, core, job: Job | None = None) -> ThresholdTable:
         """The table (see the module docstring)."""
         return measure(core, self.plan(core), job)
 

@@ -88,10 +88,11 @@ def describe_raster(path: str | Path) -> RasterFacts:
 
 
 class Provenance(Model):
-    """How a computed result (a time series table, a composite array) was made, carried with it
-    in its `attrs` until it is saved: what its output record will say (operation, parameters,
-    sources, title, lineage, software, extra properties) and the result's own facts (grid, item
-    count, notes, ...)."""
+    """How a computed result (a table, a composite array) was made, carried with it until it is
+    saved - a table's `provenance`; in `attrs` where pandas or xarray must keep it (a time series'
+    DataFrame, a composite's DataArray) -: what its output record will say (operation,
+    parameters, sources, title, lineage, software, extra properties) and the result's own facts
+    (grid, item count, notes, ...)."""
 
     kind: str  # the result's kind: the name of the operation that made it ("time_series", ...)
     operation: str

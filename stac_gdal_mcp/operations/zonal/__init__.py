@@ -43,11 +43,13 @@ from .pixels import (
     windows,
 )
 from .remote import on_cluster
-from .table import finish, per_day
+from .table import ZonalTable, finish, per_day
 from .zones import Zones
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from ...processing.records import Provenance
 
 DEFAULT_MAX_ITEMS = 50
 # a zone-observation with less valid (clear, with data) area than this share of the zone gets no
@@ -283,10 +285,11 @@ def day_groups(call: Call) -> list:
 # --- many items ------------------------------------------------------------------------------------
 
 
-def run(core, request: ZonalRequest, job: Job | None = None) -> pd.DataFrame:
-    """The statistics table of a checked request (see the module docstring): a GeoDataFrame, one
-    row per zone and item (`per="item"`) or per zone and solar day (`per="day"`), its provenance
-    in `attrs`. `job` gets a progress step per item and stops the reads when cancelled."""
+def run(core, request: ZonalRequest, job: Job | None = None) -> ZonalTable:
+    """The statistics table of a checked request (see the module docstring): a `ZonalTable` (a
+    GeoDataFrame, one row per zone and item - `per="item"` - or per zone and solar day -
+    `per="day"` -, with its provenance). `job` gets a progress step per item and stops the reads
+    when cancelled."""
     job = timed(job, core)
     call = select(core, request)
     metas, frames = measure_items(core, call, job)
@@ -347,7 +350,7 @@ def _outcome(result: tuple) -> str:
     return f"{meta['item_id']}: {meta['error'] or f'{rows} zones measured'}"
 
 
-def table(core, call: Call, metas: list[dict], frames: list) -> pd.DataFrame:
+def table(core, call: Call, metas: list[dict], frames: list) -> ZonalTable:
     """The items' rows as one table in the zones' order, then time; with its provenance. The
     items' facts (time, ids) are kept once per item and taken into the rows by item index."""
     import numpy as np
@@ -438,18 +441,17 @@ def estimate(core, request: ZonalRequest, *, call: Call | None = None):
 MEDIA_TYPES = {"parquet": "application/vnd.apache.parquet", "csv": "text/csv"}
 
 
-def provenance_of(frame):
-    from ...processing.records import Provenance
-
-    return Provenance.required(frame, "zonal_stats", "zonal statistics")
-
-
 def save(
-    core, frame, *, format: Literal["parquet", "csv"] = "parquet", output_name: str | None = None, job=None
+    core,
+    table: ZonalTable,
+    *,
+    format: Literal["parquet", "csv"] = "parquet",
+    output_name: str | None = None,
+    job=None,
 ):
     """Write a zonal statistics table as GeoParquet (the zones' geometry included) or CSV (the
     geometry as WKT), with a record naming every asset it was computed from; return the record."""
-    provenance = provenance_of(frame)
+    provenance = table.provenance
     if format not in MEDIA_TYPES:
         raise InvalidArgument("format must be 'parquet' (GeoParquet) or 'csv' for a zonal statistics table")
     if saved := provenance.facts.get("saved_as"):  # a region's: written while computed (`region`)
@@ -464,11 +466,20 @@ def save(
     facts = provenance.facts
     extra = {"zonal:stats": facts["stats"], "zonal:expression": facts["expression"]}
     return write_table(
-        core, frame, provenance, format=format, output_name=output_name, stem="zonal-stats", extra=extra
+        core, table.frame, provenance, format=format, output_name=output_name, stem="zonal-stats", extra=extra
     )
 
 
-def write_table(core, frame, provenance, *, format: str | None, output_name, stem: str, extra=None):
+def write_table(
+    core,
+    frame: pd.DataFrame,
+    provenance: Provenance,
+    *,
+    format: str | None,
+    output_name,
+    stem: str,
+    extra=None,
+):
     """A table of zones written as GeoParquet (the default; the zones' geometry included) or CSV
     (the geometry as WKT), with the record its provenance says (its properties and `extra`)."""
     format = (format or "parquet").lower()

@@ -1,16 +1,16 @@
 """The charts of a zonal statistics table (PNG bytes), as the zonal_stats tool sends them:
 
-- `series_png(frame)`: the first statistic of each zone against time (a line per zone, at most
+- `series_png(frame, column, expression)`: the first statistic of each zone against time (a line per zone, at most
   `CHART_ZONES`), titled with the expression's name (NDVI), the y axis with its unit; an
   observation left without a value because too little of the zone was valid
   (`min_valid_fraction`) is marked by a cross at the bottom, as the time series chart marks
   cloudy days.
-- `fractions_png(frame)`: the class fractions (`stats=["frac"]`) of each zone's latest
+- `fractions_png(frame, expression, classes, colors)`: the class fractions (`stats=["frac"]`) of each zone's latest
   observation as stacked bars, the classes named from the asset's classification extension (or
   the classes the server knows: SCL, ESA WorldCover, Landsat QA_PIXEL's flags), each in its
   colour; a light one (white cloud, snow) outlined dark so a white page does not hide it.
 
-`chart_png(frame)` picks the one that fits the table.
+`chart_png(frame, facts, stat)` picks the one that fits the table (`facts`: its provenance's).
 """
 
 from __future__ import annotations
@@ -49,29 +49,30 @@ def plain(text) -> str:
     return str(text).replace("$", r"\$")
 
 
-def chart_png(frame: pd.DataFrame, stat: str, classes: dict | None = None) -> bytes:
-    """The chart of the table: class fractions when `stat` is frac, else the series (a table
-    without the column, as when no item was measured, gives an empty chart, not an error)."""
+def chart_png(frame: pd.DataFrame, facts: dict, stat: str, classes: dict | None = None) -> bytes:
+    """The chart of the table (`facts`: its provenance's): class fractions when `stat` is frac,
+    else the series (a table without the column, as when no item was measured, gives an empty
+    chart, not an error)."""
+    expression = facts["expression"]
     if stat.startswith("frac"):
-        colors = frame.attrs["stac_gdal_mcp"]["facts"].get("class_colors", {})
-        return fractions_png(frame, classes or {}, colors)
-    return series_png(frame if stat in frame else frame.assign(**{stat: float("nan")}), stat)
+        return fractions_png(frame, expression, classes or {}, facts.get("class_colors", {}))
+    return series_png(frame if stat in frame else frame.assign(**{stat: float("nan")}), stat, expression)
 
 
-def series_png(frame: pd.DataFrame, column: str) -> bytes:
+def series_png(frame: pd.DataFrame, column: str, expression: str) -> bytes:
     """`series_figure` as PNG bytes."""
-    return png_bytes(series_figure(frame, column))
+    return png_bytes(series_figure(frame, column, expression))
 
 
-def series_figure(frame: pd.DataFrame, column: str):
-    """`column` of each zone against time (see the module docstring), a matplotlib Figure."""
+def series_figure(frame: pd.DataFrame, column: str, expression: str):
+    """`column` of each zone against time (see the module docstring), a matplotlib Figure;
+    `expression`: the values' formula (its index names them)."""
     import matplotlib.dates as mdates
     import numpy as np
     import pandas as pd
 
-    facts = frame.attrs["stac_gdal_mcp"]["facts"]
-    name = expression_name(facts["expression"])
-    is_index = index_name(facts["expression"]) is not None
+    name = expression_name(expression)
+    is_index = index_name(expression) is not None
     figure, axes = new_figure(3.6)
     zones = list(dict.fromkeys(frame["zone_id"]))
     times = frame["datetime"].dt.tz_localize(None)
@@ -111,7 +112,7 @@ def series_figure(frame: pd.DataFrame, column: str):
     return figure
 
 
-def fractions_png(frame: pd.DataFrame, classes: dict, colors: dict | None = None) -> bytes:
+def fractions_png(frame: pd.DataFrame, expression: str, classes: dict, colors: dict | None = None) -> bytes:
     """The class fractions of each zone's latest observation that has them, stacked bars, each
     class in its classification colour when the asset gives one."""
     import numpy as np
@@ -146,7 +147,7 @@ def fractions_png(frame: pd.DataFrame, classes: dict, colors: dict | None = None
         )
         left += values
     more = f" (first {CHART_ZONES} of {len(zones)} zones)" if len(zones) > CHART_ZONES else ""
-    name = expression_name(frame.attrs["stac_gdal_mcp"]["facts"]["expression"])
+    name = expression_name(expression)
     axes.set_title(plain(f"class fractions of {name} per zone, latest observation{more}"), fontsize=10)
     axes.set_xlabel("share of the zone")
     axes.set_xlim(0, 1)

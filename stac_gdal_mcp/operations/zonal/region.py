@@ -27,7 +27,7 @@ import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import InvalidArgument, LimitExceeded
 from ...processing.jobs import Job, timed
@@ -36,9 +36,6 @@ from .. import zonal
 from .checks import Notes, Zones
 from .files import count_zones, zones_path
 from .groups import ZoneFile, released
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 SUFFIXES = (".parquet", ".geoparquet", ".gpkg", ".fgb")  # files read in batches
 # zones measured together (and one partition of the output): a group of parcels covers about a
@@ -126,7 +123,7 @@ class Totals:
                 self.sources.update({s.href: s for s in meta["sources"] if s.href not in self.sources})
 
 
-def run(core, request: RegionRequest, job: Job | None = None) -> pd.DataFrame:
+def run(core, request: RegionRequest, job: Job | None = None) -> zonal.ZonalTable:
     """Every zone of the file on every item (see the module docstring); the first group's table,
     the whole output written into the workspace."""
     import contextlib
@@ -190,9 +187,7 @@ def _head(frame):
     """The answer's table: the rows of the first group's first `HEAD_ZONES` zones (a copy: the
     group's table is let go, so memory holds at most two groups' tables: one written, one measured)."""
     zones = frame["zone_id"].drop_duplicates().iloc[:HEAD_ZONES]
-    head = frame[frame["zone_id"].isin(zones)].copy()
-    head.attrs = dict(frame.attrs)
-    return head
+    return frame.replaced(frame[frame["zone_id"].isin(zones)].copy())
 
 
 def _selected(core, request: RegionRequest, ordered) -> tuple[zonal.Call, list[dict]]:
@@ -242,9 +237,7 @@ def _check_size(written: int, max_bytes: int) -> None:
 
 
 def _facts(request: RegionRequest, head, totals: Totals, call_notes: list, items: int, saved_as) -> tuple:
-    from ...processing.records import Provenance
-
-    provenance = Provenance.of(head)
+    provenance = head.provenance
     failed = [{"item_id": i, "error": e} for i, e in totals.failed.items()]
     notes = [*call_notes, *totals.notes.listed()]
     if failed:
@@ -297,12 +290,11 @@ def _answer(request: RegionRequest, head, totals: Totals, call, output_id: str):
         f"{request.zones.count:,} zones at region scale: this table holds the first zones' {len(head):,} of "
         f"{totals.rows:,} rows; every row is in the partitioned GeoParquet output '{output_id}'"
     )
-    head.attrs.update(
-        provenance.model_copy(
+    return head.replaced(
+        provenance=provenance.model_copy(
             update={"facts": facts, "parameters": parameters, "sources": list(totals.sources.values())}
-        ).to_attrs()
+        )
     )
-    return head
 
 
 # --- dry run ----------------------------------------------------------------------------------------

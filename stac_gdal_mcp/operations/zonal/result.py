@@ -2,14 +2,14 @@
 budget (the whole table is the saved file), the zones coloured by the first statistic for a map,
 and a chart of the per-zone series (`per="day"`).
 
-- `result(frame, record, max_bytes)`: the zonal_stats tool's `ZonalResult`.
-- `zone_layer(frame)`: per zone its geometry and the first statistic's latest value (the most
+- `result(table, record, max_bytes)`: the zonal_stats tool's `ZonalResult`.
+- `zone_layer(table)`: per zone its geometry and the first statistic's latest value (the most
   recent row that has one), as GeoJSON Features.
 - `rounded(column, value)`: a number at the precision it carries (the answer's rows and zones;
   the saved table keeps full precision).
 
-The charts are `chart`'s. What happens to a table of kind "zonal_stats" (`ZonalStats`, in
-stats.py, binds them): `save`, `outputs` (the tool keeps its GeoParquet), `answer`, `map_call`.
+The charts are `chart`'s. What happens to a `ZonalTable` (`ZonalStats`, in stats.py, binds
+them): `save`, `outputs` (the tool keeps its GeoParquet), `answer`, `map_call`.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from pydantic import Field, model_serializer
 from ...models import Model
 from ...processing.load import OutputRef
 from ..registry import Answer, call
-from . import provenance_of
 from .chart import FRACTION_COLUMNS, chart_png, expression_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ...outputs import OutputRecord
+    from .table import ZonalTable
 
 DECIMALS = 6  # coordinates of the zones sent back (about 0.1 m)
 
@@ -136,12 +136,12 @@ def _fitting(values: list, budget: int) -> list:
     return list(takewhile(ResultBudget(budget, room=budget, separator=1).take, values))
 
 
-def zone_layer(frame: pd.DataFrame) -> ZoneLayer:
+def zone_layer(table: ZonalTable) -> ZoneLayer:
     """Each zone (in the table's order) with the latest value of the first statistic."""
     import shapely
     from shapely.geometry import mapping
 
-    facts = provenance_of(frame).facts
+    frame, facts = table.frame, table.provenance.facts
     column, label = coloured_by(frame, facts)
     features = []
     for zone_id, rows in frame.groupby("zone_id", sort=False):
@@ -218,12 +218,12 @@ def _number(value) -> float | None:
         return None
 
 
-def result(frame: pd.DataFrame, record: OutputRecord, max_bytes: int) -> ZonalResult:
+def result(table: ZonalTable, record: OutputRecord, max_bytes: int) -> ZonalResult:
     """The tool's answer: the zones for the map and the first rows, within `max_bytes` together
     (the zones get at most half); a note says what was left out and where the rest is."""
-    facts = provenance_of(frame).facts
+    frame, facts = table.frame, table.provenance.facts
     notes = list(facts["notes"])
-    layer = zone_layer(frame)
+    layer = zone_layer(table)
     features = _fitting(layer.features, max_bytes // 2)
     if len(features) < len(layer.features):
         notes.append(
@@ -247,7 +247,7 @@ def result(frame: pd.DataFrame, record: OutputRecord, max_bytes: int) -> ZonalRe
         rows,
         total,
         stats=[c for c in frame.columns if c in facts["stats"] or c.startswith("frac_")],
-        min_valid_fraction=provenance_of(frame).parameters.get("min_valid_fraction"),
+        min_valid_fraction=table.provenance.parameters.get("min_valid_fraction"),
         classes=_classes_shown(frame, facts.get("classes", {})),
     )
 
@@ -263,26 +263,28 @@ def _classes_shown(frame: pd.DataFrame, classes: dict) -> dict:
     return {v: classes[v] for v in sorted(values, key=lambda v: (len(v), v)) if v in classes}
 
 
-def save(core, frame: pd.DataFrame, *, format: str | None = None, output_name=None, job=None) -> OutputRecord:
+def save(core, table: ZonalTable, *, format: str | None = None, output_name=None, job=None) -> OutputRecord:
     """A table saved as GeoParquet (the default) or CSV (`zonal.save`)."""
     from . import save as write
 
-    return write(core, frame, format=(format or "parquet").lower(), output_name=output_name, job=job)
+    return write(core, table, format=(format or "parquet").lower(), output_name=output_name, job=job)
 
 
-def outputs(core, frame: pd.DataFrame, job) -> tuple[OutputRecord]:
+def outputs(core, table: ZonalTable, job) -> tuple[OutputRecord]:
     """What the zonal_stats tool keeps of a table: its GeoParquet."""
-    return (save(core, frame, job=job),)
+    return (save(core, table, job=job),)
 
 
-def answer(core, frame: pd.DataFrame, records, limits, **options) -> Answer:
+def answer(core, table: ZonalTable, records, limits, **options) -> Answer:
     """The tool's answer within limits.max_result_bytes, with a chart of a per-day run (or of
     class fractions) as an image."""
     (record,) = records
-    value, layer = drawn_apart(result(frame, record, limits.max_result_bytes))
-    stat = first_column(frame, provenance_of(frame).facts)  # (the chart shows the first asked)
-    charted = provenance_of(frame).facts["per"] == "day" or stat.startswith("frac_")
-    return Answer(value, records, (chart_png(frame, stat, value.classes),) if charted else (), layer=layer)
+    value, layer = drawn_apart(result(table, record, limits.max_result_bytes))
+    facts = table.provenance.facts
+    stat = first_column(table.frame, facts)  # (the chart shows the first asked)
+    charted = facts["per"] == "day" or stat.startswith("frac_")
+    images = (chart_png(table.frame, facts, stat, value.classes),) if charted else ()
+    return Answer(value, records, images, layer=layer)
 
 
 def drawn_apart(value):
@@ -308,7 +310,7 @@ def zones_call(tool: str, facts: dict, layer: ZoneLayer, **more) -> dict:
     return call(tool, {"expression": facts["expression"]}, structured, layer=zones)
 
 
-def map_call(frame: pd.DataFrame) -> dict:
+def map_call(table: ZonalTable) -> dict:
     """A table as the map draws it: its zones coloured by `coloured_by`'s statistic."""
-    facts = provenance_of(frame).facts
-    return zones_call("zonal_stats", facts, zone_layer(frame), per=facts["per"])
+    facts = table.provenance.facts
+    return zones_call("zonal_stats", facts, zone_layer(table), per=facts["per"])

@@ -18,9 +18,8 @@ from . import DEFAULT_MIN_VALID_FRACTION, ZonalRequest, Zones, estimate, parse_s
 from .result import ZonalResult, answer, map_call, outputs, save
 
 if TYPE_CHECKING:
-    import geopandas as gpd
-
     from ...processing.jobs import Job
+    from .table import ZonalTable
 
 
 class ZonalStats(Operation):
@@ -34,9 +33,10 @@ class ZonalStats(Operation):
     for `cloud_cover`. `per="day"` mosaics the items of one solar day (a pixel from the first
     item, in acquisition order, where it is usable). A zone-observation whose valid (clear,
     with data) share of the zone is under `min_valid_fraction` (0 keeps all) gets no
-    statistic but count, and a note. A GeoDataFrame in long form (zone_id, datetime, collection_id, item_ids,
-    a column per statistic, valid_fraction, cloud_fraction, note, error, the zone's geometry),
-    its provenance in `attrs`; `save` writes it (GeoParquet, or format="csv").
+    statistic but count, and a note. A `ZonalTable`: it reads as its GeoDataFrame in long form
+    (zone_id, datetime, collection_id, item_ids, a column per statistic, valid_fraction,
+    cloud_fraction, note, error, the zone's geometry; `frame`), with its `request` and
+    `provenance`; `save` writes it (GeoParquet, or format="csv").
     `dry_run=True`: an `Estimate` of what it would read (only headers are read).
 
     >>> fields = {"type": "FeatureCollection", "features": [
@@ -112,7 +112,7 @@ class ZonalStats(Operation):
         plan = self.plan(core)
         return (region.estimate if isinstance(plan, region.RegionRequest) else estimate)(core, plan)
 
-    def run(self, core, job: Job | None = None) -> gpd.GeoDataFrame:
+    def run(self, core, job: Job | None = None) -> ZonalTable:
         """The table, long form (a region's: its first rows, the rest saved)."""
         plan = self.plan(core)
         return (region.run if isinstance(plan, region.RegionRequest) else run)(core, plan, job)

@@ -1,21 +1,71 @@
 """The long table of a zonal statistics call, from the rows `zonal.table` gathers: one row per
 zone, collection and day when `per="day"` (`per_day`), the quality flag (`too_little`: under
 `min_valid_fraction`, a note instead of statistics), the public columns, the zones' geometry and
-the provenance (`finish`).
+the provenance (`finish`): a `ZonalTable`, whose notes are made from its `Quality`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from ...words import counted
+from ..table import Table
 from .coverage import check_classes
 from .pixels import Call
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ...processing.records import Provenance
+
 SOFTWARE = ("exactextract", "rasterio", "shapely", "pandas")
+
+
+@dataclass(frozen=True)
+class Quality:
+    """What a table of zones' notes say, as data: the item selection's notes, the rows, how many
+    had too little valid area (`too_little`, under `least` = min_valid_fraction: flagged in the
+    `too_little_valid` column), the items that could not be read (`failed`: item id, error) and
+    whether there was any item to measure."""
+
+    selection: tuple[str, ...]
+    rows: int
+    too_little: int
+    least: float
+    failed: tuple[tuple[str, str], ...]
+    no_items: bool
+
+    def notes(self, lacking: str = "statistics") -> list[str]:
+        """The notes in order; `lacking`: what a row under min_valid_fraction has none of."""
+        notes = list(self.selection)
+        if self.too_little:
+            notes.append(
+                f"{self.too_little} of {self.rows} rows had less valid area than min_valid_fraction="
+                f"{self.least:g} of their zone: no {lacking}, a note (0 keeps them)"
+            )
+        if self.failed:
+            ids = ", ".join(i for i, _ in self.failed[:5]) + (", ..." if len(self.failed) > 5 else "")
+            notes.append(
+                f"{counted(len(self.failed), 'item')} could not be read ({ids}): their rows carry `error` "
+                "and no statistic"
+            )
+        if self.no_items:
+            notes.append("no items to measure: widen the search (datetime, collections) or check the zones")
+        return notes
+
+
+class ZonalTable(Table):
+    """A zonal statistics table: the GeoDataFrame in long form (it reads as it: `table["mean"]`,
+    `table.plot(column="mean")`, `len(table)`), its request and provenance, and `quality` (what
+    its notes say, as data); `save(format)` (GeoParquet, or "csv"), `answer(limits)`,
+    `map_layer()`."""
+
+    result_kind: ClassVar[str] = "zonal_stats"
+
+    def __init__(self, frame: pd.DataFrame, provenance: Provenance, core=None, *, quality: Quality):
+        super().__init__(frame, provenance, core)
+        self.quality = quality
 
 
 def per_day(rows: pd.DataFrame) -> pd.DataFrame:
@@ -34,8 +84,8 @@ def per_day(rows: pd.DataFrame) -> pd.DataFrame:
     return best.sort_values(["_zone", "datetime"], kind="stable")
 
 
-def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFrame:
-    """The public columns, the zones' geometry, and the provenance in `attrs`."""
+def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> ZonalTable:
+    """The public columns, the zones' geometry, the provenance and the notes' `Quality`."""
     import geopandas
     import numpy as np
     import pandas as pd
@@ -80,8 +130,12 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> pd.DataFr
     )
     del rows
     metas = name_bit_values(frame, metas)
-    frame.attrs.update(provenance(call, metas, len(frame), dropped, stats + (["frac"] if fracs else [])))
-    return frame
+    failed = tuple((m["item_id"], m["error"]) for m in metas if m and m["error"])
+    quality = Quality(
+        tuple(call.notes), len(frame), dropped, request.call.min_valid_fraction, failed, not call.items
+    )
+    made = provenance(call, metas, quality, stats + (["frac"] if fracs else []))
+    return ZonalTable(frame, made, core, quality=quality)
 
 
 def name_bit_values(frame: pd.DataFrame, metas: list[dict]) -> list[dict]:
@@ -104,27 +158,14 @@ def name_bit_values(frame: pd.DataFrame, metas: list[dict]) -> list[dict]:
     return [{**m, "classes": {**classes, **m.get("classes", {})}} if m else m for m in metas]
 
 
-def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: list[str]) -> dict:
-    """The table's provenance (`attrs`): sources, parameters, and the facts its answer tells
-    (notes: rows under min_valid_fraction, items that failed, no items)."""
+def provenance(call: Call, metas: list[dict], quality: Quality, shown: list[str]) -> Provenance:
+    """The table's provenance: sources, parameters, and the facts its answer tells (its notes from
+    `quality`)."""
     from ...outputs import package_versions
     from ...processing.records import Provenance
 
     request, zones = call.request, call.request.zones
     failed = [m for m in metas if m and m["error"]]
-    notes = list(call.notes)
-    if dropped:
-        notes.append(
-            f"{dropped} of {rows} rows had less valid area than min_valid_fraction="
-            f"{request.call.min_valid_fraction:g} of their zone: no statistics, a note (0 keeps them)"
-        )
-    if failed:
-        ids = ", ".join(m["item_id"] for m in failed[:5]) + (", ..." if len(failed) > 5 else "")
-        notes.append(
-            f"{counted(len(failed), 'item')} could not be read ({ids}): their rows carry `error` and no statistic"
-        )
-    if not call.items:
-        notes.append("no items to measure: widen the search (datetime, collections) or check the zones")
     sources = [s for m in metas if m and not m["error"] for s in m["sources"]]
     title = f"{', '.join(shown)} of {request.expression} per zone"
     return Provenance(
@@ -144,14 +185,14 @@ def provenance(call: Call, metas: list[dict], rows: int, dropped: int, shown: li
             "mask_clouds": request.call.mask_clouds,
             "zones": len(zones),
             "items": len(call.items) - sum(len(m["item_id"].split()) for m in failed),
-            "notes": notes,
+            "notes": quality.notes(),
             "failed_items": [{"item_id": m["item_id"], "error": m["error"]} for m in failed],
             "classes": {k: c["name"] for m in metas if m for k, c in m.get("classes", {}).items()},
             "class_colors": {
                 k: c["color"] for m in metas if m for k, c in m.get("classes", {}).items() if c["color"]
             },
         },
-    ).to_attrs()
+    )
 
 
 def too_little(rows: pd.DataFrame, columns: list[str], least: float) -> int:
