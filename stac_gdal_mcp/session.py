@@ -171,7 +171,10 @@ class Session(Discovery):
         names = band_names(bands)
         from .processing.requests import Load
 
-        load = Load(aoi, search_args(search), catalog, mask_clouds, resolution, crs, max_items, gdal_options)
+        load = Load.model_construct(  # the values as the method takes them, the search's names checked
+            aoi=aoi, search={"catalog": catalog, **search_args(search)}, mask_clouds=mask_clouds, resolution=resolution,
+            crs=crs, max_items=max_items, gdal_options=gdal_options,
+        )  # fmt: skip
         return as_dataset(prepare(self.core, load, names))
 
     def map(self, *results: Any, basemap: str | None = None, attribution: str | None = None) -> MapView:

@@ -30,14 +30,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..discovery.query import check_names
 from ..errors import InvalidArgument
+from ..processing.requests import LIBRARY_ONLY  # in a field's Annotated metadata: a Session keyword only
 from .registry import Results
 
 if TYPE_CHECKING:
     from ..core import Core
     from ..processing.estimate import Estimate
     from ..processing.jobs import Job
-
-LIBRARY_ONLY = "library only"  # in a field's Annotated metadata: a Session keyword, no tool parameter
 
 
 #: How an operation is offered as a tool: `read_only` (else it writes outputs), drawn by the map

@@ -89,7 +89,7 @@ def reduce_over_time(core, request: Composite, job: Job | None = None) -> Raster
     plan = _Plan(
         prep=prep,
         call=request,
-        parameters=load.parameters(bands=names, method=method),
+        parameters=load.record_parameters(bands=names, method=method),
         scheduler=scheduler_name(core),
     )
     raw = plan.reduced(plan.days)

@@ -11,22 +11,27 @@ types are search_items' (`discovery.query.ItemSearch`).
 
 from __future__ import annotations
 
-from functools import cached_property
-from types import NoneType
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Union, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator, ConfigDict, Field, PrivateAttr, WithJsonSchema
-from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from ..discovery import params
-from ..discovery.arguments import (
-    CatalogArg,
-    admits_text,
-    json_text,
+from ..discovery.arguments import CatalogArg, json_text
+from ..processing.requests import (  # the load group's declaration; the parts other operations take
+    SEARCH_DESCRIPTION,
+    AssetRef,
+    Load,
+    SearchGroup,
+    search_object,
 )
-from ..discovery.query import SEARCH_ARGS, ItemSearch, SearchArgs, check_names, search_args
-from ..errors import InvalidArgument
-from ..processing.requests import AssetRef, Load
+from ..processing.requests import AoiArg as AoiArg
+from ..processing.requests import CrsArg as CrsArg
+from ..processing.requests import LoadMaxItemsArg as LoadMaxItemsArg
+from ..processing.requests import MaskCloudsArg as MaskCloudsArg
+from ..processing.requests import ResolutionArg as ResolutionArg
+from ..processing.requests import SearchArg as SearchArg
+from ..processing.requests import search_group as search_group
+from ..processing.requests import search_kwargs as search_kwargs
 from .base import LIBRARY_ONLY, Operation
 
 if TYPE_CHECKING:
@@ -35,27 +40,8 @@ if TYPE_CHECKING:
 # --- the `search` object of the analysis tools ---------------------------------------------------
 
 
-def _as_group_takes(name: str) -> Any:
-    """search_items' type of the search argument `name` as the `search` object takes it: its
-    bounds kept, and text search_items would parse as JSON (ids, query) passed to the core as it
-    is, which parses it as it does for search_items (comma-separated ids, JSON text)."""
-    info = ItemSearch.model_fields[name]
-    tp, kept = info.annotation, [m for m in info.metadata if not isinstance(m, BeforeValidator)]
-    if len(kept) < len(info.metadata) and not admits_text(tp):
-        tp = Union[(*(a for a in get_args(tp) if a is not NoneType), str, NoneType)]
-    return Annotated[(tp, *kept)] if kept else tp
-
-
-#: The `search` object as the analysis tools check it: search_items' `catalog` (one id) and
-#: search arguments (`discovery.query.SEARCH_ARGS`), typed as search_items types them.
-_Search = TypedDict(  # type: ignore[misc]
-    "_Search", {"catalog": str | None, **{n: _as_group_takes(n) for n in SEARCH_ARGS}}, total=False
-)
-_Search.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
-
-
-class _SearchOrItems(_Search, total=False):
-    """`_Search`, or explicit `items` (cloud_cover_stats)."""
+class _SearchOrItems(SearchGroup, total=False):
+    """The `search` object (`SearchGroup`), or explicit `items` (cloud_cover_stats)."""
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
 
@@ -81,33 +67,9 @@ def _ref(item: Any) -> Any:
     return {"collection_id": collection_id, "item_id": item_id}
 
 
-def _search_object(names: tuple[str, ...]):
-    def check(value: Any) -> Any:
-        """JSON text parsed; an unknown name refused with the list of the names there are."""
-        value = params.json_text(value, "search", always=True)
-        if isinstance(value, dict):
-            area = [name for name in ("bbox", "intersects") if name in value]
-            if area:
-                raise InvalidArgument(
-                    f"'{area[0]}' is not part of `search`: the area is the tool's own argument "
-                    "(save_search: `bbox`; cloud_cover_stats, time_series, composite: `aoi`; "
-                    "zonal_stats: `geometries`)"
-                )
-            check_names(value, names)
-        return value
-
-    return BeforeValidator(check)
-
-
-SEARCH_DESCRIPTION = "search_items' arguments: catalog, collections, datetime..."
-SearchArg = Annotated[
-    _Search | None,
-    _search_object(tuple(_Search.__annotations__)),
-    WithJsonSchema({"type": "object", "description": SEARCH_DESCRIPTION}),
-]
 SearchOrItemsArg = Annotated[
     _SearchOrItems | None,
-    _search_object(tuple(_SearchOrItems.__annotations__)),
+    search_object(tuple(_SearchOrItems.__annotations__)),
     WithJsonSchema(
         {
             "type": "object",
@@ -115,20 +77,6 @@ SearchOrItemsArg = Annotated[
         }
     ),
 ]
-
-
-def search_kwargs(search: dict | None) -> dict[str, Any]:
-    """The `search` object as keyword arguments of a Session method - catalog, items and the
-    search arguments are its keywords too (None values left out)."""
-    return {k: v for k, v in (search or {}).items() if v is not None}
-
-
-def search_group(search: dict | None) -> tuple[str | None, list | None, SearchArgs]:
-    """The `search` group parsed: its catalog, its explicit items (None: search) and the search
-    arguments."""
-    values = search_kwargs(search)
-    catalog, items = values.pop("catalog", None), values.pop("items", None)
-    return catalog, items, search_args(values)
 
 
 def recorded(call: Operation, first: dict, *, leave_out: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -145,13 +93,8 @@ def recorded(call: Operation, first: dict, *, leave_out: tuple[str, ...] = ()) -
 
 # --- the area and the load of the analysis operations ----------------------------------------------
 
-AoiArg = json_text(list[float] | dict[str, Any], "[west, south, east, north] or GeoJSON geometry, WGS84")
 MaxItemsArg = Annotated[int | None, Field(ge=1, description="items at most (default 50)")]
-LoadMaxItemsArg = Annotated[int | None, Field(ge=1, description="items at most (default 100)")]
-ResolutionArg = Annotated[float | None, Field(gt=0, description="pixel size, CRS units; default native")]
-MaskCloudsArg = Annotated[bool, Field(description="drop cloudy pixels (item masks)")]
 MinValidArg = Annotated[float, Field(ge=0, le=1, description="least valid share of a zone; 0: all")]
-CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items'")]
 QuicklookArg = Annotated[bool, Field(description="also return a PNG of the output")]
 
 
@@ -213,34 +156,15 @@ class OnAsset(Operation):
         return self._input
 
 
-class OverArea(Operation):
-    """The group of an operation over an area: `aoi`, the `search` that finds its items there
-    (with its catalog), and how they are loaded (`mask_clouds`, `resolution`, `crs`,
-    `max_items`; in the library also `gdal_options`), parsed once into `load`."""
+class OverArea(Operation, Load):
+    """The group of an operation over an area: its fields are `processing.requests.Load`'s -
+    `aoi`, the `search` that finds its items there (with its catalog), and how they are loaded
+    (`mask_clouds`, `resolution`, `crs`, `max_items`; in the library also `gdal_options`) -,
+    declared there once; the call is its own odc-stac load (`load`)."""
 
     positional: ClassVar[tuple[str, ...]] = ("aoi",)
 
-    aoi: AoiArg
-    search: SearchArg = None
-    mask_clouds: MaskCloudsArg = True
-    resolution: ResolutionArg = None
-    crs: CrsArg = None
-    max_items: LoadMaxItemsArg = None
-    gdal_options: Annotated[
-        dict[str, str] | None, LIBRARY_ONLY, Field(description="GDAL options added to the reads")
-    ] = None
-
-    @cached_property
+    @property
     def load(self) -> Load:
-        """The odc-stac load of the items the search finds over the AOI."""
-        catalog, _, search = search_group(self.search)
-        return Load(
-            self.aoi,
-            search,
-            catalog,
-            self.mask_clouds,
-            self.resolution,
-            self.crs,
-            self.max_items,
-            self.gdal_options,
-        )
+        """The odc-stac load of the items the search finds over the AOI: the call itself."""
+        return self

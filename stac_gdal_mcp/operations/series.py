@@ -170,7 +170,7 @@ def series(core, request: TimeSeries, job: Job | None = None) -> pd.DataFrame:
     provenance = Provenance(
         kind="time_series",
         operation="time_series",
-        parameters=load.parameters(
+        parameters=load.record_parameters(
             expression=text, reducer=reducer, min_valid_fraction=request.min_valid_fraction
         ),
         sources=sources,

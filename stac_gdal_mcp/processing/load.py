@@ -388,7 +388,7 @@ def prepare(core, load: Load, names: list[str], *, chunk: int = CHUNK, mask_aoi:
         aoi_geom,
         catalog=load.catalog,
         items=None,
-        search=load.search,
+        search=load.search_args,
         max_items=load.max_items,
         default_max=DEFAULT_MAX_ITEMS,
     )

@@ -297,15 +297,16 @@ def estimate(core, request: ChangeRequest):
     for name in ("before", "after"):
         catalog, search = request.period(name)
         call = request.call
-        load = Load(request.zones.search_area(), search, catalog, call.mask_clouds, call.resolution,
-                    call.crs, call.max_items or DEFAULT_MAX_ITEMS)  # fmt: skip
+        load = Load.model_construct(aoi=request.zones.search_area(), search={"catalog": catalog, **search},
+                                    mask_clouds=call.mask_clouds, resolution=call.resolution, crs=call.crs,
+                                    max_items=call.max_items or DEFAULT_MAX_ITEMS)  # fmt: skip
         try:
             parts.append(
                 estimate_load(core, load, list(request.names), operation="compare_periods", chunk=TILE)
             )
         except NotFound:
             raise NotFound(
-                f"no items in the {name} period ({load.search['datetime']}) over the zones"
+                f"no items in the {name} period ({load.search_args['datetime']}) over the zones"
             ) from None
     first, second = parts
     first.files, first.item_ids = [*first.files, *second.files], [*first.item_ids, *second.item_ids]
