@@ -20,7 +20,7 @@ from ..errors import GeoparquetError, LimitExceeded, StacGdalMcpError
 from .part_stats import can_hold, extent
 from .part_stats import ranges as column_ranges
 from .redact import masked_url
-from .snapshot_layout import can_match, part
+from .snapshot_layout import aware, can_match, part
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -95,12 +95,55 @@ class Files:
                 return [s for p, s in zip(self.paths, self.sources, strict=True) if p in taken]
         return None
 
+    def first_by_time(
+        self, chosen: list[str] | None, rows: int, descending: bool
+    ) -> tuple[list[str], Any] | None:
+        """The parts of `chosen` (as read_parquet reads them; None: every part) whose items come
+        first by `datetime` (latest end first descending, else earliest start first) until about
+        `rows` of their rows lie beyond every part left (their spans taken as evenly filled),
+        and that bound: every row of the parts left lies at or behind it, so the rows of the
+        parts taken strictly beyond it rank before all of them, whatever a search's condition.
+        None when nothing would be left out, a span is unknown, or a part may hold an item
+        without datetime (ranked first descending)."""
+        named = dict(zip(self.sources, self.paths, strict=True))
+        paths = self.paths if chosen is None else [named[s] for s in chosen]
+        spans = self.spans
+        if len(paths) < 2 or any(spans[p] is None or p in self.undated for p in paths):
+            return None
+        side = 1 if descending else 0
+        ranked = sorted(paths, key=lambda p: aware(spans[p][side]), reverse=descending)
+        low, high = 1, len(ranked)  # the estimate grows with the parts taken: the fewest enough
+        while low < high:
+            at = (low + high) // 2
+            if _beyond(self, ranked[:at], aware(spans[ranked[at]][side]), descending) >= rows:
+                high = at
+            else:
+                low = at + 1
+        if low == len(ranked):
+            return None
+        taken = set(ranked[:low])
+        bound = aware(spans[ranked[low]][side])
+        return [s for p, s in zip(self.paths, self.sources, strict=True) if p in taken], bound
+
     @property
     def sources(self) -> list[str]:
         """The files as read_parquet reads them."""
         if self.filesystem is None:
             return self.paths
         return [self.filesystem.sources[p] for p in self.paths]
+
+
+def _beyond(files: Files, taken: list[str], bound, descending: bool) -> float:
+    """About how many rows of the parts `taken` lie strictly beyond `bound` (after it
+    descending, before it ascending), each part's rows taken as spread evenly over its span."""
+    total = 0.0
+    for path in taken:
+        low, high = map(aware, files.spans[path])
+        width = (high - low).total_seconds()
+        far = (high - bound if descending else bound - low).total_seconds()
+        share = 1.0 if width <= 0 and far > 0 else 0.0 if width <= 0 else min(1.0, max(0.0, far / width))
+        total += files.rows.get(path, 0) * share
+    return total
 
 
 def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int, filesystem=None) -> Files:

@@ -72,14 +72,14 @@ def can_match(
     if collections and found.collection is not None and found.collection not in collections:
         return False
     low, high = span if span is not None else (found.start, found.end)
-    if end is not None and low is not None and _aware(low) > end:
+    if end is not None and low is not None and aware(low) > end:
         return False
     if span is None:  # a name's [start, end): the items' datetimes are before `end`
-        return not (start is not None and high is not None and _aware(high) <= start)
-    return not (start is not None and high is not None and _aware(high) < start)
+        return not (start is not None and high is not None and aware(high) <= start)
+    return not (start is not None and high is not None and aware(high) < start)
 
 
-def _aware(when: datetime) -> datetime:
+def aware(when: datetime) -> datetime:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
