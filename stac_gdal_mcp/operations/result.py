@@ -38,9 +38,13 @@ if TYPE_CHECKING:
     from ..processing.records import Provenance
     from ..settings import LimitSettings
 
-SAVED = "a table (from time_series or zonal_stats) or an array (from composite)"
+SAVED = (
+    "a table (from time_series, zonal_stats, threshold_area or compare_periods), a change, an array "
+    "(from composite) or search results"
+)
 MAPPED = (
-    "search results, a cloud cover ranking, a zonal_stats or time_series table, an output record or a preview"
+    "search results, a cloud cover ranking, a zonal_stats, threshold_area, compare_periods or time_series "
+    "table, an output record or a preview"
 )
 
 
