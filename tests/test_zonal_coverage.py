@@ -363,3 +363,24 @@ async def test_the_tool_refuses_classes_of_a_continuous_raster_and_answers_class
     rows = answered["structuredContent"]["rows"]
     assert rows and all(isinstance(r["unique"], list) for r in rows)
     assert len(json.dumps(rows, separators=(",", ":"))) <= budget
+
+
+def test_items_are_dealt_to_the_workers_grid_by_grid():
+    """`remote.placement`: a season of two tiles, listed day by day (east, west), goes half of
+    each tile to each worker (a hash of the ids sent 14 and 22 of 36 items to two workers), the
+    same for every group of zones; an item without projection metadata is placed all the same."""
+    from collections import Counter
+
+    from stac_gdal_mcp.operations.zonal.remote import placement
+
+    def item(name: str, day: int, epsg: int) -> dict:
+        asset = {"proj:code": f"EPSG:{epsg}", "proj:transform": [10, 0, 0, 0, -10, 0], "proj:shape": [9, 9]}
+        return {"id": f"{name}_{day:03d}", "assets": {"red": asset, "nir": dict(asset)}}
+
+    items = [item(name, day, epsg) for day in range(18) for name, epsg in (("E", 32633), ("W", 32634))]
+    items.append({"id": "bare", "assets": {"red": {}}})
+    placed = placement(items, 2)
+    assert placed == placement(items, 2)
+    by_grid = Counter((name[0], worker) for name, worker in placed.items() if name != "bare")
+    assert by_grid == {("E", 0): 9, ("E", 1): 9, ("W", 0): 9, ("W", 1): 9}
+    assert placed["bare"] in (0, 1)

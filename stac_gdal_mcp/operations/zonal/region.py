@@ -216,16 +216,64 @@ def _resolved(call: zonal.Call, ref: dict) -> dict:
 
 def _write(frame, folder: Path) -> int:
     """One group's table as a GeoParquet partition (text columns typed as text even when empty,
-    so the partitions share a schema); its size in bytes."""
+    so the partitions share a schema); its size in bytes. Each zone's geometry is encoded once
+    and taken into its rows (`geoparquet_table`): a zone has a row per item."""
     import pandas as pd
+    import pyarrow.parquet as pq
 
     folder.mkdir()
-    typed = frame.copy()
+    typed = pd.DataFrame(frame.drop(columns=frame.geometry.name))
     for column in ("date", "collection_id", "item_ids", "note", "error"):
         if column in typed:
             typed[column] = typed[column].astype(pd.StringDtype())
-    typed.to_parquet(folder / "part-0.parquet", index=False)
+    table = geoparquet_table(typed, frame.geometry, frame["zone_id"], frame.attrs)
+    pq.write_table(table, folder / "part-0.parquet")
     return (folder / "part-0.parquet").stat().st_size
+
+
+def geoparquet_table(plain, geometry, zone_ids, attrs: dict):
+    """`plain` (a DataFrame) with `geometry` (a GeoSeries whose rows repeat their zone's shape)
+    as an Arrow table of GeoParquet 1.1 (as geopandas writes it): the WKB of each zone (told by `zone_ids`) written once
+    and taken into its rows, the `geo` metadata from the zones' shapes, the frame's attrs kept
+    (`attrs`) as geopandas keeps them (`PANDAS_ATTRS`)."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import shapely
+
+    codes, _ = pd.factorize(zone_ids)
+    shapes = geometry.array[np.unique(codes, return_index=True)[1]]  # (each zone's first row)
+    wkb = pa.array(shapely.to_wkb(shapes.to_numpy(), flavor="iso"), pa.binary()).take(pa.array(codes))
+    crs = geometry.crs.to_json_dict() if geometry.crs else None
+    extension = {"ARROW:extension:name": "geoarrow.wkb", "ARROW:extension:metadata": json.dumps({"crs": crs})}
+    field = pa.field(geometry.name, pa.binary(), metadata=extension if crs else None)
+    table = pa.Table.from_pandas(plain, preserve_index=False).append_column(field, wkb)
+    _without_member_ids(crs)
+    kinds = [f"{kind} Z" if z else kind for kind, z in zip(shapes.geom_type, shapes.has_z, strict=True)]
+    column = {
+        "encoding": "WKB",
+        "crs": crs,
+        "geometry_types": sorted(set(kinds)),
+        "bbox": [float(v) for v in shapes.total_bounds],
+    }
+    geo = {"primary_column": geometry.name, "columns": {geometry.name: column}, "version": "1.1.0"}
+    metadata = {**(table.schema.metadata or {}), b"geo": json.dumps(geo).encode()}
+    if attrs:
+        metadata[b"PANDAS_ATTRS"] = json.dumps(attrs).encode()
+    return table.replace_schema_metadata(metadata)
+
+
+def _without_member_ids(crs) -> None:
+    """The ids of a datum ensemble's members taken out of a PROJJSON (older PROJ versions do not
+    know them; GeoParquet writers leave them out)."""
+    for key, value in (crs or {}).items():
+        if isinstance(value, dict):
+            _without_member_ids(value)
+        elif key == "members" and isinstance(value, list):
+            for member in value:
+                member.pop("id", None)
 
 
 def _check_size(written: int, max_bytes: int) -> None:

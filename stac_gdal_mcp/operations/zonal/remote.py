@@ -32,10 +32,15 @@ def on_cluster(cluster, worker=None):
     own = worker is None
     worker = worker or measure_on_worker
     shares: dict = {}
+    placed: dict = {}
     lock = threading.Lock()
 
     def measure(settings, call: Call, inputs: list[ItemInputs], indexes: list[int], job: Job):
-        place = inputs[0].sources[0].item_id
+        with lock:
+            if not placed:
+                placed.update(placement(call.items, len(cluster.names)) or {None: None})
+        first = inputs[0].sources[0].item_id
+        place = placed.get(first, first)
         if not own:
             return cluster.run(job, worker, settings, inputs, indexes, place=place)
         import numpy as np
@@ -67,6 +72,37 @@ def _shares(cluster, shares: dict, lock, call: Call, settings, inputs, indexes) 
     return found
 
 
+def placement(items: list, workers: int) -> dict:
+    """{item id: worker index}: the items of each grid (told by `item_grid`) dealt to the workers
+    in turn, in the call's order, the count carried from one grid to the next, so every worker
+    measures as many items of each grid as the others (the same for every group of zones of a
+    region: the same items). Placed by a hash of their ids, two workers measured 14 and 22 of
+    36 items (CPU 146.5 / 220.6 s at a million fields)."""
+    grids: dict = {}
+    for item in items:
+        if isinstance(item, dict) and item.get("id") is not None:
+            grids.setdefault(item_grid(item), []).append(item["id"])
+    ids = [i for same in grids.values() for i in same]
+    return {i: k % max(1, workers) for k, i in enumerate(ids)}
+
+
+def item_grid(item: dict) -> tuple:
+    """What tells an item's grids from its STAC metadata: the CRS, transform and shape of each
+    asset (the asset's, else the item's); items of one MGRS tile or path/row share it."""
+    shared = item.get("properties") or {}
+    return tuple((key, *_proj(asset, shared)) for key, asset in sorted((item.get("assets") or {}).items()))
+
+
+def _proj(asset: dict, shared: dict) -> tuple:
+    """(CRS, transform, shape) of an asset from its projection metadata (the asset's, else its
+    item's properties); None for each one missing."""
+    found = []
+    for names in (("proj:code", "proj:epsg"), ("proj:transform",), ("proj:shape",)):
+        value = next((m[n] for m in (asset, shared) for n in names if m.get(n) is not None), None)
+        found.append(tuple(value) if isinstance(value, list) else value)
+    return tuple(found)
+
+
 def grid_signature(request, inputs: list[ItemInputs], indexes) -> tuple | None:
     """What fixes an item's (or day's) grid windows, from the STAC metadata of the assets it
     reads (proj:code or proj:epsg, proj:transform, proj:shape: the asset's, else the item's), the
@@ -76,15 +112,11 @@ def grid_signature(request, inputs: list[ItemInputs], indexes) -> tuple | None:
         bands = [*one.bands.values(), *([one.mask_band] if one.mask_band is not None else [])]
         for band in bands:
             item = band.source.item or {}
-            shared = item.get("properties") or {}
             asset = (item.get("assets") or {}).get(band.source.asset_key) or {}
-            found = []
-            for names in (("proj:code", "proj:epsg"), ("proj:transform",), ("proj:shape",)):
-                value = next((m[n] for m in (asset, shared) for n in names if m.get(n) is not None), None)
-                if value is None:
-                    return None
-                found.append(tuple(value) if isinstance(value, list) else value)
-            parts.append(tuple(found))
+            found = _proj(asset, item.get("properties") or {})
+            if None in found:
+                return None
+            parts.append(found)
     return (request.call.resolution, tuple(parts), len(indexes), hash(indexes.tobytes()))
 
 
