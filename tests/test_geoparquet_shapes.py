@@ -233,6 +233,7 @@ def test_a_count_with_too_many_doubtful_footprints_stops_early(make_settings, so
     settle: the doubtful rows are probed for first (a scan that stops at the (most + 1)th) in
     files of more than PROBE_ROWS rows per footprint allowed, else the count's own scan decides;
     either way the count, when known, is DuckDB's by hand with shapely on the footprints."""
+    from stac_gdal_mcp.discovery import parquet_count as pc
     from stac_gdal_mcp.discovery import parquet_search as ps
     from stac_gdal_mcp.discovery.query import check_search
 
@@ -248,7 +249,7 @@ def test_a_count_with_too_many_doubtful_footprints_stops_early(make_settings, so
         .fetchall()[0]
     )
     total = duckdb.connect().sql(f"SELECT count(*) FROM read_parquet([{listed}])").fetchall()[0][0]
-    few = total // ps.PROBE_ROWS - 1  # files past PROBE_ROWS rows per footprint allowed: probed
+    few = total // pc.PROBE_ROWS - 1  # files past PROBE_ROWS rows per footprint allowed: probed
     assert 0 < few < doubtful < rows
     settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
     with Session(settings) as session:
@@ -256,8 +257,8 @@ def test_a_count_with_too_many_doubtful_footprints_stops_early(make_settings, so
         with cat.pinned():
             plan = ps.make_plan(cat, check_search(bbox=BOX))
             source, sure = cat.source(plan.files), plan.sure
-            probed = ps._too_doubtful(cat, plan, source, sure, plan.sure_params, few)
-            unasked = ps._too_doubtful(cat, plan, source, sure, plan.sure_params, total)
-            unknown, known = ps.count(cat, plan, few), ps.count(cat, plan, doubtful)
+            probed = pc._too_doubtful(cat, plan, source, sure, plan.sure_params, few)
+            unasked = pc._too_doubtful(cat, plan, source, sure, plan.sure_params, total)
+            unknown, known = pc.count(cat, plan, few), pc.count(cat, plan, doubtful)
     assert probed and not unasked and unknown is None
     assert known == by_hand(files, _overlap(BOX), NEWEST, SHAPES["bbox"][3])[1]

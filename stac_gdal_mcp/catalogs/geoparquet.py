@@ -33,7 +33,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,7 +49,7 @@ from ..errors import (
 from ..models import Queryable
 from ..settings import CatalogConfig, Settings
 from .local import LocalCatalog
-from .query_watch import watched
+from .query_watch import Stop, watched
 from .security import shown
 from .snapshot_files import Files, check_files, files_named, first_line, in_parallel
 
@@ -71,6 +71,7 @@ class GeoparquetCatalog:
         self._lock = threading.RLock()  # collections read the files under it
         self._files: Files | None = None
         self._implied: tuple[tuple, dict[str, dict]] | None = None
+        self._held: tuple[tuple, set[str]] = ((), set())  # collections seen to have items (a version's)
         self._checked = 0.0  # when the versions of the opened urls were last asked (time.monotonic)
         self._swept = 0.0  # when the versions of every url were last asked
         self._pinned = threading.local()  # the Files one search reads (`pinned`)
@@ -135,6 +136,17 @@ class GeoparquetCatalog:
             yield self._pinned.files
         finally:
             self._pinned.files = outer
+
+    @contextmanager
+    def stoppable(self, stop: Stop) -> Iterator[None]:
+        """The block's queries, in this thread, interrupted when `stop` is set (they fail as past
+        limits.query_timeout_s)."""
+        outer = getattr(self._pinned, "stop", None)
+        self._pinned.stop = stop
+        try:
+            yield
+        finally:
+            self._pinned.stop = outer
 
     def _new_version(self, files: Files) -> None:
         """Keep the checked `files`; drop what was cached of the previous version (the connection
@@ -257,11 +269,28 @@ class GeoparquetCatalog:
     collection = LocalCatalog.collection  # one of `collections`, or CollectionNotFound listing them
 
     def check_collection(self, cid: str) -> None:
-        """CollectionNotFound unless the catalog has items of `cid`: a part named for it says so
-        at once; else `collection` (its items' extents read once per version: every part's
-        collection, bbox and datetime columns, 700 MB of a 10,000,000-item snapshot)."""
-        if cid not in self.files.named(self.root):
+        """CollectionNotFound unless the catalog has items of `cid`: a part named for it, or a row
+        of it, says so at once; else `collection` (its items' extents read once per version: every
+        part's collection, bbox and datetime columns, 700 MB of a 10,000,000-item snapshot)."""
+        files = self.files
+        if cid not in files.named(self.root) and not self._has_items(files, cid):
             self.collection(cid)
+
+    def _has_items(self, files: Files, cid: str) -> bool:
+        """Whether a row of collection `cid` exists, by one query that stops at the first (row
+        groups whose statistics exclude it skipped; the listing of `collections` reads every
+        row's collection, bbox and datetime), remembered for the files' version."""
+        if "collection" not in files.schema:
+            return False
+        if self._held[0] != files.stamp:
+            self._held = (files.stamp, set())
+        held = self._held[1]
+        if cid not in held:
+            found = self.run(f"SELECT 1 AS found FROM {self.source()} WHERE collection = ? LIMIT 1", [cid])
+            if not found.num_rows:
+                return False
+            held.add(cid)
+        return True
 
     def item(self, collection_id: str, item_id: str) -> dict:
         self.collection(collection_id)
@@ -398,7 +427,11 @@ class GeoparquetCatalog:
         try:
             if late:
                 con.execute(f"SET late_materialization_max_rows = {self.late_rows}")
-            with watched(limits.query_timeout_s, con.interrupt):
+            stop = getattr(self._pinned, "stop", None)
+            with (
+                watched(limits.query_timeout_s, con.interrupt),
+                stop.running(con.interrupt) if stop else nullcontext(),
+            ):
                 return con.sql(sql, params=params or []).to_arrow_table()
         except duckdb.Error as exc:
             raise self._query_error(exc) from None

@@ -7,27 +7,24 @@ through `cql2_sql`), its parameters and pgstac's order. When a footprint test or
 the WKB footprints, `cql2.Expr.matches` on the items) before they count.
 
 A page is `LIMIT n OFFSET k` over the SQL candidates in a total order (ties broken by collection
-and id), and the cursor holds `k` of the next page: no gaps, no repeats, whatever the page size.
-`matched` is counted on the first page and carried in the cursor.
+and id), and the cursor holds `k` of the next page: no gaps, no repeats, whatever the page size
+(parquet_source.py pages and counts; parquet_count.py counts).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..catalogs import cursors
 from ..catalogs.geoparquet import BARE, quote
 from ..catalogs.part_stats import bounds
 from ..errors import GeoparquetError, LimitExceeded
-from ..models import Queryables
+from . import footprints
 from . import params as p
 from .cql2_sql import to_sql
 from .query import Search, and_all
-from .source import EXACT, Source, search_from_cursor
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -36,15 +33,6 @@ if TYPE_CHECKING:
     from ..catalogs.geoparquet import GeoparquetCatalog
     from .fields import Fields
 
-# the threads counting beside first pages, started once (a thread of its own per page cost
-# milliseconds on a loaded machine, as much as DuckDB's answer to a small search)
-_COUNTING = ThreadPoolExecutor(4, thread_name_prefix="parquet-count")
-EXACT_COUNT_MAX = 100_000  # rows whose footprint is tested one by one to count `matched`
-# ... beside a first page, which waits for its count: 50,000 doubtful footprints over 260 parts of
-# 10,000,000 items took 12 s (every row group's footprints decoded), the page itself 0.6 s
-PAGE_COUNT_MAX = 10_000
-PROBE_ROWS = 100  # rows per footprint allowed past which the doubtful ones are probed for first
-RESIDUAL_COUNT_MAX = 10_000  # rows converted to items and tested with cql2 to count `matched`
 FIRST_PARTS_ROWS = 64  # rows of the parts read first a candidate wanted (_first_parts): a bbox
 # of a thirtieth of the world's footprints, or eo:cloud_cover < 5, keeps 1 row in 20-30
 SCAN_CHUNK = 500  # candidates found at a time when a CQL2 residual drops some of them
@@ -54,17 +42,9 @@ SCAN_CHUNK = 500  # candidates found at a time when a CQL2 residual drops some o
 FETCH_FIRST = 100
 FETCH_BYTES = 16 * 1024**2  # (the count of a CQL2 residual starts with one row: it reads them all)
 FOOTPRINT = "__footprint"  # the geometry as `narrow_rows` reads it for a polygon
-TOP_LEVEL = {
-    "type",
-    "stac_version",
-    "stac_extensions",
-    "id",
-    "collection",
-    "geometry",
-    "bbox",
-    "links",
-    "assets",
-}
+# the item's own members (the other columns are properties)
+TOP_LEVEL = {"type", "stac_version", "stac_extensions", "id", "collection", "geometry", "bbox"}
+TOP_LEVEL |= {"links", "assets"}
 
 
 @dataclass
@@ -78,6 +58,8 @@ class Plan:
     area: Any = None  # a shapely geometry the footprints must intersect (bbox / intersects)
     sure: str | None = None  # SQL true for rows certain to intersect `area` (bbox inside it)
     sure_params: list | None = None
+    edge: str | None = None  # SQL true for rows whose bbox holds a whole side in the search bbox
+    edge_params: list | None = None
     residual: Any = None  # a cql2.Expr the items are tested with (a filter with s_intersects)
     bounds: Any = None  # (west, south, east, north) of the bbox / intersects, None without one
     files: list[str] | None = None  # the parts that can hold matches (None: every file)
@@ -85,85 +67,14 @@ class Plan:
     by_id: bool = False  # the search names ids: few rows, anywhere in time (_first_parts)
 
     @property
+    def settling(self) -> tuple[list[str], list]:
+        """The columns (and their parameters) that settle a row's footprint: `sure`, `edge`."""
+        columns = [f"({self.sure}) AS sure"] + ([f"({self.edge}) AS edge"] if self.edge else [])
+        return columns, [*(self.sure_params or []), *(self.edge_params or [])]
+
+    @property
     def exact(self) -> bool:
         return self.area is None and self.residual is None
-
-
-def parquet_page(
-    cat: GeoparquetCatalog,
-    search: Search,
-    state: dict | None,
-    limit: int,
-    budget: ResultBudget | None,
-    fields: Fields | None = None,
-) -> tuple[list[dict], int | None, dict | None]:
-    """One page of `search` from where the cursor `state` stands (None: the first page):
-    (items, matched, the next cursor's state or None), from one version of the files. `fields`:
-    the parts of the items the answer needs (the rest may be left unread, `projection`)."""
-    with cat.pinned():
-        return _page_of(cat, search, state, limit, budget, fields)
-
-
-class ParquetSource(Source):
-    """stac-geoparquet files (catalogs.GeoparquetCatalog), searched with one SQL query a page."""
-
-    def page(self, search, state, limit, budget, notes, fields=None):
-        search = search_from_cursor(state) if state is not None else search
-        return parquet_page(self.catalog, search, state, limit, budget, fields)
-
-    def count(self, search, notes):
-        """How many items match: the SQL count alone (`count`), no page found and read for it
-        (the top-N of a page of one cost 10x DuckDB's count of a bbox on 1,000,000 items)."""
-        cat = self.catalog
-        with cat.pinned():
-            for cid in search.collections or []:
-                cat.check_collection(cid)
-            plan = make_plan(cat, search)
-            matched = 0 if plan.files == [] else count(cat, plan)
-        if matched == 0:
-            notes += self.empty_notes(search)
-        return matched, EXACT if matched is not None else None
-
-    def queryables(self, collection_id: str | None) -> Queryables:
-        """The properties as the files' Parquet schema types them."""
-        return Queryables(collection_id=collection_id, queryables=self.catalog.queryables(collection_id))
-
-
-def _page_of(
-    cat: GeoparquetCatalog,
-    search: Search,
-    state: dict | None,
-    limit: int,
-    budget: ResultBudget | None,
-    fields: Fields | None,
-) -> tuple[list[dict], int | None, dict | None]:
-    for cid in search.collections or []:
-        cat.check_collection(cid)  # an unknown collection is an error, not an empty answer
-    plan = make_plan(cat, search)
-    if plan.residual is None:  # a CQL2 residual tests whole items
-        plan.columns = projection(cat.files.schema, fields)
-    offset = cursors.offset(state) if state is not None else 0
-    if plan.files == []:  # no part can hold a match (snapshot_layout.py)
-        return [], 0, None
-    if state is not None:
-        items, following = page(cat, plan, offset, limit, budget)
-        matched = cursors.checked(state, "matched", int)
-    else:  # the count beside the first page (DuckDB works outside the GIL)
-        counting = _COUNTING.submit(_pinned_count, cat, plan, cat.files)
-        try:
-            items, following = page(cat, plan, offset, limit, budget)
-        except BaseException:
-            wait([counting])  # the page's error, once the count has let go of the files
-            raise
-        matched = counting.result()
-    if following is None:
-        return items, matched, None
-    return items, matched, {"search": search.__dict__, "offset": following, "matched": matched}
-
-
-def _pinned_count(cat: GeoparquetCatalog, plan: Plan, files) -> int | None:
-    with cat.pinned(files):  # the page's version of the files, in the pool's thread
-        return count(cat, plan, PAGE_COUNT_MAX)
 
 
 def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:
@@ -229,6 +140,11 @@ def _spatial(cat: GeoparquetCatalog, plan: Plan, search: Search, where: list, pa
     if search.bbox is not None:  # a footprint whose bbox lies inside the box surely meets it
         plan.sure = "bbox.xmin >= ? AND bbox.xmax <= ? AND bbox.ymin >= ? AND bbox.ymax <= ?"
         plan.sure_params = [west, east, south, north]
+        plan.edge = (  # a footprint whose bounds are its bbox then meets the box (footprints.py)
+            "((bbox.ymax BETWEEN ? AND ? OR bbox.ymin BETWEEN ? AND ?) AND bbox.xmin >= ? AND bbox.xmax <= ?)"
+            " OR ((bbox.xmin BETWEEN ? AND ? OR bbox.xmax BETWEEN ? AND ?) AND bbox.ymin >= ? AND bbox.ymax <= ?)"
+        )
+        plan.edge_params = [south, north, south, north, west, east, west, east, west, east, south, north]
 
 
 def order(cat: GeoparquetCatalog, sortby: list[dict] | None) -> tuple[str, str]:
@@ -321,8 +237,8 @@ def narrow_rows(cat: GeoparquetCatalog, plan: Plan, offset: int, n: int) -> pa.T
     chosen, params = [quote(c) for c in plan.columns], plan.params
     numbered = plan.area is not None and plan.sure is not None
     if numbered:
-        chosen += ["filename", "file_row_number", f"({plan.sure}) AS sure"]
-        params = [*plan.sure_params, *params]
+        chosen += ["filename", "file_row_number", *plan.settling[0]]
+        params = [*plan.settling[1], *params]
     elif plan.area is not None:  # a polygon: every footprint is tested
         chosen.append(f"geometry AS {FOOTPRINT}")
     late = (plan.area is not None and not numbered) or plan.first_key == '"datetime"'
@@ -366,7 +282,7 @@ def keys(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int) -> pa.T
     afterwards for the rows it decides, `_footprints_meet`)."""
     shape, params = "", plan.params
     if plan.area is not None and plan.sure:
-        shape, params = f", ({plan.sure}) AS sure", [*plan.sure_params, *plan.params]
+        shape, params = ", " + ", ".join(plan.settling[0]), [*plan.settling[1], *plan.params]
     ordered = f"ORDER BY {plan.order} LIMIT {n} OFFSET {offset}" if offset is not None else f"LIMIT {n}"
     return _first_parts(
         cat,
@@ -456,12 +372,14 @@ def _matching(
 
 def _footprints_meet(cat: GeoparquetCatalog, plan: Plan, found: pa.Table) -> Any:
     """A boolean array: which candidates of `found` have a footprint meeting `plan.area`; those
-    whose bbox lies inside a search bbox are sure, the others' footprints read and tested."""
-
+    whose bbox lies inside a search bbox are sure, or settled by their marks (footprints.py), the
+    others' footprints read and tested."""
     import numpy as np
 
     sure = found.column("sure").to_numpy(zero_copy_only=False) if "sure" in found.column_names else None
     meets = np.ones(found.num_rows, bool) if sure is None else sure.astype(bool).copy()
+    if sure is not None and "edge" in found.column_names:
+        meets |= footprints.known(cat, found)
     doubtful = np.flatnonzero(~meets).tolist() if sure is not None else list(range(found.num_rows))
     for indices, table in whole_rows(cat, found, doubtful, FETCH_FIRST, ["geometry"]):
         meets[indices] = _intersects(cat, table.column("geometry"), plan.area)
@@ -474,75 +392,6 @@ def _check_deadline(cat: GeoparquetCatalog, deadline: float) -> None:
             f"catalog '{cat.id}': reading the matching rows took longer than "
             f"limits.query_timeout_s={cat.settings.limits.query_timeout_s:g} s; narrow the search"
         )
-
-
-def count(cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX) -> int | None:
-    """How many items match: a SQL count; with a footprint test, the rows surely inside the
-    bbox counted (one scan of the bbox columns) and the footprints of the others read and tested
-    here (None when that is
-    more than `most` rows or beyond the query's bounds); with a CQL2 residual, the
-    candidates read (a few at a time, see `whole_rows`) and tested as items (None when they are
-    more than RESIDUAL_COUNT_MAX or take longer than limits.query_timeout_s)."""
-    source = cat.source(plan.files)
-    if plan.exact:
-        return cat.run(f"SELECT count(*) AS n FROM {source} WHERE {plan.where}", plan.params)["n"][0].as_py()
-    if plan.residual is not None:
-        candidates = keys(cat, plan, None, RESIDUAL_COUNT_MAX + 1)
-        if candidates.num_rows > RESIDUAL_COUNT_MAX:
-            return None
-        try:
-            deadline = time.monotonic() + cat.settings.limits.query_timeout_s
-            return sum(1 for _ in _matching(cat, plan, candidates, deadline, RESIDUAL_COUNT_MAX, first=1))
-        except LimitExceeded:
-            return None
-    sure, sure_params = (plan.sure, plan.sure_params or []) if plan.sure else ("FALSE", [])
-    try:  # counted first on the bbox columns; footprints read only for the doubtful rows
-        if _too_doubtful(cat, plan, source, sure, sure_params, most):
-            return None
-        counts = cat.run(
-            f"SELECT count(*) FILTER (WHERE {sure}) AS sure, count(*) FILTER (WHERE NOT ({sure})) AS doubtful "
-            f"FROM {source} WHERE {plan.where}",
-            sure_params + sure_params + plan.params,
-        )
-        doubtful = counts["doubtful"][0].as_py()
-        if doubtful > most:
-            return None
-        footprints = (
-            cat.run(
-                f"SELECT geometry FROM {source} WHERE {plan.where} AND NOT ({sure})",
-                plan.params + sure_params,
-            ).column("geometry")
-            if doubtful
-            else None
-        )
-    except LimitExceeded:
-        return None
-    found = int(_intersects(cat, footprints, plan.area).sum()) if doubtful else 0
-    return counts["sure"][0].as_py() + found
-
-
-def _too_doubtful(
-    cat: GeoparquetCatalog, plan: Plan, source: str, sure: str, params: list, most: int
-) -> bool:
-    """Whether more than `most` candidates have a footprint their bbox does not settle, by a scan
-    of the bbox columns that stops at the (most + 1)th: 0.2 s where the count's whole scan took
-    0.5-0.8 s to leave `matched` unknown (260 parts of 10,000,000 items; over HTTP the count read
-    every part's bbox columns beside the page's own reads). Asked only of files of more than
-    PROBE_ROWS rows per footprint allowed: in fewer the count's own scan is the cheaper answer."""
-    files = cat.files
-    read = None if plan.files is None else set(plan.files)
-    rows = sum(
-        files.rows.get(path, 0)
-        for path, name in zip(files.paths, files.sources, strict=True)
-        if read is None or name in read
-    )
-    if rows <= PROBE_ROWS * most:
-        return False
-    found = cat.run(
-        f"SELECT 1 AS doubtful FROM {source} WHERE {plan.where} AND NOT ({sure}) LIMIT {most + 1}",
-        plan.params + params,
-    )
-    return found.num_rows > most
 
 
 def _intersects(cat: GeoparquetCatalog, geometry: pa.ChunkedArray, area) -> Any:

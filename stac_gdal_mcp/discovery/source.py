@@ -2,7 +2,7 @@
 every raster: search, count, collections, queryables and items read a catalog only through it,
 so no code above asks which kind a catalog is. The kinds (a STAC API: `api_search.ApiSource`; a
 static catalog, an ItemCollection or the workspace: `local.LocalSource`; stac-geoparquet files:
-`parquet_search.ParquetSource`) are told apart once, by `sources.open_source`.
+`parquet_source.ParquetSource`) are told apart once, by `sources.open_source`.
 
 What every kind shares is here: a page of items is the catalog's own (`page`); a count is a
 page's `matched` unless the kind counts otherwise; collections are listed from memory unless the

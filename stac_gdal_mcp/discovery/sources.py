@@ -11,7 +11,7 @@ from ..models import SearchResult
 from .api_search import ApiSource
 from .federated import catalog_ids, federated_search
 from .local import LocalSource
-from .parquet_search import ParquetSource
+from .parquet_source import ParquetSource
 from .query import ItemSearch
 from .source import Source
 
