@@ -123,6 +123,7 @@ def matrix(label: str, catalog: dict, files: list[str], collection: str, walk: b
         opened = time.perf_counter() - started
         by_hand(con, source, "TRUE", NEWEST)  # DuckDB's footers read once too
         print(f"{label}: catalog opened in {opened:.2f} s; first page of {PAGE} ids, median of {ROUNDS}")
+        _first_count(session)
         reset_peak()
         for name, (args, where, order) in shapes(collection, ids).items():
             exact = shape(TRIANGLE) if "intersects" in args else None
@@ -148,6 +149,24 @@ def matrix(label: str, catalog: dict, files: list[str], collection: str, walk: b
     con.close()
     print(f"  peak RSS of the process (ours and DuckDB's by hand): {out['rss']:.0f} MiB")
     return out
+
+
+def _first_count(session) -> None:
+    """The first count of a bbox (every doubtful footprint read), then the time the footprints'
+    marks take in the background (discovery/footprints.py: files on disk); the shapes after
+    are measured with them."""
+    from stac_gdal_mcp.discovery.footprints import marks_of
+
+    started = time.perf_counter()
+    session.search(detail="count", bbox=BOX)
+    first = time.perf_counter() - started
+    marks = marks_of(session.core.catalogs.get("gp"))
+    while not marks.idle:
+        time.sleep(0.02)
+    print(
+        f"  the first count of a bbox {first * 1000:.0f} ms; footprints marked in the background "
+        f"{time.perf_counter() - started - first:.2f} s after"
+    )
 
 
 def _walk(session, con, source: str) -> tuple[float, float]:

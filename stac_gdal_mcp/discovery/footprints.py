@@ -6,14 +6,15 @@ points the bbox's corners in turn, little-endian WKB): it meets a search bbox ex
 bbox does. A row is TIGHT when its footprint's bounds are its bbox: a point of the footprint lies
 on each side of the bbox, so the footprint meets a search bbox that holds a whole side of the
 row's bbox (parquet_search.Plan.edge). The footprints of the other rows, and of files not yet
-marked, are read and tested as before. The marks are exact: a bbox written in float32 or rounded
+marked, are read and tested with shapely. The marks are exact: a bbox written in float32 or rounded
 outward marks nothing.
 
 A file is marked once per version of the files, in the background, after a count first had to
 read its footprints (one pass over its bbox and geometry columns: 0.2-0.5 s a million rows; on
 the files of a million rows of the benchmark, every later count of a bbox reads the bbox columns
 only, as DuckDB's count of the bbox overlap does). One byte a row is kept, for files of at most
-MAX_ROWS rows and MAX_MARKED rows a version in all.
+MAX_ROWS rows and MAX_MARKED rows a version in all. Files read over HTTP are not marked (the
+pass would download every footprint).
 """
 
 from __future__ import annotations
@@ -63,10 +64,17 @@ class Marks:
         self._lock = threading.Lock()
         self._made: dict[str, np.ndarray] = {}
         self._asked: set[str] = set()
+        self._done: set[str] = set()  # asked and marked, or left unmarked (unreadable, changed)
         self._rows = 0
 
     def get(self, name: str) -> np.ndarray | None:
         return self._made.get(name)
+
+    @property
+    def idle(self) -> bool:
+        """Whether every file asked for is marked (or left unmarked)."""
+        with self._lock:
+            return self._asked <= self._done
 
     def ask(self, cat: GeoparquetCatalog, name: str, rows: int) -> None:
         """Mark file `name` (of `rows` rows) in the background, once, within the bounds."""
@@ -80,19 +88,28 @@ class Marks:
     def _mark(self, cat: GeoparquetCatalog, files, name: str, rows: int) -> None:
         from ..errors import StacGdalMcpError
 
-        codes = np.zeros(rows, np.uint8)
         try:
-            with cat.pinned(files):
-                for start in range(0, rows, CHUNK):
-                    table = cat.run(
-                        "SELECT file_row_number AS n, bbox.xmin AS xmin, bbox.ymin AS ymin, "
-                        f"bbox.xmax AS xmax, bbox.ymax AS ymax, geometry FROM {cat.source([name], numbered=True)} "
-                        f"WHERE file_row_number >= {start} AND file_row_number < {start + CHUNK}"
-                    )
-                    codes[table.column("n").to_numpy()] = marked(table)
-        except StacGdalMcpError:  # a file changed or unreadable: left unmarked, read as before
-            return
-        self._made[name] = codes
+            self._made[name] = self._codes(cat, files, name, rows)
+        except StacGdalMcpError:  # a file changed or unreadable: left unmarked, its footprints read
+            pass
+        finally:
+            with self._lock:
+                self._done.add(name)
+
+    @staticmethod
+    def _codes(cat: GeoparquetCatalog, files, name: str, rows: int) -> np.ndarray:
+        """The code of each row of file `name`, read CHUNK rows at a time (row groups skipped by
+        their row numbers)."""
+        codes = np.zeros(rows, np.uint8)
+        with cat.pinned(files):
+            for start in range(0, rows, CHUNK):
+                table = cat.run(
+                    "SELECT file_row_number AS n, bbox.xmin AS xmin, bbox.ymin AS ymin, bbox.xmax AS xmax, "
+                    f"bbox.ymax AS ymax, geometry FROM {cat.source([name], numbered=True)} "
+                    f"WHERE file_row_number >= {start} AND file_row_number < {start + CHUNK}"
+                )
+                codes[table.column("n").to_numpy()] = marked(table)
+        return codes
 
 
 @dataclass

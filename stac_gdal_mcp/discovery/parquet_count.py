@@ -49,7 +49,7 @@ def count(
     try:  # counted first on the bbox columns; footprints read only for the doubtful rows
         if _too_doubtful(cat, plan, source, sure, sure_params, most) or (stop and stop.is_set()):
             return None
-        if plan.edge is not None and _rows_read(cat, plan) <= footprints.MAX_ROWS:
+        if plan.edge is not None and cat.urls is None and _rows_read(cat, plan) <= footprints.MAX_ROWS:
             return _marked_count(cat, plan, sure, sure_params, most, stop)
         counts = cat.run(
             f"SELECT count(*) FILTER (WHERE {sure}) AS sure, count(*) FILTER (WHERE NOT ({sure})) AS doubtful "
