@@ -122,7 +122,7 @@ class GeoparquetCatalog:
             )
         with self._lock:  # tool calls run in threads: check the files once per version
             if self._files is None or self._files.stamp != stamp:
-                self._new_version(check_files(self.id, paths, stamp, self.max_footer))
+                self._new_version(check_files(self.id, paths, stamp, self.max_footer, cache=self.part_cache))
             return self._files
 
     @contextmanager
@@ -154,6 +154,13 @@ class GeoparquetCatalog:
         self._files = files
         self.__dict__.pop("database", None)
         self.__dict__.pop("spatial", None)
+
+    @property
+    def part_cache(self) -> Path:
+        """The file keeping what the parts' footers say between processes (part_cache.py)."""
+        from .part_cache import cache_path
+
+        return cache_path(self.settings.workspace, self.id)
 
     @property
     def max_footer(self) -> int:
@@ -207,7 +214,9 @@ class GeoparquetCatalog:
                 if self._files is None or self._files.stamp != versions:
                     filesystem = RangeFileSystem(self.reader, list(versions))
                     urls = [v.url for v in versions]
-                    self._new_version(check_files(self.id, urls, versions, self.max_footer, filesystem))
+                    self._new_version(
+                        check_files(self.id, urls, versions, self.max_footer, filesystem, self.part_cache)
+                    )
             return self._files
 
     def parts(self, collections: list[str] | None, start, end, area=None, wanted=None) -> list[str] | None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GeoparquetError, LimitExceeded, StacGdalMcpError
+from . import part_cache
 from .part_stats import can_hold, extent
 from .part_stats import ranges as column_ranges
 from .redact import masked_url
@@ -146,21 +147,37 @@ def _beyond(files: Files, taken: list[str], bound, descending: bool) -> float:
     return total
 
 
-def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int, filesystem=None) -> Files:
-    """Read each file's footer (a URL's through `filesystem`): readable Parquet, stac-geoparquet
-    columns; the merged schema and the collections described in the files' metadata or (local
-    files) a sidecar collections JSON."""
+def check_files(
+    catalog_id: str,
+    paths: list[str],
+    stamp: tuple,
+    max_footer: int,
+    filesystem=None,
+    cache: Path | None = None,
+) -> Files:
+    """Read each file's footer (a URL's through `filesystem`), or what the `cache` file kept of
+    it for the same version (part_cache.py; `stamp`: the files' versions, in their order):
+    readable Parquet, stac-geoparquet columns; the merged schema and the collections described in
+    the files' metadata or (local files) a sidecar collections JSON."""
     schema: dict = {}
     described: dict[str, dict] = {}
     spans, rows, first, undated, boxes, ranges = {}, {}, None, set(), {}, {}
     uniform = True
-    footers = in_parallel(lambda path: _read_footer(catalog_id, path, filesystem, max_footer), paths)
-    for path, footer in zip(paths, footers, strict=True):
-        file_schema = footer.schema.to_arrow_schema()
+    known = part_cache.load(cache)
+    keys = [part_cache.key(version) for version in stamp]
+
+    def facts(at: int) -> part_cache.Facts:
+        found = known.get(keys[at]) if keys[at] is not None else None
+        return found or _facts(
+            catalog_id, paths[at], _read_footer(catalog_id, paths[at], filesystem, max_footer)
+        )
+
+    found = list(in_parallel(facts, list(range(len(paths)))))
+    for path, fact in zip(paths, found, strict=True):
+        file_schema = fact.schema
         _check_types(catalog_id, path, file_schema)
-        spans[path], rows[path] = time_span(footer), footer.num_rows
-        boxes[path], ranges[path] = extent(footer), column_ranges(footer)
-        if not _dated(footer):
+        spans[path], rows[path], boxes[path], ranges[path] = fact.span, fact.rows, fact.box, fact.ranges
+        if not fact.dated:
             undated.add(path)
         first = first or file_schema
         uniform = uniform and file_schema.equals(first, check_metadata=False)
@@ -173,9 +190,21 @@ def check_files(catalog_id: str, paths: list[str], stamp: tuple, max_footer: int
         for column in file_schema:
             schema.setdefault(column.name, column.type)
         described.update(_described(file_schema.metadata or {}))
+    if any(k is not None and k not in known for k in keys):
+        part_cache.save(cache, list(zip(keys, found, strict=True)))
     for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
         described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
     return Files(stamp, paths, schema, described, spans, filesystem, rows, uniform, undated, boxes, ranges)
+
+
+def _facts(catalog_id: str, path: str, footer: pq.FileMetaData) -> part_cache.Facts:
+    """What a search uses of a footer, its column types checked first (in the reading thread:
+    the statistics of 780 footers took 2.5 s of Python after their reads)."""
+    schema = footer.schema.to_arrow_schema()
+    _check_types(catalog_id, path, schema)
+    return part_cache.Facts(
+        schema, footer.num_rows, time_span(footer), extent(footer), column_ranges(footer), _dated(footer)
+    )
 
 
 def in_parallel(fn, values: list, workers: int = READERS) -> Iterator:
