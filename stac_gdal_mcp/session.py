@@ -9,15 +9,15 @@ is always an explicit step (`save`, or the processing methods whose result is a 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Unpack
+from typing import TYPE_CHECKING, Any, Literal
 
 from .core import Core
-from .discovery.query import SearchArgs, search_args
 from .errors import InvalidArgument
 from .operations import OPERATIONS
 from .operations.base import library_method
+from .operations.dataset import LoadDataset
 from .session_discovery import Discovery
 from .settings import Settings, load_settings
 
@@ -136,47 +136,6 @@ class Session(Discovery):
 
     # --- processing into files ---------------------------------------------------------------
 
-    # --- analysis: pixels without files ------------------------------------------------------
-
-    def load(
-        self,
-        aoi: Sequence[float] | dict,
-        bands: Sequence[str] | str,
-        *,
-        mask_clouds: bool = True,
-        resolution: float | None = None,
-        crs: str | None = None,
-        catalog: str | None = None,
-        max_items: int | None = None,
-        gdal_options: dict[str, str] | None = None,
-        **search: Unpack[SearchArgs],
-    ) -> xr.Dataset:
-        """The items a search finds over `aoi`, loaded lazily with odc-stac on dask: one float32
-        variable per band (common names such as "red", "nir", or asset keys) on (time, y, x),
-        one time step per solar day, raster:bands scale/offset applied (reflectances), NaN where
-        a pixel is nodata, cloud/shadow/cirrus (with `mask_clouds`) or outside the AOI. The grid
-        is the items' CRS at the first band's native resolution unless `crs` / `resolution` say
-        otherwise. Nothing is read until you compute.
-
-        >>> ds = session.load(aoi, ["red", "nir"], collections=["sentinel-2-l2a"], datetime="2024-06-01/2024-07-31")
-        >>> sorted(ds.data_vars), ds.red.dims, ds.red.shape
-        (['nir', 'red'], ('time', 'y', 'x'), (3, 170, 159))
-        >>> ndvi = (ds.nir - ds.red) / (ds.nir + ds.red)
-        >>> float(ndvi.isel(time=1).mean()) > 0.3
-        True
-        """
-        from .operations.composite import band_names
-        from .processing.load import as_dataset, prepare
-
-        names = band_names(bands)
-        from .processing.requests import Load
-
-        load = Load.model_construct(  # the values as the method takes them, the search's names checked
-            aoi=aoi, search={"catalog": catalog, **search_args(search)}, mask_clouds=mask_clouds, resolution=resolution,
-            crs=crs, max_items=max_items, gdal_options=gdal_options,
-        )  # fmt: skip
-        return as_dataset(prepare(self.core, load, names))
-
     def map(self, *results: Any, basemap: str | None = None, attribution: str | None = None) -> MapView:
         """The map the MCP App draws for the same tool answers, shown inline in Jupyter (offline:
         the coastline is bundled, local thumbnails inlined): `results` are any of search results
@@ -220,6 +179,7 @@ class Session(Discovery):
 
 # The operations' methods, made from their classes (operations/base.py: `library_method`); their
 # docstrings' examples run as this module's (doctest's `__test__`).
-for _operation in OPERATIONS.values():
+_METHODS = [*OPERATIONS.values(), LoadDataset]  # and `load`, an operation no tool offers
+for _operation in _METHODS:
     setattr(Session, _operation.library_name, library_method(_operation))
-__test__ = {_operation.library_name: _operation.__doc__ for _operation in OPERATIONS.values()}
+__test__ = {_operation.library_name: _operation.__doc__ for _operation in _METHODS}
