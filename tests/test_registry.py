@@ -53,7 +53,11 @@ def test_every_result_kind_has_its_class():
     assert wanted <= set(operations.RESULTS), wanted - set(operations.RESULTS)
     for kind in wanted:
         assert issubclass(operations.RESULTS[kind], (registry.Results, Result)), kind
-    for cls in (CloudCover, Preview):
+    from stac_gdal_mcp.operations.series import SeriesTable
+    from stac_gdal_mcp.operations.threshold import ThresholdTable
+    from stac_gdal_mcp.operations.zonal.result import ZonalTable
+
+    for cls in (CloudCover, Preview, SeriesTable, ZonalTable, ThresholdTable):
         assert operations.RESULTS[cls.result_kind] is cls
     assert issubclass(SearchResults, Result) and SearchResults.result_kind not in operations.RESULTS
 
@@ -150,7 +154,7 @@ def test_a_zonal_table_knows_itself_by_its_class(tmp_path):
     saves, answers and draws itself; what pandas makes of it is a plain frame of no kind."""
     import geopandas
 
-    from stac_gdal_mcp.operations.zonal.table import ZonalTable
+    from stac_gdal_mcp.operations.zonal.result import ZonalTable
 
     search = {"collections": ["sentinel-2-l2a"], "datetime": "2024-06-01/2024-07-31"}
     with stac_gdal_mcp.Session(default_catalog="sample", workspace=tmp_path) as session:

@@ -18,6 +18,7 @@ from . import change, cloud, composite, convert, inspect, preview, registry, sav
 from .base import Operation
 from .result import Result
 from .zonal import stats as zonal_stats
+from .zonal.result import ZonalTable
 
 #: Every operation, by its name (the tool's): what the server makes its tools of and the Session
 #: its methods of.
@@ -44,6 +45,9 @@ RESULTS: dict[str, type[Result] | type[registry.Results]] = {
     "cloud_cover_stats": cloud.CloudCover,
     "composite": composite.Raster,
     "compare_periods": change.Change,
+    "time_series": series.SeriesTable,
+    "zonal_stats": ZonalTable,
+    "threshold_area": threshold.ThresholdTable,
     "output": saved.Output,
     "array": composite.Raster,
 }

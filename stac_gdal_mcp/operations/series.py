@@ -328,9 +328,27 @@ def map_call(frame: pd.DataFrame) -> dict:
 
 class SeriesTable(Table):
     """A time series: its DataFrame (`to_dataframe()`; it reads as that table too), its request
-    and provenance; `save(format)` (CSV, or "png": its chart), `answer(limits)`, `map_layer()`."""
+    and provenance; `save(format)` (CSV, or "png": its chart), `answer(limits)` (the tool keeps
+    both), `map_layer()`. A DataFrame pandas made of one keeps its provenance in `attrs`: `of`
+    makes it a time series again."""
 
     result_kind: ClassVar[str] = "time_series"
+
+    @classmethod
+    def of(cls, obj, core=None) -> SeriesTable:
+        return cls(obj, provenance_of(obj), core)
+
+    def _save(self, core, format, output_name, job):
+        return save(core, self, format=format, output_name=output_name, job=job)
+
+    def _outputs(self, core, job) -> tuple:
+        return outputs(core, self, job)
+
+    def _answer(self, core, records, limits, quicklook: bool):
+        return answer(core, self, records, limits)
+
+    def map_call(self) -> dict:
+        return map_call(self)
 
 
 class TimeSeries(OverArea):
@@ -394,8 +412,3 @@ class TimeSeries(OverArea):
         """The table (`series`)."""
         frame = series(core, self.plan(core), job)
         return SeriesTable(frame, provenance_of(frame), core)
-
-    save = staticmethod(save)
-    outputs = staticmethod(outputs)
-    answer = staticmethod(answer)
-    map_call = staticmethod(map_call)

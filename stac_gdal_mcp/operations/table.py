@@ -1,6 +1,7 @@
 """`Table`: a table result that knows itself - the DataFrame an operation made, with its request
-and provenance as attributes, and what happens to it (`save`, `answer`, `map_layer`) by the class
-of the operation that made it (registry.py).
+and provenance as attributes - a `result.Result`: its kind's class (a time series, a zonal or
+threshold_area table) says in its hooks how it is saved, kept, answered and drawn (`save`,
+`answer`, `map_layer`).
 
 It reads as its DataFrame - `table["value"]`, `table.iloc[0]`, `len(table)`, `table.columns` and
 the other DataFrame attributes go to the DataFrame (`frame`), `table["new"] = ...` adds a column
@@ -21,17 +22,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..core import Core
-    from ..models import MapLayer
-    from ..outputs import OutputRecord
     from ..processing.records import Provenance
-    from .registry import Answer
 
 
 class Table(Wrapping):
     """A table an operation made (`result_kind`: its name): `frame` is the DataFrame (a
     GeoDataFrame for a table of zones), `provenance` says where it came from and `request` the
-    parameters of the call; `save(format)`, `answer(limits)` and `map_layer()` do what its
-    operation's class does with it."""
+    parameters of the call; `save(format)`, `answer(limits)` and `map_layer()` as its class's
+    hooks say (`_save`, `_outputs`, `_answer`, `map_call`)."""
 
     result_kind: ClassVar[str] = ""  # the operation that made it (registry.py)
     _own: ClassVar[tuple[str, ...]] = ("_frame", "_provenance")
@@ -67,24 +65,6 @@ class Table(Wrapping):
         made._frame = self._frame if frame is None else frame
         made._provenance = self._provenance if provenance is None else provenance
         return made
-
-    def save(self, format: str | None = None, *, output_name: str | None = None, job=None) -> OutputRecord:
-        """The table written into the session's workspace as its operation saves it; its record."""
-        from .registry import save
-
-        return save(self._bound(), self, format=format, output_name=output_name, job=job)
-
-    def answer(self, limits, *, job=None, quicklook: bool = False) -> Answer:
-        """The tool's answer for the table within `limits` (its outputs written first)."""
-        from .registry import answer
-
-        return answer(self._bound(), self, limits, job=job, quicklook=quicklook)
-
-    def map_layer(self) -> MapLayer | None:
-        """What the map draws of the table."""
-        from .registry import map_layer
-
-        return map_layer(self)
 
     def _held(self) -> pd.DataFrame:
         return self._frame

@@ -36,8 +36,7 @@ from .base import LIBRARY_ONLY, Operation
 from .params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchArg, json_text
 from .registry import Answer
 from .zonal import DEFAULT_MIN_VALID_FRACTION, Stat, ZonalRequest
-from .zonal.result import ZoneLayer, ZoneTable, drawn_apart, zones_call
-from .zonal.table import ZonalTable
+from .zonal.result import ZonalTable, ZoneLayer, ZoneTable, drawn_apart, zones_call
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -226,9 +225,19 @@ def on_worker(request: ThresholdRequest, key: str, settings, inputs, indexes: li
 
 class ThresholdTable(ZonalTable):
     """The area where a condition holds per zone and item (or day): a zonal table (it reads as
-    its GeoDataFrame) of the kind "threshold_area", its statistics `area_ha` and `fraction`."""
+    its GeoDataFrame) of the kind "threshold_area", its statistics `area_ha` and `fraction`;
+    saved, kept, answered and drawn as below (`save`, `answer`, `map_call`)."""
 
     result_kind: ClassVar[str] = "threshold_area"
+
+    def _save(self, core, format, output_name, job):
+        return save(core, self, format=format, output_name=output_name, job=job)
+
+    def _answer(self, core, records, limits, quicklook: bool):
+        return answer(core, self, records, limits)
+
+    def map_call(self) -> dict:
+        return map_call(self)
 
 
 def measure(core, request: ThresholdRequest, job: Job | None = None) -> ThresholdTable:
@@ -359,11 +368,6 @@ def save(
     )
 
 
-def outputs(core, table: ThresholdTable, job) -> tuple[OutputRecord]:
-    """What the threshold_area tool keeps of a table: its GeoParquet."""
-    return (save(core, table, job=job),)
-
-
 def answer(core, table: ThresholdTable, records, limits, **options) -> Answer:
     """The tool's answer within limits.max_result_bytes, with the chart of area over time."""
     (record,) = records
@@ -437,8 +441,3 @@ class ThresholdArea(Operation):
     def run(self, core, job: Job | None = None) -> ThresholdTable:
         """The table (see the module docstring)."""
         return measure(core, self.plan(core), job)
-
-    save = staticmethod(save)
-    outputs = staticmethod(outputs)
-    answer = staticmethod(answer)
-    map_call = staticmethod(map_call)

@@ -43,7 +43,8 @@ from .pixels import (
     windows,
 )
 from .remote import on_cluster
-from .table import ZonalTable, finish, per_day
+from .result import ZonalTable
+from .table import finish, per_day
 from .zones import Zones
 
 if TYPE_CHECKING:

@@ -1,6 +1,7 @@
-"""A zonal statistics table as an answer a person or an agent reads: the rows that fit a byte
-budget (the whole table is the saved file), the zones coloured by the first statistic for a map,
-and a chart of the per-zone series (`per="day"`).
+"""A zonal statistics table as a result - `ZonalTable`, the GeoDataFrame with its request,
+provenance and `Quality` (what its notes say, as data) - and as an answer a person or an agent
+reads: the rows that fit a byte budget (the whole table is the saved file), the zones coloured by
+the first statistic for a map, and a chart of the per-zone series (`per="day"`).
 
 - `result(table, record, max_bytes)`: the zonal_stats tool's `ZonalResult`.
 - `zone_layer(table)`: per zone its geometry and the first statistic's latest value (the most
@@ -8,30 +9,91 @@ and a chart of the per-zone series (`per="day"`).
 - `rounded(column, value)`: a number at the precision it carries (the answer's rows and zones;
   the saved table keeps full precision).
 
-The charts are `chart`'s. What happens to a `ZonalTable` (`ZonalStats`, in stats.py, binds
-them): `save`, `outputs` (the tool keeps its GeoParquet), `answer`, `map_call`.
+The charts are `chart`'s. What happens to a `ZonalTable` (its hooks call these): `save`,
+`answer`, `map_call`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, model_serializer
 
 from ...models import Model
 from ...processing.load import OutputRef
+from ...words import counted
 from ..registry import Answer, call
+from ..table import Table
 from .chart import FRACTION_COLUMNS, chart_png, expression_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ...outputs import OutputRecord
-    from .table import ZonalTable
+    from ...processing.records import Provenance
 
 DECIMALS = 6  # coordinates of the zones sent back (about 0.1 m)
+
+
+@dataclass(frozen=True)
+class Quality:
+    """What a table of zones' notes say, as data: the item selection's notes, the rows, how many
+    had too little valid area (`too_little`, under `least` = min_valid_fraction: flagged in the
+    `too_little_valid` column), the items that could not be read (`failed`: item id, error) and
+    whether there was any item to measure."""
+
+    selection: tuple[str, ...]
+    rows: int
+    too_little: int
+    least: float
+    failed: tuple[tuple[str, str], ...]
+    no_items: bool
+
+    def notes(self, lacking: str = "statistics") -> list[str]:
+        """The notes in order; `lacking`: what a row under min_valid_fraction has none of."""
+        notes = list(self.selection)
+        if self.too_little:
+            notes.append(
+                f"{self.too_little} of {self.rows} rows had less valid area than min_valid_fraction="
+                f"{self.least:g} of their zone: no {lacking}, a note (0 keeps them)"
+            )
+        if self.failed:
+            ids = ", ".join(i for i, _ in self.failed[:5]) + (", ..." if len(self.failed) > 5 else "")
+            notes.append(
+                f"{counted(len(self.failed), 'item')} could not be read ({ids}): their rows carry `error` "
+                "and no statistic"
+            )
+        if self.no_items:
+            notes.append("no items to measure: widen the search (datetime, collections) or check the zones")
+        return notes
+
+
+class ZonalTable(Table):
+    """A zonal statistics table: the GeoDataFrame in long form (it reads as it: `table["mean"]`,
+    `table.plot(column="mean")`, `len(table)`), its request and provenance, and `quality` (what
+    its notes say, as data); `save(format)` (GeoParquet, or "csv"), `answer(limits)` (the tool
+    keeps its GeoParquet), `map_layer()`: its zones coloured by a statistic."""
+
+    result_kind: ClassVar[str] = "zonal_stats"
+
+    def __init__(self, frame: pd.DataFrame, provenance: Provenance, core=None, *, quality: Quality):
+        super().__init__(frame, provenance, core)
+        self.quality = quality
+
+    def _save(self, core, format, output_name, job):
+        return save(core, self, format=format, output_name=output_name, job=job)
+
+    def _outputs(self, core, job) -> tuple:
+        return (self._save(core, None, None, job),)
+
+    def _answer(self, core, records, limits, quicklook: bool):
+        return answer(core, self, records, limits)
+
+    def map_call(self) -> dict:
+        return map_call(self)
 
 
 class ZoneLayer(Model):
@@ -268,11 +330,6 @@ def save(core, table: ZonalTable, *, format: str | None = None, output_name=None
     from . import save as write
 
     return write(core, table, format=(format or "parquet").lower(), output_name=output_name, job=job)
-
-
-def outputs(core, table: ZonalTable, job) -> tuple[OutputRecord]:
-    """What the zonal_stats tool keeps of a table: its GeoParquet."""
-    return (save(core, table, job=job),)
 
 
 def answer(core, table: ZonalTable, records, limits, **options) -> Answer:

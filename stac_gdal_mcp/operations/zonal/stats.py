@@ -15,11 +15,11 @@ from pydantic.json_schema import SkipJsonSchema
 from ..base import LIBRARY_ONLY, Operation
 from ..params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchOrItemsArg, json_text
 from . import DEFAULT_MIN_VALID_FRACTION, ZonalRequest, Zones, estimate, parse_stats, region, run
-from .result import ZonalResult, answer, map_call, outputs, save
+from .result import ZonalResult
 
 if TYPE_CHECKING:
     from ...processing.jobs import Job
-    from .table import ZonalTable
+    from .result import ZonalTable
 
 
 class ZonalStats(Operation):
@@ -116,11 +116,6 @@ class ZonalStats(Operation):
         """The table, long form (a region's: its first rows, the rest saved)."""
         plan = self.plan(core)
         return (region.run if isinstance(plan, region.RegionRequest) else run)(core, plan, job)
-
-    save = staticmethod(save)
-    outputs = staticmethod(outputs)
-    answer = staticmethod(answer)
-    map_call = staticmethod(map_call)
 
 
 def check(core, geometries, **arguments) -> ZonalRequest:

@@ -1,18 +1,16 @@
 """The long table of a zonal statistics call, from the rows `zonal.table` gathers: one row per
 zone, collection and day when `per="day"` (`per_day`), the quality flag (`too_little`: under
 `min_valid_fraction`, a note instead of statistics), the public columns, the zones' geometry and
-the provenance (`finish`): a `ZonalTable`, whose notes are made from its `Quality`.
+the provenance (`finish`): a `ZonalTable` (result.py), whose notes are made from its `Quality`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
-from ...words import counted
-from ..table import Table
 from .coverage import check_classes
 from .pixels import Call
+from .result import Quality, ZonalTable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,52 +18,6 @@ if TYPE_CHECKING:
     from ...processing.records import Provenance
 
 SOFTWARE = ("exactextract", "rasterio", "shapely", "pandas")
-
-
-@dataclass(frozen=True)
-class Quality:
-    """What a table of zones' notes say, as data: the item selection's notes, the rows, how many
-    had too little valid area (`too_little`, under `least` = min_valid_fraction: flagged in the
-    `too_little_valid` column), the items that could not be read (`failed`: item id, error) and
-    whether there was any item to measure."""
-
-    selection: tuple[str, ...]
-    rows: int
-    too_little: int
-    least: float
-    failed: tuple[tuple[str, str], ...]
-    no_items: bool
-
-    def notes(self, lacking: str = "statistics") -> list[str]:
-        """The notes in order; `lacking`: what a row under min_valid_fraction has none of."""
-        notes = list(self.selection)
-        if self.too_little:
-            notes.append(
-                f"{self.too_little} of {self.rows} rows had less valid area than min_valid_fraction="
-                f"{self.least:g} of their zone: no {lacking}, a note (0 keeps them)"
-            )
-        if self.failed:
-            ids = ", ".join(i for i, _ in self.failed[:5]) + (", ..." if len(self.failed) > 5 else "")
-            notes.append(
-                f"{counted(len(self.failed), 'item')} could not be read ({ids}): their rows carry `error` "
-                "and no statistic"
-            )
-        if self.no_items:
-            notes.append("no items to measure: widen the search (datetime, collections) or check the zones")
-        return notes
-
-
-class ZonalTable(Table):
-    """A zonal statistics table: the GeoDataFrame in long form (it reads as it: `table["mean"]`,
-    `table.plot(column="mean")`, `len(table)`), its request and provenance, and `quality` (what
-    its notes say, as data); `save(format)` (GeoParquet, or "csv"), `answer(limits)`,
-    `map_layer()`."""
-
-    result_kind: ClassVar[str] = "zonal_stats"
-
-    def __init__(self, frame: pd.DataFrame, provenance: Provenance, core=None, *, quality: Quality):
-        super().__init__(frame, provenance, core)
-        self.quality = quality
 
 
 def per_day(rows: pd.DataFrame) -> pd.DataFrame:
