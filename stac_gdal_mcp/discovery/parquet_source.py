@@ -95,11 +95,12 @@ def _page_of(
 def _first_page(
     cat: GeoparquetCatalog, search: Search, plan: Plan, limit: int, budget: ResultBudget | None
 ) -> tuple[list[dict], int | None, int | None]:
-    """The first page and the count of its matches: counted beside it (DuckDB works outside the
-    GIL), unless the page holds every match - then its length is the count, and the count's
-    query is interrupted (a few ids, which rarely match more than a page, are counted only when
-    the page does not hold them all)."""
-    if search.ids and len(search.ids) <= limit:
+    """The first page and the count of its matches. On disk the page is read first and the count
+    after, only when the page does not hold every match (else its length is the count): DuckDB
+    scans with every core, so a count beside the page only slowed it (a bbox's page 0.12 s beside
+    its count, 0.04 s alone on 1,000,000 items). Over HTTP the count runs beside the page (both
+    wait on requests) and its query is interrupted once the page holds every match."""
+    if cat.urls is None or (search.ids and len(search.ids) <= limit):  # a few ids: rarely more
         items, following = page(cat, plan, 0, limit, budget)
         return items, following, len(items) if following is None else count(cat, plan, PAGE_COUNT_MAX)
     stop = Stop()
