@@ -132,7 +132,10 @@ class Session(Discovery):
         from .operations.inputs import resolve
         from .processing.requests import AssetRef
 
-        return resolve(self.core, source, asset, AssetRef(href, collection_id, item_id, asset, catalog))
+        named = AssetRef.model_construct(
+            href=href, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog
+        )
+        return resolve(self.core, source, asset, named)
 
     # --- processing into files ---------------------------------------------------------------
 

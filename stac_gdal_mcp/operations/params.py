@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 from pydantic import BeforeValidator, ConfigDict, Field, PrivateAttr, WithJsonSchema
 
 from ..discovery import params
-from ..discovery.arguments import CatalogArg, json_text
+from ..discovery.arguments import json_text
 from ..processing.requests import (  # the load group's declaration; the parts other operations take
     SEARCH_DESCRIPTION,
     AssetRef,
@@ -25,14 +25,18 @@ from ..processing.requests import (  # the load group's declaration; the parts o
     search_object,
 )
 from ..processing.requests import AoiArg as AoiArg
+from ..processing.requests import AssetArg as AssetArg
+from ..processing.requests import CollectionIdArg as CollectionIdArg
 from ..processing.requests import CrsArg as CrsArg
+from ..processing.requests import HrefArg as HrefArg
+from ..processing.requests import ItemIdArg as ItemIdArg
 from ..processing.requests import LoadMaxItemsArg as LoadMaxItemsArg
 from ..processing.requests import MaskCloudsArg as MaskCloudsArg
 from ..processing.requests import ResolutionArg as ResolutionArg
 from ..processing.requests import SearchArg as SearchArg
 from ..processing.requests import search_group as search_group
 from ..processing.requests import search_kwargs as search_kwargs
-from .base import LIBRARY_ONLY, Operation
+from .base import Operation
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -98,16 +102,6 @@ MinValidArg = Annotated[float, Field(ge=0, le=1, description="least valid share 
 QuicklookArg = Annotated[bool, Field(description="also return a PNG of the output")]
 
 
-# --- the asset reference of inspect_asset, reproject_asset, convert_asset, preview ---------------
-
-HrefArg = Annotated[
-    str | None,
-    Field(description="URL, workspace path, or collection_id+item_id+asset"),
-]
-CollectionIdArg = Annotated[str | None, Field(description="collection id")]
-ItemIdArg = Annotated[str | None, Field(description="item id")]
-AssetArg = Annotated[str | None, Field(description="asset key or band: red, scl, visual...")]
-
 DryRunArg = Annotated[bool, Field(description="estimate only")]
 BBoxArg = json_text(
     Annotated[list[float], Field(min_length=4, max_length=4)] | None,
@@ -117,26 +111,21 @@ BBoxCrsArg = Annotated[str, Field(description="CRS of bbox")]
 OutputNameArg = Annotated[str | None, Field(description="file name; default: generated")]
 
 
-class OnAsset(Operation):
-    """The group of an operation on one asset: `href`, or `collection_id` + `item_id` + `asset`
-    in `catalog`, as the tools name it; in the library also `source` (an href, a STAC item dict
-    or pystac.Item, an ItemSummary, `(collection_id, item_id)`, an `AssetRef` or an
-    `AssetSource`) with `asset`. `plan(core)` resolves it once (href policy, signing)."""
+class OnAsset(Operation, AssetRef):
+    """The group of an operation on one asset: its fields are `processing.requests.AssetRef`'s -
+    `href`, or `collection_id` + `item_id` + `asset` in `catalog`, as the tools name it; in the
+    library also `source` (an href, a STAC item dict or pystac.Item, an ItemSummary,
+    `(collection_id, item_id)`, an `AssetRef` or an `AssetSource`) with `asset` -, declared there
+    once. `plan(core)` resolves it once (href policy, signing)."""
 
     positional: ClassVar[tuple[str, ...]] = ("source", "asset")
 
-    source: Annotated[Any, LIBRARY_ONLY, Field(description="the input, as a Python object")] = None
-    href: HrefArg = None
-    collection_id: CollectionIdArg = None
-    item_id: ItemIdArg = None
-    asset: AssetArg = None
-    catalog: CatalogArg = None
     _input: Any = PrivateAttr(None)
 
     @property
     def ref(self) -> AssetRef:
-        """The input as the tools name it."""
-        return AssetRef(self.href, self.collection_id, self.item_id, self.asset, self.catalog)
+        """The input as the tools name it: the call's `AssetRef` fields, as one."""
+        return AssetRef.model_construct(**{name: getattr(self, name) for name in AssetRef.model_fields})
 
     def plan(self, core: Core) -> OnAsset:
         """The call with its input resolved (`input`), once."""

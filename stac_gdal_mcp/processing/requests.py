@@ -1,9 +1,9 @@
 """The parameter groups that travel together, parsed once at the edge and passed down (as
 odc-stac passes `RasterLoadParams`): `AssetRef`, how a caller names one input, and `Load`, an
-odc-stac load over an area - whose fields (the AOI, the `search` object, how the items are
-loaded) are declared here once: an operation over an area is a `Load` (`operations.params.
-OverArea` derives from it), and its tool's parameters, its Session method's keywords and its
-checks are those fields.
+odc-stac load over an area - whose fields (the input's names; the AOI, the `search` object, how
+the items are loaded) are declared here once: an operation on one asset is an `AssetRef`, one
+over an area a `Load` (`operations.params.OnAsset` and `OverArea` derive from them), and its
+tool's parameters, its Session method's keywords and its checks are those fields.
 
 The `search` object's names and types are search_items' (`discovery.query.ItemSearch`); its
 search arguments, parsed, are `discovery.query.SearchArgs`.
@@ -11,7 +11,6 @@ search arguments, parsed, are `discovery.query.SearchArgs`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from types import NoneType
 from typing import TYPE_CHECKING, Annotated, Any, Union, get_args
@@ -20,7 +19,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSche
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from ..discovery import params
-from ..discovery.arguments import admits_text, json_text
+from ..discovery.arguments import CatalogArg, admits_text, json_text
 from ..discovery.query import SEARCH_ARGS, ItemSearch, SearchArgs, check_names, search_args
 from ..errors import InvalidArgument
 
@@ -104,16 +103,32 @@ MaskCloudsArg = Annotated[bool, Field(description="drop cloudy pixels (item mask
 CrsArg = Annotated[str | None, Field(description="output CRS, e.g. EPSG:32633; default: the items'")]
 
 
-@dataclass(frozen=True)
-class AssetRef:
-    """One input as the MCP tools name it: `href`, or `collection_id` + `item_id` + `asset` (a key
-    or a band common name) in `catalog`."""
+# --- the asset reference of inspect_asset, reproject_asset, convert_asset, preview ---------------
 
-    href: str | None = None
-    collection_id: str | None = None
-    item_id: str | None = None
-    asset: str | None = None
-    catalog: str | None = None
+HrefArg = Annotated[
+    str | None,
+    Field(description="URL, workspace path, or collection_id+item_id+asset"),
+]
+CollectionIdArg = Annotated[str | None, Field(description="collection id")]
+ItemIdArg = Annotated[str | None, Field(description="item id")]
+AssetArg = Annotated[str | None, Field(description="asset key or band: red, scl, visual...")]
+
+
+class AssetRef(BaseModel):
+    """One input as a caller names it: `href`, or `collection_id` + `item_id` + `asset` (a key
+    or a band common name) in `catalog`, as the MCP tools name it; in the library also `source`,
+    any Python object naming it (resolved by `operations.inputs`). The fields are the parameters
+    of every operation on one asset, declared here only (`operations.params.OnAsset` derives
+    from it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    source: Annotated[Any, LIBRARY_ONLY, Field(description="the input, as a Python object")] = None
+    href: HrefArg = None
+    collection_id: CollectionIdArg = None
+    item_id: ItemIdArg = None
+    asset: AssetArg = None
+    catalog: CatalogArg = None
 
     @property
     def given(self) -> bool:
@@ -121,7 +136,8 @@ class AssetRef:
         return any(v is not None for v in (self.href, self.collection_id, self.item_id))
 
     def resolve(self, core: Core) -> AssetSource:
-        """The input resolved: href policy applied, signed where its catalog needs it."""
+        """The input the tools' names give, resolved: href policy applied, signed where its
+        catalog needs it."""
         from .access import resolve_input
 
         return resolve_input(
