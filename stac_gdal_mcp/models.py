@@ -227,6 +227,11 @@ class MapLayer(Model):
         description="the call's area (`map_area`): bbox (WGS84), geometry (the polygon given, else None)",
     )
     notes: list[str] = Field([], description="the answer's notes")
+    catalog: str | None = Field(
+        None,
+        description="the catalog a ranking's items were found in, as its call named it (None: the "
+        "default): where the map searches the footprints its rows lack",
+    )
 
     @classmethod
     def of_items(cls, items, **fields: Any) -> MapLayer:

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from .core import Core
 from .errors import InvalidArgument
 from .operations import OPERATIONS
-from .operations.base import library_method
+from .operations.base import library_method, takes_fields
 from .operations.dataset import LoadDataset
+from .processing.requests import AssetRef
 from .session_discovery import Discovery
 from .settings import Settings, load_settings
 
@@ -110,16 +111,8 @@ class Session(Discovery):
 
     # --- inputs --------------------------------------------------------------------------------
 
-    def asset(
-        self,
-        source: Source = None,
-        asset: str | None = None,
-        *,
-        href: str | None = None,
-        collection_id: str | None = None,
-        item_id: str | None = None,
-        catalog: str | None = None,
-    ) -> AssetSource:
+    @takes_fields(AssetRef, ("source", "asset"), shown={"source": "Source"})
+    def asset(self, **names: Any) -> AssetSource:
         """Resolve an input the way every processing method does: `source` (an href, a STAC
         item dict or pystac.Item, an ItemSummary, or `(collection_id, item_id)`) and `asset` (a
         key or a band common name such as "red", "nir", "scl"); or, as the server's tools name it,
@@ -130,12 +123,9 @@ class Session(Discovery):
         'S2A_33TUL_20240808_0_L2A/nir'
         """
         from .operations.inputs import resolve
-        from .processing.requests import AssetRef
 
-        named = AssetRef.model_construct(
-            href=href, collection_id=collection_id, item_id=item_id, asset=asset, catalog=catalog
-        )
-        return resolve(self.core, source, asset, named)
+        named = AssetRef.model_construct(**names)
+        return resolve(self.core, named.source, named.asset, named)
 
     # --- processing into files ---------------------------------------------------------------
 

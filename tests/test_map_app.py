@@ -187,7 +187,7 @@ def test_view_of_a_ranking_with_its_footprints_and_a_quicklook():
     alone = build_map_view([stats])
     assert [r["id"] for r in alone["ranking"]] == [r["item_id"] for r in rows]
     assert alone["footprints"] == []  # the rows carry no footprint: the server searches them
-    assert footprint_search(alone, stats["arguments"]) == footprints["arguments"]
+    assert footprint_search(alone, stats["result"]) == footprints["arguments"]
     assert alone["aois"] == [
         {"bbox": stats["arguments"]["aoi"], "geometry": None, "tool": "cloud_cover_stats"}
     ]

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..models import MAP_LAYER_META, MAP_VIEW_META, as_bbox, geometry_bbox, is_number, json_value, polygonal
+from ..models import MAP_LAYER_META, MAP_VIEW_META, as_bbox, geometry_bbox, is_number, polygonal
 
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]+$")
@@ -317,17 +317,17 @@ def build_map_view(calls: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return view
 
 
-def footprint_search(view: Mapping[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any] | None:
+def footprint_search(view: Mapping[str, Any], result: Any) -> dict[str, Any] | None:
     """The search_items arguments that find the footprints of a view's ranked scenes that have none
     (a cloud_cover_stats ranking names items, it carries no footprint): their ids (up to 100), in
-    the catalog the ranking's call named (`search.catalog`, else `catalog`) and, when every row
-    names one, their collections. None when every ranked scene has a footprint."""
+    the catalog the ranking's call named (its map layer's `catalog`; `result`: the ranking's
+    result, as `build_map_view` takes it) and, when every row names one, their collections. None
+    when every ranked scene has a footprint."""
     missing = [r for r in view["ranking"] if not any(_same_item(fp, r) for fp in view["footprints"])]
     if not missing:
         return None
     ids = [row["id"] for row in missing[:100]]
-    search = json_value(arguments.get("search"))
-    catalog = search.get("catalog") if isinstance(search, dict) else arguments.get("catalog")
+    catalog = _layer(result).get("catalog")
     collections = list(dict.fromkeys(row["collection"] for row in missing))
     return {
         "ids": ids,

@@ -22,6 +22,7 @@ notebook call and a tool call build the same object.
 from __future__ import annotations
 
 import difflib
+import functools
 import inspect
 from collections import namedtuple
 from typing import TYPE_CHECKING, Any, ClassVar, get_args, get_type_hints
@@ -161,20 +162,59 @@ def library_method(cls: type[Operation]):
     return method
 
 
+def field_parameters(
+    model: type[BaseModel], positional: tuple[str, ...] = (), leave_out: tuple[str, ...] = ()
+) -> list[inspect.Parameter]:
+    """The fields of `model` (but `leave_out`) as a method's parameters, each with its type and
+    default: the `positional` ones first (positional or keyword), then the others keyword-only."""
+    P = inspect.Parameter
+    parameters = []
+    for name, info in model.model_fields.items():
+        if name in leave_out:
+            continue
+        kind = P.POSITIONAL_OR_KEYWORD if name in positional else P.KEYWORD_ONLY
+        default = P.empty if info.is_required() else info.get_default(call_default_factory=True)
+        # the type (its description: in the docstring)
+        parameters.append(P(name, kind, default=default, annotation=info.annotation))
+    return sorted(parameters, key=lambda p: p.kind)
+
+
+def takes_fields(model: type[BaseModel], positional: tuple[str, ...], shown: dict[str, str]):
+    """`@takes_fields(Model, positional, shown)`: a method `fn(self, **values)` whose parameters
+    are the fields of `model` (declared there once), the `positional` ones also by position. Its
+    signature lists each field with its default and its type as text (`shown` names some: e.g. an
+    alias), as `from __future__ import annotations` shows a hand-written one (help, tab
+    completion); its help is `fn`'s; a name that is no field is refused with the nearest ones."""
+    names = tuple(model.model_fields)
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def method(self, *args: Any, **values: Any):
+            if len(args) > len(positional):
+                raise InvalidArgument(f"{fn.__name__} takes {len(positional)} positional arguments")
+            values.update(zip(positional, args))
+            unknown = [name for name in values if name not in names]
+            if unknown:
+                raise InvalidArgument(unknown_names(unknown, names))
+            return fn(self, **values)
+
+        parameters = [
+            p.replace(annotation=shown.get(p.name) or inspect.formatannotation(p.annotation))
+            for p in field_parameters(model, positional)
+        ]
+        self = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        method.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            [self, *parameters], return_annotation=fn.__annotations__.get("return", inspect.Signature.empty)
+        )
+        return method
+
+    return decorate
+
+
 def _signature(cls: type[Operation]) -> inspect.Signature:
     P = inspect.Parameter
-    parameters = [P("self", P.POSITIONAL_OR_KEYWORD)]
-    fields = cls.model_fields
-    for name in cls.model_fields:
-        if name == "search" and search_names(cls):
-            continue  # given flat, as **search
-        annotation = fields[name].annotation  # the type (its description: in the docstring)
-        kind = P.POSITIONAL_OR_KEYWORD if name in cls.positional else P.KEYWORD_ONLY
-        default = (
-            P.empty if fields[name].is_required() else fields[name].get_default(call_default_factory=True)
-        )
-        parameters.append(P(name, kind, default=default, annotation=annotation))
-    parameters.sort(key=lambda p: p.kind)
+    flat = ("search",) if search_names(cls) else ()  # given flat, as **search
+    parameters = [P("self", P.POSITIONAL_OR_KEYWORD), *field_parameters(cls, cls.positional, flat)]
     parameters += [
         P("job", P.KEYWORD_ONLY, default=None, annotation="Job | None"),
         P("dry_run", P.KEYWORD_ONLY, default=False, annotation=bool),

@@ -430,16 +430,18 @@ class CloudCover(Wrapping):
 
     def _answer(self, core, records, limits, quicklook: bool) -> Answer:
         """The cloud_cover_stats tool's answer: the ranking (nothing is saved), drawn as its rows."""
-        return Answer(self.result, layer=ranking_layer(self.result))
+        return Answer(self.result, layer=ranking_layer(self.result, self._request.get("catalog")))
 
     def map_call(self) -> dict:
         """A ranking as the map draws it: the ranking and its AOI."""
         structured = self.result.model_dump(mode="json")
-        return call("cloud_cover_stats", {}, structured, layer=ranking_layer(self.result))
+        layer = ranking_layer(self.result, self._request.get("catalog"))
+        return call("cloud_cover_stats", {}, structured, layer=layer)
 
 
-def ranking_layer(result: CloudCoverResult):
-    """The `MapLayer` of a ranking: its rows in order, what the map shows of each."""
+def ranking_layer(result: CloudCoverResult, catalog: str | None = None):
+    """The `MapLayer` of a ranking: its rows in order, what the map shows of each, and the
+    catalog its call named (where the map finds the rows' footprints)."""
     from ..models import MapLayer, map_area
 
     keys = ("datetime", "clear_fraction", "cloud_fraction", "nodata_fraction", "scene_cloud_cover", "error")
@@ -448,7 +450,7 @@ def ranking_layer(result: CloudCoverResult):
         for row in result.items
     ]
     notes = result.model_dump(mode="json")["notes"]  # as answered: with the lean rows' note
-    return MapLayer(ranking=rows, area=map_area({}, result.aoi_bbox), notes=notes)
+    return MapLayer(ranking=rows, area=map_area({}, result.aoi_bbox), notes=notes, catalog=catalog)
 
 
 class CloudCoverStats(Operation):

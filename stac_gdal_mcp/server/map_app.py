@@ -68,7 +68,7 @@ async def map_view(mcp, tool: str, arguments: dict, result) -> dict[str, Any]:
 
     calls = [{"tool": tool, "arguments": arguments, "result": result_json(result)}]
     view = build_map_view(calls)  # built once: the footprints it lacks, then the view as sent
-    search = footprint_search(view, arguments)
+    search = footprint_search(view, calls[0]["result"])
     if search is None:
         return view_as_sent(calls, view)
     try:

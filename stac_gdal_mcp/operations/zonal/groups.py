@@ -37,13 +37,18 @@ BUCKET_ZONES = 20_000  # rows of one bucket, read whole when its groups are cut
 @dataclass(frozen=True)
 class ZoneFile:
     """A zones file read in groups: its path (checked by `files.zones_path`), its label in
-    messages, its feature count (from its metadata), the id column, the limits."""
+    messages, its feature count (from its metadata), the zonal_stats call (`stats.ZonalStats`,
+    whose `id_property` names the id column), the limits."""
 
     path: Path
     label: str
     count: int
-    id_property: str | None
+    call: Any
     limits: Any
+
+    @property
+    def id_property(self) -> str | None:
+        return self.call.id_property
 
     def batches(self, check) -> Iterator[tuple]:
         """(WKB array, ids or None, position of the first) per batch (`files.batches`)."""

@@ -80,10 +80,11 @@ class RegionRequest:
         return dataclasses.replace(self.template, zones=zones)
 
 
-def check(core, geometries, id_property: str | None, template: zonal.ZonalRequest) -> RegionRequest:
-    """The zones file's size checked against its limit (only its metadata is read); `template`:
-    the call's other arguments checked, zones left empty (`ZonalStats.request`)."""
-    found = zones_file(core, geometries)
+def check(core, call, template: zonal.ZonalRequest) -> RegionRequest:
+    """The zones file of `call` (a `stats.ZonalStats`: its `geometries`) with its size checked
+    against its limit (only its metadata is read); `template`: the call's other arguments checked,
+    zones left empty (`ZonalStats.request`)."""
+    found = zones_file(core, call.geometries)
     if found is None:
         raise InvalidArgument(
             "region scale takes a GeoParquet, GeoPackage or FlatGeobuf file in the workspace"
@@ -95,7 +96,7 @@ def check(core, geometries, id_property: str | None, template: zonal.ZonalReques
         raise LimitExceeded(
             f"geometries file {label} has {count:,} features, more than limits.max_region_zones={limit:,}"
         )
-    return RegionRequest(ZoneFile(path, label, count, id_property, core.settings.limits), template)
+    return RegionRequest(ZoneFile(path, label, count, template.call, core.settings.limits), template)
 
 
 # --- running ---------------------------------------------------------------------------------------

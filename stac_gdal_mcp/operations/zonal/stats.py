@@ -102,7 +102,7 @@ class ZonalStats(Operation):
         if self._plan is None:
             if region.applies(core, self.geometries):
                 template = self.request(core, Zones((), ()))
-                self._plan = region.check(core, self.geometries, self.id_property, template)
+                self._plan = region.check(core, self, template)
             else:
                 self._plan = self.request(core)
         return self._plan
@@ -118,6 +118,7 @@ class ZonalStats(Operation):
         return (region.run if isinstance(plan, region.RegionRequest) else run)(core, plan, job)
 
 
-def check(core, geometries, **arguments) -> ZonalRequest:
-    """The ordinary request of a call (all zones at once, whatever their number)."""
-    return ZonalStats.of(geometries, **arguments).request(core)
+def check(core, *args, **arguments) -> ZonalRequest:
+    """The ordinary request of a call (all zones at once, whatever their number): `args` and
+    `arguments` as `session.zonal_stats` takes them."""
+    return ZonalStats.of(*args, **arguments).request(core)
