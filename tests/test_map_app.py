@@ -137,8 +137,10 @@ async def test_a_ranking_keeps_its_view_when_its_footprints_cannot_be_found():
     layer = MapLayer(ranking=[{"id": "a", "collection": "c"}], area=area)  # what the map draws of it
 
     @mcp.tool(app=map_app_config())
-    def ranked(catalog: str):  # a ToolResult: its layer in `_meta`
-        return ToolResult(structured_content=ranking, meta=layer.as_meta())
+    def ranked(catalog: str):  # a ToolResult: its layer, with the catalog it searched, in `_meta`
+        return ToolResult(
+            structured_content=ranking, meta=layer.model_copy(update={"catalog": catalog}).as_meta()
+        )
 
     @mcp.tool(app=map_app_config())
     def failing() -> dict:
