@@ -217,6 +217,33 @@ def test_inputs_by_item_summary_dict_pair_or_href(session):
         session.asset(item, "red", href="x.tif")
     with pytest.raises(stac_gdal_mcp.StacGdalMcpError, match="name the asset"):
         session.asset(item)
+    by_names = session.asset(collection_id="sentinel-2-l2a", item_id=summary.id, asset="red")
+    assert by_names == by_pair
+    with pytest.raises(
+        stac_gdal_mcp.StacGdalMcpError,
+        match=r"^unknown argument 'colection_id' \(did you mean 'collection_id'\?\)$",
+    ):
+        session.asset(colection_id="sentinel-2-l2a", item_id=summary.id, asset="red")
+    with pytest.raises(stac_gdal_mcp.StacGdalMcpError, match="^asset takes 2 positional arguments$"):
+        session.asset(item, "red", "nir")
+
+
+def test_asset_signature_is_its_fields():
+    """Session.asset's signature lists AssetRef's fields, `source` and `asset` first and
+    positional, the others keyword-only, all defaulting to None (help, tab completion)."""
+    from stac_gdal_mcp.processing.requests import AssetRef
+
+    parameters = inspect.signature(stac_gdal_mcp.Session.asset).parameters
+    assert list(parameters) == ["self", "source", "asset", "href", "collection_id", "item_id", "catalog"]
+    assert set(parameters) - {"self"} == set(AssetRef.model_fields)
+    kinds = {name: p.kind.name for name, p in parameters.items() if name != "self"}
+    assert kinds == {
+        "source": "POSITIONAL_OR_KEYWORD",
+        "asset": "POSITIONAL_OR_KEYWORD",
+        **dict.fromkeys(["href", "collection_id", "item_id", "catalog"], "KEYWORD_ONLY"),
+    }
+    assert all(p.default is None for name, p in parameters.items() if name != "self")
+    assert parameters["href"].annotation == "str | None" and parameters["source"].annotation == "Source"
 
 
 def test_analysis_refuses_unknown_search_arguments(session):
