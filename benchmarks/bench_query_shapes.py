@@ -15,14 +15,16 @@ candidates, DuckDB's spatial extension being unavailable here), over HTTP throug
 range-request filesystem (httpfs cannot be downloaded here). Every page is checked equal to
 DuckDB's. Times are medians of ROUNDS runs taken in turn (the machine's load falls on both).
 DuckDB by hand runs in a process of its own (`Hand`: spawned, asked through a pipe, its time
-the wall time of a call, the pipe's round trip under a millisecond included), so each peak RSS
-is measured alone: ours is the server's process (the catalog's DuckDB inside it counted), and
-DuckDB's by hand is its process's.
+the wall time of a call, the pipe's round trip under a millisecond included), and so does the
+Range server (`served_apart`), so each peak RSS is measured alone: ours is the server's process
+(the catalog's DuckDB inside it counted), and DuckDB's by hand is its process's.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -147,6 +149,31 @@ def _hand_loop(pipe, http: bool) -> None:
     con.close()
 
 
+@contextmanager
+def served_apart(root: Path) -> Iterator[str]:
+    """The test bed's Range server on `root` in a spawned process of its own (the bytes it reads
+    for ours and for DuckDB by hand are not counted in either's memory): its URL."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    pipe, child = context.Pipe()
+    process = context.Process(target=_serve, args=(child, str(root)), daemon=True)
+    process.start()
+    try:
+        yield pipe.recv()
+    finally:
+        pipe.send(None)
+        process.join(30)
+
+
+def _serve(pipe, root: str) -> None:
+    from testbed import serve_directory
+
+    with serve_directory(root, nodelay=True) as server:
+        pipe.send(server.url)
+        pipe.recv()
+
+
 def _connection(http: bool):
     import duckdb
     from bench_snapshot_scale import plain_http
@@ -265,8 +292,6 @@ def run(
 
     from bench_geoparquet import generate
 
-    from testbed import serve_directory
-
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     sources = []
     if "file" in layouts:
@@ -284,8 +309,8 @@ def run(
         whole = {"path": str(paths[0] if len(paths) == 1 else root / label.split()[0])}
         matrix(f"{label}, {items:,} items, on disk", whole, [str(p) for p in paths], collection, walk)
         if http:
-            with serve_directory(root, nodelay=True) as server:
-                urls = [f"{server.url}/{p.relative_to(root).as_posix()}" for p in paths]
+            with served_apart(root) as served:
+                urls = [f"{served}/{p.relative_to(root).as_posix()}" for p in paths]
                 catalog = {"url": urls[0]} if len(urls) == 1 else {"urls": urls}
                 plain = [u.replace("http://", "plainhttp://") for u in urls]
                 matrix(f"{label}, {items:,} items, over HTTP", catalog, plain, collection, walk)
