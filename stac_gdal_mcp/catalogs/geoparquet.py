@@ -33,7 +33,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,7 +49,7 @@ from ..errors import (
 from ..models import Queryable
 from ..settings import CatalogConfig, Settings
 from .local import LocalCatalog
-from .query_watch import Stop, watched
+from .query_watch import watched
 from .security import shown
 from .snapshot_files import Files, check_files, files_named, first_line, in_parallel
 
@@ -136,17 +136,6 @@ class GeoparquetCatalog:
             yield self._pinned.files
         finally:
             self._pinned.files = outer
-
-    @contextmanager
-    def stoppable(self, stop: Stop) -> Iterator[None]:
-        """The block's queries, in this thread, interrupted when `stop` is set (they fail as past
-        limits.query_timeout_s)."""
-        outer = getattr(self._pinned, "stop", None)
-        self._pinned.stop = stop
-        try:
-            yield
-        finally:
-            self._pinned.stop = outer
 
     def _new_version(self, files: Files) -> None:
         """Keep the checked `files`; drop what was cached of the previous version (the connection
@@ -436,11 +425,7 @@ class GeoparquetCatalog:
         try:
             if late:
                 con.execute(f"SET late_materialization_max_rows = {self.late_rows}")
-            stop = getattr(self._pinned, "stop", None)
-            with (
-                watched(limits.query_timeout_s, con.interrupt),
-                stop.running(con.interrupt) if stop else nullcontext(),
-            ):
+            with watched(limits.query_timeout_s, con.interrupt):
                 return con.sql(sql, params=params or []).to_arrow_table()
         except duckdb.Error as exc:
             raise self._query_error(exc) from None

@@ -57,34 +57,3 @@ def _watch() -> None:
             _, token = heapq.heappop(_due)
             interrupt = _interrupts.pop(token)
         interrupt()
-
-
-class Stop:
-    """A query no longer wanted, stopped from another thread: `set` interrupts the query that
-    runs under `running` (and any started after)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._set = False
-        self._interrupt: Callable[[], None] | None = None
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        with self._lock:
-            self._set, interrupt = True, self._interrupt
-        if interrupt is not None:
-            interrupt()
-
-    @contextmanager
-    def running(self, interrupt: Callable[[], None]) -> Iterator[None]:
-        with self._lock:
-            self._interrupt = interrupt
-        if self._set:
-            interrupt()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._interrupt = None

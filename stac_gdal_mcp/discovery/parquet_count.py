@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..catalogs.query_watch import Stop
 from ..errors import LimitExceeded
 from . import footprints
 from .parquet_search import Plan, _intersects, _matching, keys, whole_rows
@@ -24,15 +23,12 @@ PROBE_ROWS = 100  # rows per footprint allowed past which the doubtful ones are 
 RESIDUAL_COUNT_MAX = 10_000  # rows converted to items and tested with cql2 to count `matched`
 
 
-def count(
-    cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX, stop: Stop | None = None
-) -> int | None:
+def count(cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX) -> int | None:
     """How many items match: a SQL count; with a footprint test, the rows surely inside the
     bbox counted (one scan of the bbox columns) and the footprints of the others read and tested
     here (None when that is more than `most` rows or beyond the query's bounds); with a CQL2
     residual, the candidates read (a few at a time, see `whole_rows`) and tested as items (None
-    when they are more than RESIDUAL_COUNT_MAX or take longer than limits.query_timeout_s).
-    None too once `stop` is set (checked between queries: the page found the count)."""
+    when they are more than RESIDUAL_COUNT_MAX or take longer than limits.query_timeout_s)."""
     if plan.where == "TRUE" and plan.exact:  # every row of the parts read: their footers say how many
         return cat.files.rows_of(plan.files)
     source = cat.source(plan.files)
@@ -49,17 +45,17 @@ def count(
             return None
     sure, sure_params = (plan.sure, plan.sure_params or []) if plan.sure else ("FALSE", [])
     try:  # counted first on the bbox columns; footprints read only for the doubtful rows
-        if _too_doubtful(cat, plan, source, sure, sure_params, most) or (stop and stop.is_set()):
+        if _too_doubtful(cat, plan, source, sure, sure_params, most):
             return None
         if plan.edge is not None and cat.urls is None and _rows_read(cat, plan) <= footprints.MAX_ROWS:
-            return _marked_count(cat, plan, sure, sure_params, most, stop)
+            return _marked_count(cat, plan, sure, sure_params, most)
         counts = cat.run(
             f"SELECT count(*) FILTER (WHERE {sure}) AS sure, count(*) FILTER (WHERE NOT ({sure})) AS doubtful "
             f"FROM {source} WHERE {plan.where}",
             sure_params + sure_params + plan.params,
         )
         doubtful = counts["doubtful"][0].as_py()
-        if doubtful > most or (stop and stop.is_set()):
+        if doubtful > most:
             return None
         found = _doubtful_meeting(cat, plan, plan.files, sure, sure_params) if doubtful else 0
     except LimitExceeded:
@@ -67,15 +63,13 @@ def count(
     return counts["sure"][0].as_py() + found
 
 
-def _marked_count(
-    cat: GeoparquetCatalog, plan: Plan, sure: str, sure_params: list, most: int, stop
-) -> int | None:
+def _marked_count(cat: GeoparquetCatalog, plan: Plan, sure: str, sure_params: list, most: int) -> int | None:
     """The count of a bbox: one scan of the bbox columns lists each file's doubtful rows, the
     footprints' marks (footprints.py) settle what they can, and only the footprints of the rest
     are read (DuckDB decodes a file's whole geometry column to read a few: 55 ms of a count's
     75 ms on a million items, where DuckDB's count of the bbox overlap takes 20)."""
     settled = footprints.settle(cat, listing(cat, plan))
-    if settled.left > most or (stop and stop.is_set()):
+    if settled.left > most:
         return None
     found = settled.found
     if settled.unmarked:

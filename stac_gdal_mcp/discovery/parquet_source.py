@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING
 
 from ..catalogs import cursors
-from ..catalogs.query_watch import Stop
 from ..models import Queryables
 from .parquet_count import EXACT_COUNT_MAX, PAGE_COUNT_MAX, count
 from .parquet_search import Plan, make_plan, page, projection
@@ -99,24 +98,19 @@ def _first_page(
     after, only when the page does not hold every match (else its length is the count): DuckDB
     scans with every core, so a count beside the page only slowed it (a bbox's page 0.12 s beside
     its count, 0.04 s alone on 1,000,000 items). Over HTTP the count runs beside the page (both
-    wait on requests) and its query is interrupted once the page holds every match."""
+    wait on requests)."""
     if cat.urls is None or (search.ids and len(search.ids) <= limit):  # a few ids: rarely more
         items, following = page(cat, plan, 0, limit, budget)
         return items, following, len(items) if following is None else count(cat, plan, PAGE_COUNT_MAX)
-    stop = Stop()
-    counting = _COUNTING.submit(_pinned_count, cat, plan, cat.files, stop)
+    counting = _COUNTING.submit(_pinned_count, cat, plan, cat.files)
     try:
         items, following = page(cat, plan, 0, limit, budget)
     except BaseException:
-        stop.set()
         wait([counting])  # the page's error, once the count has let go of the files
         raise
-    if following is None:
-        stop.set()
-        return items, following, len(items)
     return items, following, counting.result()
 
 
-def _pinned_count(cat: GeoparquetCatalog, plan: Plan, files, stop: Stop) -> int | None:
-    with cat.pinned(files), cat.stoppable(stop):  # the page's version of the files, in the pool's thread
-        return count(cat, plan, PAGE_COUNT_MAX, stop)
+def _pinned_count(cat: GeoparquetCatalog, plan: Plan, files) -> int | None:
+    with cat.pinned(files):  # the page's version of the files, in the pool's thread
+        return count(cat, plan, PAGE_COUNT_MAX)
