@@ -94,12 +94,13 @@ def _page_of(
 def _first_page(
     cat: GeoparquetCatalog, search: Search, plan: Plan, limit: int, budget: ResultBudget | None
 ) -> tuple[list[dict], int | None, int | None]:
-    """The first page and the count of its matches. On disk the page is read first and the count
-    after, only when the page does not hold every match (else its length is the count): DuckDB
-    scans with every core, so a count beside the page only slowed it (a bbox's page 0.12 s beside
-    its count, 0.04 s alone on 1,000,000 items). Over HTTP the count runs beside the page (both
-    wait on requests)."""
-    if cat.urls is None or (search.ids and len(search.ids) <= limit):  # a few ids: rarely more
+    """The first page and the count of its matches, counted beside it (DuckDB works outside the
+    GIL); but on disk, where the count tests footprints, the page is read first and the count
+    after, only when the page does not hold every match (else its length is the count): both scan
+    the bbox columns with every core, so the count beside the page only slowed it (a bbox's page
+    0.12 s beside its count, 0.04 s alone on 1,000,000 items), and a small page's count is wasted."""
+    footprints = cat.urls is None and plan.area is not None
+    if footprints or (search.ids and len(search.ids) <= limit):  # a few ids: rarely more
         items, following = page(cat, plan, 0, limit, budget)
         return items, following, len(items) if following is None else count(cat, plan, PAGE_COUNT_MAX)
     counting = _COUNTING.submit(_pinned_count, cat, plan, cat.files)
