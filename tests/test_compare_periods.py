@@ -286,8 +286,8 @@ def test_the_answer_keeps_the_table_and_the_change_and_is_lean(session, scenes):
 
 def test_a_change_saves_answers_and_draws_itself(session, scenes):
     """The `Change` saves itself (the change raster, the table), its table filtered with pandas is
-    still a change's table by its attrs (saved, drawn; it has no change raster), and it draws its
-    zones as the registry does."""
+    a change's table still (saved, drawn; it has no change raster), and it draws its zones as the
+    registry does; the table's GeoDataFrame alone is of no kind."""
     import pandas as pd
 
     result = run(session, fields())
@@ -300,6 +300,9 @@ def test_a_change_saves_answers_and_draws_itself(session, scenes):
 
     kept = result.table[result.table["delta_mean"].notna()]  # a pandas filter: a change's table still
     assert 0 < len(kept) < len(result.table) and registry.kind_of(kept) == "compare_periods"
+    assert type(kept) is type(result.table) and kept.provenance == result.provenance
+    with pytest.raises(InvalidArgument, match="^save takes .*, not GeoDataFrame$"):
+        session.save(result.table.frame)
     saved = pd.read_csv(session.outputs.path(session.save(kept, format="csv").id))
     assert list(saved["zone_id"]) == list(kept["zone_id"])
     with pytest.raises(InvalidArgument, match="^the change raster is saved from the Change"):

@@ -1,4 +1,4 @@
-"""operations/: every operation is one class in OPERATIONS, every result kind has one handler, and
+"""operations/: every operation is one class in OPERATIONS, every result kind has one class, and
 Session.save, Session.map and the tools' answers dispatch through it (no chain naming operations)."""
 
 import pytest
@@ -7,6 +7,7 @@ import stac_gdal_mcp
 from stac_gdal_mcp import operations
 from stac_gdal_mcp.errors import InvalidArgument
 from stac_gdal_mcp.operations import registry
+from stac_gdal_mcp.operations.result import Result
 
 
 def test_every_registered_operation_is_one_class():
@@ -31,8 +32,8 @@ def test_every_registered_operation_is_one_class():
 
 def test_every_result_kind_has_its_class():
     """Each kind the package's operations put in a Provenance (found in their source) and each
-    result class's kind has its class in operations.RESULTS - a typed `Result` of that kind, or
-    the class of the operation that handles it - but the search page, a `Result` of its own in
+    result class's kind has its class in operations.RESULTS - a typed `Result` of that kind -
+    but the search page, a `Result` of its own in
     a layer above."""
     import re
     from pathlib import Path
@@ -52,7 +53,7 @@ def test_every_result_kind_has_its_class():
     wanted = made | {c.result_kind for c in classes}
     assert wanted <= set(operations.RESULTS), wanted - set(operations.RESULTS)
     for kind in wanted:
-        assert issubclass(operations.RESULTS[kind], (registry.Results, Result)), kind
+        assert issubclass(operations.RESULTS[kind], Result), kind
     from stac_gdal_mcp.operations.series import SeriesTable
     from stac_gdal_mcp.operations.threshold import ThresholdTable
     from stac_gdal_mcp.operations.zonal.result import ZonalTable
@@ -63,27 +64,28 @@ def test_every_result_kind_has_its_class():
 
 
 class Measured:
-    """A result of a kind no module of the package declares (as a new operation's would be)."""
+    """An object saying a kind no module of the package declares, with no class for it."""
 
     result_kind = "measured"
 
 
-class Handler(registry.Results):
-    @classmethod
-    def save(cls, core, result, *, format, output_name, job):
+class Measure(Result):
+    """A typed result of a kind no module of the package declares (as a new operation's would be)."""
+
+    result_kind = "measured"
+
+    def _save(self, core, format, output_name, job):
         return ("saved", format, output_name)
 
-    @classmethod
-    def map_call(cls, result):
+    def map_call(self):
         return registry.call("measure", {"aoi": [0, 0, 1, 1]}, {"value": 1})
 
 
-def test_save_and_map_dispatch_through_the_registry(monkeypatch, tmp_path):
-    """A kind declared once is saved by Session.save and drawn by Session.map, unchanged."""
-    monkeypatch.setitem(operations.RESULTS, "measured", Handler)
+def test_save_and_map_dispatch_through_the_registry(tmp_path):
+    """A typed result is saved by Session.save and drawn by Session.map as its class says."""
     with stac_gdal_mcp.Session(default_catalog="sample", workspace=tmp_path) as session:
-        assert session.save(Measured(), format="csv", output_name="m") == ("saved", "csv", "m")
-        assert session.map(Measured()).calls == [Handler.map_call(None)]
+        assert session.save(Measure(), format="csv", output_name="m") == ("saved", "csv", "m")
+        assert session.map(Measure()).calls == [Measure().map_call()]
 
 
 def test_a_result_of_no_kind_is_refused_in_one_line(tmp_path):
@@ -98,7 +100,8 @@ def test_a_result_of_no_kind_is_refused_in_one_line(tmp_path):
 
 def test_a_time_series_is_a_table_that_knows_itself(tmp_path):
     """time_series returns a `SeriesTable`: it reads as its DataFrame, holds its request and
-    provenance, and saves, answers and draws itself as the registry does for its DataFrame."""
+    provenance, and saves, answers and draws itself as the registry does; its DataFrame alone is
+    of no kind."""
     import pandas as pd
 
     from stac_gdal_mcp.models import MAP_LAYER_META
@@ -115,9 +118,12 @@ def test_a_time_series_is_a_table_that_knows_itself(tmp_path):
             table.request["aoi"] == aoi and table.provenance.kind == registry.kind_of(table) == "time_series"
         )
 
-        own, plain = table.save(), session.save(frame)  # the plain frame: its kind from its attrs
-        assert own.id != plain.id
-        assert session.outputs.path(own.id).read_bytes() == session.outputs.path(plain.id).read_bytes()
+        own, again = table.save(), session.save(table)
+        assert own.id != again.id
+        assert session.outputs.path(own.id).read_bytes() == session.outputs.path(again.id).read_bytes()
+        assert registry.kind_of(frame) is None  # its attrs say where it came from; its class no kind
+        with pytest.raises(InvalidArgument, match="^save takes .*, not DataFrame$"):
+            session.save(frame)
         chart = session.outputs.path(table.save("png").id).read_bytes()
         assert chart.startswith(b"\x89PNG")
 
@@ -130,9 +136,15 @@ def test_a_time_series_is_a_table_that_knows_itself(tmp_path):
         answer = table.answer(session.settings.limits)
         assert [r.date for r in answer.value.rows] == list(frame["date"]) and answer.layer == layer
 
-        kept = table[table["value"].notna()]  # pandas' filter: a DataFrame, still a time series
-        assert isinstance(kept, pd.DataFrame) and registry.kind_of(kept) == "time_series"
-        assert session.outputs.path(session.save(kept).id).read_text().count("\n") == len(kept) + 1
+        kept = table[table["value"] > table["value"].min()]  # pandas' filter: still a time series
+        assert isinstance(kept, SeriesTable) and isinstance(kept.frame, pd.DataFrame)
+        assert registry.kind_of(kept) == "time_series" and kept.provenance == table.provenance
+        assert list(kept["date"]) == list(frame["date"][frame["value"] > frame["value"].min()])
+        assert 0 < len(kept) < len(table) and kept.request == table.request
+        lines = session.outputs.path(session.save(kept).id).read_text().splitlines()
+        assert len(lines) == len(kept) + 1 and [line.split(",")[0] for line in lines[1:]] == list(
+            kept["date"]
+        )
     with pytest.raises(InvalidArgument, match="no session to save into"):
         SeriesTable(frame, table.provenance).save()
 
@@ -151,7 +163,7 @@ def fields() -> dict:
 def test_a_zonal_table_knows_itself_by_its_class(tmp_path):
     """zonal_stats returns a `ZonalTable`: it reads as its GeoDataFrame, carries its request and
     provenance as attributes (none in the frame's `attrs`), is of its kind by its class, and
-    saves, answers and draws itself; what pandas makes of it is a plain frame of no kind."""
+    saves, answers and draws itself; filtered with pandas it is one still, saved as it shows."""
     import geopandas
 
     from stac_gdal_mcp.operations.zonal.result import ZonalTable
@@ -179,10 +191,21 @@ def test_a_zonal_table_knows_itself_by_its_class(tmp_path):
 
         table["ha"] = table.frame.to_crs(32633).area / 10_000  # a column added to the table itself
         assert "ha" in frame and "ha" in geopandas.read_parquet(session.outputs.path(table.save().id))
-        kept = table[table["count"] > 0]  # pandas' filter: a GeoDataFrame, of no kind
-        assert isinstance(kept, geopandas.GeoDataFrame) and registry.kind_of(kept) is None
+        kept = table[table["zone_id"] == "field-1"]  # pandas' filter: a zonal table still
+        assert isinstance(kept, ZonalTable) and isinstance(kept.frame, geopandas.GeoDataFrame)
+        assert kept.provenance == table.provenance and kept.quality is table.quality
+        assert 0 < len(kept) < len(table) and set(kept["zone_id"]) == {"field-1"}
+        back = geopandas.read_parquet(session.outputs.path(session.save(kept).id))
+        assert list(back["zone_id"]) == list(kept["zone_id"]) and back["mean"].equals(
+            kept.frame["mean"].reset_index(drop=True)
+        )
+        assert [f["id"] for f in kept.map_layer().zones["features"]] == ["field-1"]
+        assert isinstance(kept.head(1), ZonalTable) and isinstance(kept.iloc[:1], ZonalTable)
+        assert not isinstance(kept["mean"], ZonalTable)  # a column: what pandas made
+        plain = table.frame[table.frame["count"] > 0]  # the GeoDataFrame alone: of no kind
+        assert registry.kind_of(plain) is None
         with pytest.raises(InvalidArgument, match="^save takes .*, not GeoDataFrame$"):
-            session.save(kept)
+            session.save(plain)
 
 
 def test_a_threshold_table_says_its_notes_in_its_words(tmp_path):

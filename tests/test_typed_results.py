@@ -42,8 +42,8 @@ def test_a_composite_saves_and_answers_itself(session):
     computed = np.asarray(rgb)  # numpy straight from the lazy array, not the tile-by-tile writer
     assert saved.shape == computed.shape == (2, *rgb.array.shape[1:])
     assert np.array_equal(saved, computed, equal_nan=True) and np.isfinite(saved).any()
-    plain = session.save(rgb.array)  # the bare DataArray: a composite by its attrs, saved alike
-    assert session.outputs.path(plain.id).read_bytes() == session.outputs.path(record.id).read_bytes()
+    with pytest.raises(InvalidArgument, match="^save takes .*, not DataArray$"):
+        session.save(rgb.array)  # the DataArray alone: of no kind (its attrs are no class)
     with pytest.raises(InvalidArgument, match="^arrays are saved as COG$"):
         rgb.save("csv")
 
@@ -53,6 +53,29 @@ def test_a_composite_saves_and_answers_itself(session):
     assert answer.images[0][:4] == b"\x89PNG" and answer.layer.rasters[0]["id"] == kept.id
     with pytest.raises(InvalidArgument, match="^map takes .*, not Raster$"):
         rgb.map_layer()
+
+
+def test_a_composite_cut_with_xarray_is_one_still_and_saves_as_it_shows(session):
+    """What `sel`, `isel` and `[...]` make of a composite is a `Raster` with its provenance, saved
+    on its own part of the grid: pixels and georeferencing as xarray and odc-geo say."""
+    import odc.geo.xr  # noqa: F401  (the .odc accessor: the grid read from the cut's coordinates)
+
+    from stac_gdal_mcp.operations.composite import Raster
+
+    rgb = session.composite(AOI, ["red", "green"], collections=S2, datetime=JUNE_JULY)
+    red, cut = rgb.sel(band="red"), rgb.isel(y=slice(5, 30), x=slice(3, 20))
+    for part in (red, cut, rgb[:, 5:30, 3:20], rgb.loc[["green"]]):
+        assert isinstance(part, Raster) and part.provenance == rgb.provenance and part.plan is None
+    assert np.array_equal(np.asarray(rgb[:, 5:30, 3:20]), np.asarray(cut), equal_nan=True)
+    assert not isinstance(rgb.sizes, Raster) and not isinstance(rgb.values, Raster)
+    for part, bands in ((red, 1), (cut, 2)):
+        with rasterio.open(session.outputs.path(part.save().id)) as src:
+            assert src.count == bands and src.shape == part.shape[-2:]
+            assert np.array_equal(src.read().squeeze(), np.asarray(part), equal_nan=True)
+            assert src.transform.almost_equals(part.array.odc.geobox.affine)
+            assert src.crs == rasterio.crs.CRS.from_user_input(part.array.odc.geobox.crs.to_wkt())
+    full = rgb.array.odc.geobox.affine
+    assert cut.array.odc.geobox.affine.almost_equals(full @ full.translation(3, 5))
 
 
 def test_a_ranking_answers_and_draws_itself_and_is_not_saved(session):

@@ -5,7 +5,7 @@ One module per operation - `inspect` (an asset's header), `warp` (reproject_asse
 series), `composite` and the `zonal` folder (exact zonal statistics, up to a region's zones file)
 - each one class, an `Operation` (`base.py`: its fields are its parameters; `estimate`, `run`)
 whose results know themselves (`result.Result`: `save`, `answer`, `map_layer`; an output
-record's in `saved.py`) or are handled by it (`registry.Results`). `OPERATIONS` (the tools and
+record's in `saved.py`). `OPERATIONS` (the tools and
 the Session's methods are made from it) and `RESULTS` (each kind of result, its class) are the
 registries, below. `params` holds the field types and the parameter groups; `inputs` resolves
 an input as a notebook names it; `tables` writes the time series tables.
@@ -14,7 +14,7 @@ What they stand on (raster I/O, item selection, masks, expressions, estimates, j
 `processing/`, one layer below: nothing there imports an operation.
 """
 
-from . import change, cloud, composite, convert, inspect, preview, registry, saved, series, threshold, warp
+from . import change, cloud, composite, convert, inspect, preview, saved, series, threshold, warp
 from .base import Operation
 from .result import Result
 from .zonal import stats as zonal_stats
@@ -36,11 +36,10 @@ OPERATIONS: dict[str, type[Operation]] = {
 }
 
 #: Every kind of result (`registry.kind_of`) -> its class: a typed result (`result.Result`) that
-#: saves, answers and draws itself, and wraps a bare object of its kind (a composite's DataArray,
-#: any georeferenced array, an output record); else the class of the operation that made it
-#: (`registry.Results`). A kind of a layer above (a search page) is a `Result` of its own.
-RESULTS: dict[str, type[Result] | type[registry.Results]] = {
-    **OPERATIONS,
+#: saves, answers and draws itself, and wraps a bare object of its kind (an output record, an
+#: asset's header). A kind of a layer above (a search page) is a `Result` of its own.
+RESULTS: dict[str, type[Result]] = {
+    "inspect_asset": inspect.Asset,
     "preview": preview.Preview,
     "cloud_cover_stats": cloud.CloudCover,
     "composite": composite.Raster,
@@ -49,5 +48,4 @@ RESULTS: dict[str, type[Result] | type[registry.Results]] = {
     "zonal_stats": ZonalTable,
     "threshold_area": threshold.ThresholdTable,
     "output": saved.Output,
-    "array": composite.Raster,
 }

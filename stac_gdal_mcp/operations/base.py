@@ -32,7 +32,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..discovery.query import check_names
 from ..errors import InvalidArgument
 from ..processing.requests import LIBRARY_ONLY  # in a field's Annotated metadata: a Session keyword only
-from .registry import Results
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -48,9 +47,9 @@ Tool = namedtuple(
 )
 
 
-class Operation(BaseModel, Results):
-    """One call of an operation: its fields are its parameters (see the module's docstring); the
-    class handles its results too (`registry.Results`: save, outputs, answer, map_call)."""
+class Operation(BaseModel):
+    """One call of an operation: its fields are its parameters (see the module's docstring); its
+    results are `result.Result`s, which save, answer and draw themselves."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 

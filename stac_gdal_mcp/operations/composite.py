@@ -123,11 +123,13 @@ class Raster(Wrapping):
     def __init__(self, array: xr.DataArray, plan: _Plan | None = None, core=None):
         self.array, self.plan, self._core = array, plan, core
 
-    @classmethod
-    def of(cls, obj, core=None) -> Raster:
-        """A DataArray as a raster: a composite's array (its provenance in `attrs`), or any
-        georeferenced array, saved as a COG as a composite is; without the plan, block by block."""
-        return cls(obj, None, core)
+    def replaced(self, array: xr.DataArray) -> Raster:
+        """The raster holding `array` (what its `sel`, `isel`, `[...]` give), saved as a COG as a
+        composite is, block by block (the plan streams the whole composite only); its provenance
+        is the composite's (xarray keeps `attrs` through a selection; restored where dropped)."""
+        if Provenance.of(array) is None and Provenance.of(self.array) is not None:
+            array = array.assign_attrs(self.array.attrs)
+        return Raster(array, None, self._core)
 
     def _held(self) -> xr.DataArray:
         return self.array
@@ -279,12 +281,17 @@ def reduce_days(cube, method: str):
 
 
 def _grid(array, provenance: Provenance | None):
-    """(CRS, affine transform) of a DataArray: from its provenance, else from odc-geo."""
+    """(CRS, affine transform) of a DataArray: from its provenance (moved to the first pixel of a
+    slice of the grid, by its x/y coordinates: pixel centres), else from odc-geo."""
     from affine import Affine
     from rasterio.crs import CRS
 
     if provenance is not None and "crs" in provenance.facts:
-        return CRS.from_user_input(provenance.facts["crs"]), Affine(*provenance.facts["transform"])
+        transform = Affine(*provenance.facts["transform"])
+        if array.sizes.get("x") and array.sizes.get("y") and {"x", "y"} <= set(array.coords):
+            col, row = ~transform @ (float(array.x[0]), float(array.y[0]))
+            transform = transform @ Affine.translation(round(col - 0.5), round(row - 0.5))
+        return CRS.from_user_input(provenance.facts["crs"]), transform
     import odc.geo.xr  # noqa: F401  (the .odc accessor)
 
     gbox = getattr(array.odc, "geobox", None)
@@ -376,24 +383,19 @@ def save_array(
 
 
 def _checked(core, array: xr.DataArray) -> tuple:
-    """(the array on (band, y, x), its CRS, its transform, its provenance: an array made here
-    keeps its own, any other gets one of kind "array"), checked before anything is computed:
-    numeric, georeferenced, within limits.max_output_pixels and max_output_bytes."""
+    """(the array on (band, y, x), its CRS, its transform, its provenance: the one the operation
+    that made it keeps in its `attrs`), checked before anything is computed: numeric,
+    georeferenced, within limits.max_output_pixels and max_output_bytes."""
     from ..processing.grids import check_output_size
 
     provenance = Provenance.of(array)
+    if provenance is None:
+        raise InvalidArgument("save takes an array an operation made (a composite's, a change's)")
     if array.ndim == 2:
         array = array.expand_dims(band=[array.name or "value"])
     if array.ndim != 3 or tuple(array.dims[1:]) != ("y", "x"):
         raise InvalidArgument(f"save takes an array on (band, y, x) or (y, x); this one is on {array.dims}")
     crs, transform = _grid(array, provenance)
-    if provenance is None:
-        provenance = Provenance(
-            kind="array",
-            operation="save",
-            title=str(array.name or "array"),
-            lineage=f"an array ({', '.join(map(str, array.dims))}) saved from Python",
-        )
     count, height, width = array.shape
     if array.dtype.kind not in "fiu":
         raise InvalidArgument(f"save takes numeric arrays, not {array.dtype}")

@@ -1,7 +1,7 @@
 """inspect: a raster asset's header - driver, size, bands, nodata, CRS, blocks, overviews, COG
 validity - with no pixel read (`processing.inspect.inspect_asset`), as an operation: its
 `estimate` (the header's bytes and requests), `run` (bounded in time, cancellable between its
-reads), and its `AssetInfo` answered as itself.
+reads), and its `AssetInfo` a result (`Asset`) answered as itself.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from ..processing.inspect import AssetInfo
 from ..processing.jobs import Job, timed
 from .base import Tool
 from .params import OnAsset
+from .result import Answer, Result
 
 if TYPE_CHECKING:
     from ..core import Core
@@ -58,3 +59,20 @@ class InspectAsset(OnAsset):
         info = inspect_asset(core, self.plan(core).input)
         job.check()
         return info
+
+
+class Asset(Result):
+    """An asset's header (`info`, the `AssetInfo` inspect_asset gives) as a result: answered as
+    itself; it is neither saved nor drawn."""
+
+    result_kind = "inspect_asset"
+
+    def __init__(self, info: AssetInfo, core: Core | None = None):
+        self.info, self._core = info, core
+
+    @classmethod
+    def of(cls, obj, core=None) -> Asset:
+        return cls(obj, core)
+
+    def _answer(self, core, records, limits, quicklook: bool) -> Answer:
+        return Answer(self.info)

@@ -23,6 +23,8 @@ object, so code written for the object keeps working.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -163,20 +165,46 @@ class Result:
 class Wrapping(Result):
     """A result that reads as the object it holds (`_held()`): its attributes, `[...]`, `len()`,
     iteration, `numpy.asarray` and Jupyter's display go to that object (the names in `_own`, the
-    result's own attributes, never)."""
+    result's own attributes, never). What indexing (`[...]`, `.loc[...]`, `.iloc[...]`) or one of
+    its methods gives that is the same kind of object as the one held (a DataFrame of a table's
+    DataFrame, a DataArray of a raster's) comes back as this result again (`replaced`: its class,
+    request and provenance), as a pandas subclass's `_constructor` keeps the subclass; anything
+    else (a column, a number) comes back as it is."""
 
     _own: ClassVar[tuple[str, ...]] = ()
+    _indexers: ClassVar[tuple[str, ...]] = ("loc", "iloc")  # attributes that index the held object
 
     def _held(self) -> Any:
         raise NotImplementedError
 
+    def replaced(self, held: Any) -> Wrapping | None:
+        """This result holding `held` (some of its rows, a slice) instead; None: a kind that is
+        not remade (the object itself is given back)."""
+        return None
+
+    def _kept(self, value: Any) -> Any:
+        """`value` as this result again when it is the same kind of object as the one held."""
+        if isinstance(value, type(self._held())):
+            made = self.replaced(value)
+            if made is not None:
+                return made
+        return value
+
     def __getattr__(self, name: str):
         if name.startswith("__") or name in self._own:
             raise AttributeError(name)
-        return getattr(self._held(), name)
+        value = getattr(self._held(), name)
+        if name in self._indexers:
+            return _Indexer(self, value)
+        if inspect.ismethod(value):
+            return _kept_method(self, value)
+        return value
 
     def __getitem__(self, key):
-        return self._held()[key]
+        return self._kept(self._held()[key])
+
+    def __setitem__(self, key, value) -> None:  # a column (a variable) added to the object itself
+        self._held()[key] = value
 
     def __len__(self) -> int:
         return len(self._held())
@@ -189,8 +217,38 @@ class Wrapping(Result):
 
         return np.asarray(self._held(), dtype=dtype)
 
+    def __dir__(self):  # tab completion: the result's own names and its object's
+        return sorted(set(super().__dir__()) | set(dir(self._held())))
+
     def _repr_html_(self) -> str:
         return self._held()._repr_html_()
 
     def __repr__(self) -> str:
         return repr(self._held())
+
+
+def _kept_method(result: Wrapping, method):
+    """A method of the held object whose answer comes back as `result` again (see `Wrapping`);
+    its name, docstring and signature are the method's (`help`, tab completion)."""
+
+    @functools.wraps(method)
+    def kept(*args, **kwargs):
+        return result._kept(method(*args, **kwargs))
+
+    return kept
+
+
+class _Indexer:
+    """An indexer of the held object (`.loc`, `.iloc`) whose selections come back as the result."""
+
+    def __init__(self, result: Wrapping, indexer):
+        self._result, self._indexer = result, indexer
+
+    def __getitem__(self, key):
+        return self._result._kept(self._indexer[key])
+
+    def __setitem__(self, key, value) -> None:
+        self._indexer[key] = value
+
+    def __getattr__(self, name: str):
+        return getattr(self._indexer, name)

@@ -329,14 +329,10 @@ def map_call(frame: pd.DataFrame) -> dict:
 class SeriesTable(Table):
     """A time series: its DataFrame (`to_dataframe()`; it reads as that table too), its request
     and provenance; `save(format)` (CSV, or "png": its chart), `answer(limits)` (the tool keeps
-    both), `map_layer()`. A DataFrame pandas made of one keeps its provenance in `attrs`: `of`
-    makes it a time series again."""
+    both), `map_layer()`. What its indexing and methods make of it (`table[rows]`, `head()`) is a
+    time series again."""
 
     result_kind: ClassVar[str] = "time_series"
-
-    @classmethod
-    def of(cls, obj, core=None) -> SeriesTable:
-        return cls(obj, provenance_of(obj), core)
 
     def _save(self, core, format, output_name, job):
         return save(core, self, format=format, output_name=output_name, job=job)

@@ -6,9 +6,10 @@ threshold_area table) says in its hooks how it is saved, kept, answered and draw
 It reads as its DataFrame - `table["value"]`, `table.iloc[0]`, `len(table)`, `table.columns` and
 the other DataFrame attributes go to the DataFrame (`frame`), `table["new"] = ...` adds a column
 to it - so code written for the table keeps working; in Jupyter it shows as the table, and tab
-completion offers the DataFrame's names. What pandas makes of it (a filtered copy, a pivot) is a
-plain DataFrame: only a time series keeps its provenance in `attrs` too, so that one filtered
-with pandas is still saved and drawn as a time series (`registry.kind_of`).
+completion offers the DataFrame's names. A DataFrame its indexing or methods make of it (a
+filtered copy, `head()`, a column dropped) is the same table again (`replaced`: its class,
+request and provenance), saved and drawn as its kind; a column, a pivot to a plain DataFrame of
+a table of zones, is what pandas made.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class Table(Wrapping):
 
     def replaced(self, frame: pd.DataFrame | None = None, provenance: Provenance | None = None):
         """The same table (its class, its other attributes) with another `frame` (some of its
-        rows) or `provenance`."""
+        rows) or `provenance`; what its indexing and methods give is this of their DataFrame."""
         made = copy.copy(self)
         made._frame = self._frame if frame is None else frame
         made._provenance = self._provenance if provenance is None else provenance
@@ -68,9 +69,3 @@ class Table(Wrapping):
 
     def _held(self) -> pd.DataFrame:
         return self._frame
-
-    def __setitem__(self, key, value) -> None:  # a column added to the table itself
-        self._frame[key] = value
-
-    def __dir__(self):  # tab completion: the table's own names and its DataFrame's (columns too)
-        return sorted(set(super().__dir__()) | set(dir(self._frame)))

@@ -15,6 +15,7 @@ from ...models import Model
 from ...processing.load import FailedItem, GridInfo, OutputRef
 from ...processing.records import Provenance
 from ..result import Answer, Result
+from ..table import Table
 from ..zonal.result import ZoneLayer, answer_fields, drawn_apart, zones_call
 
 if TYPE_CHECKING:
@@ -104,8 +105,8 @@ def result(change: Change, records, max_bytes: int) -> CompareResult:
     table_record, change_record = records
     facts = change.provenance.facts
     notes = list(facts["notes"])
-    layer = zones_layer(change.table, "delta_mean", facts["expression"])
-    rows, layer = fitted(change.table, layer, table_record, max_bytes, notes)
+    layer = zones_layer(change.table.frame, "delta_mean", facts["expression"])
+    rows, layer = fitted(change.table.frame, layer, table_record, max_bytes, notes)
     return CompareResult(
         **answer_fields(facts, table_record, layer, notes, rows),
         before=facts["before"],
@@ -123,25 +124,19 @@ def change_raster(record: OutputRecord, image: int) -> dict:
 
 
 class Change(Result):
-    """What compare_periods gives: `table` (a GeoDataFrame, one row per zone), `change` (after -
-    before on the grid, an xarray DataArray), `before` and `after` (each period's reduced
-    values); `provenance` says how they were made, `request` the call's parameters. `save()`
-    writes the table (GeoParquet, or format="csv"), `save("COG")` the change raster; the tool
-    keeps both and answers the rows that fit; the map draws its zones coloured by delta_mean."""
+    """What compare_periods gives: `table` (a `ChangeTable`: it reads as its GeoDataFrame, one row
+    per zone), `change` (after - before on the grid, an xarray DataArray), `before` and `after`
+    (each period's reduced values); `provenance` says how they were made, `request` the call's
+    parameters. `save()` writes the table (GeoParquet, or format="csv"), `save("COG")` the change
+    raster; the tool keeps both and answers the rows that fit; the map draws its zones coloured
+    by delta_mean."""
 
     result_kind = "compare_periods"
 
     def __init__(self, table, change, before, after, provenance: Provenance, core=None):
-        self.table, self.change, self.before, self.after = table, change, before, after
+        self.table = ChangeTable(table, provenance, core)
+        self.change, self.before, self.after = change, before, after
         self._provenance, self._core = provenance, core
-
-    @classmethod
-    def of(cls, obj, core=None) -> Change:
-        """A change's table alone (filtered with pandas, say; its provenance in `attrs`): saved and
-        drawn as the table; it has no change raster."""
-        return cls(
-            obj, None, None, None, Provenance.required(obj, "compare_periods", "compare_periods"), core
-        )
 
     @property
     def provenance(self) -> Provenance:
@@ -152,22 +147,15 @@ class Change(Result):
         return f"<Change {facts['expression_name']} {facts['before']} -> {facts['after']}: {len(self.table)} zones>"
 
     def _repr_html_(self) -> str:
-        return self.table.drop(columns="geometry")._repr_html_()
+        return self.table.frame.drop(columns="geometry")._repr_html_()
 
     def _save(self, core, format, output_name, job) -> OutputRecord:
         """The table as GeoParquet (default) or CSV; with format="COG" the change raster."""
-        from .. import zonal
         from ..composite import save_array
 
         if (format or "").upper() == "COG":
-            if self.change is None:
-                raise InvalidArgument(
-                    "the change raster is saved from the Change compare_periods gives, not its table"
-                )
             return save_array(core, self.change, output_name=output_name, job=job)
-        return zonal.write_table(
-            core, self.table, self.provenance, format=format, output_name=output_name, stem="change"
-        )
+        return self.table._save(core, format, output_name, job)
 
     def _outputs(self, core, job) -> tuple[OutputRecord, OutputRecord]:
         """What the compare_periods tool keeps: the table (GeoParquet) and the change (COG)."""
@@ -177,13 +165,35 @@ class Change(Result):
         """The tool's answer within limits.max_result_bytes, with the chart and the change picture."""
         value, layer = drawn_apart(result(self, records, limits.max_result_bytes))
         drawn = layer.model_copy(update={"rasters": [change_raster(records[1], 1)]})
-        return Answer(value, records, (chart_png(self.table), change_png(self.change)), layer=drawn)
+        return Answer(value, records, (chart_png(self.table.frame), change_png(self.change)), layer=drawn)
 
     def map_call(self) -> dict:
         """A change as the map draws it: its zones coloured by delta_mean."""
+        return self.table.map_call()
+
+
+class ChangeTable(Table):
+    """A change's table, one row per zone (it reads as its GeoDataFrame; filtered with pandas it
+    is one still): saved as GeoParquet or format="csv" - the change raster is saved from the
+    `Change` -, drawn as its zones coloured by delta_mean."""
+
+    result_kind = "compare_periods"
+
+    def _save(self, core, format, output_name, job) -> OutputRecord:
+        from .. import zonal
+
+        if (format or "").upper() == "COG":
+            raise InvalidArgument(
+                "the change raster is saved from the Change compare_periods gives, not its table"
+            )
+        return zonal.write_table(
+            core, self.frame, self.provenance, format=format, output_name=output_name, stem="change"
+        )
+
+    def map_call(self) -> dict:
         from ..threshold import zones_layer
 
         facts = self.provenance.facts
         return zones_call(
-            "compare_periods", facts, zones_layer(self.table, "delta_mean", facts["expression"])
+            "compare_periods", facts, zones_layer(self.frame, "delta_mean", facts["expression"])
         )
