@@ -18,7 +18,8 @@ in one line (a ranking is not saved).
 
 `Wrapping` is a result that reads as the object it holds (a DataFrame, a DataArray): every
 attribute it does not have, `[...]`, `len()`, iteration, numpy and Jupyter's display go to that
-object, so code written for the object keeps working.
+object, so code written for the object keeps working; what its indexing and methods give of the
+same kind as that object (a filtered table, a slice of an array) is the same result again.
 """
 
 from __future__ import annotations
@@ -101,8 +102,8 @@ class Result:
 
     @classmethod
     def of(cls, obj: Any, core: Core | None = None) -> Result:
-        """A bare object of this kind (a DataFrame or DataArray carrying its provenance, a
-        record) as this result."""
+        """A bare object of this kind - one of a layer below that says its kind by its class (an
+        output record, an asset's header) - as this result."""
         raise InvalidArgument(f"not a {cls.__name__}: {type(obj).__name__}")
 
     # --- where it came from --------------------------------------------------------------------
@@ -251,4 +252,6 @@ class _Indexer:
         self._indexer[key] = value
 
     def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
         return getattr(self._indexer, name)

@@ -212,6 +212,9 @@ def rows_of(frame: pd.DataFrame) -> list[TimeSeriesRow]:
 
 
 def provenance_of(frame) -> Provenance:
+    """A time series' provenance: its own, or the one a DataFrame of one keeps in `attrs`."""
+    if isinstance(frame, SeriesTable):
+        return frame.provenance
     return Provenance.required(frame, "time_series", "time series")
 
 
