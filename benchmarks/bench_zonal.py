@@ -18,7 +18,8 @@
    worker` process (2 worker processes, 1 thread each, 127.0.0.1) started here: each run in a
    fresh child process (the server's peak RSS; target < 1 GB and flat), time per zone-item at the
    larger size against the smaller (target: no worse), bytes sent / bytes of the tiles the fields
-   touch (target <= 1.3), and the output equal to the threaded ordinary call (the smaller size).
+   touch (target <= 1.3), the output equal to the threaded ordinary call (on at most 10,000
+   fields), and exactextract called per item on a subset (at most 10,000 fields x 18 items).
 
 The scene: a Sentinel-2-like item of 2048 x 2048 px at 10 m in 512 px tiles; every item has its own
 URLs (hard links), so no read is answered from GDAL's cache. Fields: rotated rectangles of 80-400 m
