@@ -305,7 +305,23 @@ class RangeFileSystem(AbstractFileSystem):
 
 
 class RangeFile(AbstractBufferedFile):
-    """One file of a RangeFileSystem: each read is `RangeReader.read` (blocks, cached)."""
+    """One file of a RangeFileSystem: each read is `RangeReader.read` (blocks, cached).
+
+    DuckDB's threads share one file object and read at a position in two calls, `seek` then
+    `read`, between which another thread may seek elsewhere: the position (`loc`) is each
+    thread's own, so that a read gets the bytes where its own thread sought."""
+
+    def __init__(self, *args, **kwargs):
+        self._where = threading.local()
+        super().__init__(*args, **kwargs)
+
+    @property
+    def loc(self) -> int:
+        return getattr(self._where, "loc", 0)
+
+    @loc.setter
+    def loc(self, value: int) -> None:
+        self._where.loc = value
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         reader = self.fs.reader

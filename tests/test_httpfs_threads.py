@@ -1,0 +1,85 @@
+"""The Range filesystem (catalogs/httpfs.py) read by many threads at once, as DuckDB reads it:
+every byte read compared with the file on disk, served by the real Range server of the test bed.
+
+DuckDB's fsspec bridge reads at a position with two calls on the one file object all its
+threads share, `seek(location)` then `read(n)`; another thread may run between the two."""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+
+import pytest
+
+from stac_gdal_mcp.catalogs.httpfs import BLOCK, RangeFileSystem, RangeReader
+from stac_gdal_mcp.settings import CatalogConfig
+from testbed import serve_directory
+
+THREADS, READS = 8, 400
+
+
+@pytest.fixture
+def served_file(tmp_path):
+    """A file of random bytes (no two blocks alike) behind the Range server."""
+    path = tmp_path / "random.bin"
+    path.write_bytes(random.Random(5).randbytes(40 * BLOCK + 1234))
+    with serve_directory(tmp_path, nodelay=True) as server:
+        yield server, path
+
+
+@pytest.fixture
+def switch_often():
+    """Threads switched every microsecond (not every 5 ms), so that a thread runs between
+    another's two calls often enough to be seen."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(before)
+
+
+def _filesystem(make_settings, url: str) -> RangeFileSystem:
+    settings = make_settings()
+    reader = RangeReader(CatalogConfig(id="threads", url=url), settings)
+    return RangeFileSystem(reader, [reader.version(url)])
+
+
+def test_threads_sharing_one_file_read_their_own_ranges(make_settings, served_file, switch_often):
+    """Each thread seeks then reads random ranges (within a block, across blocks, past the end)
+    of one shared file object: each gets the bytes of its own range, never another's."""
+    server, path = served_file
+    want = path.read_bytes()
+    file = _filesystem(make_settings, f"{server.url}/{path.name}").open("0.parquet", "rb")
+    wrong: list[tuple[int, int]] = []
+
+    def reads(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(READS):
+            start = rng.randrange(len(want))
+            length = rng.choice([1, 8, 100, BLOCK // 3, BLOCK, 3 * BLOCK + 7])
+            file.seek(start)
+            if file.read(length) != want[start : start + length]:
+                wrong.append((start, length))
+
+    threads = [threading.Thread(target=reads, args=(n,)) for n in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong, f"{len(wrong)} of {THREADS * READS} reads got another range's bytes: {wrong[:5]}"
+
+
+def test_a_read_between_anothers_seek_and_read_does_not_move_it(make_settings, served_file):
+    """Thread A seeks, thread B seeks elsewhere and reads, then A reads: A gets the bytes where it
+    sought; reads without a seek go on from where the same thread's last read ended."""
+    server, path = served_file
+    want = path.read_bytes()
+    file = _filesystem(make_settings, f"{server.url}/{path.name}").open("0.parquet", "rb")
+    file.seek(BLOCK - 10)
+    other = []
+    thread = threading.Thread(target=lambda: other.append((file.seek(7 * BLOCK), file.read(4), file.tell())))
+    thread.start()
+    thread.join()
+    assert other == [(7 * BLOCK, want[7 * BLOCK : 7 * BLOCK + 4], 7 * BLOCK + 4)]
+    assert file.read(20) + file.read(5) == want[BLOCK - 10 : BLOCK + 15]
+    assert file.tell() == BLOCK + 15
