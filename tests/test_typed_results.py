@@ -146,3 +146,21 @@ def test_a_result_without_a_session_says_so_in_one_line(session):
         with pytest.raises(InvalidArgument, match="has no session to save into; use session.save"):
             alone.answer(session.settings.limits)
     assert session.save(Raster(rgb.array)).id  # the session names the core to save into
+
+
+def test_a_composite_cut_off_its_pixels_is_refused_before_anything_is_written(session):
+    """A selection that steps over pixels, lists columns or reverses an axis has no transform of
+    the grid: saving it is a one-line refusal and leaves no output."""
+    from stac_gdal_mcp.errors import InvalidArgument
+
+    rgb = session.composite(AOI, ["red"], collections=S2, datetime=JUNE_JULY)
+    before = session.outputs.list()
+    cuts = (rgb.isel(x=slice(None, None, 2)), rgb.isel(y=[0, 3, 4]), rgb.isel(x=slice(None, None, -1)))
+    for part in cuts:
+        with pytest.raises(InvalidArgument, match="slice of the grid's own pixels") as caught:
+            part.save()
+        assert "\n" not in str(caught.value)
+    assert session.outputs.list() == before
+    saved = rgb.isel(x=slice(2, 9)).save()  # a contiguous cut still saves
+    with rasterio.open(session.outputs.path(saved.id)) as src:
+        assert src.width == 7

@@ -280,28 +280,6 @@ def reduce_days(cube, method: str):
     return da.where(count > 0, (low + high) / 2, nan)
 
 
-def _grid(array, provenance: Provenance | None):
-    """(CRS, affine transform) of a DataArray: from its provenance (moved to the first pixel of a
-    slice of the grid, by its x/y coordinates: pixel centres), else from odc-geo."""
-    from affine import Affine
-    from rasterio.crs import CRS
-
-    if provenance is not None and "crs" in provenance.facts:
-        transform = Affine(*provenance.facts["transform"])
-        if array.sizes.get("x") and array.sizes.get("y") and {"x", "y"} <= set(array.coords):
-            col, row = ~transform @ (float(array.x[0]), float(array.y[0]))
-            transform = transform @ Affine.translation(round(col - 0.5), round(row - 0.5))
-        return CRS.from_user_input(provenance.facts["crs"]), transform
-    import odc.geo.xr  # noqa: F401  (the .odc accessor)
-
-    gbox = getattr(array.odc, "geobox", None)
-    if gbox is None or gbox.crs is None:
-        raise InvalidArgument(
-            "the array has no georeferencing (no spatial_ref/crs coordinate); keep the coordinates of a load"
-        )
-    return CRS.from_user_input(gbox.crs.to_wkt()), gbox.affine
-
-
 def save_array(
     core, array: xr.DataArray, *, output_name: str | None = None, job: Job | None = None
 ) -> OutputRecord:
@@ -386,7 +364,7 @@ def _checked(core, array: xr.DataArray) -> tuple:
     """(the array on (band, y, x), its CRS, its transform, its provenance: the one the operation
     that made it keeps in its `attrs`), checked before anything is computed: numeric,
     georeferenced, within limits.max_output_pixels and max_output_bytes."""
-    from ..processing.grids import check_output_size
+    from ..processing.grids import array_grid, check_output_size
 
     provenance = Provenance.of(array)
     if provenance is None:
@@ -395,7 +373,7 @@ def _checked(core, array: xr.DataArray) -> tuple:
         array = array.expand_dims(band=[array.name or "value"])
     if array.ndim != 3 or tuple(array.dims[1:]) != ("y", "x"):
         raise InvalidArgument(f"save takes an array on (band, y, x) or (y, x); this one is on {array.dims}")
-    crs, transform = _grid(array, provenance)
+    crs, transform = array_grid(array, provenance)
     count, height, width = array.shape
     if array.dtype.kind not in "fiu":
         raise InvalidArgument(f"save takes numeric arrays, not {array.dtype}")

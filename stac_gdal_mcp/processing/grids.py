@@ -7,9 +7,12 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument, InvalidBBox, LimitExceeded
+
+if TYPE_CHECKING:
+    from .records import Provenance
 
 RESAMPLING = (
     "nearest",
@@ -389,3 +392,39 @@ def source_pixels_read(grid, native: tuple[float, float], factor: int, source_pi
     return min(
         (grid.width * ratio_x) * (grid.height * ratio_y), source_pixels / factor**2
     )  # floats: may be inf
+
+
+def array_grid(array, provenance: Provenance | None):
+    """(CRS, affine transform) of a DataArray: from its provenance (moved to the first pixel of a
+    slice of the grid, by its x/y coordinates: pixel centres), else from odc-geo."""
+    from affine import Affine
+    from rasterio.crs import CRS
+
+    if provenance is not None and "crs" in provenance.facts:
+        transform = Affine(*provenance.facts["transform"])
+        if array.sizes.get("x") and array.sizes.get("y") and {"x", "y"} <= set(array.coords):
+            _on_pixels(array, transform)
+            col, row = ~transform @ (float(array.x[0]), float(array.y[0]))
+            transform = transform @ Affine.translation(round(col - 0.5), round(row - 0.5))
+        return CRS.from_user_input(provenance.facts["crs"]), transform
+    import odc.geo.xr  # noqa: F401  (the .odc accessor)
+
+    gbox = getattr(array.odc, "geobox", None)
+    if gbox is None or gbox.crs is None:
+        raise InvalidArgument(
+            "the array has no georeferencing (no spatial_ref/crs coordinate); keep the coordinates of a load"
+        )
+    return CRS.from_user_input(gbox.crs.to_wkt()), gbox.affine
+
+
+def _on_pixels(array, transform) -> None:
+    """Refuse a cut off the grid's adjacent pixels (a step, picked columns): no transform fits it."""
+    import numpy as np
+
+    for dim, step in (("x", transform.a), ("y", transform.e)):
+        gaps = np.diff(np.asarray(array[dim], dtype="float64"))
+        if gaps.size and not np.allclose(gaps, step, rtol=0, atol=abs(step) * 1e-6):
+            raise InvalidArgument(
+                f"save takes a slice of the grid's own pixels; this array's {dim} steps by "
+                f"{float(gaps[0]):g} where a pixel is {step:g} (use coarsen or reproject_asset)"
+            )
