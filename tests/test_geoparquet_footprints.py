@@ -173,3 +173,28 @@ def test_a_named_collection_is_found_without_listing_the_collections(make_settin
             session.search(collections=["nosuch"], limit=5)
     assert [i.id for i in page.items] == ["r19999", "r19998", "r19997", "r19996", "r19995"]
     assert page.matched == 20_000 and listed_before is None
+
+
+def test_a_marking_pass_that_fails_unexpectedly_is_said_once_and_counts_stay_exact(
+    make_settings, files, monkeypatch, caplog
+):
+    """A marking pass that breaks (here: its read raises) leaves the file unmarked, says so once on
+    the log, and the counts go on reading the footprints: DuckDB's with shapely."""
+
+    def broken(*args):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(footprints.Marks, "_codes", staticmethod(broken))
+    path, bbox = files["rects"], BOXES["rects"][0]
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    with Session(settings) as session, caplog.at_level("WARNING", logger=footprints.__name__):
+        cat = session.core.catalogs.get("gp")
+        for _ in range(2):
+            assert session.search(detail="count", bbox=bbox).matched == _by_hand(path, bbox)[1]
+            deadline = time.monotonic() + 60
+            while not footprints.marks_of(cat).idle:
+                assert time.monotonic() < deadline, "the marking pass never ended"
+                time.sleep(0.05)
+        assert footprints.marks_of(cat).get(cat.files.sources[0]) is None
+    said = [r for r in caplog.records if "left unmarked" in r.getMessage()]
+    assert len(said) == 1 and "disk on fire" in said[0].getMessage()

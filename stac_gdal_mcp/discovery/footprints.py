@@ -19,6 +19,7 @@ pass would download every footprint).
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -92,6 +93,8 @@ class Marks:
             self._made[name] = self._codes(cat, files, name, rows)
         except StacGdalMcpError:  # a file changed or unreadable: left unmarked, its footprints read
             pass
+        except Exception as exc:  # unexpected (no caller waits for this pass): said once, on stderr
+            logging.getLogger(__name__).warning("footprints of %s left unmarked: %r", name, exc)
         finally:
             with self._lock:
                 self._done.add(name)
