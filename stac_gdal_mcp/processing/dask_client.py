@@ -114,7 +114,7 @@ def _connect(address: str, deadline: float):
     """The client, its stream to the scheduler keeping no copy of what it sent: by default it
     keeps its last `distributed.admin.low-level-log-length` (1,000) messages, a log for dask's
     developers, each holding the arguments of the tasks it submitted (at region scale every
-    group's zone indexes and items: 80 MB more at a million zones than at 100,000)."""
+    group's zone indexes and items: about 48 MB of the server's peak at a million zones)."""
     import dask
     from distributed import Client
 
