@@ -6,7 +6,7 @@ import pytest
 import stac_gdal_mcp
 from stac_gdal_mcp import operations
 from stac_gdal_mcp.errors import InvalidArgument
-from stac_gdal_mcp.operations import registry
+from stac_gdal_mcp.operations import registry, result
 from stac_gdal_mcp.operations.result import Result
 
 
@@ -78,7 +78,7 @@ class Measure(Result):
         return ("saved", format, output_name)
 
     def map_call(self):
-        return registry.call("measure", {"aoi": [0, 0, 1, 1]}, {"value": 1})
+        return result.call("measure", {"aoi": [0, 0, 1, 1]}, {"value": 1})
 
 
 def test_save_and_map_dispatch_through_the_registry(tmp_path):

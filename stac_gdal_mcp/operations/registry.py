@@ -18,12 +18,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
-from .result import MAPPED, SAVED, Answer, Result, call, image, layer_of
+from .result import MAPPED, SAVED, Answer, Result, layer_of
 
 if TYPE_CHECKING:
     from ..models import MapLayer
-
-__all__ = ["Answer", "call", "image", "kind_of"]
 
 
 def kind_of(result: Any) -> str | None:

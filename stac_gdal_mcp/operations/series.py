@@ -32,7 +32,7 @@ from ..processing.records import Provenance
 from ..words import counted, plural
 from . import tables
 from .params import OverArea
-from .registry import Answer, call, image
+from .result import Answer, call, image
 from .table import Table
 from .tables import CSV_COLUMNS, write_chart, write_csv
 

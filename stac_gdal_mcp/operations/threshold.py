@@ -34,7 +34,7 @@ from ..errors import InvalidArgument, LimitExceeded, NotSupported
 from ..processing.jobs import Job, timed
 from .base import LIBRARY_ONLY, Operation
 from .params import MaskCloudsArg, MinValidArg, ResolutionArg, SearchArg, json_text
-from .registry import Answer
+from .result import Answer
 from .zonal import DEFAULT_MIN_VALID_FRACTION, Stat, ZonalRequest
 from .zonal.result import ZonalTable, ZoneLayer, ZoneTable, drawn_apart, zones_call
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ..models import MapLayer
-    from ..operations.registry import Answer
+    from ..operations.result import Answer
     from ..outputs import OutputRecord
     from ..processing.estimate import Estimate
 

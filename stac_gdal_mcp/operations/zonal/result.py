@@ -25,7 +25,7 @@ from pydantic import Field, model_serializer
 from ...models import Model
 from ...processing.load import OutputRef
 from ...words import counted
-from ..registry import Answer, call
+from ..result import Answer, call
 from ..table import Table
 from .chart import FRACTION_COLUMNS, chart_png, expression_name
 
@@ -358,7 +358,7 @@ def drawn_apart(value):
 
 
 def zones_call(tool: str, facts: dict, layer: ZoneLayer, **more) -> dict:
-    """A table of zones as the map draws it (`registry.call`): its zones, with their geometry,
+    """A table of zones as the map draws it (`result.call`): its zones, with their geometry,
     as its map layer."""
     from ...models import MapLayer
 
