@@ -10,6 +10,7 @@ columns (part_stats.py), and the collections described in its metadata or a side
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -218,14 +219,20 @@ def _facts(catalog_id: str, path: str, footer: pq.FileMetaData) -> part_cache.Fa
 
 def in_parallel(fn, values: list, workers: int = READERS) -> Iterator:
     """fn(value) for each of `values`, in their order, `workers` at a time (a snapshot's parts
-    over HTTP: 780 footers in 1,560 requests, each a round trip); at most `workers` results are
-    held ahead of the caller, so memory is that of `workers` footers; the first error raised."""
+    over HTTP: 780 footers in 1,560 requests, each a round trip): the next value starts as soon
+    as one ends (not a batch of `workers` waiting for its slowest), and at most `workers` results
+    are held ahead of the caller, so memory is that of `workers` footers; the first error raised."""
     if len(values) <= 1:
         yield from map(fn, values)
         return
     with ThreadPoolExecutor(min(workers, len(values))) as pool:
-        for at in range(0, len(values), workers):
-            yield from pool.map(fn, values[at : at + workers])
+        running: deque = deque()
+        for value in values:
+            if len(running) == workers:
+                yield running.popleft().result()
+            running.append(pool.submit(fn, value))
+        while running:
+            yield running.popleft().result()
 
 
 def _read_footer(catalog_id: str, path: str, filesystem, max_footer: int) -> pq.FileMetaData:
