@@ -19,6 +19,9 @@ the temp directory), one query - bbox + datetime + cloud filter + sortby, first 
 
 Run: python benchmarks/bench_geoparquet.py [--items N]
 
+`--matrix N` (bench_query_shapes.py): every query shape; `--layouts`, `--no-http`, `--no-disk`,
+`--no-walk` choose the sources, BENCH_SHAPES=bbox,CQL2 (substrings of the shapes' names) the rows.
+
 `--snapshots N`: N rows of the real Planetary Computer items of 13 collections
 (tests/real_snapshots.py: about 750 leaf columns) written as one wide file and in the Planetary
 Computer's part layout; for each, on disk (and the wide file over the Range server): the first
@@ -284,11 +287,18 @@ def main() -> None:
     parser.add_argument("--layouts", default="file,pc,hive", help="--matrix: of file, pc, hive")
     parser.add_argument("--no-http", action="store_true", help="--matrix: on disk only")
     parser.add_argument("--no-walk", action="store_true", help="--matrix: first pages only")
+    parser.add_argument("--no-disk", action="store_true", help="--matrix: over HTTP only")
     args = parser.parse_args()
     if args.matrix:
         from bench_query_shapes import run
 
-        run(args.matrix, tuple(args.layouts.split(",")), http=not args.no_http, walk=not args.no_walk)
+        run(
+            args.matrix,
+            tuple(args.layouts.split(",")),
+            http=not args.no_http,
+            walk=not args.no_walk,
+            disk=not args.no_disk,
+        )
         return
     if args.snapshot_scale:
         from bench_snapshot_scale import scale

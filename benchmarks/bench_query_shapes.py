@@ -13,7 +13,12 @@ CQL2 filter. The baseline is the SQL a DuckDB user writes for the same answer (`
 ... ORDER BY <pgstac's order> LIMIT 100`; the triangle's exact test with shapely over the bbox
 candidates, DuckDB's spatial extension being unavailable here), over HTTP through a plain fsspec
 range-request filesystem (httpfs cannot be downloaded here). Every page is checked equal to
-DuckDB's. Times are medians of ROUNDS runs taken in turn (the machine's load falls on both).
+DuckDB's. Our first page also carries `matched`, the count of every match: DuckDB's count by
+hand of the same search (`count_by_hand`: the footprints of a bbox's or a polygon's candidates
+tested exactly, as ours are) is timed beside it and checked equal, and each row gives the ratio
+to DuckDB's page alone and to its page and count (the same answer; the page alone where ours
+leaves `matched` unknown). The exact count of a bbox is set beside DuckDB's exact count too
+(the count of the bbox overlap, no exact test, is printed for reference). Times are medians of ROUNDS runs taken in turn (the machine's load falls on both).
 DuckDB by hand runs in a process of its own (`Hand`: spawned, asked through a pipe, its time
 the wall time of a call, the pipe's round trip under a millisecond included), and so does the
 Range server (`served_apart`), so each peak RSS is measured alone: ours is the server's process
@@ -42,11 +47,18 @@ NEWEST = "ORDER BY datetime DESC NULLS FIRST, collection DESC NULLS FIRST, id DE
 CLEAREST = 'ORDER BY "eo:cloud_cover" ASC NULLS LAST, collection ASC NULLS LAST, id ASC NULLS LAST'
 CLOUDIEST = 'ORDER BY "eo:cloud_cover" DESC NULLS FIRST, collection DESC NULLS FIRST, id DESC NULLS FIRST'
 OVERLAP = "bbox.xmin <= {e} AND bbox.xmax >= {w} AND bbox.ymin <= {n} AND bbox.ymax >= {s}"
+INSIDE = "bbox.xmin >= {w} AND bbox.xmax <= {e} AND bbox.ymin >= {s} AND bbox.ymax <= {n}"
+SHAPES = [k for k in os.environ.get("BENCH_SHAPES", "").split(",") if k]  # run only these (substrings)
 
 
 def _overlap(box) -> str:
     w, s, e, n = box
     return OVERLAP.format(w=w, s=s, e=e, n=n)
+
+
+def _inside(box) -> str:
+    w, s, e, n = box
+    return INSIDE.format(w=w, s=s, e=e, n=n)
 
 
 def shapes(collection: str, ids: list[str]) -> dict[str, tuple[dict, str, str]]:
@@ -68,6 +80,23 @@ def shapes(collection: str, ids: list[str]) -> dict[str, tuple[dict, str, str]]:
         "five ids": ({"ids": ids}, f"id IN ({listed})", NEWEST),
         "a collection": ({"collections": [collection]}, f"collection = '{collection}'", NEWEST),
     }
+
+
+def count_by_hand(con, source: str, where: str, exact=None, inside: str | None = None) -> int:
+    """DuckDB's own SQL for the count of a search; `exact`: a shapely geometry the footprints of
+    the candidates are tested against, those `inside` (SQL: their bbox inside a search bbox)
+    counted without it."""
+    if exact is None:
+        return con.sql(f"SELECT count(*) FROM {source} WHERE {where}").fetchall()[0][0]
+    import shapely
+
+    sure = (
+        con.sql(f"SELECT count(*) FROM {source} WHERE {where} AND {inside}").fetchall()[0][0] if inside else 0
+    )
+    doubtful = con.sql(
+        f"SELECT geometry FROM {source} WHERE {where} AND NOT ({inside or 'FALSE'})"
+    ).fetchall()
+    return sure + int(shapely.intersects(shapely.from_wkb([r[0] for r in doubtful]), exact).sum())
 
 
 def by_hand(con, source: str, where: str, order: str, offset: int = 0, exact=None) -> list[str]:
@@ -117,6 +146,9 @@ class Hand:
     def scalar(self, sql: str):
         return self._ask("scalar", sql)
 
+    def count(self, source: str, where: str, exact=None, inside: str | None = None) -> int:
+        return self._ask("count", source, where, exact, inside)
+
     def peak_mb(self) -> float:
         return self._ask("peak")
 
@@ -140,6 +172,8 @@ def _hand_loop(pipe, http: bool) -> None:
                 answer = by_hand(con, *args)
             elif kind == "scalar":
                 answer = con.sql(args[0]).fetchall()[0][0]
+            elif kind == "count":
+                answer = count_by_hand(con, *args)
             elif kind == "peak":
                 answer = peak_rss_mb()
             else:
@@ -190,7 +224,7 @@ def _connection(http: bool):
 def matrix(label: str, catalog: dict, files: list[str], collection: str, walk: bool = True) -> dict:
     """The shapes on one source: prints a row per shape, returns the figures."""
     from measure import peak_rss_mb, reset_peak
-    from shapely.geometry import shape
+    from shapely.geometry import box, shape
 
     from stac_gdal_mcp import Session
     from stac_gdal_mcp.settings import load_settings
@@ -216,23 +250,38 @@ def matrix(label: str, catalog: dict, files: list[str], collection: str, walk: b
         reset_peak()
         hand.reset()
         for name, (args, where, order) in shapes(collection, ids).items():
-            exact = shape(TRIANGLE) if "intersects" in args else None
-            (ours_s, page), (hand_s, answer) = median_s(
+            if SHAPES and not any(k in name for k in SHAPES):
+                continue
+            exact = shape(TRIANGLE) if "intersects" in args else box(*BOX) if "bbox" in args else None
+            inside = _inside(BOX) if "bbox" in args else None
+            polygon = exact if "intersects" in args else None  # a bbox's footprints are its squares
+            (ours_s, page), (hand_s, answer), (count_s, matched) = median_s(
                 lambda args=args: session.search(limit=PAGE, fields=["id"], **args),
-                lambda where=where, order=order, exact=exact: hand.page(source, where, order, 0, exact),
+                lambda where=where, order=order, polygon=polygon: hand.page(source, where, order, 0, polygon),
+                lambda where=where, exact=exact, inside=inside: hand.count(source, where, exact, inside),
                 rounds=ROUNDS,
             )
             assert [i.id for i in page.items] == answer, f"{label} {name}: ours and DuckDB differ"
-            _row(out, name, ours_s, hand_s)
-        (ours_s, counted), (hand_s, answer) = median_s(
-            lambda: session.search(detail="count", bbox=BOX).matched,
-            lambda: hand.scalar(f"SELECT count(*) FROM {source} WHERE {_overlap(BOX)}"),
-            rounds=ROUNDS,
-        )
-        # None: the footprints to test were past the count's bounds (count limits, query_timeout_s)
-        assert counted in (answer, None), f"{label} count: ours {counted}, DuckDB {answer}"
-        _row(out, "exact count of a bbox" + (" (unknown)" if counted is None else ""), ours_s, hand_s)
-        if walk:
+            assert page.matched in (matched, None), (
+                f"{label} {name}: matched {page.matched}, DuckDB {matched}"
+            )
+            same = hand_s + (count_s if page.matched is not None else 0)
+            _row(out, name + ("" if page.matched is not None else " (matched unknown)"), ours_s, hand_s, same)
+        if not SHAPES or any(k in "exact count of a bbox" for k in SHAPES):
+            (ours_s, counted), (hand_s, answer), (overlap_s, _) = median_s(
+                lambda: session.search(detail="count", bbox=BOX).matched,
+                lambda: hand.count(source, _overlap(BOX), box(*BOX), _inside(BOX)),
+                lambda: hand.scalar(f"SELECT count(*) FROM {source} WHERE {_overlap(BOX)}"),
+                rounds=ROUNDS,
+            )
+            # None: the footprints to test were past the count's bounds (count limits, query_timeout_s)
+            assert counted in (answer, None), f"{label} count: ours {counted}, DuckDB {answer}"
+            name = "exact count of a bbox" + (" (unknown)" if counted is None else "")
+            _row(out, name, ours_s, hand_s, hand_s)
+            print(
+                f"  {'':38s} (DuckDB's count of the bbox overlap alone, no exact test: {overlap_s * 1000:.0f} ms)"
+            )
+        if walk and (not SHAPES or any(k in "20-page walk" for k in SHAPES)):
             ours_s, hand_s = _walk(session, hand, source)
             _row(out, "20-page walk, CQL2 filter", ours_s, hand_s)
         out["rss"], out["hand_rss"] = peak_rss_mb(), hand.peak_mb()
@@ -279,15 +328,23 @@ def _walk(session, hand: Hand, source: str) -> tuple[float, float]:
     return ours_s, hand_s
 
 
-def _row(out: dict, name: str, ours_s: float, hand_s: float) -> None:
-    out["rows"].append((name, ours_s, hand_s))
+def _row(out: dict, name: str, ours_s: float, hand_s: float, same_s: float | None = None) -> None:
+    """A row: ours, DuckDB's page (or query) alone and the ratio; with `same_s`, DuckDB's time
+    for the same answer (its page and its count) and the ratio to it."""
+    same_s = hand_s if same_s is None else same_s
+    out["rows"].append((name, ours_s, hand_s, same_s))
     print(
         f"  {name:38s} ours {ours_s * 1000:7.0f} ms   DuckDB {hand_s * 1000:7.0f} ms   {ours_s / hand_s:5.2f}x"
+        f"   with its count {same_s * 1000:7.0f} ms   {ours_s / same_s:5.2f}x"
     )
 
 
 def run(
-    items: int, layouts: tuple[str, ...] = ("file", "pc", "hive"), http: bool = True, walk: bool = True
+    items: int,
+    layouts: tuple[str, ...] = ("file", "pc", "hive"),
+    http: bool = True,
+    walk: bool = True,
+    disk: bool = True,
 ) -> None:
     """The matrix at `items` items: each layout on disk, then over HTTP."""
     import os
@@ -310,7 +367,8 @@ def run(
                 sources.append((f"{layout} parts", root, _parts(root / layout), "sentinel-2-l2a"))
     for label, root, paths, collection in sources:
         whole = {"path": str(paths[0] if len(paths) == 1 else root / label.split()[0])}
-        matrix(f"{label}, {items:,} items, on disk", whole, [str(p) for p in paths], collection, walk)
+        if disk:
+            matrix(f"{label}, {items:,} items, on disk", whole, [str(p) for p in paths], collection, walk)
         if http:
             with served_apart(root) as served:
                 urls = [f"{served}/{p.relative_to(root).as_posix()}" for p in paths]

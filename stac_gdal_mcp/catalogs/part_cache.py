@@ -1,5 +1,6 @@
 """What each part's footer says (`Facts`: its schema, rows, time span, bbox extent, number
-columns' ranges, whether every row has a datetime), kept in a small JSON file per catalog
+columns' ranges and which of them hold no null, whether every row has a datetime, whether
+a row may have a start_datetime..end_datetime range), kept in a small JSON file per catalog
 (`<workspace>/cache/parts/<catalog id>.json`), so that a new catalog on the same files - the
 server started again - reads no footer of a part that has not changed (snapshot_files.py).
 
@@ -25,7 +26,7 @@ from ..files import write_atomic
 if TYPE_CHECKING:
     import pyarrow as pa
 
-FORMAT = 1
+FORMAT = 2
 MAX_BYTES = 64 * 1024**2  # a larger cache file is not read (10^8 items in 780 parts: about 0.4 MB)
 
 
@@ -37,8 +38,10 @@ class Facts:
     rows: int
     span: tuple | None  # (earliest start, latest end) of its items' times, None: unknown
     box: tuple | None  # (west, south, east, north) of its rows' bbox, None: unknown
-    ranges: dict  # number column -> (min, max), None: every value null
+    ranges: dict  # number column (and bbox side) -> (min, max), None: every value null
     dated: bool  # every row has a datetime
+    filled: frozenset = frozenset()  # the columns of `ranges` without a null
+    ranged: bool = True  # a row may have both start_datetime and end_datetime
 
 
 def cache_path(workspace: Path, catalog_id: str) -> Path:
@@ -87,7 +90,16 @@ def save(path: Path | None, entries: list[tuple[str | None, Facts]]) -> None:
         digest = hashlib.sha256(raw).hexdigest()[:32]
         schemas.setdefault(digest, base64.b64encode(raw).decode())
         span = [w.isoformat() for w in facts.span] if facts.span is not None else None
-        files[name] = [digest, facts.rows, span, facts.box, facts.ranges, facts.dated]
+        files[name] = [
+            digest,
+            facts.rows,
+            span,
+            facts.box,
+            facts.ranges,
+            facts.dated,
+            sorted(facts.filled),
+            facts.ranged,
+        ]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps({"format": FORMAT, "schemas": schemas, "files": files}))
@@ -96,7 +108,7 @@ def save(path: Path | None, entries: list[tuple[str | None, Facts]]) -> None:
 
 
 def _facts(schemas: dict, entry: list) -> Facts:
-    digest, rows, span, box, ranges, dated = entry
+    digest, rows, span, box, ranges, dated, filled, ranged = entry
     return Facts(
         schemas[digest],
         int(rows),
@@ -104,4 +116,6 @@ def _facts(schemas: dict, entry: list) -> Facts:
         tuple(float(v) for v in box) if box is not None else None,
         {name: tuple(found) if found is not None else None for name, found in ranges.items()},
         bool(dated),
+        frozenset(str(name) for name in filled),
+        bool(ranged),
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GeoparquetError, LimitExceeded, StacGdalMcpError
 from . import part_cache
-from .part_stats import can_hold, extent
+from .part_stats import all_inside, can_hold, extent
 from .part_stats import ranges as column_ranges
 from .redact import masked_url
 from .snapshot_layout import aware, can_match, part
@@ -48,6 +48,8 @@ class Files:
     undated: set[str] = field(default_factory=set)  # files whose `datetime` may be null (or absent)
     boxes: dict[str, tuple | None] = field(default_factory=dict)  # file -> its rows' bbox extent
     ranges: dict[str, dict] = field(default_factory=dict)  # file -> number column -> (min, max)
+    filled: dict[str, frozenset] = field(default_factory=dict)  # file -> its ranged columns without null
+    ranged: set[str] = field(default_factory=set)  # files whose rows may have a start..end range
 
     def named(self, root: str) -> set[str]:
         """The collections a part's name says it holds items of (a part with rows in a
@@ -70,6 +72,30 @@ class Files:
             and can_hold(self.boxes.get(path), self.ranges.get(path, {}), area, wanted or {})
         ]
         return None if len(kept) == len(self.paths) else kept
+
+    def inside(self, root: str, chosen: list[str] | None, within) -> list[str]:
+        """The parts of `chosen` (as read_parquet reads them; None: every part) whose every row
+        meets a search, by their names and footers alone (`within`: part_counts.Within, its
+        collections, time interval, bbox and plain bounds): its count takes their footers' row
+        counts. A time interval decides only parts whose rows all have a datetime and none both
+        a start_datetime and an end_datetime (the search then reads their `datetime` alone)."""
+        named = dict(zip(self.sources, self.paths, strict=True))
+        found = []
+        for source in self.sources if chosen is None else chosen:
+            path = named[source]
+            if within.collections and part(relative(path, root)).collection not in within.collections:
+                continue
+            if within.start is not None or within.end is not None:
+                span = self.spans[path]
+                if span is None or path in self.undated or path in self.ranged:
+                    continue
+                if (within.start is not None and aware(span[0]) < within.start) or (
+                    within.end is not None and aware(span[1]) > within.end
+                ):
+                    continue
+            if all_inside(self.ranges.get(path, {}), self.filled.get(path, ()), within.area, within.bounds):
+                found.append(source)
+        return found
 
     def leading(self, needed: int, descending: bool) -> list[str] | None:
         """The parts that hold the `needed` first rows of every item in `datetime` order (as
@@ -171,7 +197,7 @@ def check_files(
     the files' metadata or (local files) a sidecar collections JSON."""
     schema: dict = {}
     described: dict[str, dict] = {}
-    spans, rows, first, undated, boxes, ranges = {}, {}, None, set(), {}, {}
+    spans, rows, first, undated, boxes, ranges, filled, ranged = {}, {}, None, set(), {}, {}, {}, set()
     uniform = True
     known = part_cache.load(cache)
     keys = [part_cache.key(version) for version in stamp]
@@ -187,8 +213,11 @@ def check_files(
         file_schema = fact.schema
         _check_types(catalog_id, path, file_schema)
         spans[path], rows[path], boxes[path], ranges[path] = fact.span, fact.rows, fact.box, fact.ranges
+        filled[path] = fact.filled
         if not fact.dated:
             undated.add(path)
+        if fact.ranged:
+            ranged.add(path)
         first = first or file_schema
         uniform = uniform and file_schema.equals(first, check_metadata=False)
         missing = [c for c in REQUIRED if c not in file_schema.names]
@@ -204,7 +233,21 @@ def check_files(
         part_cache.save(cache, list(zip(keys, found, strict=True)))
     for folder in dict.fromkeys(str(Path(p).parent) for p in paths if filesystem is None):
         described = {**_sidecar(catalog_id, Path(folder) / "collections.json"), **described}
-    return Files(stamp, paths, schema, described, spans, filesystem, rows, uniform, undated, boxes, ranges)
+    return Files(
+        stamp,
+        paths,
+        schema,
+        described,
+        spans,
+        filesystem,
+        rows,
+        uniform,
+        undated,
+        boxes,
+        ranges,
+        filled,
+        ranged,
+    )
 
 
 def _facts(catalog_id: str, path: str, footer: pq.FileMetaData) -> part_cache.Facts:
@@ -212,8 +255,16 @@ def _facts(catalog_id: str, path: str, footer: pq.FileMetaData) -> part_cache.Fa
     the statistics of 780 footers took 2.5 s of Python after their reads)."""
     schema = footer.schema.to_arrow_schema()
     _check_types(catalog_id, path, schema)
+    ranges, filled = column_ranges(footer)
     return part_cache.Facts(
-        schema, footer.num_rows, time_span(footer), extent(footer), column_ranges(footer), _dated(footer)
+        schema,
+        footer.num_rows,
+        time_span(footer),
+        extent(footer),
+        ranges,
+        _dated(footer),
+        frozenset(filled),
+        _ranged(footer),
     )
 
 
@@ -358,6 +409,27 @@ def time_span(footer: pq.FileMetaData) -> tuple | None:
                 (highs if name == "end_datetime" else lows).append(stats.min)
                 (lows if name == "start_datetime" else highs).append(stats.max)
     return (min(lows), max(highs)) if lows and highs else None
+
+
+def _ranged(footer: pq.FileMetaData) -> bool:
+    """Whether a row of a file may have both a start_datetime and an end_datetime (pgstac then
+    reads its time as that range), by its row groups' statistics: not when either column is
+    absent or every value of it null."""
+    names = footer.schema.names
+    for name in ("start_datetime", "end_datetime"):
+        if name not in names:
+            return False
+        index = names.index(name)
+        groups = [footer.row_group(g) for g in range(footer.num_row_groups)]
+        if all(
+            (c := g.column(index)).path_in_schema == name
+            and c.statistics is not None
+            and c.statistics.has_null_count
+            and c.statistics.null_count == g.num_rows
+            for g in groups
+        ):
+            return False
+    return True
 
 
 def _dated(footer: pq.FileMetaData) -> bool:

@@ -6,10 +6,11 @@ footprints of the others read and tested (their marks, footprints.py, settling w
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..errors import LimitExceeded
-from . import footprints
+from . import footprints, part_counts
 from .parquet_search import Plan, _intersects, _matching, keys, whole_rows
 
 if TYPE_CHECKING:
@@ -28,9 +29,17 @@ def count(cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX) -> in
     bbox counted (one scan of the bbox columns) and the footprints of the others read and tested
     here (None when that is more than `most` rows or beyond the query's bounds); with a CQL2
     residual, the candidates read (a few at a time, see `whole_rows`) and tested as items (None
-    when they are more than RESIDUAL_COUNT_MAX or take longer than limits.query_timeout_s)."""
+    when they are more than RESIDUAL_COUNT_MAX or take longer than limits.query_timeout_s).
+    The parts whose every row matches are counted from their footers (part_counts.py), unread."""
     if plan.where == "TRUE" and plan.exact:  # every row of the parts read: their footers say how many
         return cat.files.rows_of(plan.files)
+    whole = part_counts.whole(cat, plan.files, plan.within)
+    if whole:
+        rows = cat.files.rows_of(whole)
+        taken = set(whole)
+        rest = [f for f in (cat.files.sources if plan.files is None else plan.files) if f not in taken]
+        found = count(cat, replace(plan, files=rest, within=None), most) if rest else 0
+        return None if found is None else rows + found
     source = cat.source(plan.files)
     if plan.exact:
         return cat.run(f"SELECT count(*) AS n FROM {source} WHERE {plan.where}", plan.params)["n"][0].as_py()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..catalogs.geoparquet import BARE, quote
 from ..catalogs.part_stats import bounds
 from ..errors import GeoparquetError, LimitExceeded
-from . import footprints
+from . import footprints, part_counts
 from . import params as p
 from .cql2_sql import to_sql
 from .query import Search, and_all
@@ -65,6 +65,7 @@ class Plan:
     files: list[str] | None = None  # the parts that can hold matches (None: every file)
     columns: list[str] | None = None  # the columns a page's items are read with (None: all)
     by_id: bool = False  # the search names ids: few rows, anywhere in time (_first_parts)
+    within: Any = None  # what a part's every row must meet to count whole (part_counts.Within)
 
     @property
     def settling(self) -> tuple[list[str], list]:
@@ -100,6 +101,7 @@ def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:
     condition = and_all(search.cql2_conditions())
     plan.files = cat.parts(search.collections, start, end, area, bounds(condition))
     plan.by_id = bool(search.ids)
+    plan.within = part_counts.within(search, start, end, plan.sure is not None, area, condition)
     if condition is not None:
         translated = to_sql(condition, cat.column)
         where.append(translated.sql)
