@@ -143,6 +143,38 @@ def test_region_on_a_cluster_of_worker_processes(region, cluster):  # noqa: F811
     )
 
 
+def test_a_partition_is_made_and_written_a_slice_of_rows_at_a_time(region, monkeypatch):
+    """Each group's rows become Arrow and are written `WRITE_ROWS` at a time, a row group each
+    (never a whole group's Arrow copy at once): counted as made; the partitions hold the ordinary
+    call's rows, and each is GeoParquet geopandas reads with its zones' shapes and CRS."""
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(zonal_region, "WRITE_ROWS", 50)
+    made, parts = [], zonal_region.geoparquet_parts
+
+    def counted(frame, rows):
+        schema, tables = parts(frame, rows)
+        return schema, (made.append(table.num_rows) or table for table in tables)
+
+    monkeypatch.setattr(zonal_region, "geoparquet_parts", counted)
+    session, path = region()
+    head = session.zonal_stats(str(path), **ARGUMENTS)
+    record = session.outputs.get(head.provenance.facts["saved_as"])
+    folder, whole = session.outputs.path(record.id), ordinary(session, path)
+    assert max(made) == 50 and sum(made) == len(whole) == head.provenance.facts["rows"]
+    for file in sorted(folder.glob("*/part-0.parquet")):
+        meta = pq.ParquetFile(file).metadata
+        sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        assert sizes == [50] * (meta.num_rows // 50) + ([meta.num_rows % 50] if meta.num_rows % 50 else [])
+        read = geopandas.read_parquet(file)
+        assert read.crs == "EPSG:4326"
+        shapes = whole.drop_duplicates("zone_id").set_index("zone_id").geometry
+        assert read.geometry.geom_equals_exact(shapes.loc[read["zone_id"]].set_axis(read.index), 0).all()
+    pd.testing.assert_frame_equal(
+        comparable(read_output(session, record)), comparable(whole.to_wkb()), check_dtype=False
+    )
+
+
 def test_many_buckets_give_the_same_rows_and_refuse_ids_repeated_across_them(region, monkeypatch):
     """Buckets of 40 zones (8 of them): the groups cut from each along the curve give the rows of
     the ordinary call; an id repeated in two buckets is found (hashes compared, then the ids)."""

@@ -44,6 +44,7 @@ SUFFIXES = (".parquet", ".geoparquet", ".gpkg", ".fgb")  # files read in batches
 GROUP_ZONES = 10_000
 PARTITION = "zone_group"
 HEAD_ZONES = 2_000  # zones of the first group whose rows the answer holds
+WRITE_ROWS = 20_000  # rows of a partition made into Arrow and written at a time (a row group)
 
 
 def zones_file(core, geometries) -> tuple[Path, str] | None:
@@ -216,27 +217,27 @@ def _resolved(call: zonal.Call, ref: dict) -> dict:
 
 
 def _write(frame, folder: Path) -> int:
-    """One group's table as a GeoParquet partition (text columns typed as text even when empty,
-    so the partitions share a schema); its size in bytes. Each zone's geometry is encoded once
-    and taken into its rows (`geoparquet_table`): a zone has a row per item."""
-    import pandas as pd
+    """One group's table as a GeoParquet partition, written `WRITE_ROWS` rows at a time (a row
+    group each, `geoparquet_parts`); its size in bytes."""
     import pyarrow.parquet as pq
 
     folder.mkdir()
-    typed = pd.DataFrame(frame.drop(columns=frame.geometry.name))
-    for column in ("date", "collection_id", "item_ids", "note", "error"):
-        if column in typed:
-            typed[column] = typed[column].astype(pd.StringDtype())
-    table = geoparquet_table(typed, frame.geometry, frame["zone_id"], frame.attrs)
-    pq.write_table(table, folder / "part-0.parquet")
-    return (folder / "part-0.parquet").stat().st_size
+    path = folder / "part-0.parquet"
+    schema, parts = geoparquet_parts(frame, WRITE_ROWS)
+    with pq.ParquetWriter(path, schema) as writer:
+        for part in parts:
+            writer.write_table(part)
+    return path.stat().st_size
 
 
-def geoparquet_table(plain, geometry, zone_ids, attrs: dict):
-    """`plain` (a DataFrame) with `geometry` (a GeoSeries whose rows repeat their zone's shape)
-    as an Arrow table of GeoParquet 1.1 (as geopandas writes it): the WKB of each zone (told by `zone_ids`) written once
-    and taken into its rows, the `geo` metadata from the zones' shapes, the frame's attrs kept
-    (`attrs`) as geopandas keeps them (`PANDAS_ATTRS`)."""
+def geoparquet_parts(frame, rows: int) -> tuple:
+    """(schema, tables): `frame` (a GeoDataFrame whose rows repeat their zone's shape, told by
+    `zone_id`) as Arrow tables of GeoParquet 1.1 (as geopandas writes it) of `rows` rows each,
+    made one at a time, all of the schema the whole frame has: text columns typed as text even
+    when empty (so the partitions share a schema); the WKB of each zone encoded once and taken
+    into its rows; the `geo` metadata from the zones' shapes; the frame's attrs kept as geopandas
+    keeps them (`PANDAS_ATTRS`). Made whole, a group's table (180,000 rows of 36 items, each
+    with its zone's WKB) took 60-70 MB at once on top of the frame: the server's peak."""
     import json
 
     import numpy as np
@@ -244,13 +245,14 @@ def geoparquet_table(plain, geometry, zone_ids, attrs: dict):
     import pyarrow as pa
     import shapely
 
-    codes, _ = pd.factorize(zone_ids)
+    geometry = frame.geometry
+    codes, _ = pd.factorize(frame["zone_id"])
     shapes = geometry.array[np.unique(codes, return_index=True)[1]]  # (each zone's first row)
-    wkb = pa.array(shapely.to_wkb(shapes.to_numpy(), flavor="iso"), pa.binary()).take(pa.array(codes))
+    wkb = pa.array(shapely.to_wkb(shapes.to_numpy(), flavor="iso"), pa.binary())
     crs = geometry.crs.to_json_dict() if geometry.crs else None
     extension = {"ARROW:extension:name": "geoarrow.wkb", "ARROW:extension:metadata": json.dumps({"crs": crs})}
     field = pa.field(geometry.name, pa.binary(), metadata=extension if crs else None)
-    table = pa.Table.from_pandas(plain, preserve_index=False).append_column(field, wkb)
+    plain = pa.Schema.from_pandas(_typed(frame), preserve_index=False)  # (object columns' by their values)
     _without_member_ids(crs)
     kinds = [f"{kind} Z" if z else kind for kind, z in zip(shapes.geom_type, shapes.has_z, strict=True)]
     column = {
@@ -260,10 +262,31 @@ def geoparquet_table(plain, geometry, zone_ids, attrs: dict):
         "bbox": [float(v) for v in shapes.total_bounds],
     }
     geo = {"primary_column": geometry.name, "columns": {geometry.name: column}, "version": "1.1.0"}
-    metadata = {**(table.schema.metadata or {}), b"geo": json.dumps(geo).encode()}
-    if attrs:
-        metadata[b"PANDAS_ATTRS"] = json.dumps(attrs).encode()
-    return table.replace_schema_metadata(metadata)
+    metadata = {**(plain.metadata or {}), b"geo": json.dumps(geo).encode()}
+    if frame.attrs:
+        metadata[b"PANDAS_ATTRS"] = json.dumps(frame.attrs).encode()
+    schema = plain.append(field).with_metadata(metadata)
+
+    def tables():
+        for start in range(0, len(frame), rows):
+            part = pa.Table.from_pandas(
+                _typed(frame.iloc[start : start + rows]), schema=plain, preserve_index=False
+            )
+            taken = wkb.take(pa.array(codes[start : start + rows]))
+            yield part.append_column(field, taken).replace_schema_metadata(metadata)
+
+    return schema, tables()
+
+
+def _typed(frame):
+    """`frame`'s columns but its geometry, as a DataFrame, its text columns typed as text."""
+    import pandas as pd
+
+    typed = pd.DataFrame(frame.drop(columns=frame.geometry.name))
+    for column in ("date", "collection_id", "item_ids", "note", "error"):
+        if column in typed:
+            typed[column] = typed[column].astype(pd.StringDtype())
+    return typed
 
 
 def _without_member_ids(crs) -> None:
