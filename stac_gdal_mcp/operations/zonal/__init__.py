@@ -353,23 +353,26 @@ def _outcome(result: tuple) -> str:
 
 def table(core, call: Call, metas: list[dict], frames: list) -> ZonalTable:
     """The items' rows as one table in the zones' order, then time; with its provenance. The
-    items' facts (time, ids) are kept once per item and taken into the rows by item index."""
+    items' facts (time, ids) are kept once per item and taken into the rows by item index.
+    `frames` is emptied: each item's rows are let go once they are in the table (at region scale
+    a group's table is made while the next group is measured)."""
     import numpy as np
     import pandas as pd
 
     request = call.request
-    parts = [frame.assign(_item=k) for k, frame in enumerate(frames) if frame is not None]
+    parts = [(k, frame) for k, frame in enumerate(frames) if frame is not None]
+    del frames[:]
     covered = np.zeros(len(request.zones), dtype=bool)
-    for frame in parts:
+    for _, frame in parts:
         covered[frame["_zone"].to_numpy()] = True
     missing = np.flatnonzero(~covered)
     if missing.size:  # (item -1: the facts' last entry, None)
         parts.append(
-            pd.DataFrame({"_zone": missing, "_count": 0.0, "note": "no item covers this zone", "_item": -1})
+            (-1, pd.DataFrame({"_zone": missing, "_count": 0.0, "note": "no item covers this zone"}))
         )
-    rows = pd.concat(parts, ignore_index=True)
+    item = np.concatenate([np.full(len(frame), k, dtype="int64") for k, frame in parts])
+    rows = pd.concat([frame for _, frame in parts], ignore_index=True)
     del parts
-    item = rows.pop("_item").to_numpy()
     # one row per item, and a last one of None for the zones no item covers (item -1)
     none = {"datetime": None, "collection_id": None, "item_id": None, "date": None}
     facts = pd.DataFrame([*metas, none])[["datetime", "collection_id", "item_id", "date"]]

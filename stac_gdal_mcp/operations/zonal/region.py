@@ -164,8 +164,7 @@ def _table(core, part: zonal.Call, metas: list, frames: list, folder: Path, firs
     """One group's table written as its partition (on the writer thread, while the next group
     is measured): (its rows, the partition's bytes, the answer's rows when it is the first
     group, the group's call and facts)."""
-    frame = zonal.table(core, part, metas, frames)
-    del frames[:]  # (each item's rows let go once in the table)
+    frame = zonal.table(core, part, metas, frames)  # (it empties `frames`)
     size = _write(frame, folder)
     released()  # (what Arrow's pool kept of writing the partition)
     head = _head(frame) if first else None
