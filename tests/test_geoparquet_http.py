@@ -189,9 +189,9 @@ def test_versions_are_asked_again_of_the_files_read_only(make_settings, served, 
 
 
 def test_the_block_cache_is_bounded_before_it_grows(make_settings, served, monkeypatch):
-    """Blocks past CACHE_BYTES push the least recently used out before they are kept: the cache
-    never holds more, and a page read again is the same page."""
-    monkeypatch.setattr(httpfs, "CACHE_BYTES", 3 * httpfs.BLOCK)
+    """Blocks past the cache's bound push the least recently used out before they are kept: the
+    cache never holds more, and a page read again is the same page."""
+    monkeypatch.setattr(httpfs, "cache_bytes", lambda settings: 3 * httpfs.BLOCK)
     kept = []
     keep = httpfs.RangeReader._keep
 

@@ -83,3 +83,42 @@ def test_a_read_between_anothers_seek_and_read_does_not_move_it(make_settings, s
     assert other == [(7 * BLOCK, want[7 * BLOCK : 7 * BLOCK + 4], 7 * BLOCK + 4)]
     assert file.read(20) + file.read(5) == want[BLOCK - 10 : BLOCK + 15]
     assert file.tell() == BLOCK + 15
+
+
+def test_a_small_cache_read_by_many_threads_stays_within_its_bound(make_settings, served_file, monkeypatch):
+    """A cache of 4 blocks under 8 threads reading across 41: blocks pushed out while others
+    read them, every byte read still the file's, and the blocks kept never more than the bound
+    (each kept counted as it is added), in a region of exactly the bound."""
+    from stac_gdal_mcp.catalogs import httpfs
+
+    monkeypatch.setattr(httpfs, "cache_bytes", lambda settings: 4 * BLOCK)
+    server, path = served_file
+    want = path.read_bytes()
+    fs = _filesystem(make_settings, f"{server.url}/{path.name}")
+    reader, held, wrong = fs.reader, [], []
+    keep = httpfs.RangeReader._keep
+
+    def counted(self, key, block):
+        keep(self, key, block)
+        held.append((self._cached, len(self._blocks)))
+
+    monkeypatch.setattr(httpfs.RangeReader, "_keep", counted)
+    file = fs.open("0.parquet", "rb")
+
+    def reads(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(READS // 2):
+            start = rng.randrange(len(want))
+            length = rng.choice([1, 100, BLOCK, 2 * BLOCK + 7])
+            file.seek(start)
+            if file.read(length) != want[start : start + length]:
+                wrong.append((start, length))
+
+    threads = [threading.Thread(target=reads, args=(n,)) for n in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong, f"{len(wrong)} reads got other bytes: {wrong[:5]}"
+    assert len(held) > 40 and max(b for b, _ in held) <= 4 * BLOCK and max(n for _, n in held) <= 4
+    assert len(reader._region) == 4 * BLOCK

@@ -371,11 +371,15 @@ class GeoparquetCatalog:
     @cached_property
     def database(self):
         """The catalog's DuckDB (in memory): one memory limit for its queries, Parquet footers
-        cached between them."""
+        cached between them; over HTTP the blocks read are kept within the same budget
+        (limits.query_memory_mb: httpfs.cache_bytes of it, DuckDB the rest)."""
         import duckdb
 
         filesystem = self.files.filesystem
-        database = duckdb.connect(config={"memory_limit": f"{self.settings.limits.query_memory_mb}MB"})
+        budget = self.settings.limits.query_memory_mb
+        if filesystem is not None:
+            budget -= filesystem.reader.bound // 1024**2
+        database = duckdb.connect(config={"memory_limit": f"{budget}MB"})
         database.execute("SET GLOBAL TimeZone = 'UTC'")
         database.execute("SET GLOBAL parquet_metadata_cache = true")
         database.execute("SET GLOBAL autoinstall_known_extensions = false")  # nothing downloaded

@@ -13,9 +13,14 @@ errors and HTTP 429/5xx. Messages show the URL only through `redact.masked_url`.
   read it), the rest of a longer footer in a second once its length is within bounds; not kept
   (DuckDB keeps the footers of the parts a search opens, parsed).
 - The bytes DuckDB reads are fetched in blocks of BLOCK, kept per catalog (least recently used
-  out first, evicted before a block is added past CACHE_BYTES) for the life of the version.
-  Every answer's size and validators are compared with the version's; a file changed meanwhile
-  fails that query in one line and is read afresh by the next.
+  out first) for the life of the version, in one region of `cache_bytes` set aside when the
+  first block is kept: a share of `limits.query_memory_mb` (1/CACHE_SHARE; DuckDB's own memory
+  limit is the rest, geoparquet.py), so what a query's reads hold stays within that budget. A
+  block evicted leaves its slot to the next, so the region neither grows nor fragments the
+  process's heap (blocks as bytes objects of their own, freed and made again, left the server's
+  RSS 60-90 MB above the cache's bound at 10,000,000 items). Every answer's size and validators
+  are compared with the version's; a file changed meanwhile fails that query in one line and
+  is read afresh by the next.
 - Versions are asked again only of what was read: the files DuckDB opened, REVALIDATE_S after
   they were last asked (a walk over one part of 780 asks one URL, not 780); every URL once
   SWEEP_S after the last sweep (a part no search opened may have changed its time span).
@@ -24,6 +29,7 @@ errors and HTTP 429/5xx. Messages show the URL only through `redact.masked_url`.
 
 from __future__ import annotations
 
+import mmap
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -48,7 +54,7 @@ from .snapshot_files import footer_length
 
 PROTOCOL = "stacgp"
 BLOCK = 64 * 1024  # bytes fetched and cached together
-CACHE_BYTES = 128 * 1024**2  # blocks kept per catalog
+CACHE_SHARE = 4  # the blocks kept per catalog: 1/CACHE_SHARE of limits.query_memory_mb
 FOOTER_READ = 64 * 1024  # a file's last bytes read first: its footer, most often whole
 REVALIDATE_S = 5.0  # the version of a file DuckDB opened is asked again after this long
 SWEEP_S = 60.0  # every file's version is asked again after this long
@@ -93,8 +99,12 @@ class RangeReader:
         self.failure: StacGdalMcpError | None = None
         self.changed = False
         self._lock = threading.Lock()
-        self._blocks: OrderedDict[tuple[Version, int], bytes] = OrderedDict()
-        self._cached = 0
+        self.bound = cache_bytes(settings)
+        self._slots = self.bound // BLOCK  # the region's slots, each a block
+        self._region: mmap.mmap | None = None  # set aside at the first block kept
+        self._free: list[int] = []  # slots of blocks dropped, and those not used yet
+        self._blocks: OrderedDict[tuple[Version, int], tuple[int, int]] = OrderedDict()  # (slot, length)
+        self._cached = 0  # bytes of the blocks kept
         self._fetching: dict[tuple[Version, int], threading.Event] = {}
         self._opened: set[str] = set()  # URLs DuckDB opened since their version was asked
 
@@ -134,7 +144,7 @@ class RangeReader:
         if end <= start:
             return b""
         first, last = start // BLOCK, (end - 1) // BLOCK
-        got: dict[int, bytes] = {}
+        got: dict[int, bytes | memoryview] = {}
         while len(got) <= last - first:
             mine, others = self._claim(version, range(first, last + 1), got)
             try:
@@ -142,15 +152,18 @@ class RangeReader:
                     _, data = self._get(
                         version.url, lo * BLOCK, min((hi + 1) * BLOCK, version.size) - 1, version
                     )
+                    view = memoryview(data)
                     for b in range(lo, hi + 1):
-                        got[b] = data[(b - lo) * BLOCK : (b - lo + 1) * BLOCK]
+                        got[b] = view[(b - lo) * BLOCK : (b - lo + 1) * BLOCK]
                         self._keep((version, b), got[b])
             finally:
                 self._release(version, mine)
             for event in others:  # then taken from the cache (or fetched here if that failed)
                 event.wait(self.settings.network.timeout_s)
-        joined = b"".join(got[b] for b in range(first, last + 1))
-        return joined[start - first * BLOCK : end - first * BLOCK]
+        parts = [memoryview(got[b]) for b in range(first, last + 1)]
+        parts[-1] = parts[-1][: end - last * BLOCK]  # (the first may be the last too)
+        parts[0] = parts[0][start - first * BLOCK :]
+        return b"".join(parts)  # the one copy of the bytes read
 
     def _claim(self, version: Version, blocks: range, got: dict) -> tuple[list[int], list]:
         """Blocks not in `got` yet: cached ones put there; (blocks to fetch here, now marked as
@@ -162,7 +175,8 @@ class RangeReader:
                 if b in got:
                     continue
                 if key in self._blocks:
-                    got[b] = self._blocks[key]
+                    slot, length = self._blocks[key]
+                    got[b] = self._region[slot * BLOCK : slot * BLOCK + length]  # a copy
                     self._blocks.move_to_end(key)
                 elif key in self._fetching:
                     others.append(self._fetching[key])
@@ -176,13 +190,22 @@ class RangeReader:
             for b in blocks:
                 self._fetching.pop((version, b)).set()
 
-    def _keep(self, key: tuple[Version, int], block: bytes) -> None:
+    def _keep(self, key: tuple[Version, int], block: bytes | memoryview) -> None:
+        """Keep `block` in a slot of the region: a free one, else the least recently used
+        block's (dropped first). Nothing is kept when the region has no slot."""
         with self._lock:
-            if key in self._blocks:
+            if key in self._blocks or not self._slots:
                 return
-            while self._blocks and self._cached + len(block) > CACHE_BYTES:
-                self._cached -= len(self._blocks.popitem(last=False)[1])
-            self._blocks[key] = block
+            if self._region is None:
+                self._region = mmap.mmap(-1, self._slots * BLOCK)  # pages taken as they are written
+                self._free = list(range(self._slots - 1, -1, -1))
+            if self._free:
+                slot = self._free.pop()
+            else:
+                slot, length = self._blocks.popitem(last=False)[1]
+                self._cached -= length
+            self._region[slot * BLOCK : slot * BLOCK + len(block)] = block
+            self._blocks[key] = (slot, len(block))
             self._cached += len(block)
 
     def _get(self, url: str, first: int, last: int, version: Version | None = None) -> tuple[dict, bytes]:
@@ -226,6 +249,12 @@ class RangeReader:
             f"catalog '{self.catalog_id}': reading {masked_url(url)} failed: {masked(what, limit=200)}; "
             "try again later"
         )
+
+
+def cache_bytes(settings: Settings) -> int:
+    """The bytes of blocks a catalog keeps: 1/CACHE_SHARE of limits.query_memory_mb (128 MiB of
+    the default 512)."""
+    return settings.limits.query_memory_mb * 1024**2 // CACHE_SHARE
 
 
 def _runs(blocks: list[int]) -> list[tuple[int, int]]:
