@@ -50,23 +50,29 @@ def test_threads_sharing_one_file_read_their_own_ranges(make_settings, served_fi
     server, path = served_file
     want = path.read_bytes()
     file = _filesystem(make_settings, f"{server.url}/{path.name}").open("0.parquet", "rb")
+    wrong = _read_in_threads(file, want, READS, [1, 8, 100, BLOCK // 3, BLOCK, 3 * BLOCK + 7])
+    assert not wrong, f"{len(wrong)} of {THREADS * READS} reads got another range's bytes: {wrong[:5]}"
+
+
+def _read_in_threads(file, want: bytes, reads: int, lengths: list[int]) -> list[tuple[int, int]]:
+    """THREADS threads each seeking then reading `reads` random ranges of `lengths` from the one
+    shared `file`: the (start, length) of those whose bytes were not `want`'s."""
     wrong: list[tuple[int, int]] = []
 
-    def reads(seed: int) -> None:
+    def reading(seed: int) -> None:
         rng = random.Random(seed)
-        for _ in range(READS):
-            start = rng.randrange(len(want))
-            length = rng.choice([1, 8, 100, BLOCK // 3, BLOCK, 3 * BLOCK + 7])
+        for _ in range(reads):
+            start, length = rng.randrange(len(want)), rng.choice(lengths)
             file.seek(start)
             if file.read(length) != want[start : start + length]:
                 wrong.append((start, length))
 
-    threads = [threading.Thread(target=reads, args=(n,)) for n in range(THREADS)]
+    threads = [threading.Thread(target=reading, args=(n,)) for n in range(THREADS)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not wrong, f"{len(wrong)} of {THREADS * READS} reads got another range's bytes: {wrong[:5]}"
+    return wrong
 
 
 def test_a_read_between_anothers_seek_and_read_does_not_move_it(make_settings, served_file):
@@ -95,7 +101,7 @@ def test_a_small_cache_read_by_many_threads_stays_within_its_bound(make_settings
     server, path = served_file
     want = path.read_bytes()
     fs = _filesystem(make_settings, f"{server.url}/{path.name}")
-    reader, held, wrong = fs.reader, [], []
+    reader, held = fs.reader, []
     keep = httpfs.RangeReader._keep
 
     def counted(self, key, block):
@@ -104,21 +110,7 @@ def test_a_small_cache_read_by_many_threads_stays_within_its_bound(make_settings
 
     monkeypatch.setattr(httpfs.RangeReader, "_keep", counted)
     file = fs.open("0.parquet", "rb")
-
-    def reads(seed: int) -> None:
-        rng = random.Random(seed)
-        for _ in range(READS // 2):
-            start = rng.randrange(len(want))
-            length = rng.choice([1, 100, BLOCK, 2 * BLOCK + 7])
-            file.seek(start)
-            if file.read(length) != want[start : start + length]:
-                wrong.append((start, length))
-
-    threads = [threading.Thread(target=reads, args=(n,)) for n in range(THREADS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    wrong = _read_in_threads(file, want, READS // 2, [1, 100, BLOCK, 2 * BLOCK + 7])
     assert not wrong, f"{len(wrong)} reads got other bytes: {wrong[:5]}"
     assert len(held) > 40 and max(b for b, _ in held) <= 4 * BLOCK and max(n for _, n in held) <= 4
     assert len(reader._region) == 4 * BLOCK
