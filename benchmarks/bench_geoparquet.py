@@ -20,7 +20,7 @@ the temp directory), one query - bbox + datetime + cloud filter + sortby, first 
 Run: python benchmarks/bench_geoparquet.py [--items N]
 
 `--matrix N` (bench_query_shapes.py): every query shape; `--layouts`, `--no-http`, `--no-disk`,
-`--no-walk` choose the sources, BENCH_SHAPES=bbox,CQL2 (substrings of the shapes' names) the rows.
+`--no-walk` choose the sources, BENCH_SHAPES=bbox,CQL2,exact (prefixes of the rows' names) the rows.
 
 `--snapshots N`: N rows of the real Planetary Computer items of 13 collections
 (tests/real_snapshots.py: about 750 leaf columns) written as one wide file and in the Planetary

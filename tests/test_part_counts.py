@@ -192,3 +192,30 @@ def test_a_part_counted_whole_is_not_read_over_http(make_settings, sources):
 def _named(path: str) -> str:
     """A part's folder and name (a URL's, a path's)."""
     return "/".join(path.split("/")[-2:])
+
+
+def test_over_http_a_first_page_past_the_rows_a_count_reads_leaves_matched_unknown(
+    make_settings, sources, monkeypatch
+):
+    """Over HTTP a first page whose count would read more than HTTP_COUNT_ROWS rows leaves
+    `matched` unknown and says so; detail='count' counts them; a page whose parts are counted
+    whole, and one under the bound, carry their count."""
+    from stac_gdal_mcp.discovery import parquet_source
+
+    root = sources["root"]
+    path, files = sources["pc parts"]
+    cloudy = SHAPES["cloud < 50"]
+    monkeypatch.setattr(parquet_source, "HTTP_COUNT_ROWS", 200)  # the straddling parts hold 240 rows
+    with serve_directory(root) as server:
+        urls = [f"{server.url}/{f.relative_to(root).as_posix()}" for f in files]
+        settings = make_settings(catalogs=[{"id": "gp", "urls": urls}], default_catalog="gp")
+        with Session(settings) as session:
+            page = session.search(catalog="gp", limit=10, fields=["id"], **cloudy[0])
+            counted = session.search(catalog="gp", detail="count", **cloudy[0]).matched
+            named = session.search(catalog="gp", limit=10, fields=["id"], collections=["sentinel-2-l2a"])
+            monkeypatch.setattr(parquet_source, "HTTP_COUNT_ROWS", 240)
+            under = session.search(catalog="gp", limit=10, fields=["id"], **cloudy[0])
+    expected = by_hand(files, cloudy[1], None)
+    assert page.matched is None and parquet_source.UNCOUNTED in page.notes and len(page.items) == 10
+    assert page.ids == under.ids and counted == expected == under.matched
+    assert named.matched == 240 and parquet_source.UNCOUNTED not in named.notes + under.notes

@@ -50,3 +50,13 @@ def whole(cat: GeoparquetCatalog, files: list[str] | None, found: Within | None)
     if found is None:
         return []
     return cat.files.inside(cat.root, files, found)
+
+
+def rows_read(cat: GeoparquetCatalog, plan) -> int:
+    """The rows of the parts a count of `plan` reads (the parts counted whole, and every part of
+    a search without a condition, are counted from their footers)."""
+    if plan.where == "TRUE" and plan.exact:
+        return 0
+    files = cat.files.sources if plan.files is None else plan.files
+    taken = set(whole(cat, plan.files, plan.within))
+    return cat.files.rows_of([f for f in files if f not in taken])
