@@ -13,14 +13,11 @@ errors and HTTP 429/5xx. Messages show the URL only through `redact.masked_url`.
   read it), the rest of a longer footer in a second once its length is within bounds; not kept
   (DuckDB keeps the footers of the parts a search opens, parsed).
 - The bytes DuckDB reads are fetched in blocks of BLOCK, kept per catalog (least recently used
-  out first) for the life of the version, in one region of `cache_bytes` set aside when the
-  first block is kept: a share of `limits.query_memory_mb` (1/CACHE_SHARE; DuckDB's own memory
-  limit is the rest, geoparquet.py), so what a query's reads hold stays within that budget. A
-  block evicted leaves its slot to the next, so the region neither grows nor fragments the
-  process's heap (blocks as bytes objects of their own, freed and made again, left the server's
-  RSS 60-90 MB above the cache's bound at 10,000,000 items). Every answer's size and validators
-  are compared with the version's; a file changed meanwhile fails that query in one line and
-  is read afresh by the next.
+  out first, evicted before a block is added past the bound) for the life of the version: the
+  bound, `cache_bytes`, is a share of `limits.query_memory_mb` (1/CACHE_SHARE; DuckDB's own
+  memory limit is the rest, geoparquet.py), so what a query's reads hold stays within that
+  budget. Every answer's size and validators are compared with the version's; a file changed
+  meanwhile fails that query in one line and is read afresh by the next.
 - Versions are asked again only of what was read: the files DuckDB opened, REVALIDATE_S after
   they were last asked (a walk over one part of 780 asks one URL, not 780); every URL once
   SWEEP_S after the last sweep (a part no search opened may have changed its time span).
@@ -29,7 +26,6 @@ errors and HTTP 429/5xx. Messages show the URL only through `redact.masked_url`.
 
 from __future__ import annotations
 
-import mmap
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -100,10 +96,7 @@ class RangeReader:
         self.changed = False
         self._lock = threading.Lock()
         self.bound = cache_bytes(settings)
-        self._slots = self.bound // BLOCK  # the region's slots, each a block
-        self._region: mmap.mmap | None = None  # set aside at the first block kept
-        self._free: list[int] = []  # slots of blocks dropped, and those not used yet
-        self._blocks: OrderedDict[tuple[Version, int], tuple[int, int]] = OrderedDict()  # (slot, length)
+        self._blocks: OrderedDict[tuple[Version, int], bytes] = OrderedDict()
         self._cached = 0  # bytes of the blocks kept
         self._fetching: dict[tuple[Version, int], threading.Event] = {}
         self._opened: set[str] = set()  # URLs DuckDB opened since their version was asked
@@ -175,8 +168,7 @@ class RangeReader:
                 if b in got:
                     continue
                 if key in self._blocks:
-                    slot, length = self._blocks[key]
-                    got[b] = self._region[slot * BLOCK : slot * BLOCK + length]  # a copy
+                    got[b] = self._blocks[key]
                     self._blocks.move_to_end(key)
                 elif key in self._fetching:
                     others.append(self._fetching[key])
@@ -191,21 +183,14 @@ class RangeReader:
                 self._fetching.pop((version, b)).set()
 
     def _keep(self, key: tuple[Version, int], block: bytes | memoryview) -> None:
-        """Keep `block` in a slot of the region: a free one, else the least recently used
-        block's (dropped first). Nothing is kept when the region has no slot."""
+        """Keep a copy of `block` (not a view of the answer it came in, which would stay whole),
+        the least recently used blocks dropped first while it would not fit the bound."""
         with self._lock:
-            if key in self._blocks or not self._slots:
+            if key in self._blocks or len(block) > self.bound:
                 return
-            if self._region is None:
-                self._region = mmap.mmap(-1, self._slots * BLOCK)  # pages taken as they are written
-                self._free = list(range(self._slots - 1, -1, -1))
-            if self._free:
-                slot = self._free.pop()
-            else:
-                slot, length = self._blocks.popitem(last=False)[1]
-                self._cached -= length
-            self._region[slot * BLOCK : slot * BLOCK + len(block)] = block
-            self._blocks[key] = (slot, len(block))
+            while self._blocks and self._cached + len(block) > self.bound:
+                self._cached -= len(self._blocks.popitem(last=False)[1])
+            self._blocks[key] = bytes(block)
             self._cached += len(block)
 
     def _get(self, url: str, first: int, last: int, version: Version | None = None) -> tuple[dict, bytes]:
