@@ -56,7 +56,11 @@ def count(cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX) -> in
     try:  # counted first on the bbox columns; footprints read only for the doubtful rows
         if _too_doubtful(cat, plan, source, sure, sure_params, most):
             return None
-        if plan.edge is not None and cat.urls is None and _rows_read(cat, plan) <= footprints.MAX_ROWS:
+        if (
+            plan.edge is not None
+            and cat.urls is None
+            and cat.files.rows_of(plan.files) <= footprints.MAX_ROWS
+        ):
             return _marked_count(cat, plan, sure, sure_params, most)
         counts = cat.run(
             f"SELECT count(*) FILTER (WHERE {sure}) AS sure, count(*) FILTER (WHERE NOT ({sure})) AS doubtful "
@@ -118,17 +122,6 @@ def _doubtful_meeting(cat: GeoparquetCatalog, plan: Plan, files, sure: str, sure
     return int(_intersects(cat, footprints_read, plan.area).sum())
 
 
-def _rows_read(cat: GeoparquetCatalog, plan: Plan) -> int:
-    """The rows of the files the plan reads (from their footers)."""
-    files = cat.files
-    read = None if plan.files is None else set(plan.files)
-    return sum(
-        files.rows.get(path, 0)
-        for path, name in zip(files.paths, files.sources, strict=True)
-        if read is None or name in read
-    )
-
-
 def _too_doubtful(
     cat: GeoparquetCatalog, plan: Plan, source: str, sure: str, params: list, most: int
 ) -> bool:
@@ -137,7 +130,7 @@ def _too_doubtful(
     0.5-0.8 s to leave `matched` unknown (260 parts of 10,000,000 items; over HTTP the count read
     every part's bbox columns beside the page's own reads). Asked only of files of more than
     PROBE_ROWS rows per footprint allowed: in fewer the count's own scan is the cheaper answer."""
-    if _rows_read(cat, plan) <= PROBE_ROWS * most:
+    if cat.files.rows_of(plan.files) <= PROBE_ROWS * most:
         return False
     found = cat.run(
         f"SELECT 1 AS doubtful FROM {source} WHERE {plan.where} AND NOT ({sure}) LIMIT {most + 1}",
