@@ -249,29 +249,16 @@ def _rchar() -> int:
 def plain_http():
     """An fsspec filesystem of plain HTTP range requests (httpx, one pooled client), as a DuckDB
     user registers one where the httpfs extension cannot be installed: `plainhttp://host/path`."""
-    import threading
-
     import httpx
-    from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+    from fsspec.spec import AbstractFileSystem
+
+    from stac_gdal_mcp.catalogs.httpfs import ThreadPositions
 
     client = httpx.Client()
 
-    class PlainFile(AbstractBufferedFile):
-        # DuckDB's threads share one file object and read at a position in two calls (seek,
-        # then read): each thread keeps its own position, or a read may get another's bytes
-        # ("Out of buffer"), as this project's own Range file does (catalogs/httpfs.py)
-        def __init__(self, *args, **kwargs):
-            self._where = threading.local()
-            super().__init__(*args, **kwargs)
-
-        @property
-        def loc(self) -> int:
-            return getattr(self._where, "loc", 0)
-
-        @loc.setter
-        def loc(self, value: int) -> None:
-            self._where.loc = value
-
+    class PlainFile(ThreadPositions):
+        # (DuckDB's threads share one file object: each keeps its own position, or a read may
+        # get another's bytes - "Out of buffer")
         def _fetch_range(self, start: int, end: int) -> bytes:
             got = client.get("http://" + self.path, headers={"Range": f"bytes={start}-{end - 1}"})
             got.raise_for_status()

@@ -318,12 +318,11 @@ class RangeFileSystem(AbstractFileSystem):
         return RangeFile(self, self._strip_protocol(path), mode, cache_type="none", size=version.size)
 
 
-class RangeFile(AbstractBufferedFile):
-    """One file of a RangeFileSystem: each read is `RangeReader.read` (blocks, cached).
-
-    DuckDB's threads share one file object and read at a position in two calls, `seek` then
-    `read`, between which another thread may seek elsewhere: the position (`loc`) is each
-    thread's own, so that a read gets the bytes where its own thread sought."""
+class ThreadPositions(AbstractBufferedFile):
+    """An fsspec buffered file whose position (`loc`) is each thread's own: DuckDB's threads
+    share one file object and read at a position in two calls, `seek` then `read`, between which
+    another thread may seek elsewhere, so that a shared position could give a read another
+    range's bytes ("Out of buffer", "Snappy decompression failure")."""
 
     def __init__(self, *args, **kwargs):
         self._where = threading.local()
@@ -336,6 +335,11 @@ class RangeFile(AbstractBufferedFile):
     @loc.setter
     def loc(self, value: int) -> None:
         self._where.loc = value
+
+
+class RangeFile(ThreadPositions):
+    """One file of a RangeFileSystem: each read is `RangeReader.read` (blocks, cached), at the
+    calling thread's own position (`ThreadPositions`)."""
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         reader = self.fs.reader
