@@ -52,7 +52,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))  # testbed: the Range server
 
-from common import ROUNDS, median_s  # noqa: E402
+from common import ROUNDS, bench_workspace, median_s  # noqa: E402
 
 PAGE = 100
 BBOX = [-10.0, 30.0, 40.0, 60.0]
@@ -167,7 +167,12 @@ def over_http(path: Path) -> None:
     def fresh(catalog: dict) -> Core:
         network = {"allow_private_hosts": True}  # the Range server is on loopback
         return Core(
-            load_settings(catalogs=[{"id": "big", **catalog}], default_catalog="big", network=network)
+            load_settings(
+                catalogs=[{"id": "big", **catalog}],
+                default_catalog="big",
+                network=network,
+                workspace=bench_workspace(),
+            )
         )
 
     print(f"over HTTP range requests (first page, a new catalog each time, median of {ROUNDS}):")
@@ -231,7 +236,10 @@ def snapshots(rows: int) -> None:
 
     def run(name: str, catalog: dict, files: list[Path]) -> None:
         settings = load_settings(
-            catalogs=[{"id": "gp", **catalog}], default_catalog="gp", network={"allow_private_hosts": True}
+            catalogs=[{"id": "gp", **catalog}],
+            default_catalog="gp",
+            network={"allow_private_hosts": True},
+            workspace=bench_workspace(),
         )
         con = duckdb.connect(config={"memory_limit": "512MB"})
         con.execute("SET TimeZone = 'UTC'")
@@ -314,7 +322,11 @@ def main() -> None:
         over_http(path)
         return
 
-    core = Core(load_settings(catalogs=[{"id": "big", "path": str(path)}], default_catalog="big"))
+    core = Core(
+        load_settings(
+            catalogs=[{"id": "big", "path": str(path)}], default_catalog="big", workspace=bench_workspace()
+        )
+    )
     reset_peak()
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import median_s
+from common import bench_workspace, median_s
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))  # more on a loaded machine
 PAGE = 100
@@ -242,7 +242,10 @@ def matrix(label: str, catalog: dict, files: list[str], collection: str, walk: b
     )
     ids = hand.scalar(f"SELECT list(id) FROM (SELECT id FROM {source} USING SAMPLE 5 ROWS)")
     settings = load_settings(
-        catalogs=[{"id": "gp", **catalog}], default_catalog="gp", network={"allow_private_hosts": True}
+        catalogs=[{"id": "gp", **catalog}],
+        default_catalog="gp",
+        network={"allow_private_hosts": True},
+        workspace=bench_workspace(),
     )
     out: dict = {"rows": []}
     with Session(settings) as session:

@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))  # testbed: the Range server
 
-from common import median_s  # noqa: E402
+from common import bench_workspace, median_s  # noqa: E402
 
 COLLECTIONS = (
     "3dep-lidar-dsm", "cop-dem-glo-30", "io-lulc", "io-lulc-annual-v02", "landsat-c2-l1",
@@ -310,21 +310,15 @@ def by_hand(con, layout: str, files: list[str], wanted=WANTED) -> list[str]:
 # --- the runs --------------------------------------------------------------------------------
 
 
-_WORKSPACE: list[str] = []  # one temporary workspace a run: no part cache kept from another run
-
-
 def _settings(catalog: dict):
-    import tempfile
-
+    """One temporary workspace a run (`bench_workspace`): no part cache kept from another run."""
     from stac_gdal_mcp.settings import load_settings
 
-    if not _WORKSPACE:
-        _WORKSPACE.append(tempfile.mkdtemp(prefix="bench-snapshot-ws-"))
     return load_settings(
         catalogs=[{"id": "snap", **catalog}],
         default_catalog="snap",
         network={"allow_private_hosts": True},
-        workspace=_WORKSPACE[0],
+        workspace=bench_workspace(),
     )
 
 

@@ -146,6 +146,22 @@ def write_cog(path: Path, array, *, crs: str, transform, tile: int, nodata=0, **
     return path
 
 
+_WORKSPACE: list[str] = []
+
+
+def bench_workspace() -> str:
+    """A temporary workspace for this run's catalogs, one a process and removed at its end: what
+    a benchmark's catalogs keep (the parts' footer facts, cache/parts/) neither lands in the
+    user's default workspace nor carries into another run."""
+    import atexit
+    import shutil
+
+    if not _WORKSPACE:
+        _WORKSPACE.append(tempfile.mkdtemp(prefix="bench-workspace-"))
+        atexit.register(shutil.rmtree, _WORKSPACE[0], True)
+    return _WORKSPACE[0]
+
+
 def median_s(*fns, rounds: int = ROUNDS) -> list[tuple[float, object]]:
     """Median seconds and last result of each function, run in turn round after round (so that
     the load of a shared machine falls on all of them alike)."""
