@@ -40,8 +40,8 @@ class Facts:
     box: tuple | None  # (west, south, east, north) of its rows' bbox, None: unknown
     ranges: dict  # number column (and bbox side) -> (min, max), None: every value null
     dated: bool  # every row has a datetime
-    filled: frozenset = frozenset()  # the columns of `ranges` without a null
-    ranged: bool = True  # a row may have both start_datetime and end_datetime
+    filled: frozenset  # the columns of `ranges` without a null
+    ranged: bool  # a row may have both start_datetime and end_datetime
 
 
 def cache_path(workspace: Path, catalog_id: str) -> Path:
