@@ -139,8 +139,32 @@ def test_a_changed_file_is_read_afresh(make_settings, served, stac_items, monkey
         assert sorted(s.search(catalog="live", limit=100).ids) == sorted(i["id"] for i in items[:10])
         write_parquet(items[10:], served.root / "live.tmp", collections)
         os.replace(served.root / "live.tmp", live)
-        monkeypatch.setattr(httpfs, "REVALIDATE_S", 0.0)  # ask the version at the next search
+        monkeypatch.setattr(httpfs, "STALE_S", 0.0)  # the next search waits for the versions
         assert sorted(s.search(catalog="live", limit=100).ids) == sorted(i["id"] for i in items[10:])
+
+
+def test_a_change_is_seen_by_the_search_after_the_check_that_follows_a_search(
+    make_settings, served, stac_items, monkeypatch
+):
+    """Within STALE_S of the last sweep a search does not wait for the versions: they are asked
+    after it (REVALIDATE_S passed), and the search after that check reads the changed file."""
+    collections, items = stac_items
+    live = served.root / "live-later.parquet"
+    write_parquet(items[:10], live, collections)
+    settings = make_settings(catalogs=[{"id": "live", "url": f"{served.url}/live-later.parquet"}])
+    before, after = sorted(i["id"] for i in items[:10]), sorted(i["id"] for i in items[10:])
+    with Session(settings) as s:
+        catalog = s.core.catalogs.get("live")
+        assert sorted(s.search(catalog="live", limit=100).ids) == before
+        write_parquet(items[10:], served.root / "live.tmp", collections)
+        os.replace(served.root / "live.tmp", live)
+        monkeypatch.setattr(httpfs, "REVALIDATE_S", 0.0)
+        served.reset_stats()
+        assert sorted(s.search(catalog="live", limit=100).ids) == before  # from the kept blocks
+        catalog.freshness.wait(30)
+        assert served.request_log() == [("/live-later.parquet", "bytes=0-0", 1)]  # after the search
+        assert catalog.reader.changed
+        assert sorted(s.search(catalog="live", limit=100).ids) == after
 
 
 def _footer_bytes(path) -> int:
@@ -176,15 +200,18 @@ def test_versions_are_asked_again_of_the_files_read_only(make_settings, served, 
     march = {"datetime": "2020-03-01/2020-03-10", "limit": 10}  # big.parquet's items only
     with Session(make_settings(catalogs=[{"id": "two", "urls": urls}])) as s:
         first = s.search(catalog="two", **march)
+        freshness = s.core.catalogs.get("two").freshness
         monkeypatch.setattr(httpfs, "REVALIDATE_S", 0.0)
         served.reset_stats()
         assert s.search(catalog="two", **march).ids == first.ids
+        freshness.wait(30)  # the versions are asked after the search
         paths = served.stats()["paths"]
         assert "/items.parquet" not in paths
         assert paths["/big.parquet"]["requests"] == paths["/big.parquet"]["bytes"] >= 1  # 0-0 only
         monkeypatch.setattr(httpfs, "SWEEP_S", 0.0)
         served.reset_stats()
         assert s.search(catalog="two", **march).ids == first.ids
+        freshness.wait(30)
         assert served.stats()["paths"]["/items.parquet"]["requests"] == 1
 
 

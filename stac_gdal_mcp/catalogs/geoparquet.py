@@ -72,8 +72,6 @@ class GeoparquetCatalog:
         self._files: Files | None = None
         self._implied: tuple[tuple, dict[str, dict]] | None = None
         self._held: tuple[tuple, set[str]] = ((), set())  # collections seen to have items (a version's)
-        self._checked = 0.0  # when the versions of the opened urls were last asked (time.monotonic)
-        self._swept = 0.0  # when the versions of every url were last asked
         self._pinned = threading.local()  # the Files one search reads (`pinned`)
 
     @property
@@ -136,6 +134,8 @@ class GeoparquetCatalog:
             yield self._pinned.files
         finally:
             self._pinned.files = outer
+            if outer is None and files is None and self.urls is not None:  # a search's own
+                self.freshness.after_search(self._versions_changed)
 
     def _new_version(self, files: Files) -> None:
         """Keep the checked `files`; drop what was cached of the previous version (the connection
@@ -180,26 +180,28 @@ class GeoparquetCatalog:
             return str(Path(self.config.path).expanduser().resolve()) + "/"
         return ""
 
+    @cached_property
+    def freshness(self):
+        """When the versions of the URLs are asked again (httpfs.Freshness)."""
+        from .httpfs import Freshness
+
+        return Freshness()
+
     def _remote_files(self) -> Files:
-        """The files at `url` / `urls`: their versions asked (one range request each) at first,
-        every SWEEP_S, and at once when a read found one changed; those of the files DuckDB opened
-        asked again after REVALIDATE_S (httpfs.py). Checked again when one differs."""
-        from .httpfs import REVALIDATE_S, SWEEP_S, RangeFileSystem, checked_url
+        """The files at `url` / `urls`: every version asked (one range request each) at first,
+        when a read or a check found one changed, and when the last sweep is STALE_S old (else
+        they are asked after searches, httpfs.Freshness). Checked again when one differs."""
+        from .httpfs import RangeFileSystem, checked_url
 
         with self._lock:
-            now = time.monotonic()
-            stale = self._files is None or self.reader.changed or now - self._swept > SWEEP_S
-            if not stale and now - self._checked > REVALIDATE_S:
-                known = {v.url: v for v in self._files.stamp}
-                opened = self.reader.take_opened()
-                stale = any(v != known[v.url] for v in in_parallel(self.reader.version, opened))
-                self._checked = time.monotonic()
-            if stale:
+            if self._files is None or self.reader.changed or self.freshness.expired(time.monotonic()):
+                self.reader.changed = False
+                started = time.monotonic()
+                self.reader.take_opened()
                 versions = tuple(
                     in_parallel(lambda u: self.reader.version(checked_url(self.id, u)), self.urls)
                 )
-                self._checked = self._swept = time.monotonic()
-                self.reader.take_opened()
+                self.freshness.asked(started, every=True)
                 if self._files is None or self._files.stamp != versions:
                     filesystem = RangeFileSystem(self.reader, list(versions))
                     urls = [v.url for v in versions]
@@ -207,6 +209,17 @@ class GeoparquetCatalog:
                         check_files(self.id, urls, versions, self.max_footer, filesystem, self.part_cache)
                     )
             return self._files
+
+    def _versions_changed(self, every: bool) -> bool:
+        """Ask the versions of the files opened since the last check (every file's: `every`);
+        one that changed makes the next search ask them all first (`_remote_files`)."""
+        known = {v.url: v for v in self._files.stamp}
+        opened = self.reader.take_opened()
+        asked = self.urls if every else opened
+        changed = any(v != known.get(v.url) for v in in_parallel(self.reader.version, asked))
+        if changed:
+            self.reader.changed = True
+        return changed
 
     def parts(self, collections: list[str] | None, start, end, area=None, wanted=None) -> list[str] | None:
         """The parts a search of `collections` in [start, end] (within `area`, its values in the
