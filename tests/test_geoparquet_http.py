@@ -190,7 +190,7 @@ def test_a_footer_is_read_in_one_request_sized_to_it(make_settings, served):
         got = served.stats()["paths"][f"/{name}"]
         assert got["bytes"] == 1 + footer  # the version's byte, then the footer's
         assert got["requests"] == (2 if footer == httpfs.FOOTER_READ else 3)
-        assert catalog.reader._cached == 0
+        assert catalog.reader.blocks.held == 0
 
 
 def test_versions_are_asked_again_of_the_files_read_only(make_settings, served, monkeypatch):
@@ -224,7 +224,7 @@ def test_the_block_cache_is_bounded_before_it_grows(make_settings, served, monke
 
     def watched(reader, key, block):
         keep(reader, key, block)
-        kept.append(reader._cached)
+        kept.append(reader.blocks.held)
 
     monkeypatch.setattr(httpfs.RangeReader, "_keep", watched)
     args = {"datetime": "2020-03-01/2020-03-10", "limit": 100}

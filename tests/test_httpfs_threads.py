@@ -106,11 +106,41 @@ def test_a_small_cache_read_by_many_threads_stays_within_its_bound(make_settings
 
     def counted(self, key, block):
         keep(self, key, block)
-        held.append((self._cached, len(self._blocks)))
+        held.append((self.blocks.held, len(self.blocks)))
 
     monkeypatch.setattr(httpfs.RangeReader, "_keep", counted)
     file = fs.open("0.parquet", "rb")
     wrong = _read_in_threads(file, want, READS // 2, [1, 100, BLOCK, 2 * BLOCK + 7])
     assert not wrong, f"{len(wrong)} reads got other bytes: {wrong[:5]}"
     assert len(held) > 40 and max(b for b, _ in held) <= 4 * BLOCK and max(n for _, n in held) <= 4
-    assert sum(map(len, reader._blocks.values())) == reader._cached <= 4 * BLOCK
+    assert sum(len(reader.blocks.get(k)) for k in list(reader.blocks)) == reader.blocks.held <= 4 * BLOCK
+
+
+def test_the_blocks_kept_take_no_heap_memory(make_settings, served_file, monkeypatch):
+    """The blocks a cache of 8 keeps are copies in its one memory map (block_store.py), not
+    Python objects allocated by the threads that read them: once 8 threads have read every
+    block of the file (40 fetched, 8 kept), the Python heap holds less than one block more than
+    before (counting allocations made by the reader's and the store's code). Kept as `bytes` each,
+    the 8 blocks alone were 8 * BLOCK more."""
+    import tracemalloc
+
+    from stac_gdal_mcp.catalogs import block_store, httpfs
+
+    monkeypatch.setattr(httpfs, "cache_bytes", lambda settings: 8 * BLOCK)
+    server, path = served_file
+    want = path.read_bytes()
+    fs = _filesystem(make_settings, f"{server.url}/{path.name}")
+    file = fs.open("0.parquet", "rb")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        assert not _read_in_threads(file, want, READS // 4, [BLOCK, 3 * BLOCK + 7])
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    cache = [tracemalloc.Filter(True, httpfs.__file__), tracemalloc.Filter(True, block_store.__file__)]
+    grown = sum(
+        s.size_diff for s in after.filter_traces(cache).compare_to(before.filter_traces(cache), "filename")
+    )
+    assert grown < BLOCK, f"the heap grew by {grown} bytes while 8 blocks were kept"
+    assert len(fs.reader.blocks) == 8 and fs.reader.blocks.held == 8 * BLOCK

@@ -13,7 +13,8 @@ errors and HTTP 429/5xx. Messages show the URL only through `redact.masked_url`.
   read it), the rest of a longer footer in a second once its length is within bounds; not kept
   (DuckDB keeps the footers of the parts a search opens, parsed).
 - The bytes DuckDB reads are fetched in blocks of BLOCK, kept per catalog (least recently used
-  out first, evicted before a block is added past the bound) for the life of the version: the
+  out first, evicted before a block is added past the bound) for the life of the version, in one
+  memory map made once (block_store.py: no heap memory churned by the threads reading): the
   bound, `cache_bytes`, is a share of `limits.query_memory_mb` (1/CACHE_SHARE; DuckDB's own
   memory limit is the rest, geoparquet.py), so what a query's reads hold stays within that
   budget. Every answer's size and validators are compared with the version's; a file changed
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,6 +49,7 @@ from ..errors import (
     StacGdalMcpError,
 )
 from ..settings import CatalogConfig, Settings
+from .block_store import BlockStore
 from .http import GuardedHttp
 from .redact import masked, masked_url
 from .snapshot_files import footer_length
@@ -102,8 +103,7 @@ class RangeReader:
         self.changed = False
         self._lock = threading.Lock()
         self.bound = cache_bytes(settings)
-        self._blocks: OrderedDict[tuple[Version, int], bytes] = OrderedDict()
-        self._cached = 0  # bytes of the blocks kept
+        self.blocks = BlockStore(self.bound, BLOCK)  # the blocks kept, in one memory map
         self._fetching: dict[tuple[Version, int], threading.Event] = {}
         self._opened: set[str] = set()  # URLs DuckDB opened since their version was asked
 
@@ -172,9 +172,9 @@ class RangeReader:
                 key = (version, b)
                 if b in got:
                     continue
-                if key in self._blocks:
-                    got[b] = self._blocks[key]
-                    self._blocks.move_to_end(key)
+                kept = self.blocks.get(key)
+                if kept is not None:
+                    got[b] = kept
                 elif key in self._fetching:
                     others.append(self._fetching[key])
                 else:
@@ -188,15 +188,10 @@ class RangeReader:
                 self._fetching.pop((version, b)).set()
 
     def _keep(self, key: tuple[Version, int], block: bytes | memoryview) -> None:
-        """Keep a copy of `block` (not a view of the answer it came in, which would stay whole),
-        the least recently used blocks dropped first while it would not fit the bound."""
+        """Keep a copy of `block` (not a view of the answer it came in, which would stay whole)
+        in the block store, the least recently used block dropped first when it is full."""
         with self._lock:
-            if key in self._blocks or len(block) > self.bound:
-                return
-            while self._blocks and self._cached + len(block) > self.bound:
-                self._cached -= len(self._blocks.popitem(last=False)[1])
-            self._blocks[key] = bytes(block)
-            self._cached += len(block)
+            self.blocks.put(key, block)
 
     def _get(self, url: str, first: int, last: int, version: Version | None = None) -> tuple[dict, bytes]:
         """Bytes `first`..`last` (inclusive) of `url` through the guarded client: (answer headers,
