@@ -249,16 +249,28 @@ def _rchar() -> int:
 def plain_http():
     """An fsspec filesystem of plain HTTP range requests (httpx, one pooled client), as a DuckDB
     user registers one where the httpfs extension cannot be installed: `plainhttp://host/path`."""
-    import httpx
-    from fsspec.spec import AbstractFileSystem
+    import threading
 
-    from stac_gdal_mcp.catalogs.httpfs import ThreadPositions
+    import httpx
+    from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
     client = httpx.Client()
 
-    class PlainFile(ThreadPositions):
-        # (DuckDB's threads share one file object: each keeps its own position, or a read may
-        # get another's bytes - "Out of buffer")
+    class PlainFile(AbstractBufferedFile):
+        # DuckDB's threads share one file object and read in two calls, seek then read: each
+        # thread keeps its own position (`loc`), or a read may get another's bytes ("Out of buffer")
+        def __init__(self, *args, **kwargs):
+            self._where = threading.local()
+            super().__init__(*args, **kwargs)
+
+        @property
+        def loc(self) -> int:
+            return getattr(self._where, "loc", 0)
+
+        @loc.setter
+        def loc(self, value: int) -> None:
+            self._where.loc = value
+
         def _fetch_range(self, start: int, end: int) -> bytes:
             got = client.get("http://" + self.path, headers={"Range": f"bytes={start}-{end - 1}"})
             got.raise_for_status()
