@@ -113,7 +113,10 @@ def test_a_small_cache_read_by_many_threads_stays_within_its_bound(make_settings
     wrong = _read_in_threads(file, want, READS // 2, [1, 100, BLOCK, 2 * BLOCK + 7])
     assert not wrong, f"{len(wrong)} reads got other bytes: {wrong[:5]}"
     assert len(held) > 40 and max(b for b, _ in held) <= 4 * BLOCK and max(n for _, n in held) <= 4
-    assert sum(len(reader.blocks.get(k)) for k in list(reader.blocks)) == reader.blocks.held <= 4 * BLOCK
+    taken = [reader.blocks.take(key) for key in list(reader.blocks)]  # each block read in place
+    reader.blocks.release([slot for slot, _ in taken])
+    assert sum(len(view) for _, view in taken) == reader.blocks.held <= 4 * BLOCK
+    assert len({slot for slot, _ in taken}) == len(taken)  # a slot each
 
 
 def test_the_blocks_kept_take_no_heap_memory(make_settings, served_file, monkeypatch):
@@ -144,3 +147,24 @@ def test_the_blocks_kept_take_no_heap_memory(make_settings, served_file, monkeyp
     )
     assert grown < BLOCK, f"the heap grew by {grown} bytes while 8 blocks were kept"
     assert len(fs.reader.blocks) == 8 and fs.reader.blocks.held == 8 * BLOCK
+
+
+def test_a_block_read_in_place_is_not_overwritten_until_released():
+    """A store of 2 slots: a block taken (pinned) stays whole while newer blocks come and go
+    through the other slot; with both pinned a new block is not kept; once released, the least
+    recently used goes first."""
+    from stac_gdal_mcp.catalogs.block_store import BlockStore
+
+    store = BlockStore(2 * 4, 4)
+    store.put("a", b"aaaa")
+    store.put("b", b"bbbb")
+    slot_a, view_a = store.take("a")
+    for key in "cde":  # each pushes out the least recently used block not pinned
+        store.put(key, key.encode() * 4)
+    assert bytes(view_a) == b"aaaa" and list(store) == ["a", "e"]
+    slot_e, _ = store.take("e")
+    store.put("f", b"ffff")
+    assert list(store) == ["a", "e"] and "f" not in store and store.held == 8
+    store.release([slot_a, slot_e])
+    store.put("f", b"ffff")
+    assert list(store) == ["e", "f"] and store.take("a") is None

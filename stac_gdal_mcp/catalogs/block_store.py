@@ -6,8 +6,9 @@ threads read them, in glibc's per-thread heaps: a search streaming more than the
 the cache (the exact count of a bbox reads every part's footprints over HTTP, 400 MB at 10,000,000
 items) left those heaps holding up to 90 MiB freed but not given back, on top of the 128 MiB
 kept. Here the blocks are copied into slots of the one map: the cache's memory is the map's
-pages, touched as slots are first filled and reused after, whatever the thread. Not thread-safe:
-the reader calls it under its lock.
+pages, touched as slots are first filled and reused after, whatever the thread. A block is read
+in place (a view of its slot, no copy): `take` pins the slot until `release`, and a pinned slot
+is neither dropped nor written. Not thread-safe: the reader calls it under its lock.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ class BlockStore:
         self.slots = bound // block
         self.held = 0  # bytes of the blocks kept
         self._map = mmap.mmap(-1, self.slots * block) if self.slots else None
+        self._view = memoryview(self._map) if self._map is not None else None
         self._where: OrderedDict[Hashable, tuple[int, int]] = OrderedDict()  # key -> (slot, length)
         self._free = list(range(self.slots))
+        self._pins = [0] * self.slots  # readers of each slot's block now
 
     def __len__(self) -> int:
         return len(self._where)
@@ -38,26 +41,35 @@ class BlockStore:
         """The keys kept, least recently used first."""
         return iter(self._where)
 
-    def get(self, key: Hashable) -> bytes | None:
-        """A copy of the block kept under `key` (now the most recently used), or None."""
+    def take(self, key: Hashable) -> tuple[int, memoryview] | None:
+        """(slot, a view of the block kept under `key`), the block now the most recently used and
+        its slot pinned until `release([slot])`; None when not kept."""
         found = self._where.get(key)
-        if found is None:
+        if found is None or self._view is None:
             return None
         self._where.move_to_end(key)
-        start = found[0] * self.block
-        return self._map[start : start + found[1]]
+        slot, length = found
+        self._pins[slot] += 1
+        return slot, self._view[slot * self.block : slot * self.block + length]
+
+    def release(self, slots: list[int]) -> None:
+        """Unpin the slots `take` gave."""
+        for slot in slots:
+            self._pins[slot] -= 1
 
     def put(self, key: Hashable, block: bytes | memoryview) -> None:
-        """Keep a copy of `block` (a new key; not kept when longer than a slot), the least recently
-        used block dropped first when every slot is taken."""
-        if key in self._where or len(block) > self.block or not self.slots:
+        """Keep a copy of `block` (a new key), in a free slot or that of the least recently used
+        block not pinned; not kept when longer than a slot or when every slot is pinned."""
+        if key in self._where or len(block) > self.block or self._view is None:
             return
         if not self._free:
-            slot, length = self._where.popitem(last=False)[1]
+            dropped = next((k for k, (slot, _) in self._where.items() if not self._pins[slot]), None)
+            if dropped is None:
+                return
+            slot, length = self._where.pop(dropped)
             self.held -= length
             self._free.append(slot)
         slot = self._free.pop()
-        start = slot * self.block
-        self._map[start : start + len(block)] = block
+        self._view[slot * self.block : slot * self.block + len(block)] = block
         self._where[key] = (slot, len(block))
         self.held += len(block)

@@ -147,38 +147,46 @@ class RangeReader:
             return b""
         first, last = start // BLOCK, (end - 1) // BLOCK
         got: dict[int, bytes | memoryview] = {}
-        while len(got) <= last - first:
-            mine, others = self._claim(version, range(first, last + 1), got)
-            try:
-                for lo, hi in _runs(mine):
-                    _, data = self._get(
-                        version.url, lo * BLOCK, min((hi + 1) * BLOCK, version.size) - 1, version
-                    )
-                    view = memoryview(data)
-                    for b in range(lo, hi + 1):
-                        got[b] = view[(b - lo) * BLOCK : (b - lo + 1) * BLOCK]
-                        self._keep((version, b), got[b])
-            finally:
-                self._release(version, mine)
-            for event in others:  # then taken from the cache (or fetched here if that failed)
-                event.wait(self.settings.network.timeout_s)
-        parts = [memoryview(got[b]) for b in range(first, last + 1)]
-        parts[-1] = parts[-1][: end - last * BLOCK]  # (the first may be the last too)
-        parts[0] = parts[0][start - first * BLOCK :]
-        return b"".join(parts)  # the one copy of the bytes read
+        pinned: list[int] = []  # the store's slots read in place, pinned until joined
+        try:
+            while len(got) <= last - first:
+                mine, others = self._claim(version, range(first, last + 1), got, pinned)
+                try:
+                    for lo, hi in _runs(mine):
+                        _, data = self._get(
+                            version.url, lo * BLOCK, min((hi + 1) * BLOCK, version.size) - 1, version
+                        )
+                        view = memoryview(data)
+                        for b in range(lo, hi + 1):
+                            got[b] = view[(b - lo) * BLOCK : (b - lo + 1) * BLOCK]
+                            self._keep((version, b), got[b])
+                finally:
+                    self._release(version, mine)
+                for event in others:  # then taken from the cache (or fetched here if that failed)
+                    event.wait(self.settings.network.timeout_s)
+            parts = [memoryview(got[b]) for b in range(first, last + 1)]
+            parts[-1] = parts[-1][: end - last * BLOCK]  # (the first may be the last too)
+            parts[0] = parts[0][start - first * BLOCK :]
+            return b"".join(parts)  # the one copy of the bytes read
+        finally:
+            if pinned:
+                with self._lock:
+                    self.blocks.release(pinned)
 
-    def _claim(self, version: Version, blocks: range, got: dict) -> tuple[list[int], list]:
-        """Blocks not in `got` yet: cached ones put there; (blocks to fetch here, now marked as
-        being fetched; events of those another thread is fetching)."""
+    def _claim(self, version: Version, blocks: range, got: dict, pinned: list[int]) -> tuple[list[int], list]:
+        """Blocks not in `got` yet: cached ones put there (views of the store's slots, added to
+        `pinned`); (blocks to fetch here, now marked as being fetched; events of those another
+        thread is fetching)."""
         mine, others = [], []
         with self._lock:
             for b in blocks:
                 key = (version, b)
                 if b in got:
                     continue
-                kept = self.blocks.get(key)
+                kept = self.blocks.take(key)
                 if kept is not None:
-                    got[b] = kept
+                    pinned.append(kept[0])
+                    got[b] = kept[1]
                 elif key in self._fetching:
                     others.append(self._fetching[key])
                 else:
