@@ -53,7 +53,10 @@ CONSTANTS = {
         "GDAL's `/vsicurl/` cache (128 MB)": "a GDAL option the code sets",
         "(about 25 bytes a row": "arithmetic: the columns of a row",
     },
-    "catalogs.md": {},
+    "catalogs.md": {
+        "(at most every 5 s)": "httpfs.REVALIDATE_S, the opened files' versions asked again after it",
+        "(every 30 s)": "httpfs.SWEEP_S, every file's version asked again after it",
+    },
     "configuration.md": {
         "wait at most 30 s for a": "the cap the code puts on a Retry-After",
         "(16 KiB of it kept": "the answer budget's reserve, a constant of the code",
