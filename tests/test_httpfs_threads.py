@@ -168,3 +168,23 @@ def test_a_block_read_in_place_is_not_overwritten_until_released():
     store.release([slot_a, slot_e])
     store.put("f", b"ffff")
     assert list(store) == ["e", "f"] and store.take("a") is None
+
+
+def test_short_blocks_share_a_slot_in_quarters():
+    """A file's short last block takes the quarters of a slot it needs, beside others: a store of
+    2 slots of 4 bytes keeps a whole block and three short ones; a whole block then needs a free
+    slot (the least recently used goes), and a short one the run of quarters it needs (the least
+    recently used go until one slot has it), the blocks left intact."""
+    from stac_gdal_mcp.catalogs.block_store import BlockStore
+
+    store = BlockStore(2 * 4, 4)
+    for key, block in (("a", b"aaaa"), ("b", b"b"), ("c", b"cc"), ("d", b"d")):
+        store.put(key, block)
+    assert list(store) == ["a", "b", "c", "d"] and store.held == 8
+    store.put("e", b"eeee")
+    assert list(store) == ["b", "c", "d", "e"]
+    store.put("f", b"fff")
+    assert list(store) == ["d", "e", "f"] and store.held == 8
+    taken = {key: store.take(key) for key in "def"}
+    assert {key: bytes(view) for key, (_, view) in taken.items()} == {"d": b"d", "e": b"eeee", "f": b"fff"}
+    assert taken["d"][0] == taken["f"][0] != taken["e"][0]
