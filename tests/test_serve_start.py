@@ -41,12 +41,38 @@ from stac_gdal_mcp.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
+MMAP_SCRIPT = """
+import ctypes
+import sys
+from fastmcp import FastMCP
+
+class Info(ctypes.Structure):  # glibc's struct mallinfo2
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+def run(self, **kwargs):
+    libc = ctypes.CDLL("libc.so.6")
+    libc.malloc.restype, libc.free.argtypes, libc.mallinfo2.restype = ctypes.c_void_p, [ctypes.c_void_p], Info
+    size = 4 << 20
+    libc.free(libc.malloc(size))  # (glibc's own rule: a mapped block freed raises the threshold past it)
+    before = libc.mallinfo2().hblkhd
+    block = libc.malloc(size)
+    print("mapped" if libc.mallinfo2().hblkhd - before >= size else "heap", flush=True)
+    libc.free(block)
+
+FastMCP.run = run
+from stac_gdal_mcp.cli import main
+
+sys.exit(main(sys.argv[1:]))
+"""
+
 
 def _serve(tmp_path, *args: str, script: str = SCRIPT, **env_vars: str) -> subprocess.CompletedProcess:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("STAC_GDAL_MCP_") and k != "ARROW_DEFAULT_MEMORY_POOL"
+        if not k.startswith("STAC_GDAL_MCP_")
+        and k not in ("ARROW_DEFAULT_MEMORY_POOL", "MALLOC_MMAP_THRESHOLD_")
     }
     env.update(env_vars, STAC_GDAL_MCP_WORKSPACE=str(tmp_path / "ws"))
     return subprocess.run(
@@ -104,3 +130,16 @@ def test_the_server_allocates_arrow_memory_from_the_system_unless_told_otherwise
     users = _serve(tmp_path, script=POOL_SCRIPT, ARROW_DEFAULT_MEMORY_POOL="jemalloc")
     assert users.returncode == 0, users.stderr[-2000:]
     assert users.stdout.split() == ["jemalloc"]
+
+
+def test_the_server_gives_large_freed_blocks_back_to_the_system(tmp_path):
+    """glibc raises its mmap threshold past each mapped block freed, and blocks of that size then
+    come from the heap, whose freed middle stays resident (a zonal table's columns, again and
+    again): the server fixes the threshold, so a 4 MiB block is mapped after one was freed; a
+    user's MALLOC_MMAP_THRESHOLD_ wins."""
+    chosen = _serve(tmp_path, script=MMAP_SCRIPT)
+    assert chosen.returncode == 0, chosen.stderr[-2000:]
+    assert chosen.stdout.split() == ["mapped"]
+    users = _serve(tmp_path, script=MMAP_SCRIPT, MALLOC_MMAP_THRESHOLD_=str(8 << 20))
+    assert users.returncode == 0, users.stderr[-2000:]
+    assert users.stdout.split() == ["heap"]

@@ -79,6 +79,7 @@ def finish(core, call: Call, rows: pd.DataFrame, metas: list[dict]) -> ZonalTabl
     frame = geopandas.GeoDataFrame(
         {c: rows[c].array for c in columns},
         geometry=geopandas.array.from_shapely(shapes[zone], crs="EPSG:4326"),
+        copy=False,
     )
     del rows
     metas = name_bit_values(frame, metas)
@@ -151,15 +152,20 @@ def too_little(rows: pd.DataFrame, columns: list[str], least: float) -> int:
     """Rows whose valid (clear, with data) share of the zone is under `least` lose `columns`
     (every statistic but count), are flagged in `too_little_valid` (what the chart reads) and get
     a note saying why; how many did."""
+    import numpy as np
+    import pandas as pd
+
     low = rows["error"].isna() & rows["note"].isna() & (rows["valid_fraction"] < least)
     rows["too_little_valid"] = low.to_numpy(dtype=bool)
     if not low.any():
         return 0
     rows.loc[low, columns] = None
-    share = (rows.loc[low, "valid_fraction"] * 100).map(lambda v: f"{v:.3g}")
-    rows.loc[low, "note"] = (
-        "only "
-        + share
-        + f"% of the zone valid (clear, with data), under min_valid_fraction={least:g}: no statistics"
-    )
+    # (a note per distinct share, each row taking its own: not a string made per row)
+    shares, unique = pd.factorize(rows.loc[low, "valid_fraction"].to_numpy())
+    notes = [
+        f"only {v * 100:.3g}% of the zone valid (clear, with data), under min_valid_fraction={least:g}: "
+        "no statistics"
+        for v in unique
+    ]
+    rows.loc[low, "note"] = np.array(notes, dtype=object)[shares]
     return int(low.sum())
