@@ -143,6 +143,29 @@ def test_region_on_a_cluster_of_worker_processes(region, cluster):  # noqa: F811
     )
 
 
+@pytest.mark.parametrize("per", ["item", "day"])
+def test_a_group_is_made_into_tables_of_a_few_zones_at_a_time(region, monkeypatch, per):
+    """Each group's rows are made into a table `TABLE_ZONES` zones at a time, a file each of its
+    partition (never the whole group's table at once): the files hold the ordinary call's rows;
+    the answer holds the first table's zones and tells the box of every zone."""
+    monkeypatch.setattr(zonal_region, "TABLE_ZONES", 20)
+    session, path = region()
+    head = session.zonal_stats(str(path), per=per, **ARGUMENTS)
+    record = session.outputs.get(head.provenance.facts["saved_as"])
+    whole = ordinary(session, path, per=per)
+    folder = session.outputs.path(record.id)
+    files = {p.name: len(list(p.glob("*.parquet"))) for p in folder.iterdir()}
+    assert files == {f"zone_group={k:05d}": 4 if k < 4 else 3 for k in range(5)}  # (64 zones, 44 last)
+    pd.testing.assert_frame_equal(
+        comparable(read_output(session, record)), comparable(whole.to_wkb()), check_dtype=False
+    )
+    assert head["zone_id"].nunique() == 20 and set(head["zone_id"]) < set(whole["zone_id"])
+    first = comparable(whole.to_wkb())
+    first = first[first["zone_id"].isin(set(head["zone_id"]))].reset_index(drop=True)
+    pd.testing.assert_frame_equal(comparable(head.frame.to_wkb()), first, check_dtype=False)
+    assert head.provenance.properties["zones_bbox"] == whole.provenance.properties["zones_bbox"]
+
+
 def test_a_partition_is_made_and_written_a_slice_of_rows_at_a_time(region, monkeypatch):
     """Each group's rows become Arrow and are written `WRITE_ROWS` at a time, a row group each
     (never a whole group's Arrow copy at once): counted as made; the partitions hold the ordinary
@@ -162,7 +185,7 @@ def test_a_partition_is_made_and_written_a_slice_of_rows_at_a_time(region, monke
     record = session.outputs.get(head.provenance.facts["saved_as"])
     folder, whole = session.outputs.path(record.id), ordinary(session, path)
     assert max(made) == 50 and sum(made) == len(whole) == head.provenance.facts["rows"]
-    for file in sorted(folder.glob("*/part-0.parquet")):
+    for file in sorted(folder.glob("*/part-*.parquet")):
         meta = pq.ParquetFile(file).metadata
         sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         assert sizes == [50] * (meta.num_rows // 50) + ([meta.num_rows % 50] if meta.num_rows % 50 else [])

@@ -12,12 +12,13 @@ checked by `ZonalStats.request`), before anything but metadata is read. `run`:
 3. each group is measured on every item that meets it by the ordinary path (`zonal.measure_items`:
    its windows, reads and exactextract; each item's work on the dask cluster at
    `settings.dask_scheduler` when set, else on the reader threads), its table made by
-   `zonal.table` (the same rows as one call over every zone gives);
-4. each group's table is made and written, on a thread of its own while the next group is
+   `zonal.table`, `TABLE_ZONES` zones at a time (the same rows as one call over every zone gives);
+4. each group's tables are made and written, on a thread of their own while the next group is
    measured, to a partitioned GeoParquet output, a folder of hive partitions
-   `zone_group=<n>/part-0.parquet`, in the workspace's temporary folder and renamed
-   into place whole when the last group is written (nothing is left of a failed or cancelled run);
-5. the answer is the first group's table, its provenance counting every zone, row and item, and
+   `zone_group=<n>/part-<k>.parquet` (a file per table), in the workspace's temporary folder and
+   renamed into place whole when the last group is written (nothing is left of a failed or
+   cancelled run);
+5. the answer is the first group's first table, its provenance counting every zone, row and item, and
    naming the output (`facts.saved_as`): `session.save` returns that output's record.
 """
 
@@ -44,7 +45,12 @@ SUFFIXES = (".parquet", ".geoparquet", ".gpkg", ".fgb")  # files read in batches
 GROUP_ZONES = 10_000
 PARTITION = "zone_group"
 HEAD_ZONES = 2_000  # zones of the first group whose rows the answer holds
-WRITE_ROWS = 20_000  # rows of a partition made into Arrow and written at a time (a row group)
+# zones of a group made into one table and written as one file of its partition (at least
+# HEAD_ZONES: the answer's rows come from the first): a group's whole table at once (180,000
+# rows of 36 items, with their ids and notes as text) was the server's peak, and the peak of
+# a million zones rose above that of 100,000 with the number of groups
+TABLE_ZONES = 2_500
+WRITE_ROWS = 20_000  # rows of a table made into Arrow and written at a time (a row group)
 
 
 def zones_file(core, geometries) -> tuple[Path, str] | None:
@@ -157,18 +163,46 @@ def run(core, request: RegionRequest, job: Job | None = None) -> zonal.ZonalTabl
         if pending is not None:
             head = _written(core, pending.result(), totals, head, job, total)
         record = store.commit(out, **_record_args(request, head, totals))
-    return _answer(request, head, totals, call, record.id)
+    return _answer(request, head, totals, call, record.id, ordered.bounds)
 
 
 def _table(core, part: zonal.Call, metas: list, frames: list, folder: Path, first: bool) -> tuple:
-    """One group's table written as its partition (on the writer thread, while the next group
-    is measured): (its rows, the partition's bytes, the answer's rows when it is the first
-    group, the group's call and facts)."""
-    frame = zonal.table(core, part, metas, frames)  # (it empties `frames`)
-    size = _write(frame, folder)
-    released()  # (what Arrow's pool kept of writing the partition)
-    head = _head(frame) if first else None
-    return len(frame), size, head, part, metas
+    """One group's partition (on the writer thread, while the next group is measured), made and
+    written `TABLE_ZONES` zones at a time, a file each (`_slices`): (its rows, the partition's
+    bytes, the answer's rows when it is the first group, the group's call and facts)."""
+    rows, size, head = 0, 0, None
+    folder.mkdir()
+    for k, (zones, taken) in enumerate(_slices(part, frames, TABLE_ZONES)):
+        frame = zonal.table(core, zones, metas, taken)  # (it empties `taken`)
+        size += _write(frame, folder / f"part-{k}.parquet")
+        rows += len(frame)
+        head = _head(frame) if first and head is None else head
+        del frame
+        released()  # (what Arrow's pool kept of writing the file)
+    return rows, size, head, part, metas
+
+
+def _slices(part: zonal.Call, frames: list, size: int):
+    """(call, frames) of each run of `size` of the group's zones in turn: the group's call on
+    those zones alone, and each item's rows of them (its frame's `_zone` counted from the run's
+    first zone; None as given). `frames` is emptied: each item's rows are let go once cut."""
+    zones = part.request.zones
+    starts = range(0, len(zones), size)
+    cut = [[] for _ in starts]
+    for frame in frames:
+        zone = None if frame is None else frame["_zone"].to_numpy()
+        for runs, start in zip(cut, starts, strict=True):
+            if frame is None:
+                runs.append(None)
+                continue
+            inside = (zone >= start) & (zone < start + size)
+            runs.append(frame[inside].assign(_zone=zone[inside] - start))
+    del frames[:]
+    for k, start in enumerate(starts):
+        some = Zones(zones.ids[start : start + size], zones.geometries[start : start + size], zones.notes)
+        taken, cut[k] = cut[k], None
+        request = dataclasses.replace(part.request, zones=some)
+        yield zonal.Call(request, part.catalog, part.items, part.notes, part.collections, part.limits), taken
 
 
 def _written(core, done: tuple, totals: Totals, head, job: Job, total: int):
@@ -186,7 +220,7 @@ def _written(core, done: tuple, totals: Totals, head, job: Job, total: int):
 
 def _head(frame):
     """The answer's table: the rows of the first group's first `HEAD_ZONES` zones (a copy: the
-    group's table is let go, so memory holds at most two groups' tables: one written, one measured)."""
+    table they come from is let go)."""
     zones = frame["zone_id"].drop_duplicates().iloc[:HEAD_ZONES]
     return frame.replaced(frame[frame["zone_id"].isin(zones)].copy())
 
@@ -215,13 +249,11 @@ def _resolved(call: zonal.Call, ref: dict) -> dict:
         return ref
 
 
-def _write(frame, folder: Path) -> int:
-    """One group's table as a GeoParquet partition, written `WRITE_ROWS` rows at a time (a row
-    group each, `geoparquet_parts`); its size in bytes."""
+def _write(frame, path: Path) -> int:
+    """A table as a GeoParquet file of its group's partition, written `WRITE_ROWS` rows at a time
+    (a row group each, `geoparquet_parts`); its size in bytes."""
     import pyarrow.parquet as pq
 
-    folder.mkdir()
-    path = folder / "part-0.parquet"
     schema, parts = geoparquet_parts(frame, WRITE_ROWS)
     with pq.ParquetWriter(path, schema) as writer:
         for part in parts:
@@ -354,8 +386,8 @@ def _record_args(request: RegionRequest, head, totals: Totals) -> dict:
     )
 
 
-def _answer(request: RegionRequest, head, totals: Totals, call, output_id: str):
-    """The first group's table, its provenance about the whole run."""
+def _answer(request: RegionRequest, head, totals: Totals, call, output_id: str, bounds: tuple):
+    """The first zones' table, its provenance about the whole run (`bounds`: every zone's box)."""
     provenance, facts, parameters = _facts(request, head, totals, call.notes, len(call.items), output_id)
     facts["notes"].append(
         f"{request.zones.count:,} zones at region scale: this table holds the first zones' {len(head):,} of "
@@ -363,7 +395,12 @@ def _answer(request: RegionRequest, head, totals: Totals, call, output_id: str):
     )
     return head.replaced(
         provenance=provenance.model_copy(
-            update={"facts": facts, "parameters": parameters, "sources": list(totals.sources.values())}
+            update={
+                "facts": facts,
+                "parameters": parameters,
+                "sources": list(totals.sources.values()),
+                "properties": {**provenance.properties, "zones_bbox": [round(v, 6) for v in bounds]},
+            }
         )
     )
 
