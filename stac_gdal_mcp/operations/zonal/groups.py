@@ -99,14 +99,17 @@ class SortedZones:
     """A zones file's zones in order along the curve (`ZoneFile.sorted`): `groups` reads them."""
 
     file: ZoneFile
-    place: Any  # each zone's place along the curve, by its position in the file
+    place: Any  # each zone's place along the curve, by its position in the file (until cut)
     bounds: tuple[float, float, float, float]  # the zones' extent, WGS84
 
     def groups(self, group_zones: int, check=lambda: None) -> Iterator[Zones]:
         """`Zones` of at most `group_zones` neighbours each, every zone once, along the curve."""
+        if self.place is None:
+            raise RuntimeError("a file's sorted zones are cut into groups once")
         with tempfile.TemporaryDirectory(prefix="zone-groups-") as tmp:
             folder = Path(tmp)
             self._bucketed(folder, check)
+            self.place = None  # (each zone's place is in its bucket now: 8 bytes a zone let go)
             self._unique_ids(folder)
             released()
             to_wgs84 = wgs84_transform(self.file.path, self.file.label)
