@@ -185,11 +185,12 @@ def _table(core, part: zonal.Call, metas: list, frames: list, folder: Path, firs
 def _slices(part: zonal.Call, frames: list, size: int):
     """(call, frames) of each run of `size` of the group's zones in turn: the group's call on
     those zones alone, and each item's rows of them (its frame's `_zone` counted from the run's
-    first zone; None as given). `frames` is emptied: each item's rows are let go once cut."""
+    first zone; None as given). `frames` is emptied, each item's rows let go once cut."""
     zones = part.request.zones
     starts = range(0, len(zones), size)
     cut = [[] for _ in starts]
-    for frame in frames:
+    for k, frame in enumerate(frames):
+        frames[k] = None  # (the item's rows let go once cut)
         zone = None if frame is None else frame["_zone"].to_numpy()
         for runs, start in zip(cut, starts, strict=True):
             if frame is None:
