@@ -1,6 +1,6 @@
 """The count of a stac-geoparquet search's matches (`matched`, parquet_search.py): a SQL count,
 and where footprints are tested exactly, the rows the bbox columns settle counted in SQL and the
-footprints of the others read and tested (their marks, footprints.py, settling what they can).
+footprints of the others read in the same scan and tested (their marks, footprints.py, settling what they can).
 """
 
 from __future__ import annotations
@@ -62,18 +62,27 @@ def count(cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX) -> in
             and cat.files.rows_of(plan.files) <= footprints.MAX_ROWS
         ):
             return _marked_count(cat, plan, sure, sure_params, most)
-        counts = cat.run(
-            f"SELECT count(*) FILTER (WHERE {sure}) AS sure, count(*) FILTER (WHERE NOT ({sure})) AS doubtful "
-            f"FROM {source} WHERE {plan.where}",
-            sure_params + sure_params + plan.params,
-        )
+        counts = _counted(cat, plan, source, sure, sure_params, most)
         doubtful = counts["doubtful"][0].as_py()
         if doubtful > most:
             return None
-        found = _doubtful_meeting(cat, plan, plan.files, sure, sure_params) if doubtful else 0
+        found = int(_intersects(cat, counts["footprints"][0].values, plan.area).sum()) if doubtful else 0
     except LimitExceeded:
         return None
     return counts["sure"][0].as_py() + found
+
+
+def _counted(cat: GeoparquetCatalog, plan: Plan, source: str, sure: str, sure_params: list, most: int):
+    """One scan: the candidates surely inside (`sure`), the doubtful ones, and the footprints of
+    at most `most` + 1 of those (DuckDB's arg_min keeps a bounded heap of them): a second scan
+    reading the doubtful footprints took as long as the count (780 hive parts over HTTP: 0.43 +
+    0.52 s, 0.53 s in one)."""
+    return cat.run(
+        f"SELECT count(*) FILTER (WHERE {sure}) AS sure, count(*) FILTER (WHERE NOT ({sure})) AS doubtful, "
+        f"arg_min(geometry, 0, {most + 1}) FILTER (WHERE NOT ({sure})) AS footprints "
+        f"FROM {source} WHERE {plan.where}",
+        sure_params * 3 + plan.params,
+    )
 
 
 def _marked_count(cat: GeoparquetCatalog, plan: Plan, sure: str, sure_params: list, most: int) -> int | None:
