@@ -262,3 +262,38 @@ def test_a_count_with_too_many_doubtful_footprints_stops_early(make_settings, so
             unknown, known = pc.count(cat, plan, few), pc.count(cat, plan, doubtful)
     assert probed and not unasked and unknown is None
     assert known == by_hand(files, _overlap(BOX), NEWEST, SHAPES["bbox"][3])[1]
+
+
+def test_a_polygons_page_reads_its_candidates_once_and_its_count_stops_early(make_settings, sources):
+    """A polygon's first page reads enough candidates for the footprint test to fill it in one
+    query (about twice what its share of its bbox keeps: a thin diagonal band, a fiftieth), and its count, with more candidates
+    than it may test, stops at the bbox columns without reading a footprint; page and count
+    equal DuckDB's by hand with shapely on the footprints."""
+    from stac_gdal_mcp.discovery import parquet_count as pc
+    from stac_gdal_mcp.discovery import parquet_search as ps
+    from stac_gdal_mcp.discovery.query import check_search
+
+    band = {"type": "Polygon", "coordinates": [[[-125, 25], [-124, 25], [-70, 50], [-71, 50], [-125, 25]]]}
+    path, files = sources["wide file"]
+    answer = by_hand(files, _overlap(shape(band).bounds), NEWEST, shape(band))[0]
+    matched = by_hand(files, _overlap(shape(TRIANGLE).bounds), NEWEST, shape(TRIANGLE))[1]
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    with Session(settings) as session:
+        cat = session.core.catalogs.get("gp")
+        asked: list[str] = []
+        run = cat.run
+
+        def recorded(sql, params=None, late=False):
+            asked.append(sql)
+            return run(sql, params, late)
+
+        cat.run = recorded
+        page = session.search(catalog="gp", limit=PAGE, fields=["id"], intersects=band)
+        assert len(page.items) == PAGE and [i.id for i in page.items] == answer[:PAGE]
+        assert sum(ps.FOOTPRINT in sql for sql in asked) == 1
+        asked.clear()
+        with cat.pinned():
+            plan = ps.make_plan(cat, check_search(intersects=TRIANGLE))
+            assert pc.count(cat, plan, matched // 2) is None
+            assert not any("geometry" in sql for sql in asked)
+            assert pc.count(cat, plan, pc.EXACT_COUNT_MAX) == matched
