@@ -430,18 +430,19 @@ class GeoparquetCatalog:
         (late materialization): parquet_search.page's largest chunk."""
         return max(2 * self.settings.limits.max_items + 1, 50)
 
-    def run(self, sql: str, params: list | None = None, late: bool = False) -> pa.Table:
+    def run(self, sql: str, params: list | None = None, late: bool | None = False) -> pa.Table:
         """One query under limits.query_memory_mb and limits.query_timeout_s; DuckDB's errors
         become one line naming the catalog and what went wrong. `late`: the columns of a top-N
         not sorted on read after it for the rows kept (late materialization; on disk worth it
-        over one file, over many parts it rescans them all)."""
+        over one file, over many parts it rescans them all); None: none read late (a top-N over
+        few candidates, whose second scan would only rescan the parts); False: as `database` sets it."""
         import duckdb
 
         limits = self.settings.limits
         con = self.database.cursor()  # its own connection: interrupting it stops this query only
         try:
-            if late:
-                con.execute(f"SET late_materialization_max_rows = {self.late_rows}")
+            if late is not False:
+                con.execute(f"SET late_materialization_max_rows = {self.late_rows if late else 0}")
             with watched(limits.query_timeout_s, con.interrupt):
                 return con.sql(sql, params=params or []).to_arrow_table()
         except duckdb.Error as exc:

@@ -24,6 +24,7 @@ from ..errors import GeoparquetError, LimitExceeded
 from . import footprints, part_counts
 from . import params as p
 from .cql2_sql import to_sql
+from .parquet_threshold import within_threshold
 from .query import Search, and_all
 
 if TYPE_CHECKING:
@@ -269,7 +270,7 @@ def narrow_rows(cat: GeoparquetCatalog, plan: Plan, offset: int, n: int) -> pa.T
         plan,
         offset,
         n,
-        lambda files, where, extra: cat.run(
+        lambda files, where, extra, late=late: cat.run(
             f"SELECT {', '.join(chosen)} FROM {cat.source(files, numbered=numbered)} "
             f"WHERE {where} ORDER BY {plan.order} LIMIT {n} OFFSET {offset}",
             [*params, *extra],
@@ -283,8 +284,10 @@ def _narrow_matching(
 ) -> Iterator[tuple[int, dict | None]]:
     """`_matching` of rows read by `narrow_rows`: the footprints tested, the first `need` matches
     converted to items, the others known to match without it (index, None)."""
+    import pyarrow as pa
+
     keep = _in_area(cat, plan, found)
-    table = found.select(plan.columns).take(keep[:need])
+    table = found.select(plan.columns).take(pa.array(keep[:need], pa.int64()))  # none: typed all the same
     yield from zip(keep[:need], cat.items(table), strict=True)
     yield from ((index, None) for index in keep[need:])
 
@@ -311,10 +314,11 @@ def keys(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int) -> pa.T
         plan,
         offset,
         n,
-        lambda files, where, extra: cat.run(
+        lambda files, where, extra, late=False: cat.run(
             f"SELECT filename, file_row_number{shape} FROM {cat.source(files, numbered=True)} "
             f"WHERE {where} {ordered}",
             [*params, *extra],
+            late=late,
         ),
     )
 
@@ -326,6 +330,10 @@ def _first_parts(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int,
     part lies behind; when those hold the n candidates they are the whole search's (a bbox's
     first page over 260 parts of 10,000,000 items read every part's bbox columns over HTTP),
     else the search runs on every part that can hold a match (`_leading`)."""
+    if offset is not None and plan.first_key != '"datetime"' and not plan.by_id:
+        found = within_threshold(cat, plan, offset, n, query)  # sorted on a property
+        if found is not None:
+            return found
     first = None
     if offset is not None and plan.where != "TRUE" and plan.first_key == '"datetime"' and not plan.by_id:
         descending = plan.order.startswith('"datetime" DESC')

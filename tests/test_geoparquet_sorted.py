@@ -1,0 +1,191 @@
+"""Pages sorted on a property (parquet_threshold.py: the page's query run on the candidates
+within the threshold, over the parts that can hold them) equal DuckDB's own `ORDER BY <key>,
+collection, id LIMIT n OFFSET k` written by hand over the same files, ascending and descending,
+whatever the NULLs (the real items without `eo:cloud_cover`) and the ties (each value 60 times,
+in every layout's parts), page after page by cursor, with the search's other conditions, and
+when the ties are too many for the threshold (the bound) too. The files: the 46 real items (34
+without eo:cloud_cover) 60 times (2,760 rows, every value 60 times) as one wide file, PC parts
+and hive folders (test_geoparquet_shapes.py's).
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+import test_geoparquet_shapes
+from shapely.geometry import box, shape
+from test_geoparquet_shapes import (
+    BOX,
+    CLEAR,
+    LATER,
+    NORTH,
+    TRIANGLE,
+    WHEN,
+    _overlap,
+)
+from test_parts_time_order import by_hand
+
+from stac_gdal_mcp import Session
+from stac_gdal_mcp.catalogs.geoparquet import GeoparquetCatalog
+from stac_gdal_mcp.discovery import parquet_threshold
+
+KEY = '"eo:cloud_cover"'
+UP = f"ORDER BY {KEY} ASC NULLS LAST, collection ASC NULLS LAST, id ASC NULLS LAST"
+DOWN = f"ORDER BY {KEY} DESC NULLS FIRST, collection DESC NULLS FIRST, id DESC NULLS FIRST"
+sources = test_geoparquet_shapes.sources  # the fixture: the wide file, PC parts, hive folders
+PLATFORM = "ORDER BY platform DESC NULLS FIRST, collection DESC NULLS FIRST, id DESC NULLS FIRST"
+
+
+def page_by_hand(files, order: str, offset: int, limit: int) -> list[str]:
+    """One page, as `LIMIT limit OFFSET offset` in DuckDB."""
+    listed = ", ".join(f"'{f}'" for f in files)
+    rows = duckdb.sql(
+        f"SELECT id FROM read_parquet([{listed}], union_by_name = true) {order} LIMIT {limit} OFFSET {offset}"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def walk(session, limit: int, **args) -> list[list[str]]:
+    """Every page of a search, by cursor."""
+    pages, cursor = [], None
+    while True:
+        page = session.search(catalog="gp", limit=limit, fields=["id"], cursor=cursor, **args)
+        pages.append([i.id for i in page.items])
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+
+
+@pytest.fixture
+def queries(monkeypatch):
+    """The SQL of every query the catalogs run, in order."""
+    seen: list[str] = []
+    run = GeoparquetCatalog.run
+
+    def recorded(self, sql, params=None, late=False):
+        seen.append(sql)
+        return run(self, sql, params, late)
+
+    monkeypatch.setattr(GeoparquetCatalog, "run", recorded)
+    return seen
+
+
+@pytest.mark.parametrize("layout", ["wide file", "pc parts", "hive"])
+@pytest.mark.parametrize(("sortby", "order"), [("eo:cloud_cover", UP), ("-eo:cloud_cover", DOWN)])
+def test_every_page_by_cursor_is_duckdbs_offset_page(make_settings, sources, layout, sortby, order):
+    """A walk through every page (19 of 150: the values, the ties, then the NULLs ascending;
+    the NULLs first descending) answers DuckDB's `LIMIT 150 OFFSET k` pages, and the pages
+    with a value as threshold are read within it."""
+    path, files = sources[layout]
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    with Session(settings) as session:
+        pages = walk(session, 150, sortby=sortby)
+    assert len(pages) == 19
+    for k, ids in enumerate(pages):
+        assert ids == page_by_hand(files, order, 150 * k, 150), f"page {k}"
+
+
+@pytest.mark.parametrize("layout", ["wide file", "pc parts", "hive"])
+@pytest.mark.parametrize(
+    ("name", "args", "where", "order", "area"),
+    [
+        ("bbox", {"bbox": BOX}, _overlap(BOX), UP, box(*BOX)),
+        ("intersects", {"intersects": TRIANGLE}, _overlap(shape(TRIANGLE).bounds), DOWN, shape(TRIANGLE)),
+        ("datetime", {"datetime": LATER[0]}, WHEN.replace("2021-06-01", "2013-01-01").replace(
+            "2022-06-30", "2024-12-31"), UP, None),
+        ("filter", {"filter": CLEAR}, CLEAR, DOWN, None),
+        ("all", {"bbox": NORTH, "datetime": LATER[0], "filter": CLEAR}, f"{_overlap(NORTH)} AND {CLEAR}", UP, None),
+        ("a residual", {"filter": {"op": "and", "args": [
+            {"op": "s_intersects", "args": [{"property": "geometry"}, TRIANGLE]},
+            {"op": ">=", "args": [{"property": "eo:cloud_cover"}, 0]}]}},
+         f"{_overlap(shape(TRIANGLE).bounds)} AND {KEY} >= 0", DOWN, shape(TRIANGLE)),
+    ],
+)  # fmt: skip
+def test_sorted_pages_with_the_searchs_other_conditions(
+    make_settings, sources, layout, name, args, where, order, area
+):
+    """bbox (footprints tested after), a polygon, a datetime, a CQL2 filter, all together, a CQL2
+    residual (tested on the items): the first page and the pages after it by cursor are DuckDB's
+    by hand, in the order of the cloud cover."""
+    path, files = sources[layout]
+    expected = by_hand(files, where, order, area)
+    assert len(expected) > 20
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    sortby = "eo:cloud_cover" if order == UP else "-eo:cloud_cover"
+    with Session(settings) as session:
+        pages = walk(session, 20, sortby=sortby, **args)
+    assert [i for p in pages for i in p] == expected
+    assert all(len(p) == 20 for p in pages[:-1])
+
+
+@pytest.mark.parametrize("layout", ["pc parts", "hive"])
+def test_the_page_reads_only_the_parts_that_can_hold_a_value_within_the_threshold(
+    make_settings, sources, queries, layout
+):
+    """Ascending, the page's query runs within the 50th value and opens only the parts whose
+    smallest cloud cover (computed here from each part's rows) is at most it; descending past
+    the NULLs, only the parts holding a NULL or a value at least the threshold. Both pages are
+    DuckDB's."""
+    path, files = sources[layout]
+    low, high, nulls, values = {}, {}, set(), []
+    for f in files:
+        names = pq.read_schema(f).names
+        column = (
+            pq.read_table(f, columns=["eo:cloud_cover"])["eo:cloud_cover"] if KEY[1:-1] in names else None
+        )
+        if column is None or column.null_count:
+            nulls.add(str(f))
+        if column is not None and column.null_count < len(column):
+            low[str(f)], high[str(f)] = pc.min(column).as_py(), pc.max(column).as_py()
+            values += [v for v in column.to_pylist() if v is not None]
+    values.sort()
+    offset = sum(pq.read_metadata(f).num_rows for f in files) - len(values)  # the NULLs, first descending
+    within_up = {f for f, v in low.items() if v <= values[49]}
+    within_down = nulls | {f for f, v in high.items() if v >= values[-50]}
+    assert 0 < len(within_up) < len(files) and len(within_down) < len(files)
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    with Session(settings) as session:
+        queries.clear()
+        up = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover")
+        opened_up = _opened(queries, "<= ?")
+        before = session.search(catalog="gp", limit=offset // 5, fields=["id"], sortby="-eo:cloud_cover")
+        for _ in range(4):
+            before = session.search(catalog="gp", limit=offset // 5, cursor=before.next_cursor)
+        queries.clear()
+        down = session.search(catalog="gp", limit=50, cursor=before.next_cursor)
+        opened_down = _opened(queries, ">= ?")
+    assert offset % 5 == 0 and [i.id for i in up.items] == page_by_hand(files, UP, 0, 50)
+    assert [i.id for i in down.items] == page_by_hand(files, DOWN, offset, 50)
+    assert opened_up == within_up and opened_down == within_down
+
+
+def _opened(queries: list[str], within: str) -> set[str]:
+    """The files the page's query (the one within the threshold, ordered) read."""
+    import re
+
+    chosen = [q for q in queries if within in q and "ORDER BY" in q and "count(*)" not in q]
+    assert len(chosen) == 1, chosen
+    listed = re.search(r"read_parquet\(\[(.*?)\]", chosen[0]).group(1)
+    return {p.strip().strip("'") for p in listed.split(",")}
+
+
+@pytest.mark.parametrize("layout", ["wide file", "hive"])
+def test_too_many_ties_fall_back_to_the_whole_order(make_settings, sources, queries, monkeypatch, layout):
+    """Past EXCESS_MAX candidates tied with the threshold (0.0, 180 rows, for a page of 50;
+    `platform`, a key of few values) the page is read in the whole order, not within the
+    threshold - and is DuckDB's all the same; within the bound it is read within it."""
+    path, files = sources[layout]
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    with Session(settings) as session:
+        within = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover")
+        narrowed = [q for q in queries if "<= ?" in q and "ORDER BY" in q]
+        monkeypatch.setattr(parquet_threshold, "EXCESS_MAX", 100)
+        queries.clear()
+        whole = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover")
+        fell_back = [q for q in queries if "<= ?" in q and "ORDER BY" in q]
+        platforms = walk(session, 400, sortby="-platform")
+    assert len(narrowed) == 1 and fell_back == []
+    assert [i.id for i in within.items] == [i.id for i in whole.items] == page_by_hand(files, UP, 0, 50)
+    assert [i for p in platforms for i in p] == by_hand(files, "TRUE", PLATFORM, None)
