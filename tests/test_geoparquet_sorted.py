@@ -1,14 +1,16 @@
-"""Pages sorted on a property (parquet_threshold.py: the page's query run on the candidates
-within the threshold, over the parts that can hold them) equal DuckDB's own `ORDER BY <key>,
+"""Pages sorted on a property over HTTP (parquet_threshold.py: the page's query run on the
+candidates within the threshold, over the parts that can hold them) equal DuckDB's own `ORDER BY <key>,
 collection, id LIMIT n OFFSET k` written by hand over the same files, ascending and descending,
 whatever the NULLs (the real items without `eo:cloud_cover`) and the ties (each value 60 times,
 in every layout's parts), page after page by cursor, with the search's other conditions, and
 when the ties are too many for the threshold (the bound) too. The files: the 46 real items (34
 without eo:cloud_cover) 60 times (2,760 rows, every value 60 times) as one wide file, PC parts
-and hive folders (test_geoparquet_shapes.py's).
+and hive folders (test_geoparquet_shapes.py's), served by the test bed's Range server.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import duckdb
 import pyarrow.compute as pc
@@ -30,12 +32,26 @@ from test_parts_time_order import by_hand
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.catalogs.geoparquet import GeoparquetCatalog
 from stac_gdal_mcp.discovery import parquet_threshold
+from testbed import serve_directory
 
 KEY = '"eo:cloud_cover"'
 UP = f"ORDER BY {KEY} ASC NULLS LAST, collection ASC NULLS LAST, id ASC NULLS LAST"
 DOWN = f"ORDER BY {KEY} DESC NULLS FIRST, collection DESC NULLS FIRST, id DESC NULLS FIRST"
 sources = test_geoparquet_shapes.sources  # the fixture: the wide file, PC parts, hive folders
 PLATFORM = "ORDER BY platform DESC NULLS FIRST, collection DESC NULLS FIRST, id DESC NULLS FIRST"
+
+
+@pytest.fixture(scope="module")
+def served(sources):
+    """The Range server over the folder of the three layouts."""
+    with serve_directory(sources["wide file"][0].parent) as server:
+        server.root = sources["wide file"][0].parent
+        yield server
+
+
+def over_http(served, files) -> dict:
+    """The catalog of `files` by their URLs on the Range server."""
+    return {"id": "gp", "urls": [f"{served.url}/{f.relative_to(served.root).as_posix()}" for f in files]}
 
 
 def page_by_hand(files, order: str, offset: int, limit: int) -> list[str]:
@@ -74,12 +90,12 @@ def queries(monkeypatch):
 
 @pytest.mark.parametrize("layout", ["wide file", "pc parts", "hive"])
 @pytest.mark.parametrize(("sortby", "order"), [("eo:cloud_cover", UP), ("-eo:cloud_cover", DOWN)])
-def test_every_page_by_cursor_is_duckdbs_offset_page(make_settings, sources, layout, sortby, order):
+def test_every_page_by_cursor_is_duckdbs_offset_page(make_settings, sources, served, layout, sortby, order):
     """A walk through every page (19 of 150: the values, the ties, then the NULLs ascending;
     the NULLs first descending) answers DuckDB's `LIMIT 150 OFFSET k` pages, and the pages
     with a value as threshold are read within it."""
-    path, files = sources[layout]
-    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    files = sources[layout][1]
+    settings = make_settings(catalogs=[over_http(served, files)], default_catalog="gp")
     with Session(settings) as session:
         pages = walk(session, 150, sortby=sortby)
     assert len(pages) == 19
@@ -104,15 +120,15 @@ def test_every_page_by_cursor_is_duckdbs_offset_page(make_settings, sources, lay
     ],
 )  # fmt: skip
 def test_sorted_pages_with_the_searchs_other_conditions(
-    make_settings, sources, layout, name, args, where, order, area
+    make_settings, sources, served, layout, name, args, where, order, area
 ):
     """bbox (footprints tested after), a polygon, a datetime, a CQL2 filter, all together, a CQL2
     residual (tested on the items): the first page and the pages after it by cursor are DuckDB's
     by hand, in the order of the cloud cover."""
-    path, files = sources[layout]
+    files = sources[layout][1]
     expected = by_hand(files, where, order, area)
     assert len(expected) > 20
-    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    settings = make_settings(catalogs=[over_http(served, files)], default_catalog="gp")
     sortby = "eo:cloud_cover" if order == UP else "-eo:cloud_cover"
     with Session(settings) as session:
         pages = walk(session, 20, sortby=sortby, **args)
@@ -122,13 +138,13 @@ def test_sorted_pages_with_the_searchs_other_conditions(
 
 @pytest.mark.parametrize("layout", ["pc parts", "hive"])
 def test_the_page_reads_only_the_parts_that_can_hold_a_value_within_the_threshold(
-    make_settings, sources, queries, layout
+    make_settings, sources, served, queries, layout
 ):
     """Ascending, the page's query runs within the 50th value and opens only the parts whose
     smallest cloud cover (computed here from each part's rows) is at most it; descending past
     the NULLs, only the parts holding a NULL or a value at least the threshold. Both pages are
     DuckDB's."""
-    path, files = sources[layout]
+    files = sources[layout][1]
     low, high, nulls, values = {}, {}, set(), []
     for f in files:
         names = pq.read_schema(f).names
@@ -142,10 +158,10 @@ def test_the_page_reads_only_the_parts_that_can_hold_a_value_within_the_threshol
             values += [v for v in column.to_pylist() if v is not None]
     values.sort()
     offset = sum(pq.read_metadata(f).num_rows for f in files) - len(values)  # the NULLs, first descending
-    within_up = {f for f, v in low.items() if v <= values[49]}
-    within_down = nulls | {f for f, v in high.items() if v >= values[-50]}
+    within_up = {Path(f) for f, v in low.items() if v <= values[49]}
+    within_down = {Path(f) for f in nulls} | {Path(f) for f, v in high.items() if v >= values[-50]}
     assert 0 < len(within_up) < len(files) and len(within_down) < len(files)
-    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    settings = make_settings(catalogs=[over_http(served, files)], default_catalog="gp")
     with Session(settings) as session:
         queries.clear()
         up = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover")
@@ -156,6 +172,11 @@ def test_the_page_reads_only_the_parts_that_can_hold_a_value_within_the_threshol
         queries.clear()
         down = session.search(catalog="gp", limit=50, cursor=before.next_cursor)
         opened_down = _opened(queries, ">= ?")
+        cat = session.core.catalogs.get("gp")
+        named = dict(zip(cat.files.sources, cat.files.paths, strict=True))  # the URL of each
+    opened_up, opened_down = (
+        {served.root / named[s][len(served.url) + 1 :] for s in o} for o in (opened_up, opened_down)
+    )
     assert offset % 5 == 0 and [i.id for i in up.items] == page_by_hand(files, UP, 0, 50)
     assert [i.id for i in down.items] == page_by_hand(files, DOWN, offset, 50)
     assert opened_up == within_up and opened_down == within_down
@@ -172,12 +193,14 @@ def _opened(queries: list[str], within: str) -> set[str]:
 
 
 @pytest.mark.parametrize("layout", ["wide file", "hive"])
-def test_too_many_ties_fall_back_to_the_whole_order(make_settings, sources, queries, monkeypatch, layout):
+def test_too_many_ties_fall_back_to_the_whole_order(
+    make_settings, sources, served, queries, monkeypatch, layout
+):
     """Past EXCESS_MAX candidates tied with the threshold (0.0, 180 rows, for a page of 50;
     `platform`, a key of few values) the page is read in the whole order, not within the
     threshold - and is DuckDB's all the same; within the bound it is read within it."""
-    path, files = sources[layout]
-    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    files = sources[layout][1]
+    settings = make_settings(catalogs=[over_http(served, files)], default_catalog="gp")
     with Session(settings) as session:
         within = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover")
         narrowed = [q for q in queries if "<= ?" in q and "ORDER BY" in q]

@@ -330,8 +330,8 @@ def _first_parts(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int,
     part lies behind; when those hold the n candidates they are the whole search's (a bbox's
     first page over 260 parts of 10,000,000 items read every part's bbox columns over HTTP),
     else the search runs on every part that can hold a match (`_leading`)."""
-    if offset is not None and plan.first_key != '"datetime"' and not plan.by_id:
-        found = within_threshold(cat, plan, offset, n, query)  # sorted on a property
+    if offset is not None and plan.first_key != '"datetime"' and not plan.by_id and cat.urls is not None:
+        found = within_threshold(cat, plan, offset, n, query)  # sorted on a property, over HTTP
         if found is not None:
             return found
     first = None

@@ -16,8 +16,12 @@ filter assume too).
 
 Falls back to the page's query on every candidate (None) when the threshold cannot narrow it:
 fewer than offset + n candidates, a NULL threshold ascending (every row lies within it), or more
-than EXCESS_MAX candidates tied with T beyond the page (a key of few values), told by the same
-first query before the page's is run.
+than EXCESS_MAX candidates tied with T beyond the page (a key of few values), told by counting
+them (up to that bound) before the page's query is run.
+
+Over HTTP only, where the bytes a query reads are its cost: on disk DuckDB's top-N over every
+candidate is the faster (one file of 1,000,000 items: 55 ms, 152 ms within the threshold; 260
+parts of 10,000,000: 185 ms, 348 ms).
 """
 
 from __future__ import annotations
