@@ -203,6 +203,9 @@ class LimitSettings(BaseModel):
     # one SQL query over a stac-geoparquet catalog: memory DuckDB may use, and wall time, seconds
     query_memory_mb: int = Field(512, ge=16)
     query_timeout_s: float = Field(30, gt=0)
+    # blocks of files read over HTTP kept on local disk (in an unlinked file of the workspace's cache
+    # folder) beyond those kept in memory, per catalog, MB; 0: none (every read past memory fetched again)
+    http_disk_cache_mb: int = Field(1024, ge=0)
     # a job whose estimate reads or writes more bytes than this is confirmed first: the MCP server
     # asks the user (elicitation) or answers the estimate, to be called again with confirm=true;
     # 0: never asked

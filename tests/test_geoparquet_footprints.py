@@ -21,6 +21,7 @@ from shapely.geometry import box
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.discovery import footprints
+from testbed import serve_directory
 
 RANGED = "(CASE WHEN start_datetime IS NOT NULL AND end_datetime IS NOT NULL THEN start_datetime ELSE datetime END)"
 NEWEST = "ORDER BY {} DESC NULLS FIRST, collection DESC NULLS FIRST, id DESC NULLS FIRST"  # pgstac's
@@ -198,3 +199,51 @@ def test_a_marking_pass_that_fails_unexpectedly_is_said_once_and_counts_stay_exa
         assert footprints.marks_of(cat).get(cat.files.sources[0]) is None
     said = [r for r in caplog.records if "left unmarked" in r.getMessage()]
     assert len(said) == 1 and "disk on fire" in said[0].getMessage()
+
+
+@pytest.fixture(scope="module")
+def layouts(tmp_path_factory):
+    """The real items, 60 copies each, in Planetary Computer parts and in hive folders."""
+    items = rs.real_items()
+    tbl = rs.by_time(rs.repeated(rs.table(rs.copies(items, 1)), 60), "collection")
+    root, described = tmp_path_factory.mktemp("footprint-layouts"), rs.collections(items)
+    return root, {
+        "pc parts": rs.write_pc_layout(tbl, root / "pc", 3, described),
+        "hive": rs.write_hive_layout(tbl, root / "hive", described),
+    }
+
+
+def _count_by_hand(files, bbox) -> int:
+    w, s, e, n = bbox
+    listed = ", ".join(f"'{f}'" for f in files)
+    rows = duckdb.sql(
+        f"SELECT geometry FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = false) "
+        f"WHERE bbox.xmin <= {e} AND bbox.xmax >= {w} AND bbox.ymin <= {n} AND bbox.ymax >= {s}"
+    ).fetchall()
+    return int(shapely.intersects(shapely.from_wkb([r[0] for r in rows]), box(*bbox)).sum())
+
+
+@pytest.mark.parametrize("layout", ["pc parts", "hive"])
+def test_counts_over_http_mark_the_parts_and_read_no_footprint_again(make_settings, layouts, layout):
+    """Parts read over HTTP, the catalog keeping blocks on disk: each bbox's count equals DuckDB's
+    with shapely before and after the parts are marked; those with doubtful rows are marked (their
+    footprints read once, into the disk tier), and the counts after fetch no byte."""
+    root, files = layouts[0], layouts[1][layout]
+    with serve_directory(root, nodelay=True) as served:
+        urls = [f"{served.url}/{p.relative_to(root).as_posix()}" for p in files]
+        settings = make_settings(catalogs=[{"id": "gp", "urls": urls}], default_catalog="gp")
+        with Session(settings) as session:
+            cat = session.core.catalogs.get("gp")
+            for bbox in BOXES["real"]:
+                assert session.search(detail="count", bbox=bbox).matched == _count_by_hand(files, bbox), bbox
+            deadline = time.monotonic() + 120
+            while not footprints.marks_of(cat).idle:
+                assert time.monotonic() < deadline, "the parts were never marked"
+                time.sleep(0.05)
+            marked = [footprints.marks_of(cat).get(name) is not None for name in cat.files.sources]
+            served.reset_stats()
+            for bbox in BOXES["real"]:
+                assert session.search(detail="count", bbox=bbox).matched == _count_by_hand(files, bbox), bbox
+            fetched = [r for r in served.request_log() if r[1] != "bytes=0-0"]  # not versions asked
+    assert len(marked) == len(files) > 3 and sum(marked) > 3  # those a count found doubtful rows in
+    assert fetched == []

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from functools import cached_property, lru_cache
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from fsspec.spec import AbstractFileSystem
@@ -54,6 +55,7 @@ from ..errors import (
 )
 from ..settings import CatalogConfig, Settings
 from .block_store import BlockStore
+from .disk_blocks import DiskBlocks
 from .http import GuardedHttp
 from .redact import masked, masked_url
 from .snapshot_files import footer_length
@@ -107,7 +109,12 @@ class RangeReader:
         self.changed = False
         self._lock = threading.Lock()
         self.bound = cache_bytes(settings)
-        self.blocks = BlockStore(self.bound, BLOCK)  # the blocks kept, in one memory map
+        self.blocks = BlockStore(self.bound, BLOCK)  # the blocks kept, in one memory map ...
+        self.disk = DiskBlocks(  # ... and on disk, unlinked (disk_blocks.py)
+            Path(settings.workspace).expanduser() / "cache" / "http-blocks",
+            settings.limits.http_disk_cache_mb * 1024**2,
+            BLOCK,
+        )
         self._fetching: dict[tuple[Version, int], threading.Event] = {}
         self._opened: set[str] = set()  # URLs DuckDB opened since their version was asked
 
@@ -152,14 +159,7 @@ class RangeReader:
             while len(got) <= last - first:
                 mine, others = self._claim(version, range(first, last + 1), got, pinned)
                 try:
-                    for lo, hi in _runs(mine):
-                        _, data = self._get(
-                            version.url, lo * BLOCK, min((hi + 1) * BLOCK, version.size) - 1, version
-                        )
-                        view = memoryview(data)
-                        for b in range(lo, hi + 1):
-                            got[b] = view[(b - lo) * BLOCK : (b - lo + 1) * BLOCK]
-                            self._keep((version, b), got[b])
+                    self._fetch(version, mine, got)
                 finally:
                     self._release(version, mine)
                 for event in others:  # then taken from the cache (or fetched here if that failed)
@@ -172,6 +172,19 @@ class RangeReader:
             if pinned:
                 with self._lock:
                     self.blocks.release(pinned)
+
+    def _fetch(self, version: Version, blocks: list[int], got: dict) -> None:
+        """Blocks claimed by this thread into `got`: those kept on disk read back (not copied into
+        memory), the others fetched (one request per run) and kept in memory and on disk."""
+        kept = self.disk.get([(version, b) for b in blocks]) if self.disk.held else {}
+        got.update((b, kept[version, b]) for b in blocks if (version, b) in kept)
+        for lo, hi in _runs([b for b in blocks if b not in got]):
+            _, data = self._get(version.url, lo * BLOCK, min((hi + 1) * BLOCK, version.size) - 1, version)
+            view = memoryview(data)
+            for b in range(lo, hi + 1):
+                got[b] = view[(b - lo) * BLOCK : (b - lo + 1) * BLOCK]
+                self._keep((version, b), got[b])
+                self.disk.put((version, b), got[b])
 
     def _claim(self, version: Version, blocks: range, got: dict, pinned: list[int]) -> tuple[list[int], list]:
         """Blocks not in `got` yet: cached ones put there (views of the store's slots, added to

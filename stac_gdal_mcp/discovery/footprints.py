@@ -10,11 +10,14 @@ marked, are read and tested with shapely. The marks are exact: a bbox written in
 outward marks nothing.
 
 A file is marked once per version of the files, in the background, after a count first had to
-read its footprints (one pass over its bbox and geometry columns: 0.2-0.5 s a million rows; on
-the files of a million rows of the benchmark, every later count of a bbox reads the bbox columns
-only, as DuckDB's count of the bbox overlap does). One byte a row is kept, for files of at most
-MAX_ROWS rows and MAX_MARKED rows a version in all. Files read over HTTP are not marked (the
-pass would download every footprint).
+read its footprints (one pass over its bbox and geometry columns: 0.2-0.5 s a million rows); every
+later count of a bbox lists the doubtful rows in one scan of the bbox columns (as DuckDB's count of
+the bbox overlap reads them) and reads the footprints of the rows their marks do not settle. A
+count over files none of which is marked yet reads the doubtful footprints in its own scan and asks
+for each file to be marked. One byte a row is kept, for files of at most MAX_ROWS rows and
+MAX_MARKED rows a version in all. Files read over HTTP are marked when the catalog keeps the blocks
+it reads on disk (httpfs.py), as many as that disk tier holds whole: the pass fetches their
+footprints once, and the counts after read the bbox columns from it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,35 @@ _KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # catalog -> its
 _KEPT_LOCK = threading.Lock()
 
 
+def markable(cat: GeoparquetCatalog) -> bool:
+    """Whether the catalog's files are marked: files on disk, and files read over HTTP where the
+    catalog keeps the blocks it reads on disk too (httpfs.py: the marking pass fetches each
+    footprint once, and the counts after read the bbox columns from that disk)."""
+    return cat.urls is None or cat.reader.disk.usable
+
+
+def unmarked(cat: GeoparquetCatalog, files: list[str] | None) -> bool:
+    """Whether none of `files` (as DuckDB names them; None: every file) is marked: marking is then
+    asked for each (within the bounds), and the count reads the doubtful footprints in its own
+    scan (listing the doubtful rows first, then reading their footprints, took a second scan)."""
+    marks, names = marks_of(cat), cat.files.sources if files is None else files
+    if any(marks.get(name) is not None for name in names):
+        return False
+    _ask(cat, marks, names)
+    return True
+
+
+def _ask(cat: GeoparquetCatalog, marks: Marks, names: list[str]) -> None:
+    """Marking asked for files `names`; over HTTP for as many as the disk tier holds whole (the
+    pass and the counts after read their bbox columns from it: a file's size counted whole)."""
+    files = cat.files
+    rows = {s: files.rows.get(p, 0) for p, s in zip(files.paths, files.sources, strict=True)}
+    sizes = {s: v.size for v, s in zip(files.stamp, files.sources, strict=True)} if cat.urls else {}
+    room = cat.reader.disk.slots * cat.reader.disk.block if cat.urls else None
+    for name in names:
+        marks.ask(cat, name, rows.get(name, 0), sizes.get(name, 0), room)
+
+
 def marks_of(cat: GeoparquetCatalog) -> Marks:
     """The marks of the catalog's files as they are now (new ones when the files changed)."""
     stamp = cat.files.stamp
@@ -67,6 +99,7 @@ class Marks:
         self._asked: set[str] = set()
         self._done: set[str] = set()  # asked and marked, or left unmarked (unreadable, changed)
         self._rows = 0
+        self._bytes = 0
 
     def get(self, name: str) -> np.ndarray | None:
         return self._made.get(name)
@@ -77,13 +110,19 @@ class Marks:
         with self._lock:
             return self._asked <= self._done
 
-    def ask(self, cat: GeoparquetCatalog, name: str, rows: int) -> None:
-        """Mark file `name` (of `rows` rows) in the background, once, within the bounds."""
+    def ask(
+        self, cat: GeoparquetCatalog, name: str, rows: int, size: int = 0, room: int | None = None
+    ) -> None:
+        """Mark file `name` (of `rows` rows, `size` bytes) in the background, once, within the
+        bounds (and the files asked at most `room` bytes in all, when given)."""
         with self._lock:
             if name in self._asked or rows > MAX_ROWS or self._rows + rows > MAX_MARKED:
                 return
+            if room is not None and self._bytes + size > room:
+                return
             self._asked.add(name)
             self._rows += rows
+            self._bytes += size
         _MARKING.submit(self._mark, cat, cat.files, name, rows)
 
     def _mark(self, cat: GeoparquetCatalog, files, name: str, rows: int) -> None:
@@ -135,26 +174,35 @@ def settle(cat: GeoparquetCatalog, listed: pa.Table) -> Settled:
     """What the marks settle of a count's listing: a row a file (filename; sure, its rows surely
     inside the search bbox; rows, the numbers of the doubtful ones; edge, whether each one's bbox
     holds a whole side in the search bbox). Marking is asked for the files not marked yet."""
-    marks, files = marks_of(cat), cat.files
-    rows_of = {s: files.rows.get(p, 0) for p, s in zip(files.paths, files.sources, strict=True)}
-    out = Settled()
-    columns = [listed.column(c).to_pylist() for c in ("filename", "sure", "rows", "edge")]
-    for name, sure, rows, edge in zip(*columns, strict=True):
+    marks, out = marks_of(cat), Settled()
+    numbers, edges = _lists(listed.column("rows"), np.int64), _lists(listed.column("edge"), bool)
+    columns = [listed.column(c).to_pylist() for c in ("filename", "sure")]
+    for name, sure, rows, edge in zip(*columns, numbers, edges, strict=True):
         out.found += sure
-        rows = np.asarray(rows or [], np.int64)
         codes = marks.get(name)
         if codes is None or (len(rows) and rows.max() >= len(codes)):
             if len(rows):
                 out.unmarked.append(name)
                 out.doubtful += len(rows)
-                marks.ask(cat, name, rows_of.get(name, 0))
             continue
         code = codes[rows]
-        settled = (code == BOX) | ((code == TIGHT) & np.asarray(edge or [], bool))
+        settled = (code == BOX) | ((code == TIGHT) & edge)
         out.found += int(settled.sum())
         if not settled.all():
             out.rest[name] = rows[~settled].tolist()
+    _ask(cat, marks, out.unmarked)
     return out
+
+
+def _lists(column, dtype) -> list[np.ndarray]:
+    """A list column (a null: empty) as one numpy array a row, views of its values: a listing's
+    doubtful rows held as 8 bytes each, not as Python numbers."""
+    import pyarrow.compute as pc
+
+    array = column.combine_chunks()
+    values = array.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    ends = np.cumsum(pc.fill_null(pc.list_value_length(array), 0).to_numpy(zero_copy_only=False))
+    return [values[end - length : end] for end, length in zip(ends, np.diff(ends, prepend=0), strict=True)]
 
 
 def known(cat: GeoparquetCatalog, found: pa.Table) -> np.ndarray:

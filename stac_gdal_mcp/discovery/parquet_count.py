@@ -56,11 +56,7 @@ def count(cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX) -> in
     try:  # counted first on the bbox columns; footprints read only for the doubtful rows
         if _too_doubtful(cat, plan, source, sure, sure_params, most):
             return None
-        if (
-            plan.edge is not None
-            and cat.urls is None
-            and cat.files.rows_of(plan.files) <= footprints.MAX_ROWS
-        ):
+        if plan.edge is not None and footprints.markable(cat) and not footprints.unmarked(cat, plan.files):
             return _marked_count(cat, plan, sure, sure_params, most)
         counts = _counted(cat, plan, source, sure, sure_params, most)
         doubtful = counts["doubtful"][0].as_py()
