@@ -56,15 +56,17 @@ def markable(cat: GeoparquetCatalog) -> bool:
     return cat.urls is None or cat.reader.disk.usable
 
 
-def unmarked(cat: GeoparquetCatalog, files: list[str] | None) -> bool:
-    """Whether none of `files` (as DuckDB names them; None: every file) is marked: marking is then
-    asked for each (within the bounds), and the count reads the doubtful footprints in its own
-    scan (listing the doubtful rows first, then reading their footprints, took a second scan)."""
-    marks, names = marks_of(cat), cat.files.sources if files is None else files
-    if any(marks.get(name) is not None for name in names):
-        return False
-    _ask(cat, marks, names)
-    return True
+def any_marked(cat: GeoparquetCatalog, files: list[str] | None) -> bool:
+    """Whether one of `files` (as DuckDB names them; None: every file) is marked. When none is,
+    the count reads the doubtful footprints in its own scan (listing the doubtful rows first, then
+    reading their footprints, took a second scan) and then asks for them to be marked (ask_marks)."""
+    marks = marks_of(cat)
+    return any(marks.get(name) is not None for name in (cat.files.sources if files is None else files))
+
+
+def ask_marks(cat: GeoparquetCatalog, files: list[str] | None) -> None:
+    """Marking asked for each of `files` (None: every file), within the bounds."""
+    _ask(cat, marks_of(cat), cat.files.sources if files is None else files)
 
 
 def _ask(cat: GeoparquetCatalog, marks: Marks, names: list[str]) -> None:

@@ -56,9 +56,12 @@ def count(cat: GeoparquetCatalog, plan: Plan, most: int = EXACT_COUNT_MAX) -> in
     try:  # counted first on the bbox columns; footprints read only for the doubtful rows
         if _too_doubtful(cat, plan, source, sure, sure_params, most):
             return None
-        if plan.edge is not None and footprints.markable(cat) and not footprints.unmarked(cat, plan.files):
+        marking = plan.edge is not None and footprints.markable(cat)
+        if marking and footprints.any_marked(cat, plan.files):
             return _marked_count(cat, plan, sure, sure_params, most)
         counts = _counted(cat, plan, source, sure, sure_params, most)
+        if marking:  # once this scan has read the footprints (into the HTTP disk tier too)
+            footprints.ask_marks(cat, plan.files)
         doubtful = counts["doubtful"][0].as_py()
         if doubtful > most:
             return None
