@@ -203,6 +203,36 @@ def test_parts_are_left_out_by_their_statistics(make_settings, sources):
     assert [i.id for i in page.items] == by_hand(files, _overlap(tasmania), NEWEST, area)[0]
 
 
+@pytest.mark.parametrize("layout", ["pc parts", "hive"])
+def test_a_search_by_ids_opens_only_the_parts_whose_ids_span_them(make_settings, sources, layout):
+    """Items named by id are read only from the parts whose least..greatest id (each part's own,
+    computed here from its rows) spans one of them - a part's footer statistics hold that range,
+    so five ids over 780 parts over HTTP no longer open every part - and the answer is DuckDB's
+    by hand over every part."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from stac_gdal_mcp.discovery.parquet_search import make_plan
+    from stac_gdal_mcp.discovery.query import check_search
+
+    path, files = sources[layout]
+    ids = [pq.read_table(files[k], columns=["id"])["id"][0].as_py() for k in (0, len(files) // 2)]
+    ids.append("nosuch")
+    spans = {str(f): pc.min_max(pq.read_table(f, columns=["id"])["id"]).as_py() for f in files}
+    spanning = sorted(f for f, s in spans.items() if any(s["min"] <= i <= s["max"] for i in ids))
+    assert 2 <= len(spanning) < len(files) // 2
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    with Session(settings) as session:
+        cat = session.core.catalogs.get("gp")
+        with cat.pinned():
+            opened = make_plan(cat, check_search(ids=ids)).files
+        page = session.search(catalog="gp", ids=ids, limit=PAGE, fields=["id"])
+    assert sorted(opened) == spanning
+    where = "id IN (" + ", ".join(f"'{i}'" for i in ids) + ")"
+    assert [i.id for i in page.items] == by_hand(files, where, NEWEST, None)[0]
+    assert len(page.items) == 2
+
+
 def test_a_page_of_ids_reads_only_ids_and_collections(make_settings, sources):
     """A page of ids (`fields=["id"]`, what a user lists matches with) reads the id and collection
     columns only - no bbox, no datetime - and answers as DuckDB by hand: ids and their collections

@@ -221,10 +221,13 @@ class GeoparquetCatalog:
             self.reader.changed = True
         return changed
 
-    def parts(self, collections: list[str] | None, start, end, area=None, wanted=None) -> list[str] | None:
+    def parts(
+        self, collections: list[str] | None, start, end, area=None, wanted=None, ids=None
+    ) -> list[str] | None:
         """The parts a search of `collections` in [start, end] (within `area`, its values in the
-        `wanted` bounds: snapshot_files.Files.parts) must read (None: every file)."""
-        return self.files.parts(self.root, collections, start, end, area, wanted)
+        `wanted` bounds, one of its item `ids`: snapshot_files.Files.parts) must read (None: every
+        file)."""
+        return self.files.parts(self.root, collections, start, end, area, wanted, ids)
 
     def column(self, name: str) -> str:
         """The SQL of a property: its column (datetime and end_datetime as pgstac reads them)."""

@@ -1,6 +1,6 @@
 """What each part's footer says (`Facts`: its schema, rows, time span, bbox extent, number
 columns' ranges and which of them hold no null, whether every row has a datetime, whether
-a row may have a start_datetime..end_datetime range), kept in a small JSON file per catalog
+a row may have a start_datetime..end_datetime range, the range of its item ids), kept in a small JSON file per catalog
 (`<workspace>/cache/parts/<catalog id>.json`), so that a new catalog on the same files - the
 server started again - reads no footer of a part that has not changed (snapshot_files.py).
 
@@ -26,7 +26,7 @@ from ..files import write_atomic
 if TYPE_CHECKING:
     import pyarrow as pa
 
-FORMAT = 2
+FORMAT = 3
 MAX_BYTES = 64 * 1024**2  # a larger cache file is not read (10^8 items in 780 parts: about 0.4 MB)
 
 
@@ -42,6 +42,7 @@ class Facts:
     dated: bool  # every row has a datetime
     filled: frozenset  # the columns of `ranges` without a null
     ranged: bool  # a row may have both start_datetime and end_datetime
+    ids: tuple | None = None  # (least, greatest) of its item ids, None: unknown
 
 
 def cache_path(workspace: Path, catalog_id: str) -> Path:
@@ -99,6 +100,7 @@ def save(path: Path | None, entries: list[tuple[str | None, Facts]]) -> None:
             facts.dated,
             sorted(facts.filled),
             facts.ranged,
+            facts.ids,
         ]
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +110,7 @@ def save(path: Path | None, entries: list[tuple[str | None, Facts]]) -> None:
 
 
 def _facts(schemas: dict, entry: list) -> Facts:
-    digest, rows, span, box, ranges, dated, filled, ranged = entry
+    digest, rows, span, box, ranges, dated, filled, ranged, ids = entry
     return Facts(
         schemas[digest],
         int(rows),
@@ -118,4 +120,5 @@ def _facts(schemas: dict, entry: list) -> Facts:
         bool(dated),
         frozenset(str(name) for name in filled),
         bool(ranged),
+        tuple(str(i) for i in ids) if ids is not None else None,
     )

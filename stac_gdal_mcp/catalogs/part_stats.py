@@ -84,6 +84,24 @@ def _range(footer: pq.FileMetaData, i: int) -> tuple:
     return (None if low is None else (low, high)), nulls
 
 
+def id_range(footer: pq.FileMetaData) -> tuple[str, str] | None:
+    """(least, greatest) of the `id` column from the row groups' statistics (Parquet orders
+    strings by their UTF-8 bytes, as Python orders str); None when a statistic is missing or the
+    column is not a string."""
+    index = {footer.schema.column(i).path: i for i in range(footer.num_columns)}
+    at = index.get("id")
+    if at is None or footer.schema.column(at).logical_type.type != "STRING":
+        return None
+    found, _ = _range(footer, at)
+    return found or None
+
+
+def holds_any(ids: tuple[str, str] | None, wanted: list[str] | None) -> bool:
+    """Whether a part whose item ids span `ids` (None: unknown) may hold one of `wanted` (None:
+    any id)."""
+    return not wanted or ids is None or any(ids[0] <= i <= ids[1] for i in wanted)
+
+
 def bounds(condition: dict | None) -> dict[str, tuple[float | None, float | None]]:
     """property -> [low, high] (None: open) that every match's value lies in, from the top-level
     `and` of comparisons with a number in the CQL2-JSON `condition`; {} when it says nothing."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import GeoparquetError, LimitExceeded, StacGdalMcpError
 from . import part_cache
-from .part_stats import all_inside, can_hold, extent
+from .part_stats import all_inside, can_hold, extent, holds_any, id_range
 from .part_stats import ranges as column_ranges
 from .redact import masked_url
 from .snapshot_layout import aware, can_match, part
@@ -50,6 +50,7 @@ class Files:
     ranges: dict[str, dict] = field(default_factory=dict)  # file -> number column -> (min, max)
     filled: dict[str, frozenset] = field(default_factory=dict)  # file -> its ranged columns without null
     ranged: set[str] = field(default_factory=set)  # files whose rows may have a start..end range
+    ids: dict[str, tuple | None] = field(default_factory=dict)  # file -> (least, greatest) item id
 
     def named(self, root: str) -> set[str]:
         """The collections a part's name says it holds items of (a part with rows in a
@@ -60,16 +61,17 @@ class Files:
             if self.rows.get(path) and (found := part(relative(path, root))).collection is not None
         }
 
-    def parts(self, root: str, collections, start, end, area=None, wanted=None) -> list[str] | None:
+    def parts(self, root: str, collections, start, end, area=None, wanted=None, ids=None) -> list[str] | None:
         """The files as read_parquet reads them, less the parts whose names or statistics prove
         they hold no item of `collections` in [start, end] (snapshot_layout.py), none whose bbox
-        meets `area` (west, south, east, north) or none whose values meet the `wanted` bounds
-        (part_stats.py); None when none is left out."""
+        meets `area` (west, south, east, north), none whose values meet the `wanted` bounds or
+        none of the item `ids` (part_stats.py); None when none is left out."""
         kept = [
             source
             for path, source in zip(self.paths, self.sources, strict=True)
             if can_match(part(relative(path, root)), collections, start, end, self.spans[path])
             and can_hold(self.boxes.get(path), self.ranges.get(path, {}), area, wanted or {})
+            and holds_any(self.ids.get(path), ids)
         ]
         return None if len(kept) == len(self.paths) else kept
 
@@ -197,7 +199,17 @@ def check_files(
     the files' metadata or (local files) a sidecar collections JSON."""
     schema: dict = {}
     described: dict[str, dict] = {}
-    spans, rows, first, undated, boxes, ranges, filled, ranged = {}, {}, None, set(), {}, {}, {}, set()
+    spans, rows, first, undated, boxes, ranges, filled, ranged, ids = (
+        {},
+        {},
+        None,
+        set(),
+        {},
+        {},
+        {},
+        set(),
+        {},
+    )
     uniform = True
     known = part_cache.load(cache)
     keys = [part_cache.key(version) for version in stamp]
@@ -213,7 +225,7 @@ def check_files(
         file_schema = fact.schema
         _check_types(catalog_id, path, file_schema)
         spans[path], rows[path], boxes[path], ranges[path] = fact.span, fact.rows, fact.box, fact.ranges
-        filled[path] = fact.filled
+        filled[path], ids[path] = fact.filled, fact.ids
         if not fact.dated:
             undated.add(path)
         if fact.ranged:
@@ -247,6 +259,7 @@ def check_files(
         ranges,
         filled,
         ranged,
+        ids,
     )
 
 
@@ -265,6 +278,7 @@ def _facts(catalog_id: str, path: str, footer: pq.FileMetaData) -> part_cache.Fa
         _dated(footer),
         frozenset(filled),
         _ranged(footer),
+        id_range(footer),
     )
 
 

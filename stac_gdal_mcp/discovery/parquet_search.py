@@ -101,7 +101,7 @@ def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:
     _spatial(cat, plan, search, where, params)
     area = tuple(plan.bounds) if plan.bounds is not None else None
     condition = and_all(search.cql2_conditions())
-    plan.files = cat.parts(search.collections, start, end, area, bounds(condition))
+    plan.files = cat.parts(search.collections, start, end, area, bounds(condition), search.ids)
     plan.by_id = bool(search.ids)
     plan.within = part_counts.within(search, start, end, plan.sure is not None, area, condition)
     if condition is not None:
