@@ -67,6 +67,7 @@ class Plan:
     files: list[str] | None = None  # the parts that can hold matches (None: every file)
     columns: list[str] | None = None  # the columns a page's items are read with (None: all)
     by_id: bool = False  # the search names ids: few rows, anywhere in time (_first_parts)
+    narrowed: bool = False  # a bbox or a time interval: row groups' statistics leave few candidates
     within: Any = None  # what a part's every row must meet to count whole (part_counts.Within)
 
     @property
@@ -103,6 +104,7 @@ def make_plan(cat: GeoparquetCatalog, search: Search) -> Plan:
     condition = and_all(search.cql2_conditions())
     plan.files = cat.parts(search.collections, start, end, area, bounds(condition), search.ids)
     plan.by_id = bool(search.ids)
+    plan.narrowed = plan.bounds is not None or bool(search.datetime)
     plan.within = part_counts.within(search, start, end, plan.sure is not None, area, condition)
     if condition is not None:
         translated = to_sql(condition, cat.column)
@@ -330,7 +332,7 @@ def _first_parts(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int,
     part lies behind; when those hold the n candidates they are the whole search's (a bbox's
     first page over 260 parts of 10,000,000 items read every part's bbox columns over HTTP),
     else the search runs on every part that can hold a match (`_leading`)."""
-    if offset is not None and plan.first_key != '"datetime"' and not plan.by_id and cat.urls is not None:
+    if offset is not None and plan.first_key != '"datetime"' and cat.urls is not None:
         found = within_threshold(cat, plan, offset, n, query)  # sorted on a property, over HTTP
         if found is not None:
             return found
