@@ -192,7 +192,7 @@ def _opened(queries: list[str], within: str) -> set[str]:
     return {p.strip().strip("'") for p in listed.split(",")}
 
 
-@pytest.mark.parametrize("layout", ["wide file", "hive"])
+@pytest.mark.parametrize("layout", ["pc parts", "hive"])
 def test_too_many_ties_fall_back_to_the_whole_order(
     make_settings, sources, served, queries, monkeypatch, layout
 ):

@@ -9,7 +9,7 @@ own query run on only the candidates within T (`key <= T` ascending, NULLS LAST;
 OR key >= T` descending, NULLS FIRST, as PostgreSQL puts them) answers the same rows in the same
 order, whatever the ties. That query reads the other order columns (collection, id) of the few
 rows within T only - not of every row, as a top-N over every candidate does (over HTTP, 260
-parts of 10,000,000 items, 224-450 MiB a page sorted on cloud cover) - and opens only the parts
+parts of 10,000,000 items: a first page sorted on cloud cover 234 MiB, 102 within T) - and opens only the parts
 whose footer statistics say they can hold a value within T (part_stats.py: each part's [min,
 max] of its number columns, NaN never among the values, as the parts left out by a search's
 filter assume too).
@@ -25,7 +25,9 @@ parts of 10,000,000: 185 ms, 348 ms). And not for a search naming ids, a bbox, a
 time interval: their candidates are few (row groups left out by their statistics), the page's
 query over them cheap, and the two queries before it only add (a bbox, a quarter and
 `eo:cloud_cover < 5` sorted on cloud cover, one file of 1,000,000 items over HTTP: 66 ms, 197 ms
-within the threshold).
+within the threshold). Nor over one file: no part to leave out, and the pages came out
+0.6-1.7x of the page's one query over every candidate in three runs at load 8-16
+(`benchmarks/bench_geoparquet.py --matrix 1000000 --layouts file --no-disk`).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def within_threshold(
     threshold does not narrow the candidates (the module docstring). The candidates are counted
     first, up to the bound, on the first key's column the threshold's query has just read (the
     count carried beside the page's top-N, `count(*) OVER ()` of a LIMITed subquery, cost 3x)."""
-    if plan.by_id or plan.narrowed:
+    if plan.by_id or plan.narrowed or len(cat.files.paths) == 1:
         return None
     key = plan.first_key
     descending = plan.order.startswith(f"{key} DESC")
