@@ -9,10 +9,10 @@ own query run on only the candidates within T (`key <= T` ascending, NULLS LAST;
 OR key >= T` descending, NULLS FIRST, as PostgreSQL puts them) answers the same rows in the same
 order, whatever the ties. That query reads the other order columns (collection, id) of the few
 rows within T only - not of every row, as a top-N over every candidate does (over HTTP, 260
-parts of 10,000,000 items: a first page sorted on cloud cover 234 MiB, 102 within T) - and opens only the parts
-whose footer statistics say they can hold a value within T (part_stats.py: each part's [min,
-max] of its number columns, NaN never among the values, as the parts left out by a search's
-filter assume too).
+parts of 10,000,000 items: a first page sorted on cloud cover 234 MiB, 102 within T) - and
+opens only the parts whose footer statistics say they can hold a value within T (part_stats.py:
+each part's [min, max] of its number columns, NaN never among the values, as the parts left out
+by a search's filter assume too).
 
 Falls back to the page's query on every candidate (None) when the threshold cannot narrow it:
 fewer than offset + n candidates, a NULL threshold ascending (every row lies within it), or more
