@@ -151,7 +151,9 @@ def test_a_page_of_100_reads_its_rows_whole_in_one_query(small, make_settings, m
     monkeypatch.setattr(
         GeoparquetCatalog,
         "run",
-        lambda cat, sql, p=None: whole.append(sql.startswith("SELECT *")) or real_run(cat, sql, p),
+        lambda cat, sql, p=None, late=False: (
+            whole.append(sql.startswith("SELECT *")) or real_run(cat, sql, p, late)
+        ),
     )
     when = "(CASE WHEN start_datetime IS NOT NULL AND end_datetime IS NOT NULL THEN start_datetime ELSE datetime END)"
     by_hand = duckdb.sql(
