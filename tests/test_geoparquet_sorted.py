@@ -136,15 +136,9 @@ def test_sorted_pages_with_the_searchs_other_conditions(
     assert all(len(p) == 20 for p in pages[:-1])
 
 
-@pytest.mark.parametrize("layout", ["pc parts", "hive"])
-def test_the_page_reads_only_the_parts_that_can_hold_a_value_within_the_threshold(
-    make_settings, sources, served, queries, layout
-):
-    """Ascending, the page's query runs within the 50th value and opens only the parts whose
-    smallest cloud cover (computed here from each part's rows) is at most it; descending past
-    the NULLs, only the parts holding a NULL or a value at least the threshold. Both pages are
-    DuckDB's."""
-    files = sources[layout][1]
+def part_values(files) -> tuple[dict, dict, set, list]:
+    """Each part's least and greatest cloud cover and the parts holding a NULL, computed from
+    their rows; and every value, sorted."""
     low, high, nulls, values = {}, {}, set(), []
     for f in files:
         names = pq.read_schema(f).names
@@ -152,63 +146,171 @@ def test_the_page_reads_only_the_parts_that_can_hold_a_value_within_the_threshol
             pq.read_table(f, columns=["eo:cloud_cover"])["eo:cloud_cover"] if KEY[1:-1] in names else None
         )
         if column is None or column.null_count:
-            nulls.add(str(f))
+            nulls.add(f)
         if column is not None and column.null_count < len(column):
-            low[str(f)], high[str(f)] = pc.min(column).as_py(), pc.max(column).as_py()
+            low[f], high[f] = pc.min(column).as_py(), pc.max(column).as_py()
             values += [v for v in column.to_pylist() if v is not None]
-    values.sort()
+    return low, high, nulls, sorted(values)
+
+
+def opened(served, session, sql: str) -> set[Path]:
+    """The files a query's read_parquet lists, as paths under the served folder."""
+    import re
+
+    cat = session.core.catalogs.get("gp")
+    named = dict(zip(cat.files.sources, cat.files.paths, strict=True))  # the URL of each
+    listed = re.search(r"read_parquet\(\[(.*?)\]", sql).group(1)
+    return {served.root / named[p.strip().strip("'")][len(served.url) + 1 :] for p in listed.split(",")}
+
+
+def count_by_hand(files, where: str) -> int:
+    listed = ", ".join(f"'{f}'" for f in files)
+    return duckdb.sql(
+        f"SELECT count(*) FROM read_parquet([{listed}], union_by_name = true) WHERE {where}"
+    ).fetchall()[0][0]
+
+
+@pytest.mark.parametrize("layout", ["pc parts", "hive"])
+def test_the_page_reads_only_the_parts_that_can_hold_a_value_within_the_threshold(
+    make_settings, sources, served, queries, layout
+):
+    """With a condition the parts' footers cannot tell every row of a part meets (`id like
+    '%'`), the threshold is found by its query: ascending, the page's query runs within the
+    50th value and opens only the parts whose smallest cloud cover (computed here from each
+    part's rows) is at most it; descending past the NULLs, only the parts holding a NULL or a
+    value at least the threshold. Both pages are DuckDB's."""
+    files = sources[layout][1]
+    low, high, nulls, values = part_values(files)
     offset = sum(pq.read_metadata(f).num_rows for f in files) - len(values)  # the NULLs, first descending
-    within_up = {Path(f) for f, v in low.items() if v <= values[49]}
-    within_down = {Path(f) for f in nulls} | {Path(f) for f, v in high.items() if v >= values[-50]}
+    within_up = {f for f, v in low.items() if v <= values[49]}
+    within_down = nulls | {f for f, v in high.items() if v >= values[-50]}
     assert 0 < len(within_up) < len(files) and len(within_down) < len(files)
     settings = make_settings(catalogs=[over_http(served, files)], default_catalog="gp")
+    every = {"filter": {"op": "like", "args": [{"property": "id"}, "%"]}}
     with Session(settings) as session:
         queries.clear()
-        up = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover")
-        opened_up = _opened(queries, "<= ?")
-        before = session.search(catalog="gp", limit=offset // 5, fields=["id"], sortby="-eo:cloud_cover")
+        up = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover", **every)
+        opened_up = opened(served, session, _page_query(queries, "<= ?"))
+        thresholds = [q for q in queries if "LIMIT 1 OFFSET" in q]
+        before = session.search(
+            catalog="gp", limit=offset // 5, fields=["id"], sortby="-eo:cloud_cover", **every
+        )
         for _ in range(4):
             before = session.search(catalog="gp", limit=offset // 5, cursor=before.next_cursor)
         queries.clear()
         down = session.search(catalog="gp", limit=50, cursor=before.next_cursor)
-        opened_down = _opened(queries, ">= ?")
-        cat = session.core.catalogs.get("gp")
-        named = dict(zip(cat.files.sources, cat.files.paths, strict=True))  # the URL of each
-    opened_up, opened_down = (
-        {served.root / named[s][len(served.url) + 1 :] for s in o} for o in (opened_up, opened_down)
-    )
+        opened_down = opened(served, session, _page_query(queries, ">= ?"))
     assert offset % 5 == 0 and [i.id for i in up.items] == page_by_hand(files, UP, 0, 50)
     assert [i.id for i in down.items] == page_by_hand(files, DOWN, offset, 50)
-    assert opened_up == within_up and opened_down == within_down
+    assert len(thresholds) == 1 and opened_up == within_up and opened_down == within_down
 
 
-def _opened(queries: list[str], within: str) -> set[str]:
-    """The files the page's query (the one within the threshold, ordered) read."""
-    import re
-
-    chosen = [q for q in queries if within in q and "ORDER BY" in q and "count(*)" not in q]
+def _page_query(queries: list[str], within: str) -> str:
+    """The page's query (the one within the bound, ordered)."""
+    chosen = [q for q in queries if within in q and "ORDER BY" in q and "LIMIT 1 OFFSET" not in q]
     assert len(chosen) == 1, chosen
-    listed = re.search(r"read_parquet\(\[(.*?)\]", chosen[0]).group(1)
-    return {p.strip().strip("'") for p in listed.split(",")}
+    return chosen[0]
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """(SQL, parameters) of every query the catalogs run, in order."""
+    seen: list[tuple[str, list]] = []
+    run = GeoparquetCatalog.run
+
+    def recorded(self, sql, params=None, late=False):
+        seen.append((sql, list(params or [])))
+        return run(self, sql, params, late)
+
+    monkeypatch.setattr(GeoparquetCatalog, "run", recorded)
+    return seen
 
 
 @pytest.mark.parametrize("layout", ["pc parts", "hive"])
-def test_too_many_ties_fall_back_to_the_whole_order(
-    make_settings, sources, served, queries, monkeypatch, layout
+@pytest.mark.parametrize(
+    ("sortby", "offset", "within", "holds"),
+    [
+        ("eo:cloud_cover", 0, "<= ?", lambda value, bound: value <= bound),
+        ("-eo:cloud_cover", 0, "IS NULL", None),  # the NULLs first: parts of NULLs bound it
+        ("-eo:cloud_cover", 2040, ">= ?", lambda value, bound: value >= bound),  # past the NULLs
+    ],
+)
+def test_the_parts_statistics_bound_the_page_without_the_threshold_query(
+    make_settings, sources, served, calls, layout, sortby, offset, within, holds
 ):
-    """Past EXCESS_MAX candidates tied with the threshold (0.0, 180 rows, for a page of 50;
-    `platform`, a key of few values) the page is read in the whole order, not within the
-    threshold - and is DuckDB's all the same; within the bound it is read within it."""
+    """Sorted on a property with no condition, the page's first key is bounded from the parts'
+    footers (each part's least value is one of its rows; a part of NULLs ranks first
+    descending): one query, the page's, within a bound that holds at least offset + 50 rows
+    (counted here by DuckDB), over only the parts that can hold a row within it (computed here
+    from their rows) - no query finds the threshold over every part. The page is DuckDB's."""
     files = sources[layout][1]
+    low, high, nulls, values = part_values(files)
+    assert offset in (0, sum(pq.read_metadata(f).num_rows for f in files) - len(values))
     settings = make_settings(catalogs=[over_http(served, files)], default_catalog="gp")
     with Session(settings) as session:
-        within = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover")
-        narrowed = [q for q in queries if "<= ?" in q and "ORDER BY" in q]
-        monkeypatch.setattr(parquet_threshold, "EXCESS_MAX", 100)
+        session.search(catalog="gp", limit=1, fields=["id"])  # the files checked first
+        cursor = None
+        for _ in range(5 if offset else 0):  # to the first value past the NULLs, 408 at a time
+            cursor = session.search(
+                catalog="gp", limit=offset // 5, fields=["id"], sortby=sortby, cursor=cursor
+            ).next_cursor
+        calls.clear()
+        page = session.search(catalog="gp", limit=50, fields=["id"], sortby=sortby, cursor=cursor)
+        (sql, params), *rest = [c for c in calls if "ORDER BY" in c[0]]
+        chosen = opened(served, session, sql)
+    order = UP if sortby == "eo:cloud_cover" else DOWN
+    assert [i.id for i in page.items] == page_by_hand(files, order, offset, 50)
+    assert within in sql and rest == [] and not any("OFFSET" in c[0] and "LIMIT 1" in c[0] for c in calls)
+    if holds is None:  # within NULL: the parts holding one
+        assert chosen == nulls and count_by_hand(files, f"{KEY} IS NULL") >= offset + 50
+        return
+    bound = params[-1]
+    expected = {f for f in low if holds(high[f] if order == DOWN else low[f], bound)}
+    if order == DOWN:  # every part that may hold a NULL, ranked first
+        expected |= nulls
+        assert count_by_hand(files, f"{KEY} IS NULL OR {KEY} >= {bound}") >= offset + 50
+    else:
+        assert count_by_hand(files, f"{KEY} <= {bound}") >= offset + 50
+    assert chosen == expected and len(chosen) < len(files)
+
+
+@pytest.mark.parametrize("layout", ["pc parts", "hive"])
+def test_a_loose_bound_and_ties_are_read_within_the_threshold(
+    make_settings, sources, served, queries, monkeypatch, layout
+):
+    """When the parts' bound would hold more than EXCESS_MAX rows past the page (here 0: the
+    parts' values taken as spread evenly, 341 rows for a page of 50), the threshold is found by
+    its query, and the page read within it though 180 candidates tie with it (0.0) - DuckDB's
+    all the same; `platform`, a key of few values without statistics, too."""
+    files = sources[layout][1]
+    settings = make_settings(catalogs=[over_http(served, files)], default_catalog="gp")
+    monkeypatch.setattr(parquet_threshold, "EXCESS_MAX", 0)
+    with Session(settings) as session:
         queries.clear()
-        whole = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover")
-        fell_back = [q for q in queries if "<= ?" in q and "ORDER BY" in q]
+        page = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover")
+        thresholds = [q for q in queries if "LIMIT 1 OFFSET" in q]
+        within = _page_query(queries, "<= ?")
         platforms = walk(session, 400, sortby="-platform")
-    assert len(narrowed) == 1 and fell_back == []
-    assert [i.id for i in within.items] == [i.id for i in whole.items] == page_by_hand(files, UP, 0, 50)
+    assert len(thresholds) == 1 and '"eo:cloud_cover" <= ?' in within
+    assert [i.id for i in page.items] == page_by_hand(files, UP, 0, 50)
+    assert count_by_hand(files, f"{KEY} = 0") == 180
     assert [i for p in platforms for i in p] == by_hand(files, "TRUE", PLATFORM, None)
+
+
+@pytest.mark.parametrize("layout", ["pc parts", "hive"])
+def test_a_search_of_one_part_is_one_query(make_settings, sources, served, queries, layout):
+    """A search whose parts are one (a collection of one part): no part to leave out, so no
+    bound and no threshold - the page's query alone. DuckDB's page."""
+    files = sources[layout][1]
+    one = [f for f in files if "landsat-c2-l1" in str(f)]
+    assert len(one) == 1
+    settings = make_settings(catalogs=[over_http(served, files)], default_catalog="gp")
+    with Session(settings) as session:
+        session.search(catalog="gp", limit=1, fields=["id"])  # the files checked first
+        queries.clear()
+        page = session.search(
+            catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover", collections=["landsat-c2-l1"]
+        )
+    ordered = [q for q in queries if "ORDER BY" in q]
+    assert len(ordered) == 1 and "<= ?" not in ordered[0]
+    assert [i.id for i in page.items] == page_by_hand(one, UP, 0, 50)

@@ -196,15 +196,19 @@ def can_hold(
     columns: dict,
     area: tuple[float, float, float, float] | None,
     wanted: dict[str, tuple],
+    filled=(),
+    nulls: bool = False,
 ) -> bool:
     """Whether a part of extent `box` and column ranges `columns` may hold a row meeting the
-    search `area` (west, south, east, north; None: anywhere) and the `wanted` bounds."""
+    search `area` (west, south, east, north; None: anywhere) and the `wanted` bounds. `nulls`: a
+    null meets the bounds too (a value ranked first descending, parquet_threshold.py), so a part
+    whose column may hold one (not in `filled`) may hold a match."""
     if area is not None and box is not None and area[0] <= area[2]:
         west, south, east, north = area
         if box[0] > east or box[2] < west or box[1] > north or box[3] < south:
             return False
     for name, (low, high) in wanted.items():
-        if name not in columns:
+        if name not in columns or (nulls and name not in filled):
             continue
         found = columns[name]
         if found is None:  # every value null: no comparison holds

@@ -24,6 +24,7 @@ from ..errors import GeoparquetError, LimitExceeded
 from . import footprints, part_counts
 from . import params as p
 from .cql2_sql import to_sql
+from .parquet_threshold import applies as threshold_applies
 from .parquet_threshold import within_threshold
 from .query import Search, and_all
 
@@ -332,7 +333,7 @@ def _first_parts(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int,
     part lies behind; when those hold the n candidates they are the whole search's (a bbox's
     first page over 260 parts of 10,000,000 items read every part's bbox columns over HTTP),
     else the search runs on every part that can hold a match (`_leading`)."""
-    if offset is not None and plan.first_key != '"datetime"' and cat.urls is not None:
+    if threshold_applies(cat, plan, offset):
         found = within_threshold(cat, plan, offset, n, query)  # sorted on a property, over HTTP
         if found is not None:
             return found

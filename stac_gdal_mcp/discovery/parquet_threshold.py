@@ -1,39 +1,57 @@
-"""A page of a stac-geoparquet search sorted on a property (parquet_search.py), found through
-the value its last row has in the first sort key: the threshold.
+"""A page of a stac-geoparquet search sorted on a property (parquet_search.py), read within a
+bound on the first sort key: the page's own query run on only the candidates within it, over
+only the parts whose footers say they can hold one.
 
 The search's candidates `offset`..`offset + n` in its order (the sort keys, ties broken by
-collection and id) all lie at or before the (offset + n)-th candidate's value of the first key,
-T, found on that column alone (`ORDER BY key LIMIT 1 OFFSET offset + n - 1`: the filter and key
-columns read, none of the others). Every candidate ranked before them does too, so the page's
-own query run on only the candidates within T (`key <= T` ascending, NULLS LAST; `key IS NULL
-OR key >= T` descending, NULLS FIRST, as PostgreSQL puts them) answers the same rows in the same
-order, whatever the ties. That query reads the other order columns (collection, id) of the few
-rows within T only - not of every row, as a top-N over every candidate does (over HTTP, 260
-parts of 10,000,000 items: a first page sorted on cloud cover 234 MiB, 102 within T) - and
-opens only the parts whose footer statistics say they can hold a value within T (part_stats.py:
-each part's [min, max] of its number columns, NaN never among the values, as the parts left out
-by a search's filter assume too).
+collection and id) all lie at or before any value B of the first key that at least offset + n
+candidates lie at or before (`key <= B` ascending, NULLS LAST; `key IS NULL OR key >= B`
+descending, NULLS FIRST, as PostgreSQL puts them). Every candidate ranked before them does too,
+so the page's query on the candidates within B answers the same rows in the same order, whatever
+the ties. That query reads the other order columns (collection, id) of the rows within B only -
+not of every row, as a top-N over every candidate does - and opens only the parts whose
+statistics say they can hold a value within B (part_stats.can_hold: each part's [min, max] of
+its number columns, NaN never among the values, as the parts left out by a search's filter
+assume too).
 
-Falls back to the page's query on every candidate (None) when the threshold cannot narrow it:
-fewer than offset + n candidates, a NULL threshold ascending (every row lies within it), or more
-than EXCESS_MAX candidates tied with T beyond the page (a key of few values), told by counting
-them (up to that bound) before the page's query is run.
+B comes from the parts' footers when they tell it (`_bound`): in a part whose every row is a
+candidate (part_counts.whole: the search has no condition, or one its footers decide), the
+least value in the search's order is one of its rows, and every row lies within its greatest
+when it holds no NULL - so the first value within which offset + n such rows surely lie bounds
+the page without reading a row. It is taken when the parts' values, spread evenly over their
+[min, max], put at most EXCESS_MAX rows past the page within it (a deep page, whose bound would
+be a part's far end, holds them all). Else B is the threshold T, the (offset + n)-th
+candidate's value found on that column alone (`ORDER BY key LIMIT 1 OFFSET offset + n - 1`:
+the filter and key columns read, none of the others), none when there are fewer candidates or
+T is NULL ascending (every row lies within it). Over 780 hive parts of 10,000,000 items over
+HTTP a first page of 100 sorted on cloud cover was three queries, T's over every part (285-342
+ms warm), a count of the candidates within it (176-185 ms) and the page's (295-370 ms); with
+the footers' bound it is the page's query alone (230-240 ms), over 360 parts.
 
-Over HTTP only, where the bytes a query reads are its cost: on disk DuckDB's top-N over every
-candidate is the faster (one file of 1,000,000 items: 55 ms, 152 ms within the threshold; 260
-parts of 10,000,000: 185 ms, 348 ms). And not for a search naming ids, a bbox, a polygon or a
-time interval: their candidates are few (row groups left out by their statistics), the page's
-query over them cheap, and the two queries before it only add (a bbox, a quarter and
+However many candidates tie within B, the page's query carries no column but each row's file
+and number (parquet_search.keys, the only page read so: one part is never read within a bound),
+so it costs no more than the page's query over every candidate: there, over the 780 parts of
+10,000,000 items, all of them within B (`key <= 100`) 529-648 ms, the whole order 536-581 ms
+without late materialization and 777-1,101 with it.
+
+Over HTTP only, where the bytes and parts a query reads are its cost: on disk DuckDB's top-N
+over every candidate is the faster (one file of 1,000,000 items: 55 ms, 152 ms within the
+threshold; 260 parts of 10,000,000: 185 ms, 348 ms). And not for a search naming ids, a bbox, a
+polygon or a time interval: their candidates are few (row groups left out by their statistics),
+the page's query over them cheap, and a query before it only adds (a bbox, a quarter and
 `eo:cloud_cover < 5` sorted on cloud cover, one file of 1,000,000 items over HTTP: 66 ms, 197 ms
-within the threshold). Nor over one file: no part to leave out, and the pages came out
-0.6-1.7x of the page's one query over every candidate in three runs at load 8-16
+within the threshold). Nor over one part: none to leave out, and the pages came out 0.6-1.7x of
+the page's one query over every candidate in three runs at load 8-16
 (`benchmarks/bench_geoparquet.py --matrix 1000000 --layouts file --no-disk`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from ..catalogs.part_stats import can_hold
+from . import part_counts
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -42,42 +60,80 @@ if TYPE_CHECKING:
 
 Plan = Any  # parquet_search.Plan (which imports this module)
 
-EXCESS_MAX = 10_000  # candidates tied with the threshold past the page, at most (else: fall back)
+EXCESS_MAX = 10_000  # candidates a bound from the statistics may hold past the page, about (else: T)
+
+
+def applies(cat: GeoparquetCatalog, plan: Plan, offset: int | None) -> bool:
+    """Whether the candidates `offset`.. (None: every candidate, unordered) of `plan` are read
+    within a bound on the first sort key (the module docstring): sorted on a property (not
+    datetime: parquet_search._first_parts goes by the parts' time spans), over HTTP, over more
+    than one part, the search naming no ids, bbox, polygon or time interval."""
+    if offset is None or plan.first_key == '"datetime"' or cat.urls is None:
+        return False
+    if plan.by_id or plan.narrowed:
+        return False
+    return len(cat.files.paths if plan.files is None else plan.files) > 1
 
 
 def within_threshold(
     cat: GeoparquetCatalog, plan: Plan, offset: int, n: int, query: Callable
 ) -> pa.Table | None:
     """`query(parts, where, extra params, late)` (ORDER BY the search's order, LIMIT n OFFSET
-    offset) run on the candidates within the threshold, over the parts that can hold them, no
-    column read late (a second scan of the parts for a few rows: 2-4x the bytes); None when the
-    threshold does not narrow the candidates (the module docstring). The candidates are counted
-    first, up to the bound, on the first key's column the threshold's query has just read (the
-    count carried beside the page's top-N, `count(*) OVER ()` of a LIMITed subquery, cost 3x)."""
-    if plan.by_id or plan.narrowed or len(cat.files.paths) == 1:
-        return None
+    offset) run on the candidates within a bound on the first key - from the parts' statistics,
+    else the threshold T - over the parts that can hold them, no column read late (a second scan
+    of the parts for a few rows: 2-4x the bytes); None when the bound does not narrow the
+    candidates (the module docstring)."""
     key = plan.first_key
     descending = plan.order.startswith(f"{key} DESC")
-    direction = "DESC NULLS FIRST" if descending else "ASC NULLS LAST"
-    found = cat.run(
-        f"SELECT {key} AS k FROM {cat.source(plan.files)} WHERE {plan.where} "
-        f"ORDER BY {key} {direction} LIMIT 1 OFFSET {offset + n - 1}",
-        plan.params,
-    )
-    if not found.num_rows or (found["k"][0].as_py() is None and not descending):
-        return None
-    threshold = found["k"][0].as_py()
-    parts = _parts(cat, plan, threshold, descending)
-    where, extra = _within(cat, plan, parts, threshold, descending)
-    most = offset + n + EXCESS_MAX
-    counted = cat.run(
-        f"SELECT count(*) AS n FROM (SELECT 1 FROM {cat.source(parts)} WHERE {where} LIMIT {most + 1})",
-        [*plan.params, *extra],
-    )
-    if counted["n"][0].as_py() > most:
-        return None
+    bound = _bound(cat, plan, offset + n, descending)
+    if bound is None:
+        direction = "DESC NULLS FIRST" if descending else "ASC NULLS LAST"
+        found = cat.run(
+            f"SELECT {key} AS k FROM {cat.source(plan.files)} WHERE {plan.where} "
+            f"ORDER BY {key} {direction} LIMIT 1 OFFSET {offset + n - 1}",
+            plan.params,
+        )
+        if not found.num_rows or (found["k"][0].as_py() is None and not descending):
+            return None
+        bound = (found["k"][0].as_py(),)
+    parts = _parts(cat, plan, bound[0], descending)
+    where, extra = _within(cat, plan, parts, bound[0], descending)
     found = query(parts, where, extra, None)
     return found if found.num_rows == n else None
+
+
+def _bound(cat: GeoparquetCatalog, plan: Plan, need: int, descending: bool) -> tuple | None:
+    """(B,): the first value of the first key's column (in the search's order, None: NULL)
+    within which `need` candidates surely lie by the footers of the parts whose every row is
+    one (part_counts.whole): each such part's least value in that order is a row of it, and all
+    its rows lie within its greatest when it holds no NULL (or, descending, a NULL ranks first);
+    None when the column has no statistics, the parts do not hold `need` rows, or more than
+    EXCESS_MAX others would lie within B, the values of each part taken as spread evenly (`_spread`)."""
+    name = _column(plan.first_key)
+    if name is None:
+        return None
+    files = cat.files
+    named = dict(zip(files.sources, files.paths, strict=True))
+    steps = []  # (value, rows of a part surely within it)
+    for source in part_counts.whole(cat, plan.files, plan.within):
+        path = named[source]
+        rows, found = files.rows.get(path, 0), files.ranges.get(path, {}).get(name, False)
+        if found is False or not rows:
+            continue
+        if found is None:  # every value NULL: first descending, never within a value ascending
+            steps += [(None, rows)] if descending else []
+            continue
+        near, far = (found[1], found[0]) if descending else found
+        steps.append((near, 1))
+        if descending or name in files.filled.get(path, ()):
+            steps.append((far, rows - 1))
+    steps.sort(key=lambda step: _rank(step[0], descending))
+    taken = 0
+    for value, rows in steps:
+        taken += rows
+        if taken >= need:
+            return (value,) if _spread(cat, plan, name, value, descending) <= need + EXCESS_MAX else None
+    return None
 
 
 def _within(cat: GeoparquetCatalog, plan: Plan, parts, threshold, descending: bool) -> tuple[str, list]:
@@ -105,34 +161,51 @@ def _filled(cat: GeoparquetCatalog, parts: list[str] | None, name: str | None) -
     )
 
 
-def _parts(cat: GeoparquetCatalog, plan: Plan, threshold, descending: bool) -> list[str] | None:
-    """The parts of the search (`plan.files`, None: every file) that can hold a row within
-    `threshold` by their statistics of the first key's column (a part without them is kept);
-    None when none is left out."""
-    name = _column(plan.first_key)
+def _rank(value, descending: bool):
+    """A value's place in the search's order of the first key (None: NULL, first descending)."""
+    if not descending:
+        return value
+    return (0, 0) if value is None else (1, -value)
+
+
+def _spread(cat: GeoparquetCatalog, plan: Plan, name: str, bound, descending: bool) -> float:
+    """About how many rows of the search's parts lie within `bound` (None: NULL), each part's
+    values taken as spread evenly over its [min, max] (its NULLs not counted unless all are;
+    a part without statistics counted whole)."""
     files = cat.files
     chosen = None if plan.files is None else set(plan.files)
-    kept = []
+    total = 0.0
     for path, source in zip(files.paths, files.sources, strict=True):
         if chosen is not None and source not in chosen:
             continue
-        ranges = files.ranges.get(path, {})
-        if name in ranges and not _can_hold(
-            ranges[name], name in files.filled.get(path, ()), threshold, descending
-        ):
-            continue
-        kept.append(source)
+        rows, found = files.rows.get(path, 0), files.ranges.get(path, {}).get(name, False)
+        if found is False or (found is None and descending):
+            total += rows
+        elif found is not None and bound is not None:
+            low, high = found
+            far = (high - bound) if descending else (bound - low)
+            share = (far >= 0) if high == low else min(1.0, max(0.0, far / (high - low)))
+            total += rows * share
+    return total
+
+
+def _parts(cat: GeoparquetCatalog, plan: Plan, bound, descending: bool) -> list[str] | None:
+    """The parts of the search (`plan.files`, None: every file) that can hold a row within
+    `bound` (None: NULL, descending only) by their statistics of the first key's column
+    (part_stats.can_hold, a NULL ranked first descending; a part without them is kept); None
+    when none is left out."""
+    name = _column(plan.first_key)
+    files = cat.files
+    chosen = None if plan.files is None else set(plan.files)
+    value = math.inf if bound is None else bound  # NULL: the parts that may hold one (and any +inf)
+    wanted = {} if name is None else {name: (value, None) if descending else (None, value)}
+    kept = [
+        source
+        for path, source in zip(files.paths, files.sources, strict=True)
+        if (chosen is None or source in chosen)
+        and can_hold(None, files.ranges.get(path, {}), None, wanted, files.filled.get(path, ()), descending)
+    ]
     return None if plan.files is None and len(kept) == len(files.paths) else kept
-
-
-def _can_hold(found: tuple | None, filled: bool, threshold, descending: bool) -> bool:
-    """Whether a part whose values lie in `found` ([min, max], None: all NULL; `filled`: no NULL)
-    can hold a row within `threshold` (None: NULL, descending only)."""
-    if descending and not filled:  # a NULL ranks first descending
-        return True
-    if found is None or threshold is None:
-        return False
-    return found[1] >= threshold if descending else found[0] <= threshold
 
 
 def _column(sql: str) -> str | None:
