@@ -314,3 +314,75 @@ def test_a_search_of_one_part_is_one_query(make_settings, sources, served, queri
     ordered = [q for q in queries if "ORDER BY" in q]
     assert len(ordered) == 1 and "<= ?" not in ordered[0]
     assert [i.id for i in page.items] == page_by_hand(one, UP, 0, 50)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """The real items 60 times with cloud covers drawn per collection (seeded): a collection's
+    values all NULL, few integers tied, some NULL, or tenths in a narrow span - parts whose
+    [min, max] overlap, ties across parts - in hive folders and PC parts, served."""
+    import random
+
+    import pyarrow as pa
+    import real_snapshots as rs
+
+    items = rs.real_items()
+    tbl = rs.by_time(rs.repeated(rs.table(rs.copies(items, 1)), 60), "collection")
+    rng = random.Random(7)
+    names = sorted(set(tbl["collection"].to_pylist()))
+
+    def drawn(collection: str):
+        kind = names.index(collection) % 4
+        if kind == 0 or (kind == 2 and rng.random() < 0.3):
+            return None
+        if kind == 1:
+            return float(rng.randint(names.index(collection), names.index(collection) + 6))
+        if kind == 2:
+            return float(rng.randint(0, 10))
+        return round(rng.uniform(4.0, 6.0), 1)
+
+    values = pa.array([drawn(c) for c in tbl["collection"].to_pylist()], pa.float64())
+    tbl = tbl.set_column(tbl.schema.get_field_index("eo:cloud_cover"), "eo:cloud_cover", values)
+    root = tmp_path_factory.mktemp("mixed")
+    described = rs.collections(items)
+    layouts = {
+        "pc parts": rs.write_pc_layout(tbl, root / "pc", 1, described),
+        "hive": rs.write_hive_layout(tbl, root / "hive", described),
+    }
+    with serve_directory(root) as server:
+        server.root = root
+        yield server, layouts
+
+
+@pytest.mark.parametrize("layout", ["pc parts", "hive"])
+@pytest.mark.parametrize(
+    ("args", "where"),
+    [
+        ({}, "TRUE"),
+        ({"filter": {"op": ">=", "args": [{"property": "eo:cloud_cover"}, 5]}}, f"{KEY} >= 5"),
+        ({"collections": ["landsat-c2-l2", "sentinel-2-l2a", "naip"]},
+         "collection IN ('landsat-c2-l2', 'sentinel-2-l2a', 'naip')"),
+        ({"filter": {"op": "like", "args": [{"property": "id"}, "%r1%"]}}, "id LIKE '%r1%'"),
+    ],
+)  # fmt: skip
+def test_pages_over_overlapping_parts_are_duckdbs(make_settings, mixed, calls, layout, args, where):
+    """Every page, ascending and descending, by cursor, of parts whose values overlap, tie
+    across parts and hold NULLs (some all NULL): DuckDB's `ORDER BY ... LIMIT OFFSET` pages of
+    the same condition, whether the parts' footers bound the page or its threshold does (both
+    taken in a walk, but for a condition the footers cannot tell a part's every row meets)."""
+    served, layouts = mixed
+    files = layouts[layout]
+    settings = make_settings(catalogs=[over_http(served, files)], default_catalog="gp")
+    with Session(settings) as session:
+        found = {order: walk(session, 200, sortby=sortby, **args) for sortby, order in (
+            ("eo:cloud_cover", UP), ("-eo:cloud_cover", DOWN))}  # fmt: skip
+    for order, pages in found.items():
+        expected = by_hand(files, where, order, None)
+        assert [i for p in pages for i in p] == expected and len(expected) > 200
+        assert all(len(p) == 200 for p in pages[:-1])
+    thresholds = [sql for sql, _ in calls if "LIMIT 1 OFFSET" in sql]
+    bounded = [sql for sql, _ in calls if "ORDER BY" in sql and "LIMIT 1 OFFSET" not in sql and "?" in sql]
+    if "LIKE" in where:  # no part's footer tells every row meets it: the threshold's query each page
+        assert len(bounded) == len(thresholds) > 0
+    else:
+        assert thresholds and len(bounded) > len(thresholds)
