@@ -386,3 +386,27 @@ def test_pages_over_overlapping_parts_are_duckdbs(make_settings, mixed, calls, l
         assert len(bounded) == len(thresholds) > 0
     else:
         assert thresholds and len(bounded) > len(thresholds)
+
+
+@pytest.mark.parametrize("layout", ["pc parts", "hive"])
+def test_on_disk_the_footers_bound_the_page_and_no_threshold_is_sought(
+    make_settings, sources, queries, layout
+):
+    """On disk, too, a page the parts' footers bound is one query within the bound; with a
+    condition the footers cannot tell a part's every row meets, the page is read in the whole
+    order (on disk the threshold's query costs more than it saves). Both pages DuckDB's."""
+    path, files = sources[layout]
+    settings = make_settings(catalogs=[{"id": "gp", "path": str(path)}], default_catalog="gp")
+    every = {"filter": {"op": "like", "args": [{"property": "id"}, "%"]}}
+    with Session(settings) as session:
+        session.search(catalog="gp", limit=1, fields=["id"])  # the files checked first
+        queries.clear()
+        up = session.search(catalog="gp", limit=50, fields=["id"], sortby="eo:cloud_cover")
+        bounded = [q for q in queries if "ORDER BY" in q]
+        queries.clear()
+        down = session.search(catalog="gp", limit=50, fields=["id"], sortby="-eo:cloud_cover", **every)
+        whole = [q for q in queries if "ORDER BY" in q]
+    assert len(bounded) == 1 and f"{KEY} <= ?" in bounded[0]
+    assert len(whole) == 1 and f"{KEY} >= ?" not in whole[0] and f"{KEY} IS NULL" not in whole[0]
+    assert [i.id for i in up.items] == page_by_hand(files, UP, 0, 50)
+    assert [i.id for i in down.items] == page_by_hand(files, DOWN, 0, 50)
