@@ -334,7 +334,7 @@ def _first_parts(cat: GeoparquetCatalog, plan: Plan, offset: int | None, n: int,
     first page over 260 parts of 10,000,000 items read every part's bbox columns over HTTP),
     else the search runs on every part that can hold a match (`_leading`)."""
     if threshold_applies(cat, plan, offset):
-        found = within_threshold(cat, plan, offset, n, query)  # sorted on a property, over HTTP
+        found = within_threshold(cat, plan, offset, n, query)  # sorted on a property
         if found is not None:
             return found
     first = None
