@@ -264,14 +264,31 @@ def test_the_parts_statistics_bound_the_page_without_the_threshold_query(
     if holds is None:  # within NULL: the parts holding one
         assert chosen == nulls and count_by_hand(files, f"{KEY} IS NULL") >= offset + 50
         return
-    bound = params[-1]
-    expected = {f for f in low if holds(high[f] if order == DOWN else low[f], bound)}
+    tied = '"collection"' in sql  # the ties at the bound taken up to a collection
+    bound, last = (params[-3], params[-1]) if tied else (params[-1], None)
+
+    def within(f) -> bool:  # a part that can hold a row within (bound, last)
+        near = high[f] if order == DOWN else low[f]
+        if not holds(near, bound):
+            return False
+        past = (named(f) < last) if order == DOWN else (named(f) > last)
+        return last is None or near != bound or not past or (order == DOWN and f in nulls)
+
+    expected = {f for f in low if within(f)}
     if order == DOWN:  # every part that may hold a NULL, ranked first
         expected |= nulls
-        assert count_by_hand(files, f"{KEY} IS NULL OR {KEY} >= {bound}") >= offset + 50
+        ties = f" AND ({KEY} > {bound} OR collection >= '{last}')" if tied else ""
+        assert count_by_hand(files, f"{KEY} IS NULL OR ({KEY} >= {bound}{ties})") >= offset + 50
     else:
-        assert count_by_hand(files, f"{KEY} <= {bound}") >= offset + 50
+        ties = f" AND ({KEY} < {bound} OR collection <= '{last}')" if tied else ""
+        assert count_by_hand(files, f"{KEY} <= {bound}{ties}") >= offset + 50
     assert chosen == expected and len(chosen) < len(files)
+
+
+def named(f: Path) -> str:
+    """The collection a part's folder names: `collection=<c>` (hive) or `<c>.parquet` (PC)."""
+    folder = next(p for p in f.parts if p.startswith("collection=") or p.endswith(".parquet"))
+    return folder.removeprefix("collection=").removesuffix(".parquet")
 
 
 @pytest.mark.parametrize("layout", ["pc parts", "hive"])
@@ -316,22 +333,34 @@ def test_a_search_of_one_part_is_one_query(make_settings, sources, served, queri
     assert [i.id for i in page.items] == page_by_hand(one, UP, 0, 50)
 
 
-@pytest.fixture(scope="module")
-def mixed(tmp_path_factory):
-    """The real items 60 times with cloud covers drawn per collection (seeded): a collection's
-    values all NULL, few integers tied, some NULL, or tenths in a narrow span - parts whose
-    [min, max] overlap, ties across parts - in hive folders and PC parts, served."""
-    import random
-
+def served_values(folder: Path, draw) -> tuple[list[str], dict]:
+    """The real items 60 times with cloud covers `draw(collection, names)` each, in PC parts and
+    hive folders under `folder`: the collections' names, and the layouts' files."""
     import pyarrow as pa
     import real_snapshots as rs
 
     items = rs.real_items()
     tbl = rs.by_time(rs.repeated(rs.table(rs.copies(items, 1)), 60), "collection")
-    rng = random.Random(7)
     names = sorted(set(tbl["collection"].to_pylist()))
+    values = pa.array([draw(c, names) for c in tbl["collection"].to_pylist()], pa.float64())
+    tbl = tbl.set_column(tbl.schema.get_field_index("eo:cloud_cover"), "eo:cloud_cover", values)
+    described = rs.collections(items)
+    return names, {
+        "pc parts": rs.write_pc_layout(tbl, folder / "pc", 1, described),
+        "hive": rs.write_hive_layout(tbl, folder / "hive", described),
+    }
 
-    def drawn(collection: str):
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """Cloud covers drawn per collection (seeded): a collection's values all NULL, few integers
+    tied, some NULL, or tenths in a narrow span - parts whose [min, max] overlap, ties across
+    parts - in hive folders and PC parts, served."""
+    import random
+
+    rng = random.Random(7)
+
+    def drawn(collection: str, names: list[str]):
         kind = names.index(collection) % 4
         if kind == 0 or (kind == 2 and rng.random() < 0.3):
             return None
@@ -341,14 +370,8 @@ def mixed(tmp_path_factory):
             return float(rng.randint(0, 10))
         return round(rng.uniform(4.0, 6.0), 1)
 
-    values = pa.array([drawn(c) for c in tbl["collection"].to_pylist()], pa.float64())
-    tbl = tbl.set_column(tbl.schema.get_field_index("eo:cloud_cover"), "eo:cloud_cover", values)
     root = tmp_path_factory.mktemp("mixed")
-    described = rs.collections(items)
-    layouts = {
-        "pc parts": rs.write_pc_layout(tbl, root / "pc", 1, described),
-        "hive": rs.write_hive_layout(tbl, root / "hive", described),
-    }
+    _, layouts = served_values(root, drawn)
     with serve_directory(root) as server:
         server.root = root
         yield server, layouts
@@ -410,3 +433,44 @@ def test_on_disk_the_footers_bound_the_page_and_no_threshold_is_sought(
     assert len(whole) == 1 and f"{KEY} >= ?" not in whole[0] and f"{KEY} IS NULL" not in whole[0]
     assert [i.id for i in up.items] == page_by_hand(files, UP, 0, 50)
     assert [i.id for i in down.items] == page_by_hand(files, DOWN, 0, 50)
+
+
+@pytest.fixture(scope="module")
+def tied(tmp_path_factory):
+    """Every collection's cloud covers 0-3 (seeded), no NULL: every part's least value 0, its
+    greatest 3 - the ties at a bound span the parts of every collection. Served."""
+    import random
+
+    rng = random.Random(11)
+    root = tmp_path_factory.mktemp("tied")
+    names, layouts = served_values(root, lambda c, names: float(rng.randint(0, 3)))
+    with serve_directory(root) as server:
+        server.root = root
+        yield server, names, layouts
+
+
+@pytest.mark.parametrize("layout", ["pc parts", "hive"])
+@pytest.mark.parametrize(("sortby", "order"), [("eo:cloud_cover", UP), ("-eo:cloud_cover", DOWN)])
+def test_ties_at_the_bound_open_only_the_collections_that_rank_first(
+    make_settings, tied, calls, layout, sortby, order
+):
+    """The order goes on with the collection: with every part's least (greatest descending)
+    value the same, a page of 4 needs 5 rows and is bounded at that value within the collection
+    of the 5th part in the order by the parts' names - its query opens only the parts of those
+    collections (computed here from the folders' names), not every part. DuckDB's pages, that
+    one and every page after it."""
+    served, names, layouts = tied
+    files = layouts[layout]
+    first = {named(f) for f in sorted(files, key=named, reverse=order == DOWN)[:5]}  # the 5 first parts'
+    settings = make_settings(catalogs=[over_http(served, files)], default_catalog="gp")
+    with Session(settings) as session:
+        session.search(catalog="gp", limit=1, fields=["id"])  # the files checked first
+        calls.clear()
+        page = session.search(catalog="gp", limit=4, fields=["id"], sortby=sortby)
+        (sql, _), *rest = [c for c in calls if "ORDER BY" in c[0]]
+        chosen = opened(served, session, sql)
+        pages = walk(session, 300, sortby=sortby)
+    assert rest == [] and '"collection"' in sql
+    assert chosen == {f for f in files if named(f) in first} and len(chosen) < len(files)
+    assert [i.id for i in page.items] == page_by_hand(files, order, 0, 4)
+    assert [i for p in pages for i in p] == by_hand(files, "TRUE", order, None)

@@ -17,7 +17,13 @@ B comes from the parts' footers when they tell it (`_bound`): in a part whose ev
 candidate (part_counts.whole: the search has no condition, or one its footers decide), the
 least value in the search's order is one of its rows, and every row lies within its greatest
 when it holds no NULL - so the first value within which offset + n such rows surely lie bounds
-the page without reading a row. It is taken when the parts' values, spread evenly over their
+the page without reading a row. Where the order goes on with the collection (a sort on one
+property) and the parts' names give their collections (hive `collection=` folders, the Planetary
+Computer's `<collection>.parquet`; snapshot_layout.py, whose names a collection search trusts
+too), the bound goes on likewise: at B, the collection C whose parts reach offset + n, so that
+of the parts whose nearest value is B only those of the collections up to C are read (over the
+780 hive parts of 10,000,000 items, cloud cover 0 in 360 parts: 113 read, the page's query
+about 120 ms, the search 192-264 ms warm; over 260 PC parts 242-246 ms). It is taken when the parts' values, spread evenly over their
 [min, max], put at most EXCESS_MAX rows past the page within it (a deep page, whose bound would
 be a part's far end, holds them all). Should the footers be wrong, the page's query finds fewer
 than n rows within B, and the page is read in the whole order. Else B is the threshold T, the
@@ -57,6 +63,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..catalogs.part_stats import can_hold
+from ..catalogs.snapshot_files import relative
+from ..catalogs.snapshot_layout import part
 from . import part_counts
 
 if TYPE_CHECKING:
@@ -103,58 +111,77 @@ def within_threshold(
         )
         if not found.num_rows or (found["k"][0].as_py() is None and not descending):
             return None
-        bound = (found["k"][0].as_py(),)
-    parts = _parts(cat, plan, bound[0], descending)
-    where, extra = _within(cat, plan, parts, bound[0], descending)
+        bound = (found["k"][0].as_py(), None)
+    parts = _parts(cat, plan, *bound, descending)
+    where, extra = _within(cat, plan, parts, *bound, descending)
     found = query(parts, where, extra, None)
     return found if found.num_rows == n else None
 
 
 def _bound(cat: GeoparquetCatalog, plan: Plan, need: int, descending: bool) -> tuple | None:
-    """(B,): the first value of the first key's column (in the search's order, None: NULL)
+    """(B, C): the first value of the first key's column (in the search's order, None: NULL)
     within which `need` candidates surely lie by the footers of the parts whose every row is
     one (part_counts.whole): each such part's least value in that order is a row of it, and all
     its rows lie within its greatest when it holds no NULL (or, descending, a NULL ranks first);
-    None when the column has no statistics, the parts do not hold `need` rows, or more than
-    EXCESS_MAX others would lie within B, the values of each part taken as spread evenly (`_spread`)."""
+    and where the order goes on with the collection and each such part's name gives its
+    collection (snapshot_layout.part), the first collection C of the ties at B within which
+    they lie (else None). None when the column has no statistics, the parts do not hold `need`
+    rows, or more than EXCESS_MAX others would lie within B, the values of each part taken as
+    spread evenly (`_spread`)."""
     name = _column(plan.first_key)
     if name is None:
         return None
     files = cat.files
     named = dict(zip(files.sources, files.paths, strict=True))
-    steps = []  # (value, rows of a part surely within it)
+    steps = []  # (value, the part's collection by its name, rows of it surely within them)
+    collections = _collections(cat)
     for source in part_counts.whole(cat, plan.files, plan.within):
         path = named[source]
         rows, found = files.rows.get(path, 0), files.ranges.get(path, {}).get(name, False)
         if found is False or not rows:
             continue
+        collection = collections[path]
         if found is None:  # every value NULL: first descending, never within a value ascending
-            steps += [(None, rows)] if descending else []
+            steps += [(None, collection, rows)] if descending else []
             continue
         near, far = (found[1], found[0]) if descending else found
-        steps.append((near, 1))
+        steps.append((near, collection, 1))
         if descending or name in files.filled.get(path, ()):
-            steps.append((far, rows - 1))
-    steps.sort(key=lambda step: _rank(step[0], descending))
+            steps.append((far, collection, rows - 1))
+    ordered = _then_collection(plan, descending) and all(step[1] is not None for step in steps)
+    steps.sort(key=lambda step: _rank(step[0], step[1] if ordered else "", descending), reverse=descending)
     taken = 0
-    for value, rows in steps:
+    for value, collection, rows in steps:
         taken += rows
         if taken >= need:
-            return (value,) if _spread(cat, plan, name, value, descending) <= need + EXCESS_MAX else None
+            if _spread(cat, plan, name, value, descending) > need + EXCESS_MAX:
+                return None
+            return value, collection if ordered and value is not None else None
     return None
 
 
-def _within(cat: GeoparquetCatalog, plan: Plan, parts, threshold, descending: bool) -> tuple[str, list]:
-    """The search's condition and the first key within `threshold`, and its parameters past the
-    search's: NULL ranked first descending (left out where no part read holds one)."""
-    key = plan.first_key
+def _within(
+    cat: GeoparquetCatalog, plan: Plan, parts, threshold, collection, descending: bool
+) -> tuple[str, list]:
+    """The search's condition and the first key within `threshold` (its ties within
+    `collection`, None: all), and its parameters past the search's: NULL ranked first
+    descending (left out where no part read holds one), and so is a NULL collection."""
+    key, named = plan.first_key, cat.column("collection")
     if threshold is None:
         return f"{plan.where} AND {key} IS NULL", []
+    if collection is not None and not descending:
+        return f"{plan.where} AND {key} <= ? AND ({key} < ? OR {named} <= ?)", [
+            threshold,
+            threshold,
+            collection,
+        ]
+    ties = f" AND ({key} IS NULL OR {key} > ? OR {named} >= ? OR {named} IS NULL)"
+    ties, extra = (ties, [threshold, collection]) if collection is not None else ("", [])
     if not descending:
         return f"{plan.where} AND {key} <= ?", [threshold]
     if _filled(cat, parts, _column(key)):
-        return f"{plan.where} AND {key} >= ?", [threshold]
-    return f"{plan.where} AND ({key} IS NULL OR {key} >= ?)", [threshold]
+        return f"{plan.where} AND {key} >= ?{ties}", [threshold, *extra]
+    return f"{plan.where} AND ({key} IS NULL OR {key} >= ?){ties}", [threshold, *extra]
 
 
 def _filled(cat: GeoparquetCatalog, parts: list[str] | None, name: str | None) -> bool:
@@ -169,11 +196,22 @@ def _filled(cat: GeoparquetCatalog, parts: list[str] | None, name: str | None) -
     )
 
 
-def _rank(value, descending: bool):
-    """A value's place in the search's order of the first key (None: NULL, first descending)."""
-    if not descending:
-        return value
-    return (0, 0) if value is None else (1, -value)
+def _rank(value, collection: str, descending: bool) -> tuple:
+    """A value's and a collection's place in the search's order, reversed descending (None:
+    NULL, first descending)."""
+    return (value is None, 0 if value is None else value, collection) if descending else (value, collection)
+
+
+def _then_collection(plan: Plan, descending: bool) -> bool:
+    """Whether the search's order goes on with the collection after the first key."""
+    direction = "DESC NULLS FIRST" if descending else "ASC NULLS LAST"
+    return plan.order.startswith(f'{plan.first_key} {direction}, "collection" {direction}')
+
+
+def _collections(cat: GeoparquetCatalog) -> dict[str, str | None]:
+    """file -> the collection its name says it holds (None: it says none)."""
+    root = cat.root
+    return {path: part(relative(path, root)).collection for path in cat.files.paths}
 
 
 def _spread(cat: GeoparquetCatalog, plan: Plan, name: str, bound, descending: bool) -> float:
@@ -197,23 +235,41 @@ def _spread(cat: GeoparquetCatalog, plan: Plan, name: str, bound, descending: bo
     return total
 
 
-def _parts(cat: GeoparquetCatalog, plan: Plan, bound, descending: bool) -> list[str] | None:
+def _parts(cat: GeoparquetCatalog, plan: Plan, bound, collection, descending: bool) -> list[str] | None:
     """The parts of the search (`plan.files`, None: every file) that can hold a row within
     `bound` (None: NULL, descending only) by their statistics of the first key's column
-    (part_stats.can_hold, a NULL ranked first descending; a part without them is kept); None
-    when none is left out."""
+    (part_stats.can_hold, a NULL ranked first descending; a part without them is kept), and
+    its ties within `collection` (None: all) by the collection their name says; None when none
+    is left out."""
     name = _column(plan.first_key)
     files = cat.files
     chosen = None if plan.files is None else set(plan.files)
     value = math.inf if bound is None else bound  # NULL: the parts that may hold one (and any +inf)
     wanted = {} if name is None else {name: (value, None) if descending else (None, value)}
+    collections = _collections(cat) if collection is not None else {}
     kept = [
         source
         for path, source in zip(files.paths, files.sources, strict=True)
         if (chosen is None or source in chosen)
         and can_hold(None, files.ranges.get(path, {}), None, wanted, files.filled.get(path, ()), descending)
+        and not (
+            collection is not None
+            and _past(cat, path, name, (bound, collection), collections[path], descending)
+        )
     ]
     return None if plan.files is None and len(kept) == len(files.paths) else kept
+
+
+def _past(cat: GeoparquetCatalog, path: str, name: str, bound: tuple, mine, descending: bool) -> bool:
+    """Whether every row of a part lies past `bound` (value, collection) in the search's order:
+    its nearest value is the bound's, the collection its name says (`mine`) lies past the
+    bound's, and (descending) it holds no NULL."""
+    found = cat.files.ranges.get(path, {}).get(name)
+    if not found or mine is None:
+        return False
+    if descending:
+        return name in cat.files.filled.get(path, ()) and found[1] == bound[0] and mine < bound[1]
+    return found[0] == bound[0] and mine > bound[1]
 
 
 def _column(sql: str) -> str | None:
