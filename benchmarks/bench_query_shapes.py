@@ -313,11 +313,16 @@ def _first_count(session) -> None:
         from stac_gdal_mcp.discovery.footprints import marks_of
     except ImportError:  # a version of the package without marks, measured beside this one
         return print(f"  the first count of a bbox {first * 1000:.0f} ms (no marks)")
-    marks = marks_of(session.core.catalogs.get("gp"))
+    cat = session.core.catalogs.get("gp")
+    marks = marks_of(cat)
     while not marks.idle:
         time.sleep(0.02)
+    copies = getattr(getattr(cat, "reader", None), "copies", None)  # HTTP parts copied (local_copies.py)
+    if cat.urls is not None and copies is not None:
+        copies.wait()
     print(
-        f"  the first count of a bbox {first * 1000:.0f} ms; footprints marked in the background "
+        f"  the first count of a bbox {first * 1000:.0f} ms; footprints marked"
+        f"{'' if copies is None or cat.urls is None else ' and parts copied'} in the background "
         f"{time.perf_counter() - started - first:.2f} s after"
     )
 

@@ -206,6 +206,10 @@ class LimitSettings(BaseModel):
     # blocks of files read over HTTP kept on local disk (in an unlinked file of the workspace's cache
     # folder) beyond those kept in memory, per catalog, MB; 0: none (every read past memory fetched again)
     http_disk_cache_mb: int = Field(1024, ge=0)
+    # whole local copies of the files of at most 16 MB that searches over HTTP open, read by DuckDB
+    # as local files (in a folder of the workspace's cache folder removed when the process ends),
+    # per catalog, MB; 0: none (every file read by range)
+    http_copies_mb: int = Field(1024, ge=0)
     # a job whose estimate reads or writes more bytes than this is confirmed first: the MCP server
     # asks the user (elicitation) or answers the estimate, to be called again with confirm=true;
     # 0: never asked

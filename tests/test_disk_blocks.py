@@ -3,7 +3,8 @@ blocks past the memory tier's bound are read back from a file of the workspace's
 not fetched again (requests counted by the test bed's Range server); the file has no name; its
 bound holds, the least recently used out first; a new version of a file is fetched, not served
 from it; a write that fails (a file size limit, in a process of its own) leaves the reads
-fetching, every byte the file's."""
+fetching, every byte the file's; a range of blocks kept side by side is one os.pread, and what
+the disk keeps is not kept in memory too."""
 
 from __future__ import annotations
 
@@ -164,3 +165,30 @@ def test_a_failed_write_leaves_the_reads_fetching(tmp_path, served_file):
     assert first == want and second == want
     assert failed and kept == 6
     assert server.stats()["bytes"] >= 2 * path.stat().st_size - 10 * BLOCK
+
+
+def test_reads_of_blocks_kept_on_disk_are_one_pread_each_and_not_kept_in_memory(
+    make_settings, served_file, monkeypatch
+):
+    """Blocks fetched together lie side by side on disk: once the file is read, every range of
+    it (within a block, across blocks, the short last one, the end) is one os.pread of exactly
+    its bytes, and the memory tier keeps none of what the disk keeps."""
+    from stac_gdal_mcp.catalogs import disk_blocks
+
+    server, path = served_file
+    want = path.read_bytes()
+    reader = _reader(make_settings, f"{server.url}/{path.name}", 16)
+    version = reader.version(f"{server.url}/{path.name}")
+    assert reader.read(version, 0, version.size) == want  # one request, written in a row
+    assert reader.blocks.held == 0 and len(reader.disk) == BLOCKS + 1
+    preads = []
+    pread = os.pread
+    monkeypatch.setattr(disk_blocks.os, "pread", lambda fd, n, at: preads.append(n) or pread(fd, n, at))
+    server.reset_stats()
+    rng = random.Random(3)
+    ranges = [(0, 1), (BLOCK - 5, BLOCK + 5), (len(want) - 1300, len(want)), (7, 7 + 5 * BLOCK)]
+    ranges += [(a, a + rng.randrange(1, 3 * BLOCK)) for a in (rng.randrange(len(want)) for _ in range(40))]
+    for start, end in ranges:
+        assert reader.read(version, start, end) == want[start:end], (start, end)
+    assert preads == [min(end, len(want)) - start for start, end in ranges]
+    assert server.stats()["bytes"] == 0

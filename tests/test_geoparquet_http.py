@@ -118,7 +118,7 @@ def test_a_page_of_a_large_file_reads_a_small_part_of_it(make_settings, served):
     path = served.root / "big.parquet"
     catalogs = [{"id": "big", "url": f"{served.url}/big.parquet"}, {"id": "local", "path": str(path)}]
     args = {"datetime": "2020-03-01/2020-03-10", "limit": 100}
-    with Session(make_settings(catalogs=catalogs)) as s:
+    with Session(make_settings(catalogs=catalogs, limits={"http_copies_mb": 0})) as s:  # by range only
         served.reset_stats()
         page = s.search(catalog="big", **args)
         read = served.stats()["paths"]["/big.parquet"]["bytes"]
@@ -198,7 +198,7 @@ def test_versions_are_asked_again_of_the_files_read_only(make_settings, served, 
     other's (a walk over one part of a snapshot of 780 asks one URL); every file after SWEEP_S."""
     urls = [f"{served.url}/items.parquet", f"{served.url}/big.parquet"]
     march = {"datetime": "2020-03-01/2020-03-10", "limit": 10}  # big.parquet's items only
-    with Session(make_settings(catalogs=[{"id": "two", "urls": urls}])) as s:
+    with Session(make_settings(catalogs=[{"id": "two", "urls": urls}], limits={"http_copies_mb": 0})) as s:
         first = s.search(catalog="two", **march)
         freshness = s.core.catalogs.get("two").freshness
         monkeypatch.setattr(httpfs, "REVALIDATE_S", 0.0)
@@ -228,7 +228,10 @@ def test_the_block_cache_is_bounded_before_it_grows(make_settings, served, monke
 
     monkeypatch.setattr(httpfs.RangeReader, "_keep", watched)
     args = {"datetime": "2020-03-01/2020-03-10", "limit": 100}
-    with Session(make_settings(catalogs=[{"id": "big", "url": f"{served.url}/big.parquet"}])) as s:
+    catalogs = [{"id": "big", "url": f"{served.url}/big.parquet"}]  # blocks kept in memory only
+    with Session(
+        make_settings(catalogs=catalogs, limits={"http_disk_cache_mb": 0, "http_copies_mb": 0})
+    ) as s:
         page = s.search(catalog="big", **args)
         assert s.search(catalog="big", **args).ids == page.ids and len(page.ids) == 100
     assert len(kept) > 3 and max(kept) <= 3 * httpfs.BLOCK

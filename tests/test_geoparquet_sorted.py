@@ -154,13 +154,15 @@ def part_values(files) -> tuple[dict, dict, set, list]:
 
 
 def opened(served, session, sql: str) -> set[Path]:
-    """The files a query's read_parquet lists, as paths under the served folder."""
+    """The files a query's read_parquet lists, as paths under the served folder (a part's local
+    copy, catalogs/local_copies.py, is named as the part it copies: `<folder>/<n>.parquet`)."""
     import re
 
     cat = session.core.catalogs.get("gp")
     named = dict(zip(cat.files.sources, cat.files.paths, strict=True))  # the URL of each
-    listed = re.search(r"read_parquet\(\[(.*?)\]", sql).group(1)
-    return {served.root / named[p.strip().strip("'")][len(served.url) + 1 :] for p in listed.split(",")}
+    listed = [p.strip().strip("'") for p in re.search(r"read_parquet\(\[(.*?)\]", sql).group(1).split(",")]
+    sources = [p if p.startswith("stacgp://") else f"stacgp://{Path(p).name}" for p in listed]
+    return {served.root / named[p][len(served.url) + 1 :] for p in sources}
 
 
 def count_by_hand(files, where: str) -> int:

@@ -100,8 +100,8 @@ def test_a_small_cache_read_by_many_threads_stays_within_its_bound(make_settings
     monkeypatch.setattr(httpfs, "cache_bytes", lambda settings: 4 * BLOCK)
     server, path = served_file
     want = path.read_bytes()
-    fs = _filesystem(make_settings, f"{server.url}/{path.name}")
-    reader, held = fs.reader, []
+    fs = _filesystem(make_settings, f"{server.url}/{path.name}", limits={"http_disk_cache_mb": 0})
+    reader, held = fs.reader, []  # (blocks kept on disk are not kept in memory too)
     keep = httpfs.RangeReader._keep
 
     def counted(self, key, block):

@@ -79,16 +79,48 @@ class DiskBlocks:
                     self._unpin_locked(slot)
         return out
 
-    def put(self, key: Hashable, block: bytes | memoryview) -> None:
-        """Write `block` under `key` (a new key) in a free slot, or the least recently used one
-        not pinned; nothing when longer than a slot, when every slot is pinned, or once a write
-        has failed."""
+    def span(self, keys: list[Hashable], skip: int, size: int) -> bytes | None:
+        """`size` bytes from `skip` into the blocks kept under `keys` (a file's consecutive
+        blocks), in one os.pread when they lie in consecutive slots, each whole but the last
+        (blocks fetched together are written together): no copy of each block joined after, no
+        lock held while reading. None when one is not kept, they lie apart, or the read is short."""
         with self._lock:
-            if self.failed or not self.slots or len(block) > self.block or key in self._where:
-                return
+            where = [self._where.get(k) for k in keys]
+            if not where or None in where:
+                return None
+            first = where[0][0]
+            if any(s != first + i for i, (s, _) in enumerate(where)) or any(
+                n != self.block for _, n in where[:-1]
+            ):
+                return None
+            if skip + size > (len(where) - 1) * self.block + where[-1][1]:
+                return None
+            for key in keys:
+                self._where.move_to_end(key)
+            for slot in range(first, first + len(where)):
+                self._pins[slot] = self._pins.get(slot, 0) + 1
+        try:
+            data = os.pread(self._fd, size, first * self.block + skip)
+        except OSError:
+            data = b""
+        finally:
+            with self._lock:
+                for slot in range(first, first + len(where)):
+                    self._unpin_locked(slot)
+        return data if len(data) == size else None
+
+    def put(self, key: Hashable, block: bytes | memoryview) -> bool:
+        """Write `block` under `key` (a new key) in a free slot, or the least recently used one
+        not pinned: whether it is kept (not when longer than a slot, when every slot is pinned,
+        or once a write has failed)."""
+        with self._lock:
+            if key in self._where:
+                return True
+            if self.failed or not self.slots or len(block) > self.block:
+                return False
             slot = self._slot()
             if slot is None:
-                return
+                return False
             self._pins[slot] = self._pins.get(slot, 0) + 1
         try:
             written = os.pwrite(self._fd, block, slot * self.block)
@@ -99,9 +131,10 @@ class DiskBlocks:
             if written == len(block):
                 self._where[key] = (slot, len(block))
                 self.held += len(block)
-            else:
-                self._free.append(slot)
-                self.failed = True
+                return True
+            self._free.append(slot)
+            self.failed = True
+            return False
 
     def _slot(self) -> int | None:
         """A slot to write (under the lock): a free one, else the least recently used block not

@@ -129,13 +129,14 @@ class GeoparquetCatalog:
         a search lists and stats its parts once, not at every column it names (a folder of 780
         parts: 90 ms a listing)."""
         outer = getattr(self._pinned, "files", None)
-        self._pinned.files = files or self.files
+        self._pinned.files = chosen = files or self.files
         try:
-            yield self._pinned.files
+            yield chosen
         finally:
             self._pinned.files = outer
             if outer is None and files is None and self.urls is not None:  # a search's own
                 self.freshness.after_search(self._versions_changed)
+                chosen.filesystem.copy_opened()
 
     def _new_version(self, files: Files) -> None:
         """Keep the checked `files`; drop what was cached of the previous version (the connection
@@ -376,13 +377,18 @@ class GeoparquetCatalog:
         `file_row_number`. Each path is literal (DuckDB globs every path it is given: its glob
         characters are escaped, `literal`). Hive folder names are not read as columns (the files hold them).
         Columns are matched by name where the files' schemas differ (union_by_name: DuckDB then
-        reads every file's schema at each query, 2.5x the time of a page over 780 parts)."""
+        reads every file's schema at each query, 2.5x the time of a page over 780 parts). Files
+        read over HTTP are read from their local copies where there are some (local_copies.py)."""
         files = self.files
         chosen = files.sources if paths is None else paths
-        listed = ", ".join("'" + literal(p).replace("'", "''") + "'" for p in chosen)
+        local = chosen if files.filesystem is None else [files.filesystem.native(p) for p in chosen]
+        listed = ", ".join("'" + literal(p).replace("'", "''") + "'" for p in local)
         extra = ", filename = true, file_row_number = true" if numbered else ""
         union = "false" if files.uniform else "true"
-        return f"read_parquet([{listed}], union_by_name = {union}, hive_partitioning = false{extra})"
+        found = f"read_parquet([{listed}], union_by_name = {union}, hive_partitioning = false{extra})"
+        if numbered and local != chosen:  # a local copy's rows named by the file they copy
+            return f"(SELECT * REPLACE ({files.filesystem.FILENAME} AS filename) FROM {found})"
+        return found
 
     @cached_property
     def database(self):

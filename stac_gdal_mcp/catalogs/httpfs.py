@@ -13,12 +13,15 @@ errors and HTTP 429/5xx. Messages show the URL only through `redact.masked_url`.
   read it), the rest of a longer footer in a second once its length is within bounds; not kept
   (DuckDB keeps the footers of the parts a search opens, parsed).
 - The bytes DuckDB reads are fetched in blocks of BLOCK, kept per catalog (least recently used
-  out first, evicted before a block is added past the bound) for the life of the version, in one
-  memory map made once (block_store.py: no heap memory churned by the threads reading): the
-  bound, `cache_bytes`, is a share of `limits.query_memory_mb` (1/CACHE_SHARE; DuckDB's own
-  memory limit is the rest, geoparquet.py), so what a query's reads hold stays within that
-  budget. Every answer's size and validators are compared with the version's; a file changed
-  meanwhile fails that query in one line and is read afresh by the next.
+  out first, evicted before a block is added past the bound) for the life of the version: on
+  disk (disk_blocks.py, read back from the system's page cache; blocks side by side there read
+  in one piece), and those the disk does not keep in one memory map made once (block_store.py:
+  no heap memory churned by the threads reading): its bound, `cache_bytes`, is a share of
+  `limits.query_memory_mb` (1/CACHE_SHARE; DuckDB's own memory limit is the rest,
+  geoparquet.py), so what a query's reads hold stays within that budget. Every answer's size
+  and validators are compared with the version's; a file changed meanwhile fails that query in
+  one line and is read afresh by the next. The small files a search opened are then copied
+  whole (local_copies.py), and DuckDB reads the copies itself.
 - Versions are asked again only of what was read, after a search and beside the next one
   (`Freshness`): the files DuckDB opened, REVALIDATE_S after they were last asked (a walk over
   one part of 780 asks one URL, not 780); every URL SWEEP_S after the last sweep (a part no
@@ -57,6 +60,7 @@ from ..settings import CatalogConfig, Settings
 from .block_store import BlockStore
 from .disk_blocks import DiskBlocks
 from .http import GuardedHttp
+from .local_copies import LocalCopies
 from .redact import masked, masked_url
 from .snapshot_files import footer_length
 
@@ -115,6 +119,11 @@ class RangeReader:
             settings.limits.http_disk_cache_mb * 1024**2,
             BLOCK,
         )
+        self.copies = LocalCopies(  # whole copies of the small files searches open (local_copies.py)
+            self,
+            Path(settings.workspace).expanduser() / "cache" / "http-copies",
+            settings.limits.http_copies_mb * 1024**2,
+        )
         self._fetching: dict[tuple[Version, int], threading.Event] = {}
         self._opened: set[str] = set()  # URLs DuckDB opened since their version was asked
 
@@ -153,6 +162,12 @@ class RangeReader:
         if end <= start:
             return b""
         first, last = start // BLOCK, (end - 1) // BLOCK
+        if self.disk.held:  # all on disk, in a row: read in one piece
+            kept = self.disk.span(
+                [(version, b) for b in range(first, last + 1)], start - first * BLOCK, end - start
+            )
+            if kept is not None:
+                return kept
         got: dict[int, bytes | memoryview] = {}
         pinned: list[int] = []  # the store's slots read in place, pinned until joined
         try:
@@ -175,7 +190,9 @@ class RangeReader:
 
     def _fetch(self, version: Version, blocks: list[int], got: dict) -> None:
         """Blocks claimed by this thread into `got`: those kept on disk read back (not copied into
-        memory), the others fetched (one request per run) and kept in memory and on disk."""
+        memory), the others fetched (one request per run) and kept on disk, or in memory when the
+        disk tier does not keep them (off, full of blocks being read, or failed): what is on disk
+        is read from the system's page cache, not held twice."""
         kept = self.disk.get([(version, b) for b in blocks]) if self.disk.held else {}
         got.update((b, kept[version, b]) for b in blocks if (version, b) in kept)
         for lo, hi in _runs([b for b in blocks if b not in got]):
@@ -183,8 +200,8 @@ class RangeReader:
             view = memoryview(data)
             for b in range(lo, hi + 1):
                 got[b] = view[(b - lo) * BLOCK : (b - lo + 1) * BLOCK]
-                self._keep((version, b), got[b])
-                self.disk.put((version, b), got[b])
+                if not self.disk.put((version, b), got[b]):
+                    self._keep((version, b), got[b])
 
     def _claim(self, version: Version, blocks: range, got: dict, pinned: list[int]) -> tuple[list[int], list]:
         """Blocks not in `got` yet: cached ones put there (views of the store's slots, added to
@@ -348,11 +365,32 @@ class RangeFileSystem(AbstractFileSystem):
 
     protocol = PROTOCOL
     cachable = False  # one instance per catalog version, not shared by fsspec
+    # a file's name as DuckDB reads it, in SQL, from the `filename` of a local copy's rows or its own
+    FILENAME = f"'{PROTOCOL}://' || parse_filename(filename)"
 
     def __init__(self, reader: RangeReader, versions: list[Version]):
         super().__init__()
         self.reader = reader
         self.versions = {f"{n}.parquet": v for n, v in enumerate(versions)}
+        self._opened: set[str] = set()  # names DuckDB opened since the last copy_opened
+        self._lock = threading.Lock()
+
+    def native(self, path: str) -> str:
+        """The path DuckDB reads the file `path` (`stacgp://n.parquet`) by: its local copy where
+        there is one (local_copies.py: read natively, not through this filesystem), else `path`."""
+        name = self._strip_protocol(path)
+        version = self.versions.get(name)
+        copy = None if version is None else self.reader.copies.path(name, version)
+        if copy is None:
+            return path
+        self.reader.opened(version.url)  # its version asked again after the search, as when opened
+        return copy
+
+    def copy_opened(self) -> None:
+        """Local copies asked of the files opened since the last call (local_copies.py)."""
+        with self._lock:
+            opened, self._opened = self._opened, set()
+        self.reader.copies.want([(name, self.versions[name]) for name in sorted(opened)])
 
     @cached_property
     def sources(self) -> dict[str, str]:
@@ -390,6 +428,8 @@ class RangeFileSystem(AbstractFileSystem):
             raise PermissionError(f"{path} is read-only")
         version = self.version(path)
         self.reader.opened(version.url)
+        with self._lock:
+            self._opened.add(self._strip_protocol(path))
         return RangeFile(self.reader, version)
 
     _open = open
