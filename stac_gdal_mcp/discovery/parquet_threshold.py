@@ -22,20 +22,19 @@ the parts' names give their collections (hive `collection=` folders, the Planeta
 `<collection>.parquet`; snapshot_layout.py, whose names a collection search trusts too), the
 bound goes on likewise: at B, the collection C whose parts reach offset + n, so that of the
 parts whose nearest value is B only those of the collections up to C are read (over the 780 hive
-parts of 10,000,000 items, cloud cover 0 in 360 parts: 113 read, the page's query about 120 ms,
-the search 192-264 ms warm; over 260 PC parts 242-246 ms). It is taken when the parts' values,
-spread evenly over their [min, max], put at most EXCESS_MAX rows past the page within it (a deep
-page, whose bound would be a part's far end, holds them all). Should the footers be wrong, the
-page's query finds fewer than n rows within B, and the page is read in the whole order. Else B
-is the threshold T, the (offset + n)-th candidate's value found on that column alone (`ORDER BY
-key LIMIT 1 OFFSET offset + n - 1`: the filter and key columns read, none of the others), none
-when there are fewer candidates or T is NULL ascending (every row lies within it). Over 780 hive
-parts of 10,000,000 items over HTTP a first page of 100 sorted on cloud cover was three queries,
-T's over every part (285-342 ms warm), a count of the candidates within it (176-185 ms) and the
-page's (295-370 ms); with the footers' bound it is the page's query alone (212-240 ms, 360
-parts), the search 914-944 -> 319-420 ms warm (`benchmarks/bench_geoparquet.py --matrix 10000000
---layouts hive,pc --no-disk`: 845-1,058 -> 462-510 ms at load 2-10, 260 PC parts 566-648 ->
-489-516 ms).
+parts of 10,000,000 items, cloud cover 0 in 360 parts: 113 read). It is taken when the parts'
+values, spread evenly over their [min, max], put at most EXCESS_MAX rows past the page within it
+(a deep page, whose bound would be a part's far end, holds them all). Should the footers be
+wrong, the page's query finds fewer than n rows within B, and the page is read in the whole
+order. Else B is the threshold T, the (offset + n)-th candidate's value found on that column
+alone (`ORDER BY key LIMIT 1 OFFSET offset + n - 1`: the filter and key columns read, none of
+the others), none when there are fewer candidates or T is NULL ascending (every row lies within
+it). Over 780 hive parts of 10,000,000 items over HTTP a first page of 100 sorted on cloud cover
+was three queries, T's over every part (285-342 ms warm), a count of the candidates within it
+(176-185 ms) and the page's (295-370 ms); with the footers' bound it is the page's query alone,
+212-240 ms over those 360 parts, about 120 ms over the 113: the search 914-944 -> 192-264 ms
+warm (`benchmarks/bench_geoparquet.py --matrix 10000000 --layouts hive,pc`, load 8-13: 1,092 ->
+242 ms, over 260 PC parts 807 -> 328 ms).
 
 However many candidates tie within B, the page's query carries no column but each row's file
 and number (parquet_search.keys, the only page read so: one part is never read within a bound),
