@@ -188,3 +188,30 @@ def write_hive_layout(tbl, root: Path, described: list[dict] | None = None) -> l
         folder = root / f"collection={c}" / f"year={y}" / f"month={m}"
         written.append(write(tbl.slice(first, n), folder / f"part-{number}.parquet", meta=meta))
     return written
+
+
+def count_by_hand(files, bbox) -> int:
+    """DuckDB's exact count of a bbox over `files`: the rows whose bbox overlaps it, their
+    footprints tested with shapely."""
+    import duckdb
+    import shapely
+    from shapely.geometry import box
+
+    w, s, e, n = bbox
+    listed = ", ".join(f"'{f}'" for f in files)
+    rows = duckdb.sql(
+        f"SELECT geometry FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = false) "
+        f"WHERE bbox.xmin <= {e} AND bbox.xmax >= {w} AND bbox.ymin <= {n} AND bbox.ymax >= {s}"
+    ).fetchall()
+    return int(shapely.intersects(shapely.from_wkb([r[0] for r in rows]), box(*bbox)).sum())
+
+
+def write_layouts(root: Path, n: int) -> dict[str, list[Path]]:
+    """The real items, `n` copies each, in Planetary Computer parts (a quarter a part) under
+    `root/pc` and in hive folders under `root/hive`."""
+    items = real_items()
+    tbl = by_time(repeated(table(copies(items, 1)), n), "collection")
+    return {
+        "pc parts": write_pc_layout(tbl, root / "pc", 3, collections(items)),
+        "hive": write_hive_layout(tbl, root / "hive", collections(items)),
+    }

@@ -204,23 +204,8 @@ def test_a_marking_pass_that_fails_unexpectedly_is_said_once_and_counts_stay_exa
 @pytest.fixture(scope="module")
 def layouts(tmp_path_factory):
     """The real items, 60 copies each, in Planetary Computer parts and in hive folders."""
-    items = rs.real_items()
-    tbl = rs.by_time(rs.repeated(rs.table(rs.copies(items, 1)), 60), "collection")
-    root, described = tmp_path_factory.mktemp("footprint-layouts"), rs.collections(items)
-    return root, {
-        "pc parts": rs.write_pc_layout(tbl, root / "pc", 3, described),
-        "hive": rs.write_hive_layout(tbl, root / "hive", described),
-    }
-
-
-def _count_by_hand(files, bbox) -> int:
-    w, s, e, n = bbox
-    listed = ", ".join(f"'{f}'" for f in files)
-    rows = duckdb.sql(
-        f"SELECT geometry FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = false) "
-        f"WHERE bbox.xmin <= {e} AND bbox.xmax >= {w} AND bbox.ymin <= {n} AND bbox.ymax >= {s}"
-    ).fetchall()
-    return int(shapely.intersects(shapely.from_wkb([r[0] for r in rows]), box(*bbox)).sum())
+    root = tmp_path_factory.mktemp("footprint-layouts")
+    return root, rs.write_layouts(root, 60)
 
 
 @pytest.mark.parametrize("layout", ["pc parts", "hive"])
@@ -235,7 +220,8 @@ def test_counts_over_http_mark_the_parts_and_read_no_footprint_again(make_settin
         with Session(settings) as session:
             cat = session.core.catalogs.get("gp")
             for bbox in BOXES["real"]:
-                assert session.search(detail="count", bbox=bbox).matched == _count_by_hand(files, bbox), bbox
+                counted = session.search(detail="count", bbox=bbox).matched
+                assert counted == rs.count_by_hand(files, bbox), bbox
             deadline = time.monotonic() + 120
             while not footprints.marks_of(cat).idle:
                 assert time.monotonic() < deadline, "the parts were never marked"
@@ -243,7 +229,8 @@ def test_counts_over_http_mark_the_parts_and_read_no_footprint_again(make_settin
             marked = [footprints.marks_of(cat).get(name) is not None for name in cat.files.sources]
             served.reset_stats()
             for bbox in BOXES["real"]:
-                assert session.search(detail="count", bbox=bbox).matched == _count_by_hand(files, bbox), bbox
+                counted = session.search(detail="count", bbox=bbox).matched
+                assert counted == rs.count_by_hand(files, bbox), bbox
             fetched = [r for r in served.request_log() if r[1] != "bytes=0-0"]  # not versions asked
     assert len(marked) == len(files) > 3 and sum(marked) > 3  # those a count found doubtful rows in
     assert fetched == []

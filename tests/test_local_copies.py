@@ -16,8 +16,6 @@ from pathlib import Path
 import duckdb
 import pytest
 import real_snapshots as rs
-import shapely
-from shapely.geometry import box
 
 from stac_gdal_mcp import Session
 from stac_gdal_mcp.catalogs import httpfs, local_copies
@@ -31,13 +29,8 @@ TRIANGLE = {"type": "Polygon", "coordinates": [[[-100, 20], [20, 20], [-40, 60],
 @pytest.fixture(scope="module")
 def layouts(tmp_path_factory):
     """The real items, 20 copies each, in Planetary Computer parts and in hive folders."""
-    items = rs.real_items()
-    tbl = rs.by_time(rs.repeated(rs.table(rs.copies(items, 1)), 20), "collection")
-    root, described = tmp_path_factory.mktemp("copies"), rs.collections(items)
-    return root, {
-        "pc parts": rs.write_pc_layout(tbl, root / "pc", 3, described),
-        "hive": rs.write_hive_layout(tbl, root / "hive", described),
-    }
+    root = tmp_path_factory.mktemp("copies")
+    return root, rs.write_layouts(root, 20)
 
 
 def _answers(session, catalog: str, ids: list[str]) -> list:
@@ -51,16 +44,6 @@ def _answers(session, catalog: str, ids: list[str]) -> list:
         search(catalog=catalog, limit=30, fields=["id"], intersects=TRIANGLE).ids,
         sorted(search(catalog=catalog, ids=ids, fields=["id"]).ids),
     ]
-
-
-def _count_by_hand(files, bbox) -> int:
-    w, s, e, n = bbox
-    listed = ", ".join(f"'{f}'" for f in files)
-    rows = duckdb.sql(
-        f"SELECT geometry FROM read_parquet([{listed}], union_by_name = true, hive_partitioning = false) "
-        f"WHERE bbox.xmin <= {e} AND bbox.xmax >= {w} AND bbox.ymin <= {n} AND bbox.ymax >= {s}"
-    ).fetchall()
-    return int(shapely.intersects(shapely.from_wkb([r[0] for r in rows]), box(*bbox)).sum())
 
 
 @pytest.mark.parametrize("layout", ["pc parts", "hive"])
@@ -95,7 +78,7 @@ def test_searches_after_the_copies_read_them_and_fetch_nothing(make_settings, la
             assert set(listed) == set(cat.files.sources)  # rows named by the files they copy
             on_disk = _answers(session, "disk", ids)
     assert copied == by_range == on_disk
-    assert by_range[1] == _count_by_hand(files, BBOX) > 0 and len(by_range[4]) == 4
+    assert by_range[1] == rs.count_by_hand(files, BBOX) > 0 and len(by_range[4]) == 4
     assert fetched == []
     assert "stacgp://" not in named and str(Path(settings.workspace) / "cache" / "http-copies") in named
 
