@@ -61,6 +61,7 @@ CONSTANTS = {
         "wait at most 30 s for a": "the cap the code puts on a Retry-After",
         "(16 KiB of it kept": "the answer budget's reserve, a constant of the code",
         "16 times this + 1 MiB": "the external servers' message cap, a constant of the code",
+        "the files of at most 16 MB that": "local_copies.COPY_MAX, the largest file copied whole",
     },
     "README.md": {},
 }

@@ -78,6 +78,8 @@ class LocalCopies:
 
     def _copy_all(self, files: list[tuple[str, Version]]) -> None:
         for name, version in files:
+            if _ending():  # the process is ending: no copy it would remove at once
+                return
             try:
                 self._copy(name, version)
             except Exception as exc:  # no caller waits: said once, on stderr; the file read by range
@@ -95,6 +97,8 @@ class LocalCopies:
             folder.mkdir(exist_ok=True)
             with open(partial, "wb") as out:
                 for start in range(0, version.size, CHUNK):
+                    if _ending():
+                        raise OSError("the process is ending")
                     out.write(self.reader.read(version, start, min(version.size, start + CHUNK)))
             if partial.stat().st_size != version.size:
                 raise OSError(f"{partial} is {partial.stat().st_size} bytes, not {version.size}")
@@ -135,3 +139,9 @@ def _running(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _ending() -> bool:
+    """Whether the process is ending (its main thread done: the copies queued are not made, so
+    that it does not wait for them to end)."""
+    return not threading.main_thread().is_alive()
