@@ -31,6 +31,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from .redact import masked_url
+
 RangeReader = Version = Any  # httpfs.RangeReader and httpfs.Version (httpfs imports this module)
 COPY_MAX = 16 * 1024**2  # files larger than this are read by range only
 CHUNK = 4 * 1024**2  # bytes read and written at a time while copying
@@ -83,14 +85,14 @@ class LocalCopies:
             try:
                 self._copy(name, version)
             except Exception as exc:  # no caller waits: said once, on stderr; the file read by range
-                logging.getLogger(__name__).warning("no local copy of %s: %r", version.url, exc)
+                logging.getLogger(__name__).warning("no local copy of %s: %r", masked_url(version.url), exc)
 
     def _copy(self, name: str, version: Version) -> None:
         """The whole of `version` written to a new file, read by range through the reader, then
         kept under its name (nothing kept when a read or a write fails)."""
         from ..errors import StacGdalMcpError
 
-        folder = self._made() / hashlib.sha256(repr(version).encode()).hexdigest()[:24]
+        folder = self._made() / hashlib.sha256(repr((name, version)).encode()).hexdigest()[:24]
         target = folder / name
         partial = folder / f".{name}.partial"
         try:
@@ -136,8 +138,8 @@ def _running(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # another user's
+        pass
     return True
 
 
