@@ -3,7 +3,8 @@ read by DuckDB as local files: on the real Planetary Computer items (tests/real_
 Planetary Computer parts and hive folders served by the test bed's Range server, every answer
 after the copies equals the answers before them, the same files' answers on disk and DuckDB's
 count by hand, and fetches no byte; a copy that fails keeps nothing; the copies stay within
-their bound and leave nothing behind when the process ends.
+their bound and leave nothing behind when the process ends; where no copy can be made, nothing
+is said and the files are read by range.
 """
 
 from __future__ import annotations
@@ -151,3 +152,26 @@ with Session(settings) as session:
         assert int(held) == int(on_disk) <= 1024**2 and int(kept) < len(files)
     assert not stale.exists() and not Path(lines[-1][3]).exists()
     assert sizes[-1] <= local_copies.COPY_MAX
+
+
+def test_a_workspace_where_no_copy_can_be_made_reads_by_range_and_says_nothing(
+    make_settings, layouts, tmp_path, caplog
+):
+    """The copies' folder cannot be made (the workspace's `cache` is a file): no copy, no
+    warning a file, and the answers those of the files read by range."""
+    root, files = layouts[0], layouts[1]["hive"]
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "cache").write_text("not a folder")
+    with serve_directory(root, nodelay=True) as served:
+        urls = [f"{served.url}/{p.relative_to(root).as_posix()}" for p in files]
+        limits = {"http_disk_cache_mb": 0}  # the disk tier's folder is in the cache too
+        catalogs = [{"id": "gp", "urls": urls}]
+        settings = make_settings(catalogs=catalogs, default_catalog="gp", workspace=workspace, limits=limits)
+        with Session(settings) as session:
+            cat = session.core.catalogs.get("gp")
+            first = _answers(session, "gp", [])
+            cat.reader.copies.wait(60)
+            assert _answers(session, "gp", []) == first and not cat.reader.copies._kept
+    assert first[1] == rs.count_by_hand(files, BBOX)
+    assert not [r for r in caplog.records if "no local copy" in r.getMessage()]

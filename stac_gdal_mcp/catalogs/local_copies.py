@@ -92,7 +92,10 @@ class LocalCopies:
         kept under its name (nothing kept when a read or a write fails)."""
         from ..errors import StacGdalMcpError
 
-        folder = self._made() / hashlib.sha256(repr((name, version)).encode()).hexdigest()[:24]
+        try:
+            folder = self._made() / hashlib.sha256(repr((name, version)).encode()).hexdigest()[:24]
+        except OSError:  # no folder can be made (a read-only workspace): the files read by range
+            return
         target = folder / name
         partial = folder / f".{name}.partial"
         try:
